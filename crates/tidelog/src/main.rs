@@ -1,0 +1,40 @@
+//! The `tidelog` binary: one executable for the server and every operator command.
+
+mod cli;
+mod plan;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// tidelog: a replicated append-only log that speaks the Kafka protocol.
+#[derive(Parser)]
+#[command(name = "tidelog", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a node (broker and controller). With no flags: a complete cluster of one on 127.0.0.1:9092.
+    Serve(serve::ServeArgs),
+    /// Create, list, describe, alter and delete topics.
+    Topic(cli::topic::TopicArgs),
+    /// Produce lines from stdin as records.
+    Produce(cli::produce::ProduceArgs),
+    /// Consume records and print them.
+    Consume(cli::consume::ConsumeArgs),
+    /// Back-of-envelope capacity plan from stated assumptions.
+    Plan(plan::PlanArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve::run(args),
+        Command::Topic(args) => cli::topic::run(args),
+        Command::Produce(args) => cli::produce::run(args),
+        Command::Consume(args) => cli::consume::run(args),
+        Command::Plan(args) => plan::run(args),
+    }
+}

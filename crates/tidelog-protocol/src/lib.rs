@@ -1,1 +1,14 @@
-//! tidelog-protocol
+//! tidelog-protocol: Kafka wire framing, request/response envelopes, the API version
+//! table helpers, error codes, and a zero-copy Fetch response encoder.
+//!
+//! Message bodies are `kafka-protocol`'s structs; this crate adds what surrounds them
+//! and the checks that keep hostile input from reaching an unbounded allocation.
+
+pub mod client;
+pub mod error;
+pub mod frame;
+pub mod header;
+
+pub use error::ProtocolError;
+pub use frame::{read_frame, FrameError, DEFAULT_MAX_REQUEST_BYTES};
+pub use header::{decode_request_body, decode_request_header, encode_response, DecodedHeader};

@@ -895,8 +895,8 @@ impl Record {
         }
         let num_headers = num_headers as usize;
         // tidelog patch: each header takes at least two bytes; bound the count before allocating.
-        if num_headers > buf.remaining() {
-            bail!("Record declares {num_headers} headers but only {} bytes remain", buf.remaining());
+        if num_headers > bytes::Buf::remaining(buf) {
+            bail!("Record declares {num_headers} headers but only {} bytes remain", bytes::Buf::remaining(buf));
         }
 
         let mut headers = IndexMap::with_capacity(num_headers);

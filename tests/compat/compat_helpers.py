@@ -1,0 +1,169 @@
+"""Client-side helpers shared by the compatibility tests. Every wait is bounded."""
+
+import time
+import uuid
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.partitioner import murmur2
+
+# Errors a consumer may report while still working (e.g. group coordinator lookups,
+# which these tests never rely on because they assign partitions explicitly).
+TRANSIENT_CONSUMER_ERRORS = {
+    KafkaError._PARTITION_EOF,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.UNSUPPORTED_VERSION,
+    KafkaError._UNSUPPORTED_FEATURE,
+}
+
+
+def unique(prefix):
+    """A topic or group name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def java_partition(key, partitions):
+    """The Java client's default partition for a non-null key (murmur2, positive, mod n)."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def wait_until(predicate, timeout, what):
+    """Poll `predicate` until truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last value: {last!r})")
+
+
+def admin(bootstrap):
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+
+
+def create_topic(bootstrap, name, partitions=1, config=None, timeout=20):
+    """Create a topic through AdminClient and wait until its metadata shows every partition."""
+    client = admin(bootstrap)
+    futures = client.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=dict(config or {}))],
+        operation_timeout=timeout, request_timeout=timeout,
+    )
+    futures[name].result(timeout=timeout)
+    wait_until(lambda: partition_count(client, name) == partitions, timeout, f"metadata for {name}")
+    return name
+
+
+def partition_count(client, topic):
+    """Partitions of `topic` in fresh metadata (0 if absent or in error)."""
+    md = client.list_topics(topic=None, timeout=10)
+    tm = md.topics.get(topic)
+    if tm is None or tm.error is not None:
+        return 0
+    return len(tm.partitions)
+
+
+def producer(bootstrap, **extra):
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "partitioner": "murmur2_random",
+        "acks": "all",
+        "linger.ms": 5,
+        "enable.idempotence": False,
+    }
+    conf.update(extra)
+    return Producer(conf)
+
+
+def consumer(bootstrap, **extra):
+    """A consumer used only through assign(): no commits, no subscription."""
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": unique("compat"),
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+    }
+    conf.update(extra)
+    return Consumer(conf)
+
+
+class DeliveryLog:
+    """Delivery callbacks collected by the message's id (an int the test chooses)."""
+
+    def __init__(self):
+        self.acked = {}  # id -> (partition, offset, timestamp)
+        self.failed = {}  # id -> KafkaError
+
+    def callback(self, msg_id):
+        def on_delivery(err, msg):
+            if err is not None:
+                self.failed[msg_id] = err
+            else:
+                self.acked[msg_id] = (msg.partition(), msg.offset(), msg.timestamp())
+
+        return on_delivery
+
+
+def produce_all(prod, topic, records, log, flush_timeout=120):
+    """Produce (id, key, value, headers, timestamp_ms) tuples, waiting out a full queue."""
+    for msg_id, key, value, headers, timestamp in records:
+        while True:
+            try:
+                kwargs = {"key": key, "value": value, "on_delivery": log.callback(msg_id)}
+                if headers is not None:
+                    kwargs["headers"] = headers
+                if timestamp is not None:
+                    kwargs["timestamp"] = timestamp
+                prod.produce(topic, **kwargs)
+                break
+            except BufferError:
+                prod.poll(0.05)
+        prod.poll(0)
+    remaining = prod.flush(flush_timeout)
+    assert remaining == 0, f"{remaining} messages still undelivered after {flush_timeout} s"
+
+
+def assign_from(cons, topic, partitions, offset):
+    cons.assign([TopicPartition(topic, p, offset) for p in range(partitions)])
+
+
+def consume_n(cons, count, timeout):
+    """Consume until `count` messages arrived or `timeout` passed; returns (messages, errors)."""
+    messages, errors = [], []
+    deadline = time.monotonic() + timeout
+    while len(messages) < count and time.monotonic() < deadline:
+        for msg in cons.consume(num_messages=min(10000, count - len(messages)), timeout=0.5):
+            err = msg.error()
+            if err is None:
+                messages.append(msg)
+            elif err.fatal() or err.code() not in TRANSIENT_CONSUMER_ERRORS:
+                raise KafkaException(err)
+            elif err.code() != KafkaError._PARTITION_EOF:
+                errors.append(err)
+    return messages, errors
+
+
+def expect_no_more(cons, seconds=1.0):
+    """Return any messages that arrive within `seconds` (expected: none)."""
+    extra = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for msg in cons.consume(num_messages=100, timeout=0.2):
+            if msg.error() is None:
+                extra.append(msg)
+    return extra
+
+
+def watermarks(bootstrap, topic, partition, timeout=10):
+    """(low, high) offsets of one partition as the broker reports them."""
+    cons = consumer(bootstrap)
+    try:
+        return cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
+    finally:
+        cons.close()

@@ -1,5 +1,7 @@
 """Admin operations and offset lookups through confluent-kafka's AdminClient."""
 
+import time
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
@@ -125,7 +127,8 @@ def test_create_partitions_then_delete_topic(shared_broker):
 def test_list_offsets(shared_broker):
     client = admin(shared_broker.bootstrap)
     name = create_topic(shared_broker.bootstrap, unique("admin-offsets"), 1)
-    t0 = 1_750_000_000_000
+    # Recent whole seconds: old timestamps would make the segment eligible for time retention.
+    t0 = (int(time.time()) - 600) * 1000
     log = DeliveryLog()
     records = [(i, b"k", f"v{i}".encode(), None, t0 + i * 1000) for i in range(10)]
     produce_all(producer(shared_broker.bootstrap, **{"linger.ms": 0}), name, records, log, flush_timeout=30)

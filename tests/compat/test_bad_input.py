@@ -139,6 +139,9 @@ def test_truncated_header(broker, traffic):
     # A complete 3-byte frame: api key, then half of the version.
     with send_raw(broker, kafka_wire.frame(b"\x00\x12\x00")) as conn:
         expect_close(conn)
+    # Half a size prefix, then EOF.
+    with send_raw(broker, b"\x00\x00", half_close=True) as conn:
+        expect_close(conn)
     # Key, version and correlation id, but no client id.
     with send_raw(broker, kafka_wire.frame(struct.pack(">hhi", 18, 0, 77))) as conn:
         expect_error_or_close(conn, 77)

@@ -36,7 +36,7 @@ def test_retention_bytes_deletes_old_segments(retention_broker):
     })
     log = DeliveryLog()
     records = [(i, None, i.to_bytes(8, "big") + bytes([i % 251]) * VALUE_BYTES, None, None) for i in range(RECORDS)]
-    produce_all(producer(bootstrap, **{"linger.ms": 10}), topic, records, log, flush_timeout=60)
+    produce_all(producer(bootstrap, **{"linger.ms": 10, "batch.size": 65536}), topic, records, log, flush_timeout=60)
     assert not log.failed
     assert sorted(offset for _, offset, _ in log.acked.values()) == list(range(RECORDS))
 

@@ -88,7 +88,7 @@ def verify(records, acked, consumed, partitions=PARTITIONS):
 
 
 def consume_confluent(bootstrap, topic, count, timeout=120):
-    cons = consumer(bootstrap, **{"fetch.max.bytes": 8 << 20, "queued.max.messages.kbytes": 65536})
+    cons = consumer(bootstrap)
     try:
         assign_from(cons, topic, PARTITIONS, OFFSET_BEGINNING)
         messages, errors = consume_n(cons, count, timeout)

@@ -1,0 +1,330 @@
+//! The in-memory metadata image: what the cluster looks like after replaying every
+//! record up to [`MetadataImage::last_offset`]. It changes only through
+//! [`MetadataImage::replay`], so startup (snapshot + log) and normal operation run the
+//! same code, and a Raft follower replaying the same records reaches the same image.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::record::{ConfigResource, Endpoint, MetadataRecord};
+
+/// Topic names Kafka treats as internal: they exist for the coordinators, are
+/// created by the broker, and are flagged `is_internal` in Metadata responses.
+pub const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicImage {
+    pub name: String,
+    pub topic_id: Uuid,
+    pub partitions: BTreeMap<i32, PartitionImage>,
+    /// Explicit per-topic overrides only; defaults come from `topic_config` and the
+    /// broker's configuration.
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicImage {
+    pub fn is_internal(&self) -> bool {
+        INTERNAL_TOPICS.contains(&self.name.as_str())
+    }
+
+    /// Partitions are numbered `0..count` without gaps, so this is also the next id.
+    pub fn partition_count(&self) -> i32 {
+        i32::try_from(self.partitions.len()).unwrap_or(i32::MAX)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionImage {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    /// `-1` when the partition has no leader.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerImage {
+    pub broker_id: i32,
+    /// Random per broker process start; tells a restart from a duplicate registration.
+    pub incarnation: Uuid,
+    pub epoch: i64,
+    pub listeners: Vec<Endpoint>,
+    pub rack: Option<String>,
+    /// Fenced brokers get no new replicas or leaderships. Always `false` until the
+    /// quorum work adds heartbeats and fencing records.
+    pub fenced: bool,
+}
+
+/// The cluster as the metadata log describes it. Cheap to clone for readers that want
+/// a consistent view while the controller moves on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataImage {
+    pub(crate) cluster_id: String,
+    pub(crate) topics: BTreeMap<Uuid, TopicImage>,
+    pub(crate) topic_ids: BTreeMap<String, Uuid>,
+    pub(crate) brokers: BTreeMap<i32, BrokerImage>,
+    pub(crate) broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
+    pub(crate) cluster_configs: BTreeMap<String, String>,
+    pub(crate) next_producer_id: i64,
+    pub(crate) last_offset: Option<u64>,
+}
+
+impl MetadataImage {
+    /// An empty image: nothing replayed yet.
+    pub fn new(cluster_id: impl Into<String>) -> Self {
+        MetadataImage {
+            cluster_id: cluster_id.into(),
+            topics: BTreeMap::new(),
+            topic_ids: BTreeMap::new(),
+            brokers: BTreeMap::new(),
+            broker_configs: BTreeMap::new(),
+            cluster_configs: BTreeMap::new(),
+            next_producer_id: 0,
+            last_offset: None,
+        }
+    }
+
+    /// Applies the record written at `offset`. A record at or below the last applied
+    /// offset is ignored, so replaying an overlap (snapshot + log) is harmless. Records
+    /// that refer to a missing topic or partition are ignored with a warning: replay
+    /// must never fail, because it must give the same answer on every node.
+    pub fn replay(&mut self, offset: u64, record: &MetadataRecord) {
+        if self.last_offset.is_some_and(|last| offset <= last) {
+            return;
+        }
+        self.last_offset = Some(offset);
+        match record {
+            MetadataRecord::RegisterBroker {
+                broker_id,
+                incarnation,
+                epoch,
+                listeners,
+                rack,
+            } => {
+                let broker = BrokerImage {
+                    broker_id: *broker_id,
+                    incarnation: *incarnation,
+                    epoch: *epoch,
+                    listeners: listeners.clone(),
+                    rack: rack.clone(),
+                    fenced: false,
+                };
+                self.brokers.insert(*broker_id, broker);
+            }
+            MetadataRecord::Topic { name, topic_id } => {
+                if let Some(old_id) = self.topic_ids.insert(name.clone(), *topic_id) {
+                    if old_id != *topic_id {
+                        tracing::warn!(offset, %name, "topic record replaces a live topic of the same name");
+                        self.topics.remove(&old_id);
+                    }
+                }
+                let topic = TopicImage {
+                    name: name.clone(),
+                    topic_id: *topic_id,
+                    partitions: BTreeMap::new(),
+                    configs: BTreeMap::new(),
+                };
+                self.topics.insert(*topic_id, topic);
+            }
+            MetadataRecord::Partition {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                leader,
+                leader_epoch,
+                partition_epoch,
+            } => match self.topics.get_mut(topic_id) {
+                Some(topic) => {
+                    let state = PartitionImage {
+                        replicas: replicas.clone(),
+                        isr: isr.clone(),
+                        leader: *leader,
+                        leader_epoch: *leader_epoch,
+                        partition_epoch: *partition_epoch,
+                    };
+                    topic.partitions.insert(*partition, state);
+                }
+                None => tracing::warn!(offset, %topic_id, "partition record for unknown topic"),
+            },
+            MetadataRecord::PartitionChange {
+                topic_id,
+                partition,
+                leader,
+                isr,
+                replicas,
+            } => {
+                let state = self
+                    .topics
+                    .get_mut(topic_id)
+                    .and_then(|t| t.partitions.get_mut(partition));
+                match state {
+                    Some(state) => apply_partition_change(state, *leader, isr, replicas),
+                    None => {
+                        tracing::warn!(offset, %topic_id, partition, "change for unknown partition")
+                    }
+                }
+            }
+            MetadataRecord::Config {
+                resource,
+                name,
+                value,
+            } => self.replay_config(offset, resource, name, value.as_deref()),
+            MetadataRecord::RemoveTopic { topic_id } => match self.topics.remove(topic_id) {
+                Some(topic) => {
+                    self.topic_ids.remove(&topic.name);
+                }
+                None => tracing::warn!(offset, %topic_id, "removal of unknown topic"),
+            },
+            MetadataRecord::ProducerIds {
+                next_producer_id, ..
+            } => {
+                // Never move backwards: an id below the mark may already be in use.
+                self.next_producer_id = self.next_producer_id.max(*next_producer_id);
+            }
+        }
+    }
+
+    fn replay_config(
+        &mut self,
+        offset: u64,
+        resource: &ConfigResource,
+        name: &str,
+        value: Option<&str>,
+    ) {
+        let map = match resource {
+            ConfigResource::Topic(topic) => {
+                let Some(id) = self.topic_ids.get(topic) else {
+                    tracing::warn!(offset, %topic, "config for unknown topic");
+                    return;
+                };
+                match self.topics.get_mut(id) {
+                    Some(t) => &mut t.configs,
+                    None => return,
+                }
+            }
+            ConfigResource::Broker(id) => self.broker_configs.entry(*id).or_default(),
+            ConfigResource::Cluster => &mut self.cluster_configs,
+        };
+        match value {
+            Some(v) => {
+                map.insert(name.to_owned(), v.to_owned());
+            }
+            None => {
+                map.remove(name);
+            }
+        }
+        if let ConfigResource::Broker(id) = resource {
+            if self.broker_configs.get(id).is_some_and(|m| m.is_empty()) {
+                self.broker_configs.remove(id);
+            }
+        }
+    }
+
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
+    }
+
+    /// Offset of the last record replayed into this image, `None` if none was.
+    pub fn last_offset(&self) -> Option<u64> {
+        self.last_offset
+    }
+
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.topic_ids.get(name).and_then(|id| self.topics.get(id))
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
+        self.topics.get(id)
+    }
+
+    /// All topics, ordered by name.
+    pub fn topics(&self) -> impl Iterator<Item = &TopicImage> {
+        self.topic_ids.values().filter_map(|id| self.topics.get(id))
+    }
+
+    pub fn topic_count(&self) -> usize {
+        self.topics.len()
+    }
+
+    /// All registered brokers, ordered by id.
+    pub fn brokers(&self) -> impl Iterator<Item = &BrokerImage> {
+        self.brokers.values()
+    }
+
+    pub fn broker(&self, id: i32) -> Option<&BrokerImage> {
+        self.brokers.get(&id)
+    }
+
+    /// Registered, unfenced brokers ordered by id: the candidates for new replicas.
+    pub fn live_broker_ids(&self) -> Vec<i32> {
+        self.brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .map(|b| b.broker_id)
+            .collect()
+    }
+
+    /// The topic's explicit config overrides (empty for an unknown topic).
+    pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
+        self.topic(name)
+            .map(|t| t.configs.clone())
+            .unwrap_or_default()
+    }
+
+    /// Dynamic config of one broker (empty when none was set).
+    pub fn broker_configs(&self, broker_id: i32) -> BTreeMap<String, String> {
+        self.broker_configs
+            .get(&broker_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Dynamic cluster-wide defaults.
+    pub fn cluster_configs(&self) -> &BTreeMap<String, String> {
+        &self.cluster_configs
+    }
+
+    /// The first producer id no block has included yet.
+    pub fn next_producer_id(&self) -> i64 {
+        self.next_producer_id
+    }
+
+    /// The existing topic whose name collides with `name` once '.' and '_' are treated
+    /// alike (Kafka forbids such pairs because metric names cannot tell them apart).
+    pub fn colliding_topic(&self, name: &str) -> Option<&str> {
+        let wanted = normalize_topic_name(name);
+        self.topic_ids
+            .keys()
+            .find(|existing| existing.as_str() != name && normalize_topic_name(existing) == wanted)
+            .map(String::as_str)
+    }
+}
+
+fn normalize_topic_name(name: &str) -> String {
+    name.replace('.', "_")
+}
+
+fn apply_partition_change(
+    state: &mut PartitionImage,
+    leader: Option<i32>,
+    isr: &Option<Vec<i32>>,
+    replicas: &Option<Vec<i32>>,
+) {
+    if let Some(leader) = leader {
+        if leader != state.leader {
+            state.leader = leader;
+            state.leader_epoch = state.leader_epoch.saturating_add(1);
+        }
+    }
+    if let Some(isr) = isr {
+        state.isr = isr.clone();
+    }
+    if let Some(replicas) = replicas {
+        state.replicas = replicas.clone();
+    }
+    state.partition_epoch = state.partition_epoch.saturating_add(1);
+}

@@ -1,0 +1,120 @@
+//! The cluster id, generated once and kept beside the metadata log.
+//!
+//! File `meta.properties` (Java-properties style, UTF-8, written atomically once):
+//! ```text
+//! # tidelog cluster metadata identity. Do not edit.
+//! version=1
+//! cluster.id=<22 characters of base64url>
+//! ```
+//! There is no checksum: the file is tiny and written by rename. A file without a
+//! valid `cluster.id` is an error at startup (a new id would silently split a cluster).
+
+use std::path::Path;
+
+use uuid::Uuid;
+
+use crate::durable::{read_bounded, write_atomically};
+use crate::error::ControllerError;
+
+pub(crate) const META_PROPERTIES: &str = "meta.properties";
+const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// Returns the cluster id stored in `dir`, creating the file with a fresh random id if
+/// there is none.
+pub(crate) fn load_or_create_cluster_id(dir: &Path) -> Result<String, ControllerError> {
+    let path = dir.join(META_PROPERTIES);
+    if let Some(bytes) = read_bounded(&path, MAX_FILE_BYTES)? {
+        let text =
+            String::from_utf8(bytes).map_err(|_| ControllerError::corrupt(&path, "not UTF-8"))?;
+        let id = text
+            .lines()
+            .map(str::trim)
+            .filter_map(|line| line.split_once('='))
+            .find(|(key, _)| key.trim() == "cluster.id")
+            .map(|(_, value)| value.trim().to_owned())
+            .ok_or_else(|| ControllerError::corrupt(&path, "no cluster.id"))?;
+        if !is_valid_cluster_id(&id) {
+            return Err(ControllerError::corrupt(
+                &path,
+                format!("invalid cluster.id {id:?}"),
+            ));
+        }
+        return Ok(id);
+    }
+    let id = random_cluster_id();
+    let text =
+        format!("# tidelog cluster metadata identity. Do not edit.\nversion=1\ncluster.id={id}\n");
+    write_atomically(dir, META_PROPERTIES, text.as_bytes())?;
+    Ok(id)
+}
+
+fn is_valid_cluster_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A random UUID in Kafka's text form: 16 bytes as unpadded base64url (22 chars),
+/// never starting with '-' so command-line tools do not mistake it for a flag.
+pub(crate) fn random_cluster_id() -> String {
+    loop {
+        let id = base64url(Uuid::new_v4().as_bytes());
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+}
+
+fn base64url(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let chars = chunk.len() + 1;
+        for i in 0..chars {
+            let index = (n >> (18 - 6 * i)) & 0x3f;
+            out.push(char::from(ALPHABET[index as usize]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64url_matches_rfc4648_vectors() {
+        assert_eq!(base64url(b""), "");
+        assert_eq!(base64url(b"f"), "Zg");
+        assert_eq!(base64url(b"fo"), "Zm8");
+        assert_eq!(base64url(b"foo"), "Zm9v");
+        assert_eq!(base64url(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+    }
+
+    #[test]
+    fn cluster_id_is_created_once_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = load_or_create_cluster_id(dir.path()).unwrap();
+        assert_eq!(first.len(), 22);
+        assert!(!first.starts_with('-'));
+        let again = load_or_create_cluster_id(dir.path()).unwrap();
+        assert_eq!(first, again);
+    }
+
+    #[test]
+    fn file_without_cluster_id_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(META_PROPERTIES), "version=1\n").unwrap();
+        let err = load_or_create_cluster_id(dir.path()).unwrap_err();
+        assert!(matches!(err, ControllerError::Corrupt { .. }), "{err}");
+    }
+}

@@ -1,0 +1,107 @@
+//! The metadata snapshot: the whole image at one offset, so the log prefix can go.
+//!
+//! File `metadata.snapshot`, byte layout (integers big-endian):
+//! ```text
+//! 0   [u8; 8] magic "TLMDSNAP"
+//! 8   u8      format version = 1
+//! 9   u32     CRC-32C of the payload
+//! 13  u64     payload length (must equal file length - 21)
+//! 21  ..      payload: JSON of SnapshotBody (last_offset, topics, brokers, configs,
+//!             next_producer_id); the cluster id is not in it (see meta.properties)
+//! ```
+//! Written atomically (temp file, fsync, rename, fsync dir), so after a crash it is
+//! either the previous snapshot or the new one. A snapshot that fails its checks is
+//! an error at open: the log prefix it replaced is gone, so it cannot be rebuilt.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::durable::{read_bounded, write_atomically};
+use crate::error::ControllerError;
+use crate::image::{BrokerImage, MetadataImage, TopicImage};
+
+pub(crate) const SNAPSHOT_FILE: &str = "metadata.snapshot";
+const MAGIC: &[u8; 8] = b"TLMDSNAP";
+const FORMAT_VERSION: u8 = 1;
+const HEADER_BYTES: usize = 8 + 1 + 4 + 8;
+const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024 * 1024;
+
+#[derive(Serialize, Deserialize)]
+struct SnapshotBody {
+    last_offset: Option<u64>,
+    topics: Vec<TopicImage>,
+    brokers: Vec<BrokerImage>,
+    broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
+    cluster_configs: BTreeMap<String, String>,
+    next_producer_id: i64,
+}
+
+pub(crate) fn write(dir: &Path, image: &MetadataImage) -> Result<(), ControllerError> {
+    let body = SnapshotBody {
+        last_offset: image.last_offset,
+        topics: image.topics.values().cloned().collect(),
+        brokers: image.brokers.values().cloned().collect(),
+        broker_configs: image.broker_configs.clone(),
+        cluster_configs: image.cluster_configs.clone(),
+        next_producer_id: image.next_producer_id,
+    };
+    let payload = serde_json::to_vec(&body).map_err(|e| ControllerError::Encode(e.to_string()))?;
+    let mut bytes = Vec::with_capacity(HEADER_BYTES + payload.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.push(FORMAT_VERSION);
+    bytes.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
+    bytes.extend_from_slice(&(payload.len() as u64).to_be_bytes());
+    bytes.extend_from_slice(&payload);
+    write_atomically(dir, SNAPSHOT_FILE, &bytes)
+}
+
+/// Loads the snapshot in `dir` into an image for `cluster_id`; `Ok(None)` if none exists.
+pub(crate) fn load(dir: &Path, cluster_id: &str) -> Result<Option<MetadataImage>, ControllerError> {
+    let path = dir.join(SNAPSHOT_FILE);
+    let Some(bytes) = read_bounded(&path, MAX_SNAPSHOT_BYTES)? else {
+        return Ok(None);
+    };
+    let corrupt = |reason: &str| ControllerError::corrupt(&path, reason);
+    if bytes.len() < HEADER_BYTES || &bytes[..8] != MAGIC {
+        return Err(corrupt("bad magic or short header"));
+    }
+    if bytes[8] != FORMAT_VERSION {
+        return Err(corrupt("unknown snapshot format version"));
+    }
+    let crc = u32::from_be_bytes([bytes[9], bytes[10], bytes[11], bytes[12]]);
+    let mut len_bytes = [0u8; 8];
+    len_bytes.copy_from_slice(&bytes[13..21]);
+    let payload = &bytes[HEADER_BYTES..];
+    if u64::from_be_bytes(len_bytes) != payload.len() as u64 {
+        return Err(corrupt("payload length does not match the file length"));
+    }
+    if crc32c::crc32c(payload) != crc {
+        return Err(corrupt("checksum mismatch"));
+    }
+    let body: SnapshotBody =
+        serde_json::from_slice(payload).map_err(|e| corrupt(&format!("undecodable: {e}")))?;
+    let mut image = MetadataImage::new(cluster_id);
+    image.last_offset = body.last_offset;
+    image.next_producer_id = body.next_producer_id;
+    image.broker_configs = body.broker_configs;
+    image.cluster_configs = body.cluster_configs;
+    for broker in body.brokers {
+        image.brokers.insert(broker.broker_id, broker);
+    }
+    for topic in body.topics {
+        if image
+            .topic_ids
+            .insert(topic.name.clone(), topic.topic_id)
+            .is_some()
+        {
+            return Err(corrupt(&format!("topic {} appears twice", topic.name)));
+        }
+        image.topics.insert(topic.topic_id, topic);
+    }
+    if image.topics.len() != image.topic_ids.len() {
+        return Err(corrupt("two topics share one topic id"));
+    }
+    Ok(Some(image))
+}

@@ -1,0 +1,220 @@
+//! Topic administration: create, delete, configs, partitions, list.
+
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::client::Client;
+use crate::error::{ClientError, Result};
+use crate::metadata::TopicMetadata;
+
+/// Kafka's ConfigResource type for topics.
+const RESOURCE_TOPIC: i8 = 2;
+/// Admin requests ask the broker to finish within this long.
+const ADMIN_TIMEOUT_MS: i32 = 30_000;
+
+/// A topic to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    /// Name.
+    pub name: String,
+    /// Partition count (-1: the broker's `num.partitions`).
+    pub partitions: i32,
+    /// Replication factor (-1: the broker's `default.replication.factor`).
+    pub replication_factor: i16,
+    /// Topic configs, e.g. `("retention.ms", "60000")`.
+    pub configs: Vec<(String, String)>,
+}
+
+/// One config of a topic as DescribeConfigs reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    /// Config name.
+    pub name: String,
+    /// Value (`None` for sensitive or unset values).
+    pub value: Option<String>,
+    /// Read-only configs cannot be altered.
+    pub read_only: bool,
+    /// Kafka's ConfigSource: 1 = topic override, 4/5 = broker config, 5 = default ...
+    pub source: i8,
+    /// True when the value is hidden.
+    pub sensitive: bool,
+}
+
+impl ConfigEntry {
+    /// True when the value was set on the topic itself (not inherited).
+    pub fn is_topic_override(&self) -> bool {
+        self.source == 1
+    }
+}
+
+/// One change of [`Client::alter_topic_configs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigOp {
+    /// Set `name` to `value`.
+    Set(String, String),
+    /// Remove the topic's override of `name` (back to the default).
+    Delete(String),
+}
+
+fn name(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+impl Client {
+    /// Creates a topic (sent to the controller).
+    pub async fn create_topic(&mut self, topic: &NewTopic) -> Result<()> {
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topics(vec![CreatableTopic::default()
+                .with_name(TopicName(name(&topic.name)))
+                .with_num_partitions(topic.partitions)
+                .with_replication_factor(topic.replication_factor)
+                .with_configs(
+                    topic
+                        .configs
+                        .iter()
+                        .map(|(k, v)| {
+                            CreatableTopicConfig::default()
+                                .with_name(name(k))
+                                .with_value(Some(name(v)))
+                        })
+                        .collect(),
+                )]);
+        let response = self.send_controller(&request).await?;
+        let result = response
+            .topics
+            .into_iter()
+            .find(|t| t.name.0.as_str() == topic.name)
+            .ok_or_else(|| ClientError::Protocol("create topics response is empty".into()))?;
+        self.invalidate_topic(&topic.name);
+        ClientError::check(
+            result.error_code,
+            result.error_message.as_ref().map(StrBytes::as_str),
+            || format!("create topic {}", topic.name),
+        )
+    }
+
+    /// Deletes a topic and its data.
+    pub async fn delete_topic(&mut self, topic: &str) -> Result<()> {
+        let request = DeleteTopicsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topic_names(vec![TopicName(name(topic))]);
+        let response = self.send_controller(&request).await?;
+        self.invalidate_topic(topic);
+        let result = response
+            .responses
+            .into_iter()
+            .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))
+            .ok_or_else(|| ClientError::Protocol("delete topics response is empty".into()))?;
+        ClientError::check(
+            result.error_code,
+            result.error_message.as_ref().map(StrBytes::as_str),
+            || format!("delete topic {topic}"),
+        )
+    }
+
+    /// Every config of a topic, sorted by name.
+    pub async fn describe_topic_configs(&mut self, topic: &str) -> Result<Vec<ConfigEntry>> {
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(RESOURCE_TOPIC)
+                .with_resource_name(name(topic))
+                .with_configuration_keys(None),
+        ]);
+        let response = self.send_any(&request).await?;
+        let result = response
+            .results
+            .into_iter()
+            .find(|r| r.resource_name.as_str() == topic)
+            .ok_or_else(|| ClientError::Protocol("describe configs response is empty".into()))?;
+        ClientError::check(
+            result.error_code,
+            result.error_message.as_ref().map(StrBytes::as_str),
+            || format!("describe configs of topic {topic}"),
+        )?;
+        let mut entries: Vec<ConfigEntry> = result
+            .configs
+            .into_iter()
+            .map(|c| ConfigEntry {
+                name: c.name.as_str().to_owned(),
+                value: c.value.map(|v| v.as_str().to_owned()),
+                read_only: c.read_only,
+                source: c.config_source,
+                sensitive: c.is_sensitive,
+            })
+            .collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(entries)
+    }
+
+    /// Sets and deletes topic config overrides in one IncrementalAlterConfigs request.
+    pub async fn alter_topic_configs(&mut self, topic: &str, ops: &[ConfigOp]) -> Result<()> {
+        let configs = ops
+            .iter()
+            .map(|op| match op {
+                ConfigOp::Set(k, v) => AlterableConfig::default()
+                    .with_name(name(k))
+                    .with_config_operation(0)
+                    .with_value(Some(name(v))),
+                ConfigOp::Delete(k) => AlterableConfig::default()
+                    .with_name(name(k))
+                    .with_config_operation(1)
+                    .with_value(None),
+            })
+            .collect();
+        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(RESOURCE_TOPIC)
+                .with_resource_name(name(topic))
+                .with_configs(configs),
+        ]);
+        let response = self.send_controller(&request).await?;
+        let result = response
+            .responses
+            .into_iter()
+            .find(|r| r.resource_name.as_str() == topic)
+            .ok_or_else(|| ClientError::Protocol("alter configs response is empty".into()))?;
+        ClientError::check(
+            result.error_code,
+            result.error_message.as_ref().map(StrBytes::as_str),
+            || format!("alter configs of topic {topic}"),
+        )
+    }
+
+    /// Grows a topic to `total` partitions.
+    pub async fn create_partitions(&mut self, topic: &str, total: i32) -> Result<()> {
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(TopicName(name(topic)))
+                .with_count(total)
+                .with_assignments(None)]);
+        let response = self.send_controller(&request).await?;
+        self.invalidate_topic(topic);
+        let result = response
+            .results
+            .into_iter()
+            .find(|r| r.name.0.as_str() == topic)
+            .ok_or_else(|| ClientError::Protocol("create partitions response is empty".into()))?;
+        ClientError::check(
+            result.error_code,
+            result.error_message.as_ref().map(StrBytes::as_str),
+            || format!("create partitions of topic {topic}"),
+        )
+    }
+
+    /// Every topic in the cluster (internal ones included), sorted by name.
+    pub async fn list_topics(&mut self) -> Result<Vec<TopicMetadata>> {
+        let metadata = self.refresh_metadata(None, false).await?;
+        Ok(metadata.topics.values().cloned().collect())
+    }
+}

@@ -1,0 +1,122 @@
+//! The one error type of the client.
+
+use kafka_protocol::ResponseError;
+
+/// Everything that can go wrong talking to a tidelog (or any Kafka) cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No TCP connection could be opened to this address.
+    #[error("cannot connect to {addr}: {reason}")]
+    Connect {
+        /// The address dialled.
+        addr: String,
+        /// Why it failed (refused, timed out, unresolvable).
+        reason: String,
+    },
+    /// None of the bootstrap addresses answered.
+    #[error("cannot connect to any bootstrap server ({tried}): {last}")]
+    Bootstrap {
+        /// The addresses tried, comma separated.
+        tried: String,
+        /// The error of the last attempt.
+        last: Box<ClientError>,
+    },
+    /// A request did not get its response in time.
+    #[error("{api} request to {addr} timed out after {timeout_ms} ms")]
+    Timeout {
+        /// The broker address.
+        addr: String,
+        /// The API name.
+        api: String,
+        /// The timeout that expired.
+        timeout_ms: u64,
+    },
+    /// The connection broke while sending or receiving.
+    #[error("connection to {addr} failed: {source}")]
+    Io {
+        /// The broker address.
+        addr: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The broker closed the connection.
+    #[error("connection to {addr} was closed by the broker")]
+    Closed {
+        /// The broker address.
+        addr: String,
+    },
+    /// A message could not be encoded or a response could not be decoded.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    /// The broker supports no version of an API that this client can speak.
+    #[error("broker {addr} does not support {api} (versions {ours} wanted)")]
+    UnsupportedApi {
+        /// The broker address.
+        addr: String,
+        /// The API name.
+        api: String,
+        /// The range this client speaks.
+        ours: String,
+    },
+    /// The broker answered with an error code.
+    #[error("{context}: {error}{}", message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default())]
+    Broker {
+        /// What was being done (e.g. "create topic orders").
+        context: String,
+        /// The Kafka error.
+        error: ResponseError,
+        /// The broker's error message, when it sent one.
+        message: Option<String>,
+    },
+    /// The topic does not exist (and was not auto-created).
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
+    /// The topic exists but has no such partition.
+    #[error("topic {topic} has no partition {partition}")]
+    UnknownPartition {
+        /// The topic.
+        topic: String,
+        /// The partition asked for.
+        partition: i32,
+    },
+    /// The partition has no live leader, or the leader is not among the known brokers.
+    #[error("partition {topic}-{partition} has no available leader")]
+    NoLeader {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+    },
+    /// A caller-supplied argument is invalid.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl ClientError {
+    /// The Kafka error code behind this error, when the broker sent one.
+    pub fn response_error(&self) -> Option<ResponseError> {
+        match self {
+            ClientError::Broker { error, .. } => Some(*error),
+            _ => None,
+        }
+    }
+
+    /// Builds a [`ClientError::Broker`] from a non-zero error code; `Ok` for code 0.
+    pub(crate) fn check(
+        code: i16,
+        message: Option<&str>,
+        context: impl FnOnce() -> String,
+    ) -> Result<(), ClientError> {
+        match ResponseError::try_from_code(code) {
+            None => Ok(()),
+            Some(error) => Err(ClientError::Broker {
+                context: context(),
+                error,
+                message: message.filter(|m| !m.is_empty()).map(str::to_owned),
+            }),
+        }
+    }
+}
+
+/// Result alias for the client.
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;

@@ -1,0 +1,348 @@
+//! Records as the application sees them, and their conversion to and from Kafka RecordBatch v2.
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+    TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+};
+
+use crate::error::{ClientError, Result};
+
+/// One record to produce.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProduceRecord {
+    /// The key; `None` is a null key (partitioned sticky / round-robin).
+    pub key: Option<Bytes>,
+    /// The value; `None` is a tombstone.
+    pub value: Option<Bytes>,
+    /// Headers in order; keys may repeat.
+    pub headers: Vec<(String, Option<Bytes>)>,
+    /// CreateTime in ms since the epoch; `None` means "now" at encoding time.
+    pub timestamp: Option<i64>,
+}
+
+impl ProduceRecord {
+    /// A record with only a key and a value.
+    pub fn new(key: Option<Bytes>, value: Option<Bytes>) -> Self {
+        ProduceRecord {
+            key,
+            value,
+            ..ProduceRecord::default()
+        }
+    }
+
+    /// Approximate encoded size, used to cap batch sizes.
+    pub(crate) fn approx_size(&self) -> usize {
+        let headers: usize = self
+            .headers
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 10)
+            .sum();
+        self.key.as_ref().map_or(0, Bytes::len)
+            + self.value.as_ref().map_or(0, Bytes::len)
+            + headers
+            + 21
+    }
+}
+
+/// One record read from a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumedRecord {
+    /// The partition it was read from.
+    pub partition: i32,
+    /// Its offset in the partition.
+    pub offset: i64,
+    /// Its timestamp in ms (CreateTime, or the broker's LogAppendTime for such topics).
+    pub timestamp: i64,
+    /// Whether `timestamp` is the broker's append time.
+    pub log_append_time: bool,
+    /// The key.
+    pub key: Option<Bytes>,
+    /// The value.
+    pub value: Option<Bytes>,
+    /// The headers (the codec keeps one value per distinct header key).
+    pub headers: Vec<(String, Option<Bytes>)>,
+}
+
+/// Encodes `records` as exactly one RecordBatch v2 (baseOffset 0, no producer id), as a
+/// non-idempotent producer sends it. Records without a timestamp get `now_ms`.
+pub fn encode_batch(
+    records: &[ProduceRecord],
+    compression: Compression,
+    now_ms: i64,
+) -> Result<Bytes> {
+    if records.is_empty() {
+        return Err(ClientError::InvalidArgument(
+            "a record batch needs at least one record".into(),
+        ));
+    }
+    let mut converted = Vec::with_capacity(records.len());
+    for (i, r) in records.iter().enumerate() {
+        let delta = i32::try_from(i)
+            .map_err(|_| ClientError::InvalidArgument("too many records in one batch".into()))?;
+        let mut headers = IndexMap::with_capacity(r.headers.len());
+        for (k, v) in &r.headers {
+            headers.insert(StrBytes::from_string(k.clone()), v.clone());
+        }
+        converted.push(Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
+            producer_id: NO_PRODUCER_ID,
+            producer_epoch: NO_PRODUCER_EPOCH,
+            timestamp_type: TimestampType::Creation,
+            offset: i64::from(delta),
+            // The encoder splits batches where offset - sequence changes; keeping it constant
+            // (-1) yields one batch whose base sequence is -1 (no sequence), as Kafka expects.
+            sequence: delta - 1,
+            timestamp: r.timestamp.unwrap_or(now_ms),
+            key: r.key.clone(),
+            value: r.value.clone(),
+            headers,
+        });
+    }
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression,
+    };
+    RecordBatchEncoder::encode(&mut buf, &converted, &options)
+        .map_err(|e| ClientError::Protocol(format!("encoding record batch: {e}")))?;
+    Ok(buf.freeze())
+}
+
+/// Byte positions inside a RecordBatch v2 header.
+const BATCH_LENGTH_AT: usize = 8;
+const MAGIC_AT: usize = 16;
+const ATTRIBUTES_AT: usize = 21;
+const LAST_OFFSET_DELTA_AT: usize = 23;
+const MAX_TIMESTAMP_AT: usize = 35;
+const BATCH_HEADER_LEN: usize = 61;
+/// baseOffset + batchLength: the part of the header not counted by batchLength.
+const LOG_OVERHEAD: usize = 12;
+
+/// What [`decode_fetched`] found in a fetch response's record bytes.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct DecodedRecords {
+    /// Data records at or after the fetch offset, in offset order (control records dropped).
+    pub records: Vec<ConsumedRecord>,
+    /// The offset to fetch next: one past the last complete batch (or the fetch offset when
+    /// no complete batch was returned).
+    pub next_offset: i64,
+}
+
+/// Decodes the `records` bytes of one partition of a fetch response. A batch cut short at
+/// the end (the broker stops at `max_bytes`) is ignored, as Kafka clients do; a batch that
+/// is complete but corrupt (CRC, magic, codec) is an error.
+pub fn decode_fetched(
+    mut data: Bytes,
+    partition: i32,
+    fetch_offset: i64,
+) -> Result<DecodedRecords> {
+    let mut out = DecodedRecords {
+        records: Vec::new(),
+        next_offset: fetch_offset,
+    };
+    while data.len() >= BATCH_HEADER_LEN {
+        let declared = be_i32(&data, BATCH_LENGTH_AT);
+        let total = usize::try_from(declared)
+            .ok()
+            .and_then(|n| n.checked_add(LOG_OVERHEAD))
+            .filter(|&n| n >= BATCH_HEADER_LEN)
+            .ok_or_else(|| ClientError::Protocol(format!("record batch length {declared}")))?;
+        if total > data.len() {
+            break;
+        }
+        let magic = data[MAGIC_AT];
+        if magic != 2 {
+            return Err(ClientError::Protocol(format!(
+                "record batch magic {magic} is not supported (only v2)"
+            )));
+        }
+        let mut batch = data.split_to(total);
+        let base_offset = be_i64(&batch, 0);
+        let last_delta = be_i32(&batch, LAST_OFFSET_DELTA_AT);
+        let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
+        let log_append_time = attributes & (1 << 3) != 0;
+        let max_timestamp = be_i64(&batch, MAX_TIMESTAMP_AT);
+
+        let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| {
+            ClientError::Protocol(format!("decoding batch at offset {base_offset}: {e}"))
+        })?;
+        for r in set.records {
+            if r.control || r.offset < fetch_offset {
+                continue;
+            }
+            out.records.push(ConsumedRecord {
+                partition,
+                offset: r.offset,
+                timestamp: if log_append_time {
+                    max_timestamp
+                } else {
+                    r.timestamp
+                },
+                log_append_time,
+                key: r.key,
+                value: r.value,
+                headers: r
+                    .headers
+                    .into_iter()
+                    .map(|(k, v)| (k.as_str().to_owned(), v))
+                    .collect(),
+            });
+        }
+        let after = base_offset
+            .saturating_add(i64::from(last_delta))
+            .saturating_add(1);
+        out.next_offset = out.next_offset.max(after);
+    }
+    Ok(out)
+}
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    let mut s = &b[at..at + 4];
+    s.get_i32()
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    let mut s = &b[at..at + 8];
+    s.get_i64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize) -> Vec<ProduceRecord> {
+        (0..n)
+            .map(|i| ProduceRecord {
+                key: (i % 3 != 0).then(|| Bytes::from(format!("key-{i}"))),
+                value: Some(Bytes::from(format!("value-{i}").repeat(i % 5 + 1))),
+                headers: vec![("h".into(), Some(Bytes::from(vec![i as u8, 0, 255])))],
+                timestamp: Some(1_700_000_000_000 + i as i64 * 7),
+            })
+            .collect()
+    }
+
+    /// Simulates the broker assigning `base` as the batch's base offset.
+    fn rebase(batch: &Bytes, base: i64) -> Bytes {
+        let mut b = BytesMut::from(&batch[..]);
+        b[0..8].copy_from_slice(&base.to_be_bytes());
+        b.freeze()
+    }
+
+    fn assert_same(sent: &[ProduceRecord], got: &[ConsumedRecord], base: i64) {
+        assert_eq!(sent.len(), got.len());
+        for (i, (s, g)) in sent.iter().zip(got).enumerate() {
+            assert_eq!(g.offset, base + i as i64);
+            assert_eq!(g.key, s.key);
+            assert_eq!(g.value, s.value);
+            assert_eq!(g.headers, s.headers);
+            assert_eq!(Some(g.timestamp), s.timestamp);
+            assert!(!g.log_append_time);
+        }
+    }
+
+    #[test]
+    fn batch_round_trips_for_every_codec() {
+        let sent = sample(50);
+        for codec in [
+            Compression::None,
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let batch = encode_batch(&sent, codec, 0).unwrap();
+            let decoded = decode_fetched(rebase(&batch, 1000), 4, 1000).unwrap();
+            assert_same(&sent, &decoded.records, 1000);
+            assert_eq!(decoded.next_offset, 1050);
+            assert!(decoded.records.iter().all(|r| r.partition == 4));
+        }
+    }
+
+    #[test]
+    fn encoder_emits_exactly_one_batch_without_producer_id() {
+        let batch = encode_batch(&sample(10), Compression::None, 0).unwrap();
+        let declared = be_i32(&batch, BATCH_LENGTH_AT) as usize;
+        assert_eq!(declared + LOG_OVERHEAD, batch.len());
+        assert_eq!(be_i32(&batch, LAST_OFFSET_DELTA_AT), 9);
+        assert_eq!(be_i64(&batch, 43), -1, "producer id");
+        assert_eq!(be_i32(&batch, 53), -1, "base sequence");
+        assert_eq!(be_i32(&batch, 57), 10, "record count");
+    }
+
+    #[test]
+    fn missing_timestamp_becomes_now() {
+        let rec = ProduceRecord::new(None, Some(Bytes::from_static(b"v")));
+        let batch = encode_batch(&[rec], Compression::None, 123_456).unwrap();
+        let got = decode_fetched(batch, 0, 0).unwrap();
+        assert_eq!(got.records[0].timestamp, 123_456);
+        assert_eq!(got.records[0].key, None);
+    }
+
+    #[test]
+    fn skips_records_before_fetch_offset_and_a_truncated_tail() {
+        let sent = sample(10);
+        let first = rebase(&encode_batch(&sent, Compression::None, 0).unwrap(), 0);
+        let second = rebase(&encode_batch(&sent, Compression::None, 0).unwrap(), 10);
+        let mut joined = BytesMut::new();
+        joined.extend_from_slice(&first);
+        joined.extend_from_slice(&second[..second.len() - 5]);
+        let got = decode_fetched(joined.freeze(), 0, 4).unwrap();
+        assert_same(&sent[4..], &got.records, 4);
+        assert_eq!(got.next_offset, 10);
+    }
+
+    #[test]
+    fn corrupt_batch_is_an_error() {
+        let batch = encode_batch(&sample(3), Compression::None, 0).unwrap();
+        let mut bad = BytesMut::from(&batch[..]);
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        assert!(decode_fetched(bad.freeze(), 0, 0).is_err());
+    }
+
+    #[test]
+    fn log_append_time_batches_report_the_max_timestamp() {
+        let batch = encode_batch(&sample(3), Compression::None, 0).unwrap();
+        let mut b = BytesMut::from(&batch[..]);
+        b[ATTRIBUTES_AT + 1] |= 1 << 3;
+        b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&99_i64.to_be_bytes());
+        let crc = crc32c_of(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        let got = decode_fetched(b.freeze(), 0, 0).unwrap();
+        assert!(got
+            .records
+            .iter()
+            .all(|r| r.timestamp == 99 && r.log_append_time));
+    }
+
+    fn crc32c_of(data: &[u8]) -> u32 {
+        // Castagnoli CRC, bitwise; tests only.
+        let mut crc = !0u32;
+        for &byte in data {
+            crc ^= u32::from(byte);
+            for _ in 0..8 {
+                let mask = (crc & 1).wrapping_neg();
+                crc = (crc >> 1) ^ (0x82f6_3b78 & mask);
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn empty_input_is_rejected() {
+        assert!(encode_batch(&[], Compression::None, 0).is_err());
+        assert_eq!(
+            decode_fetched(Bytes::new(), 0, 7).unwrap(),
+            DecodedRecords {
+                records: vec![],
+                next_offset: 7
+            }
+        );
+    }
+}

@@ -2,6 +2,7 @@
 //! flags whose defaults are the seed's; [`model`] turns them into figures (pure),
 //! [`render`] prints them as the seed lays them out, or as JSON.
 
+mod assumptions;
 mod consumers;
 mod durability;
 mod format;

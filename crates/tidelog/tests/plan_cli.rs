@@ -1,5 +1,8 @@
 //! `tidelog plan` as an operator runs it: the built binary, its JSON and its text.
 
+// Helpers outside #[test] fns: a failed expect here is the test failing.
+#![allow(clippy::expect_used)]
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

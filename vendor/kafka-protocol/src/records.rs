@@ -446,8 +446,10 @@ impl RecordBatchDecoder {
         F: Fn(&mut bytes::Bytes, Compression) -> Result<B>,
     {
         let mut records = Vec::new();
+        // tidelog patch: decompressed output is capped (see `decode_all_with_limit`).
+        let mut budget = cmpr::MAX_DECOMPRESSED_BYTES;
         let (version, compression) =
-            Self::decode_into_vec(buf, &mut records, decompressor.as_ref())?;
+            Self::decode_into_vec(buf, &mut records, decompressor.as_ref(), &mut budget)?;
         Ok(RecordSet {
             version,
             compression,
@@ -456,10 +458,36 @@ impl RecordBatchDecoder {
     }
 
     /// Decode the entire buffer into a vec of RecordSets.
+    ///
+    /// tidelog patch: all batches together may decompress to at most
+    /// [`MAX_DECOMPRESSED_BYTES`](cmpr::MAX_DECOMPRESSED_BYTES).
     pub fn decode_all<B: ByteBuf>(buf: &mut B) -> Result<Vec<RecordSet>> {
+        Self::decode_all_with_limit(buf, cmpr::MAX_DECOMPRESSED_BYTES)
+    }
+
+    /// tidelog patch: decode the entire buffer into a vec of RecordSets, failing when the
+    /// compressed batches together would decompress to more than `max_decompressed_bytes`.
+    /// The budget is shared by all batches because every decoded record keeps its
+    /// decompressed buffer alive: a per-batch cap alone would let many small "bombs" add up.
+    pub fn decode_all_with_limit<B: ByteBuf>(
+        buf: &mut B,
+        max_decompressed_bytes: usize,
+    ) -> Result<Vec<RecordSet>> {
+        let mut budget = max_decompressed_bytes;
         let mut batches = Vec::new();
         while buf.has_remaining() {
-            batches.push(Self::decode(buf)?);
+            let mut records = Vec::new();
+            let (version, compression) = Self::decode_into_vec(
+                buf,
+                &mut records,
+                None::<&fn(&mut bytes::Bytes, Compression) -> Result<B>>,
+                &mut budget,
+            )?;
+            batches.push(RecordSet {
+                version,
+                compression,
+                records,
+            });
         }
         Ok(batches)
     }
@@ -476,6 +504,7 @@ impl RecordBatchDecoder {
         buf: &mut B,
         records: &mut Vec<Record>,
         decompress_func: Option<&F>,
+        budget: &mut usize,
     ) -> Result<(i8, Compression)>
     where
         F: Fn(&mut bytes::Bytes, Compression) -> Result<B>,
@@ -483,7 +512,7 @@ impl RecordBatchDecoder {
         let version = buf.try_peek_bytes(MAGIC_BYTE_OFFSET..(MAGIC_BYTE_OFFSET + 1))?[0] as i8;
         let compression = match version {
             0..=1 => bail!("message sets v{version} are unsupported"),
-            2 => Self::decode_new_batch(buf, version, records, decompress_func),
+            2 => Self::decode_new_batch(buf, version, records, decompress_func, budget),
             _ => {
                 bail!("Unknown record batch version ({version})");
             }
@@ -514,9 +543,11 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        // tidelog patch: the count comes from the wire; a record takes at least 7 bytes, so
-        // reserve no more than the bytes that remain could hold.
-        records.reserve((batch_decode_info.record_count as usize).min(buf.remaining() / 7));
+        // tidelog patch: the count comes from the wire; a record takes at least 7 bytes on
+        // the wire and far more in memory, so reserve no more memory than the bytes that
+        // remain (growth past that is paid for by records actually decoded).
+        let by_memory = buf.remaining() / std::mem::size_of::<Record>().max(1);
+        records.reserve((batch_decode_info.record_count.max(0) as usize).min(by_memory));
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }
@@ -625,6 +656,7 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
         decompress_func: Option<&F>,
+        budget: &mut usize,
     ) -> Result<Compression>
     where
         F: Fn(&mut bytes::Bytes, Compression) -> Result<B>,
@@ -641,21 +673,33 @@ impl RecordBatchDecoder {
                     Self::decode_new_records(buf, &batch_decode_info, version, records)
                 })?,
                 #[cfg(feature = "snappy")]
-                Compression::Snappy => cmpr::Snappy::decompress(&mut records_buf, |buf| {
-                    Self::decode_new_records(buf, &batch_decode_info, version, records)
-                })?,
+                Compression::Snappy => {
+                    cmpr::Snappy::decompress_limited(&mut records_buf, *budget, |buf| {
+                        *budget = budget.saturating_sub(bytes::Buf::remaining(buf));
+                        Self::decode_new_records(buf, &batch_decode_info, version, records)
+                    })?
+                }
                 #[cfg(feature = "gzip")]
-                Compression::Gzip => cmpr::Gzip::decompress(&mut records_buf, |buf| {
-                    Self::decode_new_records(buf, &batch_decode_info, version, records)
-                })?,
+                Compression::Gzip => {
+                    cmpr::Gzip::decompress_limited(&mut records_buf, *budget, |buf| {
+                        *budget = budget.saturating_sub(bytes::Buf::remaining(buf));
+                        Self::decode_new_records(buf, &batch_decode_info, version, records)
+                    })?
+                }
                 #[cfg(feature = "zstd")]
-                Compression::Zstd => cmpr::Zstd::decompress(&mut records_buf, |buf| {
-                    Self::decode_new_records(buf, &batch_decode_info, version, records)
-                })?,
+                Compression::Zstd => {
+                    cmpr::Zstd::decompress_limited(&mut records_buf, *budget, |buf| {
+                        *budget = budget.saturating_sub(bytes::Buf::remaining(buf));
+                        Self::decode_new_records(buf, &batch_decode_info, version, records)
+                    })?
+                }
                 #[cfg(feature = "lz4")]
-                Compression::Lz4 => cmpr::Lz4::decompress(&mut records_buf, |buf| {
-                    Self::decode_new_records(buf, &batch_decode_info, version, records)
-                })?,
+                Compression::Lz4 => {
+                    cmpr::Lz4::decompress_limited(&mut records_buf, *budget, |buf| {
+                        *budget = budget.saturating_sub(bytes::Buf::remaining(buf));
+                        Self::decode_new_records(buf, &batch_decode_info, version, records)
+                    })?
+                }
                 #[allow(unreachable_patterns)]
                 c => {
                     return Err(anyhow!(
@@ -899,7 +943,11 @@ impl Record {
             bail!("Record declares {num_headers} headers but only {} bytes remain", bytes::Buf::remaining(buf));
         }
 
-        let mut headers = IndexMap::with_capacity(num_headers);
+        // tidelog patch: reserve no more memory than the bytes that remain.
+        let header_entry = std::mem::size_of::<(StrBytes, Option<Bytes>)>() + 8;
+        let mut headers = IndexMap::with_capacity(
+            num_headers.min(bytes::Buf::remaining(buf) / header_entry),
+        );
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;

@@ -8,7 +8,7 @@ use flate2::Compression;
 
 use crate::protocol::buf::{ByteBuf, ByteBufMut};
 
-use super::{Compressor, Decompressor};
+use super::{Compressor, Decompressor, LimitedWriter};
 
 /// Gzip compression algorithm. See [Kafka's broker configuration](https://kafka.apache.org/documentation/#brokerconfigs_compression.type)
 /// for more information.
@@ -35,14 +35,15 @@ impl<B: ByteBufMut> Compressor<B> for Gzip {
 
 impl<B: ByteBuf> Decompressor<B> for Gzip {
     type Buf = Bytes;
-    fn decompress<R, F>(buf: &mut B, f: F) -> Result<R>
+    fn decompress_limited<R, F>(buf: &mut B, limit: usize, f: F) -> Result<R>
     where
         F: FnOnce(&mut Self::Buf) -> Result<R>,
     {
         let mut tmp = BytesMut::new();
 
         // Decompress directly from the input buffer
-        let mut d = GzDecoder::new((&mut tmp).writer());
+        // tidelog patch: stop at `limit` output bytes.
+        let mut d = GzDecoder::new(LimitedWriter::new((&mut tmp).writer(), limit));
         d.write_all(&buf.copy_to_bytes(buf.remaining()))
             .context("Failed to decompress gzip")?;
         d.finish().context("Failed to decompress gzip")?;

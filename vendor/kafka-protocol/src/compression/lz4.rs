@@ -5,7 +5,7 @@ use lz4::BlockMode;
 use lz4::{Decoder, EncoderBuilder};
 use std::io;
 
-use super::{Compressor, Decompressor};
+use super::{Compressor, Decompressor, LimitedWriter};
 
 /// Gzip compression algorithm. See [Kafka's broker configuration](https://kafka.apache.org/documentation/#brokerconfigs_compression.type)
 /// for more information.
@@ -38,11 +38,12 @@ impl<B: ByteBufMut> Compressor<B> for Lz4 {
 
 impl<B: ByteBuf> Decompressor<B> for Lz4 {
     type Buf = Bytes;
-    fn decompress<R, F>(buf: &mut B, f: F) -> Result<R>
+    fn decompress_limited<R, F>(buf: &mut B, limit: usize, f: F) -> Result<R>
     where
         F: FnOnce(&mut Self::Buf) -> Result<R>,
     {
-        let mut tmp = BytesMut::new().writer();
+        // tidelog patch: stop at `limit` output bytes.
+        let mut tmp = LimitedWriter::new(BytesMut::new().writer(), limit);
 
         // Allocate a temporary buffer to hold the uncompressed bytes
         let buf = buf.copy_to_bytes(buf.remaining());
@@ -50,7 +51,7 @@ impl<B: ByteBuf> Decompressor<B> for Lz4 {
         let mut decoder = Decoder::new(buf.reader()).context("Failed to decompress lz4")?;
         io::copy(&mut decoder, &mut tmp).context("Failed to decompress lz4")?;
 
-        f(&mut tmp.into_inner().into())
+        f(&mut tmp.into_inner().into_inner().into())
     }
 }
 

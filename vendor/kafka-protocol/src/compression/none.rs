@@ -18,7 +18,8 @@ impl<B: ByteBufMut> Compressor<B> for None {
 
 impl<B: ByteBuf> Decompressor<B> for None {
     type Buf = B;
-    fn decompress<R, F>(buf: &mut B, f: F) -> Result<R>
+    // tidelog patch: nothing is allocated, so there is nothing to limit.
+    fn decompress_limited<R, F>(buf: &mut B, _limit: usize, f: F) -> Result<R>
     where
         F: FnOnce(&mut Self::Buf) -> Result<R>,
     {

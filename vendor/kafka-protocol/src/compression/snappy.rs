@@ -59,7 +59,7 @@ const MAGIC_HEADER: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01
 
 impl<B: ByteBuf> Decompressor<B> for Snappy {
     type Buf = Bytes;
-    fn decompress<R, F>(compressed: &mut B, f: F) -> Result<R>
+    fn decompress_limited<R, F>(compressed: &mut B, limit: usize, f: F) -> Result<R>
     where
         F: FnOnce(&mut Self::Buf) -> Result<R>,
     {
@@ -81,6 +81,10 @@ impl<B: ByteBuf> Decompressor<B> for Snappy {
         {
             let compressed = compressed.copy_to_bytes(compressed.remaining());
             let actual_len = decompress_len(&compressed).context("failed to read snappy header")?;
+            // tidelog patch: the length is declared by the input; check it before allocating.
+            if actual_len > limit {
+                anyhow::bail!("snappy data declares {actual_len} bytes, over the limit of {limit}");
+            }
             let mut tmp = BytesMut::zeroed(actual_len);
             Decoder::new()
                 .decompress(&compressed, &mut tmp)
@@ -105,6 +109,10 @@ impl<B: ByteBuf> Decompressor<B> for Snappy {
             let uncompressed_block_length = decompress_len(&compressed_block)
                 .context("failed to get snappy uncompressed length")?;
             let uncompressed_block_start = uncompressed.len();
+            // tidelog patch: the length is declared by the input; check it before allocating.
+            if uncompressed_block_length > limit.saturating_sub(uncompressed_block_start) {
+                anyhow::bail!("snappy data exceeds the decompression limit of {limit} bytes");
+            }
             uncompressed.resize(
                 uncompressed_block_start.saturating_add(uncompressed_block_length),
                 0,

@@ -2,7 +2,7 @@ use crate::protocol::buf::{ByteBuf, ByteBufMut};
 use anyhow::{Context, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use super::{Compressor, Decompressor};
+use super::{Compressor, Decompressor, LimitedWriter};
 
 /// Gzip compression algorithm. See [Kafka's broker configuration](https://kafka.apache.org/documentation/#brokerconfigs_compression.type)
 /// for more information.
@@ -30,16 +30,17 @@ impl<B: ByteBufMut> Compressor<B> for Zstd {
 impl<B: ByteBuf> Decompressor<B> for Zstd {
     type Buf = Bytes;
 
-    fn decompress<R, F>(buf: &mut B, f: F) -> Result<R>
+    fn decompress_limited<R, F>(buf: &mut B, limit: usize, f: F) -> Result<R>
     where
         F: FnOnce(&mut Self::Buf) -> Result<R>,
     {
-        let mut tmp = BytesMut::new().writer();
+        // tidelog patch: stop at `limit` output bytes.
+        let mut tmp = LimitedWriter::new(BytesMut::new().writer(), limit);
         // Allocate a temporary buffer to hold the uncompressed bytes
         let buf = buf.copy_to_bytes(buf.remaining());
         zstd::stream::copy_decode(buf.reader(), &mut tmp).context("Failed to decompress zstd")?;
 
-        f(&mut tmp.into_inner().into())
+        f(&mut tmp.into_inner().into_inner().into())
     }
 }
 

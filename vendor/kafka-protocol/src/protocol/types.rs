@@ -996,7 +996,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
                 // tidelog patch: every element occupies at least one byte on the wire, so a
                 // count beyond the remaining bytes is a lie; refuse it before allocating.
                 check_remaining(buf, n as usize, "Array")?;
-                let mut result = Vec::with_capacity(n as usize);
+                let mut result = Vec::with_capacity(bounded_capacity::<T, B>(buf, n as usize));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1107,7 +1107,8 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
                 // tidelog patch: every element occupies at least one byte on the wire, so a
                 // count beyond the remaining bytes is a lie; refuse it before allocating.
                 check_remaining(buf, (n - 1) as usize, "CompactArray")?;
-                let mut result = Vec::with_capacity((n - 1) as usize);
+                let mut result =
+                    Vec::with_capacity(bounded_capacity::<T, B>(buf, (n - 1) as usize));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1140,6 +1141,14 @@ fn check_remaining<B: ByteBuf>(buf: &B, declared: usize, what: &str) -> Result<(
         );
     }
     Ok(())
+}
+
+/// tidelog patch: an element takes at least one byte on the wire but `size_of::<T>()` in
+/// memory (often 50+ bytes), so a count that passes `check_remaining` can still ask for
+/// far more memory than the frame holds. Reserve at most as much memory as bytes remain;
+/// any growth beyond that is paid for by elements actually decoded.
+fn bounded_capacity<T, B: ByteBuf>(buf: &B, count: usize) -> usize {
+    count.min(buf.remaining() / std::mem::size_of::<T>().max(1))
 }
 
 #[cfg(test)]

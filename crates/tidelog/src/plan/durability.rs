@@ -2,7 +2,7 @@
 //! unclean-election truncation, the producer buffer (acks=0 loss and the backpressure
 //! SLO), and the size of the consumer-side dedup window.
 
-use super::consumers::{seconds_operand, ConsumerSide};
+use super::consumers::{count_style, seconds_operand, ConsumerSide};
 use super::format::auto;
 use super::model::Assumptions;
 use super::sheet::{add, as_printed, div, mul, Num, Round, Sheet, Style, Unit};
@@ -25,12 +25,13 @@ pub(crate) fn durability(s: &mut Sheet, a: &Assumptions, brokers: Num, side: &Co
         seconds_operand(a.follower_fetch_lag_seconds),
         Unit::Seconds,
     );
+    let carried = as_printed(per_broker);
     s.calc(
         "unreplicated_messages_acks1",
         "unreplicated at acks=1:",
-        mul(&[as_printed(per_broker), fetch_lag]),
+        mul(&[carried, fetch_lag]),
         Round::Exact,
-        Style::Int,
+        count_style(carried.value * fetch_lag.value),
         Unit::Messages,
     );
 

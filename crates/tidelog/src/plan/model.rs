@@ -163,7 +163,15 @@ pub(crate) fn plan(a: &Assumptions) -> anyhow::Result<Plan> {
         Unit::Count,
     );
     let log_writes_value = ingest.value * rf;
-    let disk_usable = Num::int(a.disk_sequential_bytes_per_sec * a.nic_budget);
+    // The disk gets the same steady-path budget as the NIC, so the two compare fairly.
+    let disk_usable = s.calc(
+        "usable_disk_bytes_per_sec_per_broker",
+        "usable disk per broker:",
+        mul(&[Num::int(a.disk_sequential_bytes_per_sec), budget]),
+        Round::Exact,
+        Style::Int,
+        Unit::BytesPerSec,
+    );
     let by_disk = s.calc(
         "brokers_for_disk",
         "brokers for disk:",

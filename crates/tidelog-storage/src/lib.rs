@@ -1,1 +1,44 @@
-//! tidelog-storage
+//! tidelog-storage: one partition's append-only log on disk.
+//!
+//! A partition is a directory of segments named by their 20-digit base offset
+//! (`.log`, `.index`, `.timeindex`, `.txnindex`), producer-state `.snapshot` files and a
+//! few checkpoint files; `docs/storage-format.md` shows the layout. Batches are Kafka
+//! RecordBatch v2 stored exactly as on the wire, so a fetch is a [`FileSlice`] the server
+//! can `sendfile`. Everything is synchronous; every time-dependent call takes `now_ms`.
+//!
+//! [`Log::append`] validates every batch (magic 2, length, CRC-32C, size, record count)
+//! before writing anything, assigns `baseOffset`/`partitionLeaderEpoch`, and for
+//! LogAppendTime topics stamps the batch and recomputes its CRC.
+//!
+//! [`Log::read`] returns whole batches from one segment starting with the batch that
+//! contains the requested offset, stopping before any batch whose last offset reaches
+//! `upper_bound`, within `max_bytes` except that one batch is always returned.
+
+mod batch;
+mod builder;
+mod checkpoint;
+mod cleaner;
+mod config;
+mod epoch_cache;
+mod error;
+mod file_slice;
+mod index;
+mod index_file;
+mod log;
+mod mmap;
+mod producer_state;
+mod records;
+mod scan;
+mod segment;
+mod txn_index;
+
+pub use batch::{BatchHeader, Codec, BATCH_HEADER_LEN};
+pub use builder::{BatchBuilder, RecordSpec};
+pub use cleaner::CompactionStats;
+pub use config::{CleanupPolicy, LogConfig, TimestampType};
+pub use epoch_cache::EpochEntry;
+pub use error::StorageError;
+pub use file_slice::FileSlice;
+pub use log::{AppendInfo, AppendOptions, AppendOrigin, Log, ReadResult};
+pub use producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_PER_PRODUCER};
+pub use txn_index::AbortedTxn;

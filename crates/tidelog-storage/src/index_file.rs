@@ -1,0 +1,137 @@
+//! A memory-mapped file of fixed-size entries, preallocated while its segment is active
+//! and trimmed to its entries when the segment closes.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
+
+use crate::mmap::map_file;
+
+pub(crate) struct IndexFile {
+    path: PathBuf,
+    file: File,
+    map: Option<MmapMut>,
+    entry_size: usize,
+    entries: usize,
+    capacity: usize,
+}
+
+impl IndexFile {
+    /// Creates (or empties) the file and preallocates `capacity_bytes`.
+    pub(crate) fn create(path: &Path, entry_size: usize, capacity_bytes: u64) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        let mut index = IndexFile {
+            path: path.to_path_buf(),
+            file,
+            map: None,
+            entry_size,
+            entries: 0,
+            capacity: 0,
+        };
+        index.resize(capacity_bytes)?;
+        Ok(index)
+    }
+
+    /// Opens an existing file and maps it; every whole entry slot counts as present until
+    /// the caller validates with [`IndexFile::keep_entries`].
+    pub(crate) fn open(path: &Path, entry_size: usize) -> io::Result<Self> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        let len = usize::try_from(file.metadata()?.len())
+            .map_err(|_| io::Error::other("index file too large"))?;
+        let map = map_file(&file)?;
+        Ok(IndexFile {
+            path: path.to_path_buf(),
+            file,
+            map,
+            entry_size,
+            entries: len / entry_size,
+            capacity: len / entry_size,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.entries >= self.capacity
+    }
+
+    /// Bytes of entry `i` (`i < len()`).
+    pub(crate) fn entry(&self, i: usize) -> &[u8] {
+        match &self.map {
+            Some(m) => &m[i * self.entry_size..(i + 1) * self.entry_size],
+            None => &[],
+        }
+    }
+
+    /// Bytes of slot `i` regardless of `len()`, for validation of preallocated tails.
+    pub(crate) fn slot(&self, i: usize) -> &[u8] {
+        self.entry(i)
+    }
+
+    pub(crate) fn slots(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> bool {
+        if self.is_full() || bytes.len() != self.entry_size {
+            return false;
+        }
+        let at = self.entries * self.entry_size;
+        if let Some(m) = &mut self.map {
+            m[at..at + self.entry_size].copy_from_slice(bytes);
+            self.entries += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Forgets entries from `n` on, zeroing them so a later load sees a clean tail.
+    pub(crate) fn keep_entries(&mut self, n: usize) {
+        let n = n.min(self.capacity);
+        if let Some(m) = &mut self.map {
+            let from = n * self.entry_size;
+            let to = self.entries.max(n) * self.entry_size;
+            let to = to.min(m.len());
+            m[from..to].fill(0);
+        }
+        self.entries = n;
+    }
+
+    /// Changes the file size to `bytes` (rounded down to whole entries, never below the
+    /// current entries) and remaps.
+    pub(crate) fn resize(&mut self, bytes: u64) -> io::Result<()> {
+        let slots = usize::try_from(bytes).map_err(|_| io::Error::other("index size too large"))?
+            / self.entry_size;
+        let slots = slots.max(self.entries);
+        self.map = None;
+        self.file.set_len((slots * self.entry_size) as u64)?;
+        self.map = map_file(&self.file)?;
+        self.capacity = slots;
+        Ok(())
+    }
+
+    /// Shrinks the file to exactly its entries (segment closed).
+    pub(crate) fn trim(&mut self) -> io::Result<()> {
+        self.resize((self.entries * self.entry_size) as u64)
+    }
+
+    pub(crate) fn flush(&self) -> io::Result<()> {
+        if let Some(m) = &self.map {
+            m.flush()?;
+        }
+        self.file.sync_all()
+    }
+}

@@ -1,0 +1,569 @@
+//! The partition log: an ordered set of segments and the offsets that describe it.
+
+mod maintenance;
+mod open;
+
+pub(crate) use open::parse_base;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::batch::{split_batches, write, BatchHeader};
+use crate::checkpoint;
+use crate::config::{LogConfig, TimestampType};
+use crate::epoch_cache::{EpochEntry, LeaderEpochCache};
+use crate::error::StorageError;
+use crate::file_slice::FileSlice;
+use crate::producer_state::{CompletedTxn, ProducerStateTable};
+use crate::records::{control_marker_is_abort, records_block, RecordIter, MAX_DECOMPRESSED};
+use crate::segment::{first_record_at_or_after, IndexParams, Segment};
+use crate::txn_index::AbortedTxn;
+
+/// Who is appending: decides which batches are acceptable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendOrigin {
+    /// A producer: control batches are refused.
+    Client,
+    /// A replica fetcher using [`Log::append`] (prefer [`Log::append_as_follower`]).
+    Replication,
+    /// The broker itself (group/transaction coordinator, transaction markers).
+    Coordinator,
+}
+
+/// Per-append context.
+#[derive(Debug, Clone, Copy)]
+pub struct AppendOptions {
+    /// Stamped into every batch's `partitionLeaderEpoch`.
+    pub leader_epoch: i32,
+    /// The broker clock, for LogAppendTime, roll timing and flush timing.
+    pub now_ms: i64,
+    /// Who is appending.
+    pub origin: AppendOrigin,
+}
+
+/// What an append did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record appended.
+    pub first_offset: i64,
+    /// Offset of the last record appended.
+    pub last_offset: i64,
+    /// The stamped time for LogAppendTime topics, -1 otherwise.
+    pub log_append_time_ms: i64,
+    /// Largest batch max timestamp among the appended batches.
+    pub max_timestamp: i64,
+    /// Last offset of the batch carrying that timestamp.
+    pub offset_of_max_timestamp: i64,
+    /// Records appended.
+    pub record_count: u32,
+    /// Bytes appended.
+    pub bytes: usize,
+    /// Log start offset after the append.
+    pub log_start_offset: i64,
+}
+
+/// Result of [`Log::read`].
+#[derive(Debug, Clone)]
+pub struct ReadResult {
+    /// Whole batches from one segment; `None` when there is nothing to return.
+    pub slice: Option<FileSlice>,
+    /// Base offset of the first batch in `slice` (the requested offset when `None`).
+    pub first_batch_offset: i64,
+}
+
+/// One partition's log in one directory. Not thread-safe by itself: the broker wraps it
+/// in a mutex and does slice I/O outside the lock.
+pub struct Log {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    pub(crate) segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    high_watermark: i64,
+    recovery_point: i64,
+    unflushed_records: u64,
+    last_flush_ms: Option<i64>,
+    producers: ProducerStateTable,
+    epochs: LeaderEpochCache,
+}
+
+impl Log {
+    /// Creates the directory if needed, or recovers an existing log in it.
+    pub fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
+        open::open(dir, config)
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// Current configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    /// Replaces the configuration; index sizes apply to segments created from now on.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+    /// First offset readable.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+    /// Next offset to be assigned.
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset()
+    }
+    /// Offsets below this are replicated (set by the broker).
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+    /// Offsets below this are known to be on disk.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+    /// Clamps to `[log_start, log_end]`; persisted on flush and close.
+    pub fn set_high_watermark(&mut self, hw: i64) {
+        self.high_watermark = hw.clamp(self.log_start_offset, self.log_end_offset());
+    }
+    /// Idempotence state per producer id.
+    pub fn producer_state(&self) -> &ProducerStateTable {
+        &self.producers
+    }
+    /// The leader-epoch cache, oldest first.
+    pub fn leader_epochs(&self) -> &[EpochEntry] {
+        self.epochs.entries()
+    }
+    /// OffsetForLeaderEpoch: largest epoch `<= epoch` and its end offset.
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+    /// Total bytes of all segment files.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+    /// Number of segments, the active one included.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+    /// Base offsets of all segments in order.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    fn active(&self) -> &Segment {
+        match self.segments.values().next_back() {
+            Some(s) => s,
+            None => unreachable_segment(),
+        }
+    }
+    fn active_mut(&mut self) -> &mut Segment {
+        match self.segments.values_mut().next_back() {
+            Some(s) => s,
+            None => unreachable_segment(),
+        }
+    }
+
+    pub(crate) fn index_params(&self) -> IndexParams {
+        IndexParams {
+            index_bytes: self.config.segment_index_bytes.max(64),
+            interval_bytes: self.config.index_interval_bytes,
+        }
+    }
+
+    /// Appends producer batches, assigning offsets. See the crate docs for validation.
+    pub fn append(
+        &mut self,
+        batches: &mut [u8],
+        opts: &AppendOptions,
+    ) -> Result<AppendInfo, StorageError> {
+        let ranges = split_batches(batches, self.config.max_message_bytes)?;
+        for &(at, len) in &ranges {
+            self.validate_produced(&batches[at..at + len], opts.origin)?;
+        }
+        let first_offset = self.log_end_offset();
+        let mut next = first_offset;
+        let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        for &(at, len) in &ranges {
+            let batch = &mut batches[at..at + len];
+            write::set_base_offset(batch, next);
+            write::set_partition_leader_epoch(batch, opts.leader_epoch);
+            if log_append_time {
+                write::stamp_log_append_time(batch, opts.now_ms);
+            }
+            next += i64::from(BatchHeader::new(batch)?.last_offset_delta()) + 1;
+        }
+        let mut info = self.write_batches(batches, &ranges, opts.now_ms)?;
+        if self.epochs.assign(opts.leader_epoch, first_offset) {
+            checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
+        }
+        info.log_append_time_ms = if log_append_time { opts.now_ms } else { -1 };
+        self.after_append(info.record_count, opts.now_ms)?;
+        Ok(info)
+    }
+
+    /// Appends batches that already carry offsets (replication): CRC and ordering are
+    /// checked, nothing is rewritten.
+    pub fn append_as_follower(&mut self, batches: &[u8]) -> Result<AppendInfo, StorageError> {
+        let ranges = split_batches(batches, i32::MAX as u32)?;
+        let mut expected = self.log_end_offset();
+        for &(at, _) in &ranges {
+            let h = BatchHeader::new(&batches[at..])?;
+            if h.base_offset() < expected {
+                return Err(StorageError::UnexpectedOffset {
+                    expected,
+                    got: h.base_offset(),
+                });
+            }
+            expected = h.last_offset() + 1;
+        }
+        let now = self.active().first_append_ms().unwrap_or(0);
+        let info = self.write_batches(batches, &ranges, now)?;
+        let mut epochs_changed = false;
+        for &(at, _) in &ranges {
+            let h = BatchHeader::new(&batches[at..])?;
+            epochs_changed |= self
+                .epochs
+                .assign(h.partition_leader_epoch(), h.base_offset());
+        }
+        if epochs_changed {
+            checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
+        }
+        self.after_append(info.record_count, now)?;
+        Ok(info)
+    }
+
+    fn validate_produced(&self, batch: &[u8], origin: AppendOrigin) -> Result<(), StorageError> {
+        let h = BatchHeader::new(batch)?;
+        if h.is_control() && origin == AppendOrigin::Client {
+            return Err(StorageError::InvalidRecord(
+                "control batch from a client".into(),
+            ));
+        }
+        if h.record_count() <= 0
+            || i64::from(h.last_offset_delta()) != i64::from(h.record_count()) - 1
+        {
+            return Err(StorageError::InvalidRecord(format!(
+                "record count {} does not match lastOffsetDelta {}",
+                h.record_count(),
+                h.last_offset_delta()
+            )));
+        }
+        if self.config.cleanup_policy.compact && !h.is_control() {
+            let block = records_block(batch, MAX_DECOMPRESSED)?;
+            for record in RecordIter::new(&block, h.record_count()) {
+                if record?.key.is_none() {
+                    return Err(StorageError::InvalidRecord(
+                        "compacted topic requires a key on every record".into(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Common tail of both appends: roll if due, write, index, producer state.
+    fn write_batches(
+        &mut self,
+        buf: &[u8],
+        ranges: &[(usize, usize)],
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let first = BatchHeader::new(buf)?;
+        let last_at = ranges.last().map_or(0, |r| r.0);
+        let last = BatchHeader::new(&buf[last_at..])?;
+        let segment_bytes = self.config.effective_segment_bytes();
+        let active = self.active();
+        if !active.fits(last.last_offset(), buf.len() as u64, segment_bytes)
+            || first.base_offset() - active.base_offset() > i64::from(u32::MAX)
+            || self.segment_ms_due(now_ms)
+        {
+            self.roll_at(first.base_offset())?;
+        }
+        self.active_mut().append(buf, ranges, now_ms)?;
+        let mut info = AppendInfo {
+            first_offset: first.base_offset(),
+            last_offset: last.last_offset(),
+            log_append_time_ms: -1,
+            max_timestamp: -1,
+            offset_of_max_timestamp: -1,
+            record_count: 0,
+            bytes: buf.len(),
+            log_start_offset: self.log_start_offset,
+        };
+        for &(at, len) in ranges {
+            let batch = &buf[at..at + len];
+            let h = BatchHeader::new(batch)?;
+            if h.max_timestamp() > info.max_timestamp {
+                info.max_timestamp = h.max_timestamp();
+                info.offset_of_max_timestamp = h.last_offset();
+            }
+            info.record_count = info
+                .record_count
+                .saturating_add(h.record_count().max(0) as u32);
+            let abort = h
+                .is_control()
+                .then(|| control_marker_is_abort(batch).unwrap_or(false));
+            if let Some(done) = self.producers.update(&h, abort) {
+                self.record_completed_txn(done)?;
+            }
+        }
+        Ok(info)
+    }
+
+    /// An ABORT marker lands in the active segment's `.txnindex`.
+    fn record_completed_txn(&mut self, done: CompletedTxn) -> Result<(), StorageError> {
+        if !done.aborted {
+            return Ok(());
+        }
+        let lso = self
+            .producers
+            .first_unstable_offset()
+            .unwrap_or(done.marker_offset + 1);
+        self.add_aborted_txn(AbortedTxn {
+            producer_id: done.producer_id,
+            first_offset: done.first_offset,
+            last_offset: done.marker_offset,
+            last_stable_offset: lso,
+        })
+    }
+
+    /// Adds an aborted-transaction entry to the active segment's `.txnindex`. Appending an
+    /// ABORT control batch already does this; call it only for entries the log cannot see.
+    pub fn add_aborted_txn(&mut self, txn: AbortedTxn) -> Result<(), StorageError> {
+        self.active_mut().txn_index_mut().append(txn)?;
+        Ok(())
+    }
+
+    /// Aborted transactions overlapping `[from, to)`, in marker order.
+    pub fn aborted_txns(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
+        self.segments
+            .values()
+            .flat_map(|s| s.txn_index().entries().iter().copied())
+            .filter(|t| t.last_offset >= from && t.first_offset < to)
+            .collect()
+    }
+
+    fn after_append(&mut self, records: u32, now_ms: i64) -> Result<(), StorageError> {
+        self.unflushed_records = self.unflushed_records.saturating_add(u64::from(records));
+        if self.unflushed_records >= self.config.flush_messages {
+            self.flush_data()?;
+            self.last_flush_ms = Some(now_ms);
+        }
+        Ok(())
+    }
+
+    /// Whole batches starting with the one that contains `from_offset`; see crate docs.
+    pub fn read(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        upper_bound: i64,
+    ) -> Result<ReadResult, StorageError> {
+        let log_end = self.log_end_offset();
+        if from_offset < self.log_start_offset || from_offset > log_end {
+            return Err(StorageError::OffsetOutOfRange {
+                offset: from_offset,
+                log_start: self.log_start_offset,
+                log_end,
+            });
+        }
+        let nothing = ReadResult {
+            slice: None,
+            first_batch_offset: from_offset,
+        };
+        if from_offset == log_end || from_offset >= upper_bound {
+            return Ok(nothing);
+        }
+        let floor = self
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            let Some(first) = segment.find_batch(from_offset)? else {
+                continue;
+            };
+            if first.header().last_offset() >= upper_bound {
+                return Ok(nothing);
+            }
+            let mut len = first.size;
+            let mut scan =
+                crate::scan::BatchScan::new(segment.log_file(), first.end(), segment.size());
+            while let Some(b) = scan.next_batch()? {
+                if b.header().last_offset() >= upper_bound || len + b.size > max_bytes as u64 {
+                    break;
+                }
+                len += b.size;
+            }
+            return Ok(ReadResult {
+                slice: Some(FileSlice {
+                    file: segment.log_file().clone(),
+                    position: first.position,
+                    len,
+                }),
+                first_batch_offset: first.header().base_offset(),
+            });
+        }
+        Ok(nothing)
+    }
+
+    /// First offset (at or after the log start) whose record timestamp is `>= ts`.
+    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
+        for segment in self.segments.values() {
+            if segment.max_timestamp() < ts {
+                continue;
+            }
+            if let Some((offset, found_ts)) =
+                segment.offset_for_timestamp(ts, self.log_start_offset)?
+            {
+                return Ok(Some((offset, found_ts)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// `(offset, timestamp)` of the first record carrying the largest timestamp.
+    pub fn max_timestamp_and_offset(&self) -> Result<Option<(i64, i64)>, StorageError> {
+        let mut best: Option<&Segment> = None;
+        for s in self.segments.values() {
+            if s.max_timestamp() >= 0 && best.is_none_or(|b| s.max_timestamp() > b.max_timestamp())
+            {
+                best = Some(s);
+            }
+        }
+        let Some(segment) = best else {
+            return Ok(None);
+        };
+        let ts = segment.max_timestamp();
+        match segment.find_batch(segment.offset_of_max_timestamp())? {
+            Some(batch) => Ok(
+                first_record_at_or_after(segment.log_file(), &batch, ts, i64::MIN)?
+                    .or(Some((segment.offset_of_max_timestamp(), ts))),
+            ),
+            None => Ok(Some((segment.offset_of_max_timestamp(), ts))),
+        }
+    }
+
+    /// fsync of everything up to the log end; advances and checkpoints the recovery point
+    /// (and the high watermark and log start offset).
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.flush_data()?;
+        self.write_checkpoints()
+    }
+
+    /// Flushes when `flush.ms` has passed since the last flush and data is pending.
+    pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        let Some(last) = self.last_flush_ms else {
+            self.last_flush_ms = Some(now_ms);
+            return Ok(());
+        };
+        if self.unflushed_records == 0 {
+            self.last_flush_ms = Some(now_ms);
+            return Ok(());
+        }
+        let elapsed = u64::try_from(now_ms.saturating_sub(last)).unwrap_or(0);
+        if elapsed >= self.config.flush_ms {
+            self.flush()?;
+            self.last_flush_ms = Some(now_ms);
+        }
+        Ok(())
+    }
+
+    fn flush_data(&mut self) -> Result<(), StorageError> {
+        let from = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        let last = self
+            .segments
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(i64::MIN);
+        for (base, segment) in self.segments.range(from..) {
+            if *base == last {
+                segment.sync_log()?;
+            } else {
+                segment.sync()?;
+            }
+        }
+        self.recovery_point = self.log_end_offset();
+        self.unflushed_records = 0;
+        Ok(())
+    }
+
+    /// Persists recovery point, log start offset, high watermark and epoch cache.
+    pub fn write_checkpoints(&self) -> Result<(), StorageError> {
+        checkpoint::write_offset(&self.dir, checkpoint::RECOVERY_POINT, self.recovery_point)?;
+        checkpoint::write_offset(&self.dir, checkpoint::LOG_START, self.log_start_offset)?;
+        checkpoint::write_offset(&self.dir, checkpoint::HIGH_WATERMARK, self.high_watermark)?;
+        checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
+        Ok(())
+    }
+
+    fn segment_ms_due(&self, now_ms: i64) -> bool {
+        let active = self.active();
+        active.size() > 0
+            && active
+                .first_append_ms()
+                .is_some_and(|t| now_ms.saturating_sub(t) >= self.config.segment_ms)
+    }
+
+    /// Rolls the active segment when `segment.ms` has passed since its first append.
+    pub fn roll_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        if self.segment_ms_due(now_ms) {
+            let end = self.log_end_offset();
+            self.roll_at(end)?;
+        }
+        Ok(())
+    }
+
+    /// Closes the active segment and starts a new one at `base` (if it has data).
+    fn roll_at(&mut self, base: i64) -> Result<(), StorageError> {
+        if self.active().size() == 0 {
+            if self.active().base_offset() == base {
+                return Ok(());
+            }
+            // An empty active segment is replaced rather than left behind.
+            let old_base = self.active().base_offset();
+            if let Some(old) = self.segments.remove(&old_base) {
+                old.delete_files()?;
+            }
+        } else {
+            self.active_mut().seal()?;
+        }
+        self.producers.write_snapshot(&self.dir, base)?;
+        let segment = Segment::create(&self.dir, base, self.index_params())?;
+        self.segments.insert(base, segment);
+        if self.segments.len() == 1 {
+            self.log_start_offset = self.log_start_offset.max(base);
+        }
+        Ok(())
+    }
+
+    /// Flush, checkpoints, producer snapshot, trimmed indexes, clean-shutdown marker.
+    pub fn close(mut self) -> Result<(), StorageError> {
+        self.flush_data()?;
+        self.active_mut().seal()?;
+        self.active().sync()?;
+        let end = self.log_end_offset();
+        self.producers.write_snapshot(&self.dir, end)?;
+        self.write_checkpoints()?;
+        checkpoint::write_atomic(&self.dir, checkpoint::CLEAN_SHUTDOWN, b"")?;
+        Ok(())
+    }
+
+    /// Removes the whole partition directory.
+    pub fn delete(self) -> Result<(), StorageError> {
+        let dir = self.dir.clone();
+        drop(self);
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+}
+
+/// A `Log` always holds at least one segment (open creates one, nothing removes the last).
+#[cold]
+fn unreachable_segment() -> ! {
+    unreachable!("a Log always has an active segment")
+}

@@ -1,0 +1,131 @@
+//! Opening a log directory: hygiene, segment loading, crash recovery.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::Log;
+use crate::checkpoint::{self, CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, RECOVERY_POINT};
+use crate::cleaner::finish_interrupted_swaps;
+use crate::config::LogConfig;
+use crate::epoch_cache::LeaderEpochCache;
+use crate::error::StorageError;
+use crate::producer_state::ProducerStateTable;
+use crate::segment::{IndexParams, Segment};
+
+/// Parses `<20 digits>.<ext>` into the base offset.
+pub(crate) fn parse_base(name: &str, ext: &str) -> Option<i64> {
+    let stem = name.strip_suffix(ext)?.strip_suffix('.')?;
+    (stem.len() == 20 && stem.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| stem.parse().ok())
+        .flatten()
+}
+
+/// Sorted base offsets of files named `<base>.<ext>` in `dir`.
+pub(crate) fn list_bases(dir: &Path, ext: &str) -> Result<Vec<i64>, StorageError> {
+    let mut bases = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        if let Some(base) = name.to_str().and_then(|n| parse_base(n, ext)) {
+            bases.push(base);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Deletes index files whose `.log` is gone (a crash during segment deletion).
+fn remove_orphans(dir: &Path, logs: &[i64]) -> Result<(), StorageError> {
+    for ext in ["index", "timeindex", "txnindex"] {
+        for base in list_bases(dir, ext)? {
+            if logs.binary_search(&base).is_err() {
+                std::fs::remove_file(dir.join(crate::segment::file_name(base, ext)))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
+    std::fs::create_dir_all(dir)?;
+    let marker = dir.join(CLEAN_SHUTDOWN);
+    let clean = marker.exists();
+    if clean {
+        // From here on a crash must look unclean.
+        std::fs::remove_file(&marker)?;
+        checkpoint::sync_dir(dir)?;
+    }
+    finish_interrupted_swaps(dir)?;
+    let bases = list_bases(dir, "log")?;
+    remove_orphans(dir, &bases)?;
+    let recovery_ck = checkpoint::read_offset(dir, RECOVERY_POINT).unwrap_or(0);
+    let start_ck = checkpoint::read_offset(dir, LOG_START);
+    let hw_ck = checkpoint::read_offset(dir, HIGH_WATERMARK);
+    let epochs = checkpoint::read_epochs(dir).unwrap_or_default();
+    let params = IndexParams {
+        index_bytes: config.segment_index_bytes.max(64),
+        interval_bytes: config.index_interval_bytes,
+    };
+
+    let mut segments = BTreeMap::new();
+    let mut recovered_any = false;
+    for (i, &base) in bases.iter().enumerate() {
+        let next_base = bases.get(i + 1).copied();
+        let recover = !clean && next_base.is_none_or(|n| n > recovery_ck);
+        let (mut segment, outcome) = Segment::open(dir, base, params, recover)?;
+        recovered_any |= recover;
+        if outcome.truncated_bytes > 0 {
+            let end = segment.next_offset();
+            segment.txn_index_mut().truncate_to(end)?;
+        }
+        if outcome.rebuilt_indexes && next_base.is_some() {
+            segment.seal()?;
+        }
+        segments.insert(base, segment);
+        if outcome.truncated_bytes > 0 && next_base.is_some() {
+            // Everything after a corrupt batch is unreachable: drop the later segments.
+            tracing::warn!(dir = %dir.display(), base, "dropping segments after corrupt batch");
+            for &later in &bases[i + 1..] {
+                crate::segment::remove_files(dir, later)?;
+            }
+            break;
+        }
+    }
+    if segments.is_empty() {
+        let base = start_ck.unwrap_or(0).max(0);
+        segments.insert(base, Segment::create(dir, base, params)?);
+    }
+    let mut log = Log {
+        dir: dir.to_path_buf(),
+        config,
+        segments,
+        log_start_offset: 0,
+        high_watermark: 0,
+        recovery_point: 0,
+        unflushed_records: 0,
+        last_flush_ms: None,
+        producers: ProducerStateTable::default(),
+        epochs: LeaderEpochCache::from_pairs(&epochs),
+    };
+    log.active_mut().unseal()?;
+    let first_base = log.segments.keys().next().copied().unwrap_or(0);
+    let log_end = log.log_end_offset();
+    log.log_start_offset = start_ck.unwrap_or(first_base).max(first_base).min(log_end);
+    log.recovery_point = if clean {
+        log_end
+    } else {
+        recovery_ck.min(log_end)
+    };
+    let replay_from = log.recovery_point;
+    if recovered_any {
+        // What survived recovery is now made durable, so the recovery point can move.
+        log.flush_data()?;
+    }
+    log.high_watermark = hw_ck
+        .unwrap_or(log.log_start_offset)
+        .clamp(log.log_start_offset, log_end);
+    log.epochs.truncate_from_end(log_end);
+    log.epochs.truncate_from_start(log.log_start_offset);
+    log.rebuild_producer_state(replay_from)?;
+    log.write_checkpoints()?;
+    Ok(log)
+}

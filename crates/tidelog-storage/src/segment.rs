@@ -1,0 +1,481 @@
+//! One segment: a `.log` file of whole batches plus its sparse indexes.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
+use crate::error::StorageError;
+use crate::index::{OffsetIndex, TimeIndex};
+use crate::records::{records_block, RecordIter, MAX_DECOMPRESSED};
+use crate::scan::{crc_matches, read_batch, BatchScan, ScannedBatch};
+use crate::txn_index::TxnIndex;
+
+/// `<20-digit base offset>.<ext>`.
+pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
+    format!("{base_offset:020}.{ext}")
+}
+
+/// Removes every file of the segment at `base` (missing files are fine).
+pub(crate) fn remove_files(dir: &Path, base: i64) -> Result<(), StorageError> {
+    for ext in ["log", "index", "timeindex", "txnindex"] {
+        match std::fs::remove_file(dir.join(file_name(base, ext))) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Index geometry taken from the log config.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexParams {
+    pub(crate) index_bytes: u64,
+    pub(crate) interval_bytes: u64,
+}
+
+/// A `.log` segment file: RecordBatch v2 batches exactly as on the wire, back to back,
+/// with strictly increasing offsets (compaction may leave gaps), no header, no padding.
+/// Each batch carries its own CRC-32C over everything after the CRC field; `baseOffset`
+/// and `partitionLeaderEpoch` are outside it. After a crash the segment is scanned from the
+/// start, every CRC checked, and the file truncated before the first torn or corrupt batch;
+/// its `.index` and `.timeindex` are rebuilt by the same scan.
+pub(crate) struct Segment {
+    base_offset: i64,
+    log_path: PathBuf,
+    log: Arc<File>,
+    size: u64,
+    next_offset: i64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    bytes_since_index: u64,
+    first_append_ms: Option<i64>,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    txn_index: TxnIndex,
+    params: IndexParams,
+}
+
+/// What opening a segment found.
+pub(crate) struct OpenOutcome {
+    pub(crate) truncated_bytes: u64,
+    pub(crate) rebuilt_indexes: bool,
+}
+
+impl Segment {
+    pub(crate) fn create(
+        dir: &Path,
+        base_offset: i64,
+        params: IndexParams,
+    ) -> Result<Self, StorageError> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)?;
+        Ok(Segment {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size: 0,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            offset_of_max_timestamp: -1,
+            bytes_since_index: 0,
+            first_append_ms: None,
+            offset_index: OffsetIndex::create(
+                &dir.join(file_name(base_offset, "index")),
+                params.index_bytes,
+            )?,
+            time_index: TimeIndex::create(
+                &dir.join(file_name(base_offset, "timeindex")),
+                params.index_bytes,
+            )?,
+            txn_index: TxnIndex::load(&dir.join(file_name(base_offset, "txnindex")))?,
+            params,
+        })
+    }
+
+    /// Opens an existing segment. With `recover`, every batch is CRC-checked and the
+    /// indexes rebuilt; otherwise the indexes are trusted if they validate.
+    pub(crate) fn open(
+        dir: &Path,
+        base_offset: i64,
+        params: IndexParams,
+        recover: bool,
+    ) -> Result<(Self, OpenOutcome), StorageError> {
+        let log_path = dir.join(file_name(base_offset, "log"));
+        let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
+        let size = log.metadata()?.len();
+        let index_path = dir.join(file_name(base_offset, "index"));
+        let time_path = dir.join(file_name(base_offset, "timeindex"));
+        let loaded = if recover {
+            None
+        } else {
+            match (
+                OffsetIndex::load(&index_path, size)?,
+                TimeIndex::load(&time_path)?,
+            ) {
+                (Some(o), Some(t)) => Some((o, t)),
+                _ => None,
+            }
+        };
+        let trusted = loaded.is_some();
+        let (offset_index, time_index) = match loaded {
+            Some(pair) => pair,
+            None => (
+                OffsetIndex::create(&index_path, params.index_bytes)?,
+                TimeIndex::create(&time_path, params.index_bytes)?,
+            ),
+        };
+        let mut seg = Segment {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            size,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            offset_of_max_timestamp: -1,
+            bytes_since_index: 0,
+            first_append_ms: None,
+            offset_index,
+            time_index,
+            txn_index: TxnIndex::load(&dir.join(file_name(base_offset, "txnindex")))?,
+            params,
+        };
+        let mut outcome = OpenOutcome {
+            truncated_bytes: 0,
+            rebuilt_indexes: !trusted,
+        };
+        if trusted {
+            if !seg.resume_from_indexes()? {
+                outcome.rebuilt_indexes = true;
+                outcome.truncated_bytes = seg.rebuild(true)?;
+            }
+        } else {
+            outcome.truncated_bytes = seg.rebuild(recover)?;
+        }
+        seg.first_append_ms = seg.first_batch_timestamp()?;
+        Ok((seg, outcome))
+    }
+
+    /// Finds the end of the log by scanning from the last index entry; false if the tail
+    /// does not parse (the caller then rebuilds with CRC checks).
+    fn resume_from_indexes(&mut self) -> Result<bool, StorageError> {
+        let from = match self.offset_index.len().checked_sub(1) {
+            Some(i) => u64::from(self.offset_index.entry(i).1),
+            None => 0,
+        };
+        let mut scan = BatchScan::new(&self.log, from, self.size);
+        let mut last = None;
+        loop {
+            match scan.next_batch() {
+                Ok(Some(b)) => last = Some(b),
+                Ok(None) => break,
+                Err(StorageError::CorruptMessage(_)) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        if let Some(b) = last {
+            self.next_offset = b.header().last_offset() + 1;
+        }
+        self.bytes_since_index = self.size - from;
+        if let Some((ts, rel)) = self.time_index.last() {
+            self.max_timestamp = ts;
+            self.offset_of_max_timestamp = self.base_offset + i64::from(rel);
+        } else if self.size > 0 {
+            // A closed segment always ends with a time entry unless it has no timestamps;
+            // an active one after a clean shutdown may not: recompute.
+            let log = Arc::clone(&self.log);
+            let mut scan = BatchScan::new(&log, 0, self.size);
+            while let Some(b) = scan.next_batch()? {
+                self.note_timestamp(&b);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Rescans the whole file, rebuilding the indexes and cutting it before the first batch
+    /// that is torn, out of order, or (with `verify_crc`) fails its CRC. Returns bytes cut.
+    pub(crate) fn rebuild(&mut self, verify_crc: bool) -> Result<u64, StorageError> {
+        self.offset_index.clear();
+        self.time_index.clear();
+        self.next_offset = self.base_offset;
+        self.max_timestamp = -1;
+        self.offset_of_max_timestamp = -1;
+        self.bytes_since_index = 0;
+        let log = Arc::clone(&self.log);
+        let mut scan = BatchScan::new(&log, 0, self.size);
+        let valid_end = loop {
+            let batch = match scan.next_batch() {
+                Ok(Some(b)) => b,
+                Ok(None) => break self.size,
+                Err(StorageError::CorruptMessage(_)) => break scan.position(),
+                Err(e) => return Err(e),
+            };
+            let h = batch.header();
+            let in_order = h.base_offset() >= self.next_offset
+                && h.last_offset() >= h.base_offset()
+                && h.last_offset() - self.base_offset <= i64::from(u32::MAX);
+            if !in_order || (verify_crc && !crc_matches(&log, &batch)?) {
+                break batch.position;
+            }
+            self.index_batch(&batch);
+        };
+        let cut = self.size - valid_end;
+        if cut > 0 {
+            tracing::warn!(segment = %self.log_path.display(), cut, "truncating invalid tail");
+            self.log.set_len(valid_end)?;
+            self.size = valid_end;
+        }
+        Ok(cut)
+    }
+
+    fn note_timestamp(&mut self, batch: &ScannedBatch) {
+        let h = batch.header();
+        if h.max_timestamp() > self.max_timestamp {
+            self.max_timestamp = h.max_timestamp();
+            self.offset_of_max_timestamp = h.last_offset();
+        }
+        self.next_offset = h.last_offset() + 1;
+    }
+
+    fn rel(&self, offset: i64) -> u32 {
+        (offset - self.base_offset).clamp(0, i64::from(u32::MAX)) as u32
+    }
+
+    /// Index bookkeeping for a batch already in the file.
+    fn index_batch(&mut self, batch: &ScannedBatch) {
+        self.note_timestamp(batch);
+        if self.bytes_since_index > self.params.interval_bytes {
+            let rel = self.rel(batch.header().base_offset());
+            let position = batch.position.min(u64::from(u32::MAX)) as u32;
+            if self.offset_index.append(rel, position) {
+                let max_rel = self.rel(self.offset_of_max_timestamp);
+                self.time_index.maybe_append(self.max_timestamp, max_rel);
+            }
+            self.bytes_since_index = 0;
+        }
+        self.bytes_since_index += batch.size;
+    }
+
+    /// Writes already-validated batches (`ranges` within `buf`) at the end of the file.
+    pub(crate) fn append(
+        &mut self,
+        buf: &[u8],
+        ranges: &[(usize, usize)],
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let start = self.size;
+        if let Err(e) = self.log.write_all_at(buf, start) {
+            // Leave no half-written tail behind for the next append to misplace.
+            let _ = self.log.set_len(start);
+            return Err(e.into());
+        }
+        for &(at, len) in ranges {
+            let mut array = [0u8; BATCH_HEADER_LEN];
+            let header = buf
+                .get(at..at + BATCH_HEADER_LEN)
+                .ok_or_else(|| StorageError::corrupt("batch range outside append buffer"))?;
+            array.copy_from_slice(header);
+            let batch = ScannedBatch::new(start + at as u64, len as u64, array);
+            self.index_batch(&batch);
+        }
+        self.size += buf.len() as u64;
+        self.first_append_ms.get_or_insert(now_ms);
+        Ok(())
+    }
+
+    /// The first batch whose last offset is `>= offset`, if this segment has one.
+    pub(crate) fn find_batch(&self, offset: i64) -> Result<Option<ScannedBatch>, StorageError> {
+        let position = self.offset_index.floor_position(self.rel(offset));
+        let mut scan = BatchScan::new(&self.log, u64::from(position), self.size);
+        while let Some(b) = scan.next_batch()? {
+            if b.header().last_offset() >= offset {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A scan over the batches from the one containing `offset` on.
+    pub(crate) fn scan_from(&self, offset: i64) -> Result<BatchScan<'_>, StorageError> {
+        let position = match self.find_batch(offset)? {
+            Some(b) => b.position,
+            None => self.size,
+        };
+        Ok(BatchScan::new(&self.log, position, self.size))
+    }
+
+    /// First record with timestamp `>= ts` in this segment, as `(offset, timestamp)`.
+    /// Only offsets `>= min_offset` count (the log start may lie inside this segment).
+    pub(crate) fn offset_for_timestamp(
+        &self,
+        ts: i64,
+        min_offset: i64,
+    ) -> Result<Option<(i64, i64)>, StorageError> {
+        if self.max_timestamp < ts {
+            return Ok(None);
+        }
+        let start = match self.time_index.last_offset_older_than(ts) {
+            Some(rel) => self.base_offset + i64::from(rel) + 1,
+            None => self.base_offset,
+        }
+        .max(min_offset);
+        let mut scan = self.scan_from(start)?;
+        while let Some(b) = scan.next_batch()? {
+            if b.header().max_timestamp() < ts {
+                continue;
+            }
+            if let Some(hit) = first_record_at_or_after(&self.log, &b, ts, start)? {
+                return Ok(Some(hit));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Cuts the file before the batch containing `offset` (whole batches only), then
+    /// rebuilds the in-memory state and indexes from what remains.
+    pub(crate) fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
+        let Some(batch) = self.find_batch(offset)? else {
+            return self.txn_index.truncate_to(offset).map_err(Into::into);
+        };
+        self.log.set_len(batch.position)?;
+        self.size = batch.position;
+        self.rebuild(false)?;
+        self.txn_index.truncate_to(offset)?;
+        Ok(())
+    }
+
+    /// Segment closes: final time entry, indexes shrunk to their entries.
+    pub(crate) fn seal(&mut self) -> Result<(), StorageError> {
+        if self.max_timestamp >= 0 {
+            let rel = self.rel(self.offset_of_max_timestamp);
+            self.time_index.maybe_append(self.max_timestamp, rel);
+        }
+        self.offset_index.trim()?;
+        self.time_index.trim()?;
+        Ok(())
+    }
+
+    /// Becomes the active segment again: indexes preallocated to full size.
+    pub(crate) fn unseal(&mut self) -> Result<(), StorageError> {
+        self.offset_index.resize(self.params.index_bytes)?;
+        self.time_index.resize(self.params.index_bytes)?;
+        Ok(())
+    }
+
+    /// fsync of the log and indexes.
+    pub(crate) fn sync(&self) -> Result<(), StorageError> {
+        self.log.sync_data()?;
+        self.offset_index.flush()?;
+        self.time_index.flush()?;
+        self.txn_index.sync()?;
+        Ok(())
+    }
+
+    /// fsync of the log data only (the per-append flush).
+    pub(crate) fn sync_log(&self) -> Result<(), StorageError> {
+        self.log.sync_data()?;
+        Ok(())
+    }
+
+    /// Removes all files of this segment. Open `FileSlice`s keep the data readable.
+    pub(crate) fn delete_files(self) -> Result<(), StorageError> {
+        let paths = [
+            self.log_path.clone(),
+            self.offset_index.path().to_path_buf(),
+            self.time_index.path().to_path_buf(),
+            self.txn_index.path().to_path_buf(),
+        ];
+        drop(self);
+        for p in paths {
+            match std::fs::remove_file(&p) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn first_batch_timestamp(&self) -> Result<Option<i64>, StorageError> {
+        let mut scan = BatchScan::new(&self.log, 0, self.size);
+        Ok(scan
+            .next_batch()?
+            .map(|b| b.header().max_timestamp())
+            .filter(|&t| t >= 0))
+    }
+    pub(crate) fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub(crate) fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+    pub(crate) fn set_next_offset(&mut self, offset: i64) {
+        self.next_offset = offset;
+    }
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+    pub(crate) fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+    pub(crate) fn offset_of_max_timestamp(&self) -> i64 {
+        self.offset_of_max_timestamp
+    }
+    pub(crate) fn first_append_ms(&self) -> Option<i64> {
+        self.first_append_ms
+    }
+    pub(crate) fn log_file(&self) -> &Arc<File> {
+        &self.log
+    }
+    pub(crate) fn indexes_full(&self) -> bool {
+        self.offset_index.is_full() || self.time_index.is_full()
+    }
+    pub(crate) fn txn_index(&self) -> &TxnIndex {
+        &self.txn_index
+    }
+    pub(crate) fn txn_index_mut(&mut self) -> &mut TxnIndex {
+        &mut self.txn_index
+    }
+    /// Whether a batch spanning `[base, last]` of `size` bytes still fits this segment.
+    pub(crate) fn fits(&self, last_offset: i64, size: u64, segment_bytes: u64) -> bool {
+        let offsets_fit = last_offset - self.base_offset <= i64::from(u32::MAX)
+            && last_offset >= self.base_offset;
+        let bytes_fit = self.size == 0 || self.size + size <= segment_bytes;
+        offsets_fit && bytes_fit && !self.indexes_full()
+    }
+}
+
+/// The first record of `batch` at offset `>= min_offset` with timestamp `>= ts`.
+pub(crate) fn first_record_at_or_after(
+    file: &File,
+    batch: &ScannedBatch,
+    ts: i64,
+    min_offset: i64,
+) -> Result<Option<(i64, i64)>, StorageError> {
+    let h = batch.header();
+    if h.is_log_append_time() {
+        let offset = h.base_offset().max(min_offset);
+        return Ok((h.max_timestamp() >= ts && offset <= h.last_offset())
+            .then_some((offset, h.max_timestamp())));
+    }
+    let bytes = read_batch(file, batch)?;
+    let header = BatchHeader::new(&bytes)?;
+    let block = records_block(&bytes, MAX_DECOMPRESSED)?;
+    for record in RecordIter::new(&block, header.record_count()) {
+        let record = record?;
+        let record_ts = header
+            .base_timestamp()
+            .saturating_add(record.timestamp_delta);
+        let offset = header.base_offset() + i64::from(record.offset_delta);
+        if record_ts >= ts && offset >= min_offset {
+            return Ok(Some((offset, record_ts)));
+        }
+    }
+    Ok(None)
+}

@@ -1,6 +1,8 @@
 //! Decompression of record batches is capped: a few bytes of a hostile batch must not
 //! expand into unbounded memory, and honest batches within the cap decode byte for byte.
 
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns build fixed inputs
+
 mod support;
 
 use bytes::{Bytes, BytesMut};

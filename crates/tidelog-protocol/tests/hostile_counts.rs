@@ -3,6 +3,8 @@
 //! hand-built hostile body, expects an error (not an abort), and checks the largest single
 //! allocation stayed proportional to the input.
 
+#![allow(clippy::unwrap_used)] // helpers outside #[test] fns build fixed inputs
+
 mod support;
 
 use bytes::{BufMut, Bytes, BytesMut};

@@ -50,7 +50,7 @@ unsafe impl GlobalAlloc for Probe {
 static PROBE: Probe = Probe;
 
 /// Runs `f` and returns its result with the largest single allocation it made on this thread.
-pub fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
+pub(crate) fn largest_allocation<R>(f: impl FnOnce() -> R) -> (R, usize) {
     LARGEST.with(|l| l.set(0));
     ACTIVE.with(|a| a.set(true));
     let out = f();

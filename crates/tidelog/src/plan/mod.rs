@@ -13,6 +13,8 @@ mod sheet;
 #[cfg(test)]
 mod tests;
 
+use std::io::Write as _;
+
 use model::Assumptions;
 
 /// Capacity plan from stated assumptions: storage, network fan-out, brokers, partitions,
@@ -154,13 +156,20 @@ impl PlanArgs {
 pub(crate) fn run(args: PlanArgs) -> anyhow::Result<()> {
     let assumptions = args.assumptions();
     let plan = model::plan(&assumptions)?;
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&render::json(&assumptions, &plan))?
-        );
+    let output = if args.json {
+        let mut json = serde_json::to_string_pretty(&render::json(&assumptions, &plan))?;
+        json.push('\n');
+        json
     } else {
-        print!("{}", render::text(&assumptions, &plan));
+        render::text(&assumptions, &plan)
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(output.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // `tidelog plan | head` closing the pipe early is not an error.
+        Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
     }
-    Ok(())
 }

@@ -6,8 +6,10 @@
 
 pub mod client;
 pub mod error;
+pub mod errors;
 pub mod frame;
 pub mod header;
+pub mod versions;
 
 pub use error::ProtocolError;
 pub use frame::{read_frame, FrameError, DEFAULT_MAX_REQUEST_BYTES};

@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use crate::error::{ControllerError, TopicError};
 use crate::image::{MetadataImage, TopicImage};
-use crate::metadata_log::{metadata_dir, MetadataLog};
+use crate::metadata_log::MetadataLog;
 use crate::ops::{self, CreateTopic, TopicDefaults};
 use crate::record::{Endpoint, MetadataRecord};
 
@@ -34,15 +34,15 @@ pub struct Controller {
 }
 
 impl Controller {
-    /// Opens the metadata log in `<data_dir>/__cluster_metadata` and rebuilds the image.
-    /// The node must then call [`Controller::register_broker`] before topics can be
-    /// placed on it.
+    /// Opens the metadata log in `dir` (the `__cluster_metadata` directory itself, see
+    /// [`crate::metadata_dir`]) and rebuilds the image. The node must then call
+    /// [`Controller::register_broker`] before topics can be placed on it.
     pub fn open(
-        data_dir: &Path,
+        dir: &Path,
         node_id: i32,
         defaults: TopicDefaults,
     ) -> Result<Controller, ControllerError> {
-        let (log, image) = MetadataLog::open(&metadata_dir(data_dir))?;
+        let (log, image) = MetadataLog::open(dir)?;
         let placement_cursor = image.topic_count();
         Ok(Controller {
             log,

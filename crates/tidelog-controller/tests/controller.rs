@@ -278,9 +278,7 @@ fn producer_ids_are_never_reused_across_reopen() {
 fn partitions_are_spread_over_brokers_when_there_are_several() {
     let dir = tempfile::tempdir().unwrap();
     // Other brokers register through the log as a Raft follower would replay them.
-    let (mut log, _) =
-        tidelog_controller::MetadataLog::open(&tidelog_controller::metadata_dir(dir.path()))
-            .unwrap();
+    let (mut log, _) = tidelog_controller::MetadataLog::open(dir.path()).unwrap();
     for id in [2, 3] {
         log.append(&[tidelog_controller::MetadataRecord::RegisterBroker {
             broker_id: id,

@@ -42,3 +42,6 @@ pub use file_slice::FileSlice;
 pub use log::{AppendInfo, AppendOptions, AppendOrigin, Log, ReadResult};
 pub use producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_PER_PRODUCER};
 pub use txn_index::AbortedTxn;
+
+#[cfg(test)]
+mod unit_tests;

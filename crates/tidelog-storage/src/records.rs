@@ -12,7 +12,7 @@ use crate::batch::{BatchHeader, Codec, BATCH_HEADER_LEN};
 use crate::error::StorageError;
 
 /// Largest decompressed record block we are willing to materialise.
-pub(crate) const MAX_DECOMPRESSED: usize = 256 << 20;
+pub(crate) const MAX_DECOMPRESSED: usize = 64 << 20;
 
 const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 const XERIAL_HEADER_LEN: usize = 16;

@@ -81,8 +81,9 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
             segment.seal()?;
         }
         segments.insert(base, segment);
-        if outcome.truncated_bytes > 0 && next_base.is_some() {
-            // Everything after a corrupt batch is unreachable: drop the later segments.
+        if recover && outcome.truncated_bytes > 0 && next_base.is_some() {
+            // A torn batch in the unflushed part means everything after it was written
+            // later and never made durable in order: drop the later segments, as Kafka does.
             tracing::warn!(dir = %dir.display(), base, "dropping segments after corrupt batch");
             for &later in &bases[i + 1..] {
                 crate::segment::remove_files(dir, later)?;

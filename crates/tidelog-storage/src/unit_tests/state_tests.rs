@@ -1,0 +1,149 @@
+use crate::batch::BatchHeader;
+use crate::checkpoint;
+use crate::epoch_cache::LeaderEpochCache;
+use crate::producer_state::ProducerStateTable;
+use crate::txn_index::{AbortedTxn, TxnIndex};
+use crate::BatchBuilder;
+
+fn producer_batch(
+    pid: i64,
+    epoch: i16,
+    seq: i32,
+    n: usize,
+    base_offset: i64,
+    txn: bool,
+) -> Vec<u8> {
+    let mut b = BatchBuilder::new()
+        .producer(pid, epoch, seq)
+        .transactional(txn);
+    for _ in 0..n {
+        b = b.kv(Some(b"k"), Some(b"v"), 5);
+    }
+    let mut bytes = b.build().unwrap();
+    crate::batch::write::set_base_offset(&mut bytes, base_offset);
+    bytes
+}
+
+#[test]
+fn producer_table_keeps_the_last_five_batches_per_epoch() {
+    let mut t = ProducerStateTable::default();
+    for i in 0..7 {
+        let b = producer_batch(1, 0, i * 2, 2, i64::from(i) * 2, false);
+        assert!(t.update(&BatchHeader::new(&b).unwrap(), None).is_none());
+    }
+    let e = t.get(1).unwrap();
+    assert_eq!(e.batches.len(), 5);
+    assert_eq!(e.batches[0].first_seq, 4);
+    assert_eq!(e.last_seq(), Some(13));
+    assert_eq!(e.find_duplicate(10, 11).unwrap().first_offset, 10);
+    let bumped = producer_batch(1, 1, 0, 1, 100, false);
+    t.update(&BatchHeader::new(&bumped).unwrap(), None);
+    let e = t.get(1).unwrap();
+    assert_eq!((e.epoch, e.batches.len()), (1, 1));
+    let anon = producer_batch(-1, -1, -1, 1, 101, false);
+    t.update(&BatchHeader::new(&anon).unwrap(), None);
+    assert_eq!(t.len(), 1);
+}
+
+#[test]
+fn transactions_open_and_complete() {
+    let mut t = ProducerStateTable::default();
+    let data = producer_batch(9, 0, 0, 3, 40, true);
+    t.update(&BatchHeader::new(&data).unwrap(), None);
+    assert_eq!(t.first_unstable_offset(), Some(40));
+    let mut marker = BatchBuilder::control_marker(9, 0, false, 1, 6)
+        .build()
+        .unwrap();
+    crate::batch::write::set_base_offset(&mut marker, 43);
+    let done = t
+        .update(&BatchHeader::new(&marker).unwrap(), Some(true))
+        .unwrap();
+    assert_eq!(
+        (done.first_offset, done.marker_offset, done.aborted),
+        (40, 43, true)
+    );
+    assert_eq!(t.first_unstable_offset(), None);
+}
+
+#[test]
+fn snapshot_round_trips_and_rejects_damage() {
+    let mut t = ProducerStateTable::default();
+    for pid in 0..3 {
+        let b = producer_batch(pid, 2, 0, 4, pid * 10, pid == 1);
+        t.update(&BatchHeader::new(&b).unwrap(), None);
+    }
+    let bytes = t.encode();
+    assert_eq!(ProducerStateTable::decode(&bytes).unwrap(), t);
+    for i in 0..bytes.len() {
+        let mut d = bytes.clone();
+        d[i] ^= 0x40;
+        assert!(
+            ProducerStateTable::decode(&d).is_none(),
+            "flip at {i} accepted"
+        );
+    }
+    assert!(ProducerStateTable::decode(&bytes[..bytes.len() - 1]).is_none());
+}
+
+#[test]
+fn checkpoints_are_atomic_text_files() {
+    let dir = tempfile::tempdir().unwrap();
+    checkpoint::write_offset(dir.path(), "x", 1234).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("x")).unwrap(),
+        "0\n1\n1234\n"
+    );
+    assert_eq!(checkpoint::read_offset(dir.path(), "x"), Some(1234));
+    assert!(!dir.path().join("x.tmp").exists());
+    std::fs::write(dir.path().join("x"), "0\n2\n1\n").unwrap();
+    assert_eq!(checkpoint::read_offset(dir.path(), "x"), None);
+    assert_eq!(checkpoint::read_offset(dir.path(), "absent"), None);
+    checkpoint::write_epochs(dir.path(), &[(1, 0), (4, 100)]).unwrap();
+    assert_eq!(
+        checkpoint::read_epochs(dir.path()),
+        Some(vec![(1, 0), (4, 100)])
+    );
+}
+
+#[test]
+fn epoch_cache_answers_offset_for_leader_epoch() {
+    let mut c = LeaderEpochCache::default();
+    assert!(c.assign(1, 0));
+    assert!(!c.assign(1, 10));
+    assert!(c.assign(3, 50));
+    assert!(!c.assign(2, 60), "older epoch accepted");
+    assert_eq!(c.end_offset_for(0, 80), None);
+    assert_eq!(c.end_offset_for(1, 80), Some((1, 50)));
+    assert_eq!(c.end_offset_for(2, 80), Some((1, 50)));
+    assert_eq!(c.end_offset_for(3, 80), Some((3, 80)));
+    assert_eq!(c.end_offset_for(9, 80), Some((3, 80)));
+    assert!(c.truncate_from_start(20));
+    assert_eq!(c.pairs(), vec![(1, 20), (3, 50)]);
+    assert!(c.truncate_from_end(50));
+    assert_eq!(c.pairs(), vec![(1, 20)]);
+}
+
+#[test]
+fn txn_index_persists_and_truncates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("0.txnindex");
+    let mut idx = TxnIndex::load(&path).unwrap();
+    let a = AbortedTxn {
+        producer_id: 1,
+        first_offset: 0,
+        last_offset: 5,
+        last_stable_offset: 6,
+    };
+    let b = AbortedTxn {
+        producer_id: 2,
+        first_offset: 3,
+        last_offset: 9,
+        last_stable_offset: 10,
+    };
+    idx.append(a).unwrap();
+    idx.append(b).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 68);
+    assert_eq!(TxnIndex::load(&path).unwrap().entries(), &[a, b]);
+    idx.truncate_to(9).unwrap();
+    assert_eq!(TxnIndex::load(&path).unwrap().entries(), &[a]);
+}

@@ -13,14 +13,17 @@ use crate::image::{MetadataImage, TopicImage};
 use crate::metadata_log::MetadataLog;
 use crate::ops::{self, CreateTopic, TopicDefaults};
 use crate::record::{Endpoint, MetadataRecord};
+use crate::store::MetadataStore;
 
 /// After this many records beyond the last snapshot, a new snapshot is written so that
 /// startup replays a bounded log.
 pub const SNAPSHOT_EVERY_RECORDS: u64 = 10_000;
 
+/// Generic over where records go ([`MetadataStore`]); `Controller` alone is the
+/// single-node controller on the local [`MetadataLog`].
 #[derive(Debug)]
-pub struct Controller {
-    log: MetadataLog,
+pub struct Controller<S: MetadataStore = MetadataLog> {
+    log: S,
     image: Arc<MetadataImage>,
     node_id: i32,
     defaults: TopicDefaults,
@@ -33,7 +36,7 @@ pub struct Controller {
     producer_ids: Range<i64>,
 }
 
-impl Controller {
+impl Controller<MetadataLog> {
     /// Opens the metadata log in `dir` (the `__cluster_metadata` directory itself, see
     /// [`crate::metadata_dir`]) and rebuilds the image. The node must then call
     /// [`Controller::register_broker`] before topics can be placed on it.
@@ -43,16 +46,38 @@ impl Controller {
         defaults: TopicDefaults,
     ) -> Result<Controller, ControllerError> {
         let (log, image) = MetadataLog::open(dir)?;
+        Ok(Controller::with_store(log, image, node_id, defaults))
+    }
+}
+
+impl<S: MetadataStore> Controller<S> {
+    /// A controller over any store, starting from `image` (which must reflect every
+    /// record already in the store).
+    pub fn with_store(
+        store: S,
+        image: MetadataImage,
+        node_id: i32,
+        defaults: TopicDefaults,
+    ) -> Self {
         let placement_cursor = image.topic_count();
-        Ok(Controller {
-            log,
+        Controller {
+            log: store,
             image: Arc::new(image),
             node_id,
             defaults,
             incarnation: Uuid::new_v4(),
             placement_cursor,
             producer_ids: 0..0,
-        })
+        }
+    }
+
+    /// The store, e.g. to inspect a [`crate::MemoryStore`] in tests.
+    pub fn store(&self) -> &S {
+        &self.log
+    }
+
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.log
     }
 
     pub fn image(&self) -> &MetadataImage {

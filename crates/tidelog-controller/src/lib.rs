@@ -5,7 +5,8 @@
 //! - [`ops`] holds request handlers as pure functions of the image returning
 //!   `(records, response)`; a Raft controller will reuse them unchanged.
 //! - [`MetadataLog`] persists records in `<data-dir>/__cluster_metadata/`.
-//! - [`Controller`] ties them together for a single node.
+//! - [`Controller`] ties them together; it writes through the [`MetadataStore`] seam
+//!   ([`MetadataLog`] on one node, [`MemoryStore`] in tests, Raft later).
 //! - [`topic_config`] is the catalogue of supported topic configs.
 
 mod controller;
@@ -19,6 +20,7 @@ pub mod ops;
 mod placement;
 mod record;
 mod snapshot;
+mod store;
 pub mod topic_config;
 
 pub use controller::{Controller, SNAPSHOT_EVERY_RECORDS};
@@ -27,5 +29,6 @@ pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage, INTERNAL
 pub use metadata_log::{metadata_dir, MetadataLog, METADATA_DIR_NAME};
 pub use ops::{validate_topic_name, CreateTopic, TopicDefaults};
 pub use record::{ConfigResource, Endpoint, MetadataRecord};
+pub use store::{MemoryStore, MetadataStore};
 pub use topic_config::{ConfigDef, ConfigEntryInfo, ConfigType};
 pub use uuid::Uuid;

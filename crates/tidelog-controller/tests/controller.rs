@@ -306,3 +306,20 @@ fn partitions_are_spread_over_brokers_when_there_are_several() {
         .error_code();
     assert_eq!(code, 38);
 }
+
+#[test]
+fn periodic_snapshot_on_disk_keeps_the_log_short_and_the_image_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = open(dir.path());
+    let partitions = i32::try_from(tidelog_controller::SNAPSHOT_EVERY_RECORDS).unwrap();
+    c.create_topic(create("big", partitions, 1), false).unwrap();
+    assert!(dir.path().join("metadata.snapshot").exists());
+    c.create_topic(create("after", 1, 1), false).unwrap();
+    let logs: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".log"))
+        .collect();
+    assert_eq!(logs.len(), 1, "covered segments deleted: {logs:?}");
+    assert_survives_reopen(dir.path(), &c);
+}

@@ -1,0 +1,183 @@
+//! Request handlers as pure functions: current image in, `(records, response)` out.
+//! Nothing here changes state; the caller appends the records and replays them. The
+//! single-node [`crate::Controller`] and a future Raft controller share these.
+
+mod create_topic;
+
+use std::ops::Range;
+
+use uuid::Uuid;
+
+use create_topic::{checked_replication_factor, new_partition_record};
+pub use create_topic::{plan_create_topic, validate_topic_name, CreateTopic, TopicDefaults};
+
+use crate::error::{ControllerError, TopicError};
+use crate::image::MetadataImage;
+use crate::placement::round_robin;
+use crate::record::{ConfigResource, Endpoint, MetadataRecord};
+use crate::topic_config;
+
+/// Most partitions one topic may have; keeps one creation within one log frame.
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;
+/// Longest topic name Kafka allows.
+pub const MAX_TOPIC_NAME_LEN: usize = 249;
+/// Producer ids are handed to a broker in blocks of this size.
+pub const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+/// The records a request produces and the answer to give once they are applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan<T> {
+    pub records: Vec<MetadataRecord>,
+    pub response: T,
+}
+
+pub fn plan_delete_topic(image: &MetadataImage, name: &str) -> Result<Plan<Uuid>, TopicError> {
+    let topic = image
+        .topic(name)
+        .ok_or(TopicError::UnknownTopicOrPartition)?;
+    Ok(Plan {
+        records: vec![MetadataRecord::RemoveTopic {
+            topic_id: topic.topic_id,
+        }],
+        response: topic.topic_id,
+    })
+}
+
+/// Grows `name` to `new_total` partitions, placing the new ones round-robin with the
+/// replication factor of the existing ones.
+pub fn plan_create_partitions(
+    image: &MetadataImage,
+    name: &str,
+    new_total: i32,
+    placement_start: usize,
+) -> Result<Plan<()>, TopicError> {
+    let topic = image
+        .topic(name)
+        .ok_or(TopicError::UnknownTopicOrPartition)?;
+    let current = topic.partition_count();
+    if new_total == current {
+        return Err(TopicError::InvalidPartitions(format!(
+            "Topic already has {current} partitions."
+        )));
+    }
+    if new_total < current {
+        return Err(TopicError::InvalidPartitions(format!(
+            "The topic {name} currently has {current} partition(s); {new_total} would not be an increase."
+        )));
+    }
+    if new_total > MAX_PARTITIONS_PER_TOPIC {
+        return Err(TopicError::InvalidPartitions(format!(
+            "Number of partitions {new_total} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC}."
+        )));
+    }
+    let existing_rf = topic
+        .partitions
+        .values()
+        .next()
+        .map_or(1, |p| p.replicas.len());
+    let brokers = image.live_broker_ids();
+    let rf = checked_replication_factor(
+        i16::try_from(existing_rf).unwrap_or(i16::MAX),
+        brokers.len(),
+    )?;
+    let count = usize::try_from(new_total - current).unwrap_or(0);
+    let start = placement_start.wrapping_add(usize::try_from(current).unwrap_or(0));
+    let records = (current..new_total)
+        .zip(round_robin(&brokers, count, rf, start))
+        .map(|(partition, replicas)| new_partition_record(topic.topic_id, partition, &replicas))
+        .collect();
+    Ok(Plan {
+        records,
+        response: (),
+    })
+}
+
+/// Incremental config change of a topic: `Some` sets, `None` deletes (back to the
+/// default). Produces records only for entries that actually change.
+pub fn plan_alter_topic_configs(
+    image: &MetadataImage,
+    name: &str,
+    changes: &[(String, Option<String>)],
+) -> Result<Plan<()>, TopicError> {
+    let topic = image
+        .topic(name)
+        .ok_or(TopicError::UnknownTopicOrPartition)?;
+    let mut records = Vec::new();
+    for (i, (key, value)) in changes.iter().enumerate() {
+        if changes[..i].iter().any(|(k, _)| k == key) {
+            return Err(TopicError::InvalidRequest(format!(
+                "Duplicate config name {key}"
+            )));
+        }
+        match value {
+            Some(v) => topic_config::validate(key, v)?,
+            None if topic_config::find(key).is_none() => {
+                return Err(TopicError::InvalidConfig(format!(
+                    "Unknown topic config name: {key}"
+                )));
+            }
+            None => {}
+        }
+        if topic.configs.get(key) != value.as_ref() {
+            records.push(MetadataRecord::Config {
+                resource: ConfigResource::Topic(name.to_owned()),
+                name: key.clone(),
+                value: value.clone(),
+            });
+        }
+    }
+    Ok(Plan {
+        records,
+        response: (),
+    })
+}
+
+/// Registers (or re-registers) a broker; no records if the same incarnation already
+/// registered the same endpoints.
+pub fn plan_register_broker(
+    image: &MetadataImage,
+    broker_id: i32,
+    incarnation: Uuid,
+    epoch: i64,
+    listeners: Vec<Endpoint>,
+    rack: Option<String>,
+) -> Plan<()> {
+    let unchanged = image.broker(broker_id).is_some_and(|b| {
+        b.incarnation == incarnation && b.listeners == listeners && b.rack == rack
+    });
+    let records = if unchanged {
+        Vec::new()
+    } else {
+        vec![MetadataRecord::RegisterBroker {
+            broker_id,
+            incarnation,
+            epoch,
+            listeners,
+            rack,
+        }]
+    };
+    Plan {
+        records,
+        response: (),
+    }
+}
+
+/// Hands the next block of producer ids to `broker_id`.
+pub fn plan_producer_id_block(
+    image: &MetadataImage,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<Plan<Range<i64>>, ControllerError> {
+    let start = image.next_producer_id();
+    let end = start
+        .checked_add(PRODUCER_ID_BLOCK_SIZE)
+        .ok_or(ControllerError::ProducerIdsExhausted)?;
+    Ok(Plan {
+        records: vec![MetadataRecord::ProducerIds {
+            broker_id,
+            broker_epoch,
+            next_producer_id: end,
+        }],
+        response: start..end,
+    })
+}

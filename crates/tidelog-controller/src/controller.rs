@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use crate::error::{ControllerError, TopicError};
 use crate::image::{MetadataImage, TopicImage};
+use crate::meta_properties::bind_node_id;
 use crate::metadata_log::MetadataLog;
 use crate::ops::{self, CreateTopic, TopicDefaults};
 use crate::record::{Endpoint, MetadataRecord};
@@ -40,12 +41,15 @@ impl Controller<MetadataLog> {
     /// Opens the metadata log in `dir` (the `__cluster_metadata` directory itself, see
     /// [`crate::metadata_dir`]) and rebuilds the image. The node must then call
     /// [`Controller::register_broker`] before topics can be placed on it.
+    /// The first open binds the directory to `node_id`; a later open with another id
+    /// fails with [`ControllerError::NodeIdMismatch`].
     pub fn open(
         dir: &Path,
         node_id: i32,
         defaults: TopicDefaults,
     ) -> Result<Controller, ControllerError> {
         let (log, image) = MetadataLog::open(dir)?;
+        bind_node_id(dir, node_id)?;
         Ok(Controller::with_store(log, image, node_id, defaults))
     }
 }

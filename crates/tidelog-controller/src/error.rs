@@ -25,6 +25,9 @@ pub enum ControllerError {
     Offline,
     #[error("metadata record could not be encoded: {0}")]
     Encode(String),
+    /// The data directory belongs to another node (`meta.properties` says so).
+    #[error("metadata directory belongs to node.id {stored}, but this node is configured as {configured}")]
+    NodeIdMismatch { stored: i32, configured: i32 },
     #[error("producer id space is exhausted")]
     ProducerIdsExhausted,
     #[error("snapshot at offset {snapshot:?} is ahead of the log's last offset {last:?}")]

@@ -1,13 +1,17 @@
-//! The cluster id, generated once and kept beside the metadata log.
+//! The cluster id (generated once) and the node id (bound at first start), kept beside
+//! the metadata log.
 //!
-//! File `meta.properties` (Java-properties style, UTF-8, written atomically once):
+//! File `meta.properties` (Java-properties style, UTF-8, always replaced atomically):
 //! ```text
 //! # tidelog cluster metadata identity. Do not edit.
 //! version=1
 //! cluster.id=<22 characters of base64url>
+//! node.id=<i32>            (added by the first Controller::open)
 //! ```
 //! There is no checksum: the file is tiny and written by rename. A file without a
-//! valid `cluster.id` is an error at startup (a new id would silently split a cluster).
+//! valid `cluster.id` is an error at startup (a new id would silently split a cluster),
+//! and so is a `node.id` other than the configured one (the data would be served as
+//! another node's, as Kafka also refuses).
 
 use std::path::Path;
 
@@ -19,33 +23,90 @@ use crate::error::ControllerError;
 pub(crate) const META_PROPERTIES: &str = "meta.properties";
 const MAX_FILE_BYTES: u64 = 64 * 1024;
 
+struct MetaProperties {
+    cluster_id: String,
+    node_id: Option<i32>,
+}
+
+impl MetaProperties {
+    fn render(&self) -> String {
+        let mut text = format!(
+            "# tidelog cluster metadata identity. Do not edit.\nversion=1\ncluster.id={}\n",
+            self.cluster_id
+        );
+        if let Some(node_id) = self.node_id {
+            text.push_str(&format!("node.id={node_id}\n"));
+        }
+        text
+    }
+}
+
+fn load(dir: &Path) -> Result<Option<MetaProperties>, ControllerError> {
+    let path = dir.join(META_PROPERTIES);
+    let Some(bytes) = read_bounded(&path, MAX_FILE_BYTES)? else {
+        return Ok(None);
+    };
+    let text =
+        String::from_utf8(bytes).map_err(|_| ControllerError::corrupt(&path, "not UTF-8"))?;
+    let value_of = |wanted: &str| {
+        text.lines()
+            .map(str::trim)
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split_once('='))
+            .find(|(key, _)| key.trim() == wanted)
+            .map(|(_, value)| value.trim().to_owned())
+    };
+    let cluster_id =
+        value_of("cluster.id").ok_or_else(|| ControllerError::corrupt(&path, "no cluster.id"))?;
+    if !is_valid_cluster_id(&cluster_id) {
+        return Err(ControllerError::corrupt(
+            &path,
+            format!("invalid cluster.id {cluster_id:?}"),
+        ));
+    }
+    let node_id = match value_of("node.id") {
+        None => None,
+        Some(v) => Some(
+            v.parse::<i32>()
+                .map_err(|_| ControllerError::corrupt(&path, format!("invalid node.id {v:?}")))?,
+        ),
+    };
+    Ok(Some(MetaProperties {
+        cluster_id,
+        node_id,
+    }))
+}
+
 /// Returns the cluster id stored in `dir`, creating the file with a fresh random id if
 /// there is none.
 pub(crate) fn load_or_create_cluster_id(dir: &Path) -> Result<String, ControllerError> {
-    let path = dir.join(META_PROPERTIES);
-    if let Some(bytes) = read_bounded(&path, MAX_FILE_BYTES)? {
-        let text =
-            String::from_utf8(bytes).map_err(|_| ControllerError::corrupt(&path, "not UTF-8"))?;
-        let id = text
-            .lines()
-            .map(str::trim)
-            .filter_map(|line| line.split_once('='))
-            .find(|(key, _)| key.trim() == "cluster.id")
-            .map(|(_, value)| value.trim().to_owned())
-            .ok_or_else(|| ControllerError::corrupt(&path, "no cluster.id"))?;
-        if !is_valid_cluster_id(&id) {
-            return Err(ControllerError::corrupt(
-                &path,
-                format!("invalid cluster.id {id:?}"),
-            ));
-        }
-        return Ok(id);
+    if let Some(props) = load(dir)? {
+        return Ok(props.cluster_id);
     }
-    let id = random_cluster_id();
-    let text =
-        format!("# tidelog cluster metadata identity. Do not edit.\nversion=1\ncluster.id={id}\n");
-    write_atomically(dir, META_PROPERTIES, text.as_bytes())?;
-    Ok(id)
+    let props = MetaProperties {
+        cluster_id: random_cluster_id(),
+        node_id: None,
+    };
+    write_atomically(dir, META_PROPERTIES, props.render().as_bytes())?;
+    Ok(props.cluster_id)
+}
+
+/// Records `node_id` as the owner of `dir` at first use; fails if another node id
+/// already owns it. The file must exist (see `load_or_create_cluster_id`).
+pub(crate) fn bind_node_id(dir: &Path, node_id: i32) -> Result<(), ControllerError> {
+    let path = dir.join(META_PROPERTIES);
+    let mut props = load(dir)?.ok_or_else(|| ControllerError::corrupt(&path, "missing"))?;
+    match props.node_id {
+        Some(stored) if stored == node_id => Ok(()),
+        Some(stored) => Err(ControllerError::NodeIdMismatch {
+            stored,
+            configured: node_id,
+        }),
+        None => {
+            props.node_id = Some(node_id);
+            write_atomically(dir, META_PROPERTIES, props.render().as_bytes())
+        }
+    }
 }
 
 fn is_valid_cluster_id(id: &str) -> bool {
@@ -116,5 +177,27 @@ mod tests {
         std::fs::write(dir.path().join(META_PROPERTIES), "version=1\n").unwrap();
         let err = load_or_create_cluster_id(dir.path()).unwrap_err();
         assert!(matches!(err, ControllerError::Corrupt { .. }), "{err}");
+    }
+
+    #[test]
+    fn node_id_is_bound_once_and_checked_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let cluster = load_or_create_cluster_id(dir.path()).unwrap();
+        bind_node_id(dir.path(), 3).unwrap();
+        bind_node_id(dir.path(), 3).unwrap();
+        let err = bind_node_id(dir.path(), 4).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ControllerError::NodeIdMismatch {
+                    stored: 3,
+                    configured: 4
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(load_or_create_cluster_id(dir.path()).unwrap(), cluster);
+        let text = std::fs::read_to_string(dir.path().join(META_PROPERTIES)).unwrap();
+        assert!(text.contains("node.id=3\n"), "{text}");
     }
 }

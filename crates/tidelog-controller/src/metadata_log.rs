@@ -53,7 +53,13 @@ impl MetadataLog {
     /// Opens (creating if needed) the log in `dir`, the `__cluster_metadata` directory
     /// itself. Returns the log and the image rebuilt from snapshot + log.
     pub fn open(dir: &Path) -> Result<(MetadataLog, MetadataImage), ControllerError> {
+        let existed = dir.is_dir();
         fs::create_dir_all(dir).map_err(|e| ControllerError::io(dir, e))?;
+        if !existed {
+            // The new directory's own entry must be durable before files in it matter.
+            let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+            sync_dir(parent.unwrap_or(Path::new(".")))?;
+        }
         remove_temp_files(dir)?;
         let cluster_id = load_or_create_cluster_id(dir)?;
         let mut image = match snapshot::load(dir, &cluster_id)? {

@@ -323,3 +323,30 @@ fn periodic_snapshot_on_disk_keeps_the_log_short_and_the_image_whole() {
     assert_eq!(logs.len(), 1, "covered segments deleted: {logs:?}");
     assert_survives_reopen(dir.path(), &c);
 }
+
+#[test]
+fn a_directory_belongs_to_one_node_id() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(open(dir.path()));
+    let err = Controller::open(dir.path(), 2, DEFAULTS).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            tidelog_controller::ControllerError::NodeIdMismatch {
+                stored: 1,
+                configured: 2
+            }
+        ),
+        "{err}"
+    );
+    assert!(Controller::open(dir.path(), 1, DEFAULTS).is_ok());
+}
+
+#[test]
+fn open_creates_missing_parent_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let nested = dir.path().join("data").join("__cluster_metadata");
+    let c = open(&nested);
+    assert_eq!(c.image().cluster_id().len(), 22);
+    assert!(nested.join("meta.properties").exists());
+}

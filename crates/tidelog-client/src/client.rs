@@ -141,6 +141,8 @@ impl Client {
             }
             if self.bootstrap.is_none() {
                 return Err(match last {
+                    // One address: its own error says it all.
+                    Some(e) if candidates.len() == 1 => e,
                     Some(e) => ClientError::Bootstrap {
                         tried: candidates.join(","),
                         last: Box::new(e),

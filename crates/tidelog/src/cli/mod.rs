@@ -1,5 +1,69 @@
 //! Client-side operator commands: they talk to a running cluster over the Kafka protocol.
 
 pub(crate) mod consume;
+pub(crate) mod format;
 pub(crate) mod produce;
 pub(crate) mod topic;
+
+use anyhow::Context;
+use tidelog_client::{Client, ClientConfig};
+
+/// Where the cluster is; shared by every client command.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct ConnectArgs {
+    /// Bootstrap brokers, host:port[,host:port].
+    #[arg(
+        long,
+        global = true,
+        env = "TIDELOG_BOOTSTRAP",
+        default_value = "127.0.0.1:9092"
+    )]
+    pub(crate) bootstrap: String,
+}
+
+impl ConnectArgs {
+    /// Connects and loads the broker list; the error names the addresses tried.
+    pub(crate) async fn connect(&self) -> anyhow::Result<Client> {
+        let config = ClientConfig::new(&self.bootstrap)?;
+        Client::connect(config).await.map_err(anyhow::Error::from)
+    }
+}
+
+/// Client commands are I/O bound and sequential: one thread is enough.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// Parses `name=value` (the value may itself contain `=`).
+pub(crate) fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(format!("expected name=value, got {s:?}")),
+    }
+}
+
+/// True for the error writing to a closed pipe (`tidelog consume ... | head`): the reader
+/// went away, which ends the command successfully.
+pub(crate) fn is_broken_pipe(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::BrokenPipe
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_value_parsing() {
+        assert_eq!(
+            parse_key_value("retention.ms=1000"),
+            Ok(("retention.ms".into(), "1000".into()))
+        );
+        assert_eq!(parse_key_value("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert_eq!(parse_key_value("a="), Ok(("a".into(), String::new())));
+        assert!(parse_key_value("novalue").is_err());
+        assert!(parse_key_value("=x").is_err());
+    }
+}

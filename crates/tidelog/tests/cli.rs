@@ -1,0 +1,321 @@
+//! The `topic`, `produce` and `consume` commands against a real `tidelog serve` process.
+// Test harness helpers outside #[test] functions: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Generous: the machine is shared and debug builds are slow.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn free_addr() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+/// A `tidelog serve` child on ephemeral ports with a temp data dir; killed on drop.
+struct Server {
+    child: Child,
+    kafka: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let kafka = free_addr();
+        let admin = free_addr();
+        let child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
+            .args(["serve", "--listen", &kafka.to_string()])
+            .args(["--admin-listen", &admin.to_string()])
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env("TIDELOG_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = Server {
+            child,
+            kafka,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(kafka).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "tidelog serve did not listen on {kafka}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    fn bootstrap(&self) -> String {
+        self.kafka.to_string()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `tidelog <args> --bootstrap <addr>` with `stdin`, under [`COMMAND_TIMEOUT`].
+fn tidelog(bootstrap: &str, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
+        .args(args)
+        .args(["--bootstrap", bootstrap])
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tidelog {args:?} did not finish in {COMMAND_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    writer.join().unwrap();
+    Output {
+        ok: status.success(),
+        stdout: reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+fn ok(bootstrap: &str, args: &[&str], stdin: &[u8]) -> String {
+    let out = tidelog(bootstrap, args, stdin);
+    assert!(out.ok, "tidelog {args:?} failed: {}", out.stderr);
+    out.stdout
+}
+
+#[test]
+fn topic_produce_consume_round_trip() {
+    let server = Server::start();
+    let b = server.bootstrap();
+    assert!(ok(&b, &["topic", "create", "orders", "--partitions", "3"], b"").contains("orders"));
+    assert!(ok(&b, &["topic", "list"], b"").contains("orders\t3 partitions"));
+
+    // 1000 keyed lines; --verbose reports where each landed.
+    let input: String = (0..1000)
+        .map(|i| format!("key-{}:value-{i}\n", i % 37))
+        .collect();
+    let positions = ok(
+        &b,
+        &[
+            "produce",
+            "orders",
+            "--key-separator",
+            ":",
+            "--verbose",
+            "--batch-lines",
+            "100",
+        ],
+        input.as_bytes(),
+    );
+    let positions: Vec<(i32, i64)> = positions
+        .lines()
+        .map(|l| {
+            let (p, o) = l.split_once(' ').unwrap();
+            (p.parse().unwrap(), o.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(positions.len(), 1000);
+    let mut per_partition: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    let mut expected = BTreeSet::new();
+    for (i, &(p, o)) in positions.iter().enumerate() {
+        let key = format!("key-{}", i % 37);
+        assert_eq!(
+            Some(p),
+            tidelog_client::partition_for_key(key.as_bytes(), 3)
+        );
+        per_partition.entry(p).or_default().push(o);
+        expected.insert(format!("{p} {o} {key} value-{i}"));
+    }
+    for offsets in per_partition.values() {
+        // Per-partition offsets are dense from 0, in send order.
+        assert_eq!(*offsets, (0..offsets.len() as i64).collect::<Vec<_>>());
+    }
+
+    let consumed = ok(
+        &b,
+        &[
+            "consume",
+            "orders",
+            "--from-beginning",
+            "--count",
+            "1000",
+            "--format",
+            "%p %o %k %v",
+            "--timeout-ms",
+            "20000",
+        ],
+        b"",
+    );
+    let got: BTreeSet<String> = consumed.lines().map(str::to_owned).collect();
+    assert_eq!(consumed.lines().count(), 1000);
+    assert_eq!(got, expected);
+
+    // One partition from an offset, with a count.
+    let part0 = ok(
+        &b,
+        &[
+            "consume",
+            "orders",
+            "--partition",
+            "0",
+            "--offset",
+            "1",
+            "--count",
+            "2",
+            "--format",
+            "%o",
+        ],
+        b"",
+    );
+    assert_eq!(part0, "1\n2\n");
+
+    // Idle timeout ends a follow with success and nothing printed.
+    let idle = ok(&b, &["consume", "orders", "--timeout-ms", "300"], b"");
+    assert_eq!(idle, "");
+
+    let described = ok(&b, &["topic", "describe", "orders"], b"");
+    let latest_total: i64 = described
+        .lines()
+        .filter(|l| l.split('\t').count() == 6 && !l.starts_with("Partition"))
+        .map(|l| l.split('\t').nth(5).unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(latest_total, 1000, "{described}");
+
+    ok(
+        &b,
+        &[
+            "topic",
+            "alter-config",
+            "orders",
+            "--set",
+            "retention.ms=123456",
+        ],
+        b"",
+    );
+    assert!(ok(&b, &["topic", "describe", "orders"], b"").contains("* retention.ms=123456"));
+    ok(
+        &b,
+        &[
+            "topic",
+            "alter-config",
+            "orders",
+            "--delete",
+            "retention.ms",
+        ],
+        b"",
+    );
+    assert!(!ok(&b, &["topic", "describe", "orders"], b"").contains("* retention.ms"));
+
+    let bad = tidelog(
+        &b,
+        &[
+            "topic",
+            "alter-config",
+            "orders",
+            "--set",
+            "no.such.config=1",
+        ],
+        b"",
+    );
+    assert!(!bad.ok);
+    assert!(bad.stderr.contains("no.such.config"), "{}", bad.stderr);
+
+    ok(&b, &["topic", "delete", "orders"], b"");
+    assert!(!ok(&b, &["topic", "list"], b"").contains("orders"));
+    let gone = tidelog(&b, &["consume", "orders", "--count", "1"], b"");
+    assert!(!gone.ok);
+    assert!(
+        gone.stderr.contains("unknown topic orders"),
+        "{}",
+        gone.stderr
+    );
+}
+
+#[test]
+fn compressed_and_keyless_records_round_trip() {
+    let server = Server::start();
+    let b = server.bootstrap();
+    ok(&b, &["topic", "create", "logs", "--partitions", "2"], b"");
+    let mut expected = Vec::new();
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let input: String = (0..50).map(|i| format!("{codec}-{i}\n")).collect();
+        expected.extend(input.lines().map(str::to_owned));
+        ok(
+            &b,
+            &["produce", "logs", "--compression", codec],
+            input.as_bytes(),
+        );
+    }
+    let consumed = ok(
+        &b,
+        &[
+            "consume",
+            "logs",
+            "--from-beginning",
+            "--count",
+            "250",
+            "--timeout-ms",
+            "20000",
+        ],
+        b"",
+    );
+    let mut got: Vec<String> = consumed.lines().map(str::to_owned).collect();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+}
+
+#[test]
+fn unreachable_broker_is_a_clear_error() {
+    let addr = free_addr().to_string();
+    let out = tidelog(&addr, &["topic", "list"], b"");
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(&format!("cannot connect to {addr}")),
+        "{}",
+        out.stderr
+    );
+}

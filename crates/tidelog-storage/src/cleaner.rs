@@ -88,7 +88,7 @@ impl Log {
             let Some(seg) = self.segments.get(&pair[0]) else {
                 break;
             };
-            if seg.max_timestamp() > lag_limit {
+            if self.config.min_compaction_lag_ms > 0 && seg.max_timestamp() > lag_limit {
                 break;
             }
             cleanable.push(pair[0]);

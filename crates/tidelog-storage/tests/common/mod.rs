@@ -60,3 +60,23 @@ pub(crate) fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// (offset, key, value, timestamp) of every record, decoded by the kafka-protocol crate.
+pub(crate) type Decoded = (i64, Option<Vec<u8>>, Option<Vec<u8>>, i64);
+
+pub(crate) fn decode_records(batches: &[Vec<u8>]) -> Vec<Decoded> {
+    let mut out = Vec::new();
+    for b in batches {
+        let mut buf = bytes::Bytes::from(b.clone());
+        let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf).unwrap();
+        for r in set.records {
+            out.push((
+                r.offset,
+                r.key.map(|k| k.to_vec()),
+                r.value.map(|v| v.to_vec()),
+                r.timestamp,
+            ));
+        }
+    }
+    out
+}

@@ -114,21 +114,7 @@ impl MetadataImage {
                 };
                 self.brokers.insert(*broker_id, broker);
             }
-            MetadataRecord::Topic { name, topic_id } => {
-                if let Some(old_id) = self.topic_ids.insert(name.clone(), *topic_id) {
-                    if old_id != *topic_id {
-                        tracing::warn!(offset, %name, "topic record replaces a live topic of the same name");
-                        self.topics.remove(&old_id);
-                    }
-                }
-                let topic = TopicImage {
-                    name: name.clone(),
-                    topic_id: *topic_id,
-                    partitions: BTreeMap::new(),
-                    configs: BTreeMap::new(),
-                };
-                self.topics.insert(*topic_id, topic);
-            }
+            MetadataRecord::Topic { name, topic_id } => self.replay_topic(offset, name, *topic_id),
             MetadataRecord::Partition {
                 topic_id,
                 partition,
@@ -186,6 +172,27 @@ impl MetadataImage {
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
             }
         }
+    }
+
+    fn replay_topic(&mut self, offset: u64, name: &str, topic_id: Uuid) {
+        if self.topics.get(&topic_id).is_some_and(|t| t.name == name) {
+            return; // already known: a repeated record must not wipe its partitions
+        }
+        if let Some(old_id) = self.topic_ids.insert(name.to_owned(), topic_id) {
+            tracing::warn!(offset, %name, "topic record replaces a live topic of the same name");
+            self.topics.remove(&old_id);
+        }
+        if let Some(renamed) = self.topics.remove(&topic_id) {
+            tracing::warn!(offset, %topic_id, old = %renamed.name, %name, "topic record reuses a live topic id");
+            self.topic_ids.remove(&renamed.name);
+        }
+        let topic = TopicImage {
+            name: name.to_owned(),
+            topic_id,
+            partitions: BTreeMap::new(),
+            configs: BTreeMap::new(),
+        };
+        self.topics.insert(topic_id, topic);
     }
 
     fn replay_config(

@@ -215,3 +215,26 @@ fn recreating_a_name_replaces_the_old_topic_and_its_id() {
     assert!(image.topic("t").unwrap().partitions.is_empty());
     assert_eq!(image.topic_count(), 1);
 }
+
+#[test]
+fn a_repeated_topic_record_keeps_the_partitions_and_a_reused_id_drops_the_old_name() {
+    let mut image = image_with_partition();
+    image.replay(
+        2,
+        &MetadataRecord::Topic {
+            name: "t".into(),
+            topic_id: ID,
+        },
+    );
+    assert_eq!(image.topic("t").unwrap().partitions.len(), 1);
+    image.replay(
+        3,
+        &MetadataRecord::Topic {
+            name: "u".into(),
+            topic_id: ID,
+        },
+    );
+    assert!(image.topic("t").is_none());
+    assert_eq!(image.topic("u").unwrap().topic_id, ID);
+    assert_eq!(image.topics().count(), 1);
+}

@@ -7,10 +7,15 @@
 pub mod client;
 pub mod error;
 pub mod errors;
+pub mod fetch_encode;
 pub mod frame;
 pub mod header;
 pub mod versions;
 
 pub use error::ProtocolError;
+pub use fetch_encode::{
+    encode_fetch_response, Chunk, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
+    RecordsPayload,
+};
 pub use frame::{read_frame, FrameError, DEFAULT_MAX_REQUEST_BYTES};
 pub use header::{decode_request_body, decode_request_header, encode_response, DecodedHeader};

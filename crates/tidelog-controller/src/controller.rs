@@ -211,7 +211,7 @@ impl<S: MetadataStore> Controller<S> {
             return Ok(());
         }
         let last = self.log.append(records)?;
-        let first = last + 1 - records.len() as u64;
+        let first = (last + 1).saturating_sub(records.len() as u64);
         let image = Arc::make_mut(&mut self.image);
         for (offset, record) in (first..).zip(records) {
             image.replay(offset, record);

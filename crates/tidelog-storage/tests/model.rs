@@ -213,7 +213,7 @@ fn run(ops: Vec<Op>) {
                 max_bytes,
                 upper_slack,
             } => {
-                let span = (model.end - model.start + 2) as i64;
+                let span = model.end - model.start + 2;
                 let offset = model.start - 1 + i64::from(at) % span;
                 let upper = offset + i64::from(upper_slack % 8);
                 let result = log.read(offset, usize::from(max_bytes), upper);

@@ -1,1 +1,21 @@
-//! tidelog-broker
+//! The tidelog server: accepts Kafka-protocol connections, routes each request to the
+//! handler for its API, and keeps the partitions this node hosts.
+//!
+//! Layout: `net` owns connections and framing, `apis` holds one module per Kafka API
+//! (the table in `apis/mod.rs` is the single source of the advertised versions),
+//! `replica` owns the partitions and their logs, `metadata` wraps the controller's
+//! metadata image, `admin_http` serves health, and `server` ties them together.
+
+mod admin_http;
+mod apis;
+pub mod config;
+mod context;
+mod errors;
+mod metadata;
+mod net;
+mod replica;
+mod server;
+mod topic_config;
+
+pub use config::{BrokerConfig, ConfigError};
+pub use server::{Broker, StartError};

@@ -101,6 +101,9 @@
 //! }
 //! ```
 #![deny(missing_docs)]
+// tidelog patch: some buffer helpers are unused with the features tidelog enables; as a
+// path dependency their warnings would otherwise show in every tidelog build.
+#![allow(dead_code)]
 // Display required features for items when rendering for docs.rs
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -1,0 +1,65 @@
+//! AlterConfigs (the legacy, whole-set form): the given settings replace every
+//! override the topic had.
+
+use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
+use kafka_protocol::messages::alter_configs_response::{
+    AlterConfigsResourceResponse, AlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::describe_configs::RESOURCE_TOPIC;
+use super::incremental_alter_configs::refuse_non_topic;
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: AlterConfigsRequest = req.decode()?;
+    let responses = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            if resource.resource_type != RESOURCE_TOPIC {
+                let (code, message) = refuse_non_topic(resource.resource_type);
+                return response
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message)));
+            }
+            let name = resource.resource_name.to_string();
+            let current = ctx.metadata.image().topic_configs(&name);
+            let mut changes: Vec<(String, Option<String>)> = current
+                .keys()
+                .filter(|k| {
+                    !resource
+                        .configs
+                        .iter()
+                        .any(|c| c.name.as_str() == k.as_str())
+                })
+                .map(|k| (k.clone(), None))
+                .collect();
+            changes.extend(
+                resource
+                    .configs
+                    .iter()
+                    .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))),
+            );
+            let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
+                c.alter_topic_configs(&name, changes, request.validate_only)
+            });
+            match outcome {
+                Ok(()) => response,
+                Err(e) => response
+                    .with_error_code(e.error_code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+            }
+        })
+        .collect();
+    req.respond(&AlterConfigsResponse::default().with_responses(responses))
+}

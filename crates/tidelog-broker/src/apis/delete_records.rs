@@ -1,0 +1,64 @@
+//! DeleteRecords: moves a partition's log start offset forward.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsResponse, DeleteRecordsTopicResult,
+};
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::errors::storage_error_code;
+use crate::net::Reply;
+use crate::replica::PartitionError;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: DeleteRecordsRequest = req.decode()?;
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let result = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index);
+                    match delete_before(ctx, &topic.name.0, p.partition_index, p.offset) {
+                        Ok(low) => result.with_low_watermark(low),
+                        Err(code) => result.with_low_watermark(-1).with_error_code(code),
+                    }
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    req.respond(&DeleteRecordsResponse::default().with_topics(topics))
+}
+
+/// The new low watermark, or a Kafka error code. Offset -1 means "up to the high watermark".
+fn delete_before(ctx: &Ctx, topic: &str, partition: i32, offset: i64) -> Result<i64, i16> {
+    let p = ctx
+        .replicas
+        .get(topic, partition)
+        .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+    let result = p.with_log(|log| {
+        let hw = log.high_watermark();
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Ok(Err(ResponseError::OffsetOutOfRange.code()));
+        }
+        Ok(Ok(log.delete_records_before(target)?))
+    });
+    match result {
+        Ok(inner) => inner,
+        Err(PartitionError::Closed) => Err(ResponseError::NotLeaderOrFollower.code()),
+        Err(PartitionError::Storage(e)) => Err(storage_error_code(&e)),
+    }
+}

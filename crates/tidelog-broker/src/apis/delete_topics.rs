@@ -1,0 +1,72 @@
+//! DeleteTopics: removed from the metadata, and the partitions' data from disk.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
+use kafka_protocol::messages::delete_topics_response::{
+    DeletableTopicResult, DeleteTopicsResponse,
+};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: DeleteTopicsRequest = req.decode()?;
+    let version = req.version();
+    let wanted: Vec<(Option<String>, uuid::Uuid)> = if version >= 6 {
+        request
+            .topics
+            .iter()
+            .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id))
+            .collect()
+    } else {
+        request
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.0.to_string()), uuid::Uuid::nil()))
+            .collect()
+    };
+    let mut results = Vec::with_capacity(wanted.len());
+    for (name, id) in wanted {
+        let name = name.or_else(|| {
+            ctx.metadata
+                .image()
+                .topic_by_id(&id)
+                .map(|t| t.name.clone())
+        });
+        let result = DeletableTopicResult::default()
+            .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
+            .with_topic_id(id);
+        let outcome = match (&name, ctx.config.get_bool("delete.topic.enable")) {
+            (_, false) => Err((
+                ResponseError::TopicDeletionDisabled.code(),
+                "delete.topic.enable is false".to_string(),
+            )),
+            (None, _) => Err((
+                ResponseError::UnknownTopicId.code(),
+                "unknown topic id".to_string(),
+            )),
+            (Some(n), _) => ctx
+                .metadata
+                .change(&ctx.replicas, &ctx.config, |c| c.delete_topic(n))
+                .map_err(|e| (e.error_code(), e.to_string())),
+        };
+        results.push(match outcome {
+            Ok(deleted_id) => result.with_topic_id(if version >= 6 {
+                deleted_id
+            } else {
+                uuid::Uuid::nil()
+            }),
+            Err((code, message)) => result
+                .with_error_code(code)
+                .with_error_message((version >= 5).then(|| StrBytes::from_string(message))),
+        });
+    }
+    req.respond(&DeleteTopicsResponse::default().with_responses(results))
+}

@@ -1,0 +1,40 @@
+//! DescribeCluster: the cluster id, the controller, and the brokers.
+
+use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
+use kafka_protocol::messages::describe_cluster_response::{
+    DescribeClusterBroker, DescribeClusterResponse,
+};
+use kafka_protocol::messages::BrokerId;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: DescribeClusterRequest = req.decode()?;
+    let image = ctx.metadata.image();
+    let brokers = image
+        .brokers()
+        .filter_map(|b| {
+            let endpoint = b.listeners.first()?;
+            Some(
+                DescribeClusterBroker::default()
+                    .with_broker_id(BrokerId(b.broker_id))
+                    .with_host(StrBytes::from_string(endpoint.host.clone()))
+                    .with_port(i32::from(endpoint.port))
+                    .with_rack(b.rack.clone().map(StrBytes::from_string)),
+            )
+        })
+        .collect();
+    let response = DescribeClusterResponse::default()
+        .with_endpoint_type(request.endpoint_type)
+        .with_cluster_id(StrBytes::from_string(image.cluster_id().to_string()))
+        .with_controller_id(BrokerId(ctx.node_id()))
+        .with_brokers(brokers);
+    req.respond(&response)
+}

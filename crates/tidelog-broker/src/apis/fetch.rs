@@ -1,0 +1,259 @@
+//! Fetch: whole batches from each partition, up to the high watermark (or the last
+//! stable offset for read_committed), with long poll: a fetch that finds fewer than
+//! `min_bytes` is parked on its partitions and answered the moment an append brings
+//! enough, or when `max_wait_ms` runs out.
+//!
+//! Incremental fetch sessions are declined: every response carries session id 0, which
+//! tells clients to keep sending full fetch requests.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::FetchRequest;
+use kafka_protocol::messages::fetch_response::{
+    FetchResponse, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::header::encode_response;
+use tidelog_protocol::{DecodedHeader, ProtocolError};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::errors::storage_error_code;
+use crate::net::Reply;
+use crate::replica::PartitionError;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
+
+/// The longest a fetch may be parked, whatever the client asks.
+const MAX_WAIT_CAP: Duration = Duration::from_secs(300);
+
+/// One partition a fetch asks for, resolved to a topic name.
+struct Wanted {
+    topic: Option<String>,
+    topic_id: Uuid,
+    partition: i32,
+    offset: i64,
+    max_bytes: usize,
+    current_leader_epoch: i32,
+}
+
+struct FetchPlan {
+    header: DecodedHeader,
+    wanted: Vec<Wanted>,
+    read_committed: bool,
+    min_bytes: usize,
+    max_bytes: usize,
+    deadline: Instant,
+}
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: FetchRequest = req.decode()?;
+    let version = req.version();
+    let image = ctx.metadata.image();
+    let mut wanted = Vec::new();
+    for topic in &request.topics {
+        let name = if version >= 13 {
+            image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
+        } else {
+            Some(topic.topic.0.to_string())
+        };
+        for p in &topic.partitions {
+            wanted.push(Wanted {
+                topic: name.clone(),
+                topic_id: topic.topic_id,
+                partition: p.partition,
+                offset: p.fetch_offset,
+                max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
+                current_leader_epoch: p.current_leader_epoch,
+            });
+        }
+    }
+    let wait =
+        Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT_CAP);
+    let plan = FetchPlan {
+        header: req.header,
+        wanted,
+        read_committed: request.isolation_level == 1,
+        min_bytes: usize::try_from(request.min_bytes).unwrap_or(0),
+        max_bytes: usize::try_from(request.max_bytes).unwrap_or(0),
+        deadline: Instant::now() + wait,
+    };
+    let ctx = Arc::clone(ctx);
+    Ok(Reply::Later(Box::pin(async move {
+        answer_when_ready(ctx, plan).await
+    })))
+}
+
+async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
+    let mut shutdown = ctx.shutdown.clone();
+    loop {
+        // Park before reading, so an append between the read and the wait still wakes us.
+        let notify = Arc::new(Notify::new());
+        for w in &plan.wanted {
+            if let Some(p) = w
+                .topic
+                .as_deref()
+                .and_then(|t| ctx.replicas.get(t, w.partition))
+            {
+                p.park(&notify);
+            }
+        }
+        let (response, bytes, any_error) = read_all(&ctx, &plan);
+        let done = bytes >= plan.min_bytes
+            || any_error
+            || Instant::now() >= plan.deadline
+            || *shutdown.borrow();
+        if done {
+            return match encode_response(
+                plan.header.correlation_id,
+                plan.header.api_key,
+                plan.header.api_version,
+                &response,
+            ) {
+                Ok(bytes) => Reply::Bytes(bytes),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot encode fetch response");
+                    Reply::Close
+                }
+            };
+        }
+        tokio::select! {
+            _ = notify.notified() => {}
+            _ = tokio::time::sleep_until(plan.deadline) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// Reads every wanted partition once. Returns the response, the record bytes in it, and
+/// whether any partition carried an error (errors are answered at once).
+fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponse, usize, bool) {
+    let version = plan.header.api_version;
+    let mut remaining = if plan.max_bytes == 0 {
+        usize::MAX
+    } else {
+        plan.max_bytes
+    };
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for w in &plan.wanted {
+        let mut data = PartitionData::default()
+            .with_partition_index(w.partition)
+            .with_high_watermark(-1)
+            .with_last_stable_offset(-1)
+            .with_log_start_offset(-1)
+            .with_aborted_transactions(plan.read_committed.then(Vec::new))
+            .with_records(None);
+        match read_one(ctx, w, remaining, total == 0, plan.read_committed, version) {
+            Ok((records, hw, lso, log_start)) => {
+                total += records.len();
+                remaining = remaining.saturating_sub(records.len());
+                data = data
+                    .with_high_watermark(hw)
+                    .with_last_stable_offset(lso)
+                    .with_log_start_offset(log_start)
+                    .with_records(Some(records));
+            }
+            Err(code) => {
+                any_error = true;
+                data = data.with_error_code(code);
+            }
+        }
+        let same_topic = topics.last().is_some_and(|t| {
+            if version >= 13 {
+                t.topic_id == w.topic_id
+            } else {
+                w.topic.as_deref() == Some(t.topic.0.as_str())
+            }
+        });
+        if !same_topic {
+            let name = w.topic.clone().unwrap_or_default();
+            topics.push(
+                FetchableTopicResponse::default()
+                    .with_topic(TopicName(StrBytes::from_string(if version >= 13 {
+                        String::new()
+                    } else {
+                        name
+                    })))
+                    .with_topic_id(if version >= 13 {
+                        w.topic_id
+                    } else {
+                        Uuid::nil()
+                    }),
+            );
+        }
+        if let Some(t) = topics.last_mut() {
+            t.partitions.push(data);
+        }
+    }
+    (
+        FetchResponse::default()
+            .with_session_id(0)
+            .with_responses(topics),
+        total,
+        any_error,
+    )
+}
+
+/// (records, high watermark, last stable offset, log start) or a Kafka error code.
+fn read_one(
+    ctx: &Ctx,
+    w: &Wanted,
+    remaining: usize,
+    first: bool,
+    read_committed: bool,
+    version: i16,
+) -> Result<(Bytes, i64, i64, i64), i16> {
+    let unknown = if version >= 13 {
+        ResponseError::UnknownTopicId
+    } else {
+        ResponseError::UnknownTopicOrPartition
+    };
+    let topic = w.topic.as_deref().ok_or(unknown.code())?;
+    let p = ctx
+        .replicas
+        .get(topic, w.partition)
+        .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+    if w.current_leader_epoch >= 0 {
+        let ours = p.leader_epoch();
+        if w.current_leader_epoch < ours {
+            return Err(ResponseError::FencedLeaderEpoch.code());
+        }
+        if w.current_leader_epoch > ours {
+            return Err(ResponseError::UnknownLeaderEpoch.code());
+        }
+    }
+    let limit = w.max_bytes.min(remaining);
+    let read = p
+        .read(w.offset, limit, read_committed)
+        .map_err(|e| match e {
+            PartitionError::Closed => ResponseError::NotLeaderOrFollower.code(),
+            PartitionError::Storage(e) => storage_error_code(&e),
+        })?;
+    let records = match read.slice {
+        // Only the first partition with data may exceed the limit (one whole batch).
+        Some(slice) if first || slice.len as usize <= limit => match slice.read_to_vec() {
+            Ok(bytes) => Bytes::from(bytes),
+            Err(e) => {
+                tracing::error!(topic, partition = w.partition, error = %e, "reading segment failed");
+                return Err(ResponseError::KafkaStorageError.code());
+            }
+        },
+        _ => Bytes::new(),
+    };
+    Ok((
+        records,
+        read.high_watermark,
+        read.last_stable_offset,
+        read.log_start_offset,
+    ))
+}

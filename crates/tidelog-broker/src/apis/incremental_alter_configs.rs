@@ -1,0 +1,130 @@
+//! IncrementalAlterConfigs: set, delete, append to or subtract from single settings.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, IncrementalAlterConfigsRequest,
+};
+use kafka_protocol::messages::incremental_alter_configs_response::{
+    AlterConfigsResourceResponse, IncrementalAlterConfigsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+use crate::topic_config::effective;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+
+const SET: i8 = 0;
+const DELETE: i8 = 1;
+const APPEND: i8 = 2;
+const SUBTRACT: i8 = 3;
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: IncrementalAlterConfigsRequest = req.decode()?;
+    let responses = request
+        .resources
+        .iter()
+        .map(|resource| {
+            let response = AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            match alter(ctx, resource, request.validate_only) {
+                Ok(()) => response,
+                Err((code, message)) => response
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            }
+        })
+        .collect();
+    req.respond(&IncrementalAlterConfigsResponse::default().with_responses(responses))
+}
+
+/// Broker settings are static in this version: they come from flags and the config file.
+pub(crate) fn refuse_non_topic(resource_type: i8) -> (i16, String) {
+    if resource_type == RESOURCE_BROKER {
+        (
+            ResponseError::InvalidRequest.code(),
+            "broker settings are static: set them with --set or the config file and restart"
+                .to_string(),
+        )
+    } else {
+        (
+            ResponseError::InvalidRequest.code(),
+            format!("resource type {resource_type} cannot be altered"),
+        )
+    }
+}
+
+fn alter(
+    ctx: &Ctx,
+    resource: &AlterConfigsResource,
+    validate_only: bool,
+) -> Result<(), (i16, String)> {
+    if resource.resource_type != RESOURCE_TOPIC {
+        return Err(refuse_non_topic(resource.resource_type));
+    }
+    let name = resource.resource_name.to_string();
+    let image = ctx.metadata.image();
+    let topic = image.topic(&name).ok_or((
+        ResponseError::UnknownTopicOrPartition.code(),
+        format!("topic {name} does not exist"),
+    ))?;
+    let current = effective(&ctx.config, &topic.configs);
+    let mut changes = Vec::with_capacity(resource.configs.len());
+    for c in &resource.configs {
+        let key = c.name.to_string();
+        let value = c.value.as_ref().map(|v| v.to_string());
+        let list = || -> Vec<String> {
+            current
+                .get(&key)
+                .map(|(v, _)| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let change = match c.config_operation {
+            SET => (key, value),
+            DELETE => (key, None),
+            APPEND => {
+                let mut items = list();
+                for v in value.iter().flat_map(|v| v.split(',')) {
+                    if !items.iter().any(|i| i == v.trim()) {
+                        items.push(v.trim().to_string());
+                    }
+                }
+                (key, Some(items.join(",")))
+            }
+            SUBTRACT => {
+                let remove: Vec<String> = value
+                    .iter()
+                    .flat_map(|v| v.split(','))
+                    .map(|s| s.trim().to_string())
+                    .collect();
+                let items: Vec<String> =
+                    list().into_iter().filter(|i| !remove.contains(i)).collect();
+                (key, Some(items.join(",")))
+            }
+            other => {
+                return Err((
+                    ResponseError::InvalidRequest.code(),
+                    format!("unknown config operation {other}"),
+                ))
+            }
+        };
+        changes.push(change);
+    }
+    ctx.metadata
+        .change(&ctx.replicas, &ctx.config, |c| {
+            c.alter_topic_configs(&name, changes, validate_only)
+        })
+        .map_err(|e| (e.error_code(), e.to_string()))
+}

@@ -1,0 +1,110 @@
+//! ListOffsets: earliest, latest (high watermark, or last stable offset under
+//! read_committed), max timestamp, and the first offset at or after a timestamp.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_request::ListOffsetsRequest;
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::errors::storage_error_code;
+use crate::net::Reply;
+use crate::replica::PartitionError;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 8 };
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+/// Without tiered storage the earliest local offset is the earliest offset.
+const EARLIEST_LOCAL: i64 = -4;
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: ListOffsetsRequest = req.decode()?;
+    let read_committed = request.isolation_level == 1;
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let base = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index);
+                    match lookup(
+                        ctx,
+                        &topic.name.0,
+                        p.partition_index,
+                        p.timestamp,
+                        read_committed,
+                    ) {
+                        Ok((offset, timestamp, epoch)) => base
+                            .with_offset(offset)
+                            .with_timestamp(timestamp)
+                            .with_leader_epoch(epoch),
+                        Err(code) => base
+                            .with_error_code(code)
+                            .with_offset(-1)
+                            .with_timestamp(-1),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    req.respond(&ListOffsetsResponse::default().with_topics(topics))
+}
+
+/// (offset, timestamp, leader epoch) or a Kafka error code.
+fn lookup(
+    ctx: &Ctx,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+    read_committed: bool,
+) -> Result<(i64, i64, i32), i16> {
+    let p = ctx
+        .replicas
+        .get(topic, partition)
+        .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+    let epoch = p.leader_epoch();
+    let error = |e: PartitionError| match e {
+        PartitionError::Closed => ResponseError::NotLeaderOrFollower.code(),
+        PartitionError::Storage(e) => storage_error_code(&e),
+    };
+    let offsets = p.offsets().map_err(error)?;
+    match timestamp {
+        LATEST => Ok((
+            if read_committed {
+                offsets.last_stable
+            } else {
+                offsets.high_watermark
+            },
+            -1,
+            epoch,
+        )),
+        EARLIEST | EARLIEST_LOCAL => Ok((offsets.log_start, -1, epoch)),
+        MAX_TIMESTAMP => match p
+            .with_log(|log| log.max_timestamp_and_offset())
+            .map_err(error)?
+        {
+            Some((offset, ts)) => Ok((offset, ts, epoch)),
+            None => Ok((-1, -1, epoch)),
+        },
+        ts if ts >= 0 => match p
+            .with_log(|log| log.offset_for_timestamp(ts))
+            .map_err(error)?
+        {
+            Some((offset, found)) if offset < offsets.high_watermark => Ok((offset, found, epoch)),
+            _ => Ok((-1, -1, epoch)),
+        },
+        _ => Err(ResponseError::InvalidRequest.code()),
+    }
+}

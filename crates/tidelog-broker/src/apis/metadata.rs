@@ -1,0 +1,163 @@
+//! Metadata: brokers, the controller, and each topic's partitions, leaders and replicas.
+//! Unknown topics are created here when `auto.create.topics.enable` and the client allow it.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_request::MetadataRequest;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::{CreateTopic, MetadataImage, TopicImage};
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: MetadataRequest = req.decode()?;
+    let version = req.version();
+    // v0 had no flag: it always auto-created.
+    let allow_create = (version < 4 || request.allow_auto_topic_creation)
+        && ctx.config.get_bool("auto.create.topics.enable");
+    let mut topics = Vec::new();
+    match request.topics {
+        None => {
+            let image = ctx.metadata.image();
+            topics.extend(image.topics().map(|t| topic_entry(t, version)));
+        }
+        Some(wanted) if wanted.is_empty() && version == 0 => {
+            // v0 used an empty list to mean "all topics".
+            let image = ctx.metadata.image();
+            topics.extend(image.topics().map(|t| topic_entry(t, version)));
+        }
+        Some(wanted) => {
+            for t in wanted {
+                topics.push(lookup_topic(
+                    ctx,
+                    t.name.as_ref().map(|n| n.0.as_str()),
+                    t.topic_id,
+                    allow_create,
+                    version,
+                ));
+            }
+        }
+    }
+    let image = ctx.metadata.image();
+    let response = MetadataResponse::default()
+        .with_brokers(brokers(&image))
+        .with_cluster_id(
+            (version >= 2).then(|| StrBytes::from_string(image.cluster_id().to_string())),
+        )
+        .with_controller_id(BrokerId(if version >= 1 { ctx.node_id() } else { -1 }))
+        .with_topics(topics);
+    req.respond(&response)
+}
+
+fn lookup_topic(
+    ctx: &Ctx,
+    name: Option<&str>,
+    id: uuid::Uuid,
+    allow_create: bool,
+    version: i16,
+) -> MetadataResponseTopic {
+    let image = ctx.metadata.image();
+    let found = match name {
+        Some(n) => image.topic(n),
+        None => image.topic_by_id(&id),
+    };
+    if let Some(topic) = found {
+        return topic_entry(topic, version);
+    }
+    let Some(name) = name else {
+        return MetadataResponseTopic::default()
+            .with_topic_id(id)
+            .with_error_code(ResponseError::UnknownTopicId.code());
+    };
+    let unknown = |code: i16| {
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+            .with_error_code(code)
+    };
+    if !allow_create {
+        return unknown(ResponseError::UnknownTopicOrPartition.code());
+    }
+    let request = CreateTopic {
+        name: name.to_string(),
+        num_partitions: -1,
+        replication_factor: -1,
+        assignments: Vec::new(),
+        configs: Vec::new(),
+    };
+    match ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
+        c.create_topic(request, false)
+    }) {
+        Ok(created) => {
+            tracing::info!(
+                topic = name,
+                partitions = created.partitions.len(),
+                "auto-created topic"
+            );
+            topic_entry(&created, version)
+        }
+        // Another request created it in between: answer with what exists.
+        Err(_) if ctx.metadata.image().topic(name).is_some() => {
+            match ctx.metadata.image().topic(name) {
+                Some(t) => topic_entry(t, version),
+                None => unknown(ResponseError::UnknownTopicOrPartition.code()),
+            }
+        }
+        Err(e) => unknown(e.error_code()),
+    }
+}
+
+pub(crate) fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+    image
+        .brokers()
+        .filter(|b| !b.fenced)
+        .filter_map(|b| {
+            let endpoint = b.listeners.first()?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(b.broker_id))
+                    .with_host(StrBytes::from_string(endpoint.host.clone()))
+                    .with_port(i32::from(endpoint.port))
+                    .with_rack(b.rack.clone().map(StrBytes::from_string)),
+            )
+        })
+        .collect()
+}
+
+fn topic_entry(topic: &TopicImage, version: i16) -> MetadataResponseTopic {
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|(index, p)| {
+            let error = if p.leader < 0 {
+                ResponseError::LeaderNotAvailable.code()
+            } else {
+                0
+            };
+            MetadataResponsePartition::default()
+                .with_error_code(error)
+                .with_partition_index(*index)
+                .with_leader_id(BrokerId(p.leader))
+                .with_leader_epoch(if version >= 7 { p.leader_epoch } else { -1 })
+                .with_replica_nodes(p.replicas.iter().map(|r| BrokerId(*r)).collect())
+                .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect())
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_topic_id(if version >= 10 {
+            topic.topic_id
+        } else {
+            uuid::Uuid::nil()
+        })
+        .with_is_internal(topic.is_internal())
+        .with_partitions(partitions)
+}

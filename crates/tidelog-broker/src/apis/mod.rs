@@ -1,0 +1,116 @@
+//! One module per Kafka API, each declaring the versions it implements. The `apis!`
+//! table below is the only list of them: routing and the ApiVersions answer are both
+//! generated from it, so what is advertised is exactly what is implemented.
+
+mod alter_configs;
+mod api_versions;
+mod create_partitions;
+mod create_topics;
+mod delete_records;
+mod delete_topics;
+mod describe_cluster;
+mod describe_configs;
+mod fetch;
+mod incremental_alter_configs;
+mod list_offsets;
+mod metadata;
+mod produce;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::VersionRange;
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tidelog_protocol::header::{decode_request_body, encode_response};
+use tidelog_protocol::{DecodedHeader, ProtocolError};
+
+use crate::context::Ctx;
+use crate::net::Reply;
+
+/// A request whose header has been read; the body is decoded by its handler.
+pub(crate) struct Request {
+    pub(crate) header: DecodedHeader,
+    pub(crate) body: Bytes,
+}
+
+impl Request {
+    pub(crate) fn version(&self) -> i16 {
+        self.header.api_version
+    }
+
+    pub(crate) fn decode<T: Decodable>(&mut self) -> Result<T, ProtocolError> {
+        decode_request_body(&mut self.body, self.header.api_version)
+    }
+
+    pub(crate) fn respond<T: Encodable>(&self, body: &T) -> Result<Reply, ProtocolError> {
+        encode_response(
+            self.header.correlation_id,
+            self.header.api_key,
+            self.header.api_version,
+            body,
+        )
+        .map(Reply::Bytes)
+    }
+}
+
+macro_rules! apis {
+    ($($key:ident => $module:ident),* $(,)?) => {
+        /// Every API this node answers, with the versions it implements.
+        pub(crate) const SUPPORTED: &[(ApiKey, VersionRange)] = &[$((ApiKey::$key, $module::VERSIONS)),*];
+
+        async fn route(ctx: &Ctx, req: Request) -> Result<Reply, ProtocolError> {
+            match req.header.api_key {
+                $(ApiKey::$key => $module::handle(ctx, req).await,)*
+                other => Err(ProtocolError::UnsupportedVersion { api_key: other, version: req.header.api_version }),
+            }
+        }
+    };
+}
+
+apis! {
+    Produce => produce,
+    Fetch => fetch,
+    ListOffsets => list_offsets,
+    Metadata => metadata,
+    ApiVersions => api_versions,
+    CreateTopics => create_topics,
+    DeleteTopics => delete_topics,
+    DeleteRecords => delete_records,
+    DescribeConfigs => describe_configs,
+    AlterConfigs => alter_configs,
+    CreatePartitions => create_partitions,
+    IncrementalAlterConfigs => incremental_alter_configs,
+    DescribeCluster => describe_cluster,
+}
+
+fn supported_range(key: ApiKey) -> Option<VersionRange> {
+    SUPPORTED.iter().find(|(k, _)| *k == key).map(|(_, r)| *r)
+}
+
+/// Routes one request. Anything a handler cannot answer closes this connection only.
+pub(crate) async fn handle(
+    ctx: &Ctx,
+    header: DecodedHeader,
+    body: Bytes,
+    peer: SocketAddr,
+) -> Reply {
+    let key = header.api_key;
+    let version = header.api_version;
+    let supported = supported_range(key).is_some_and(|r| r.min <= version && version <= r.max);
+    let req = Request { header, body };
+    if !supported {
+        if key == ApiKey::ApiVersions {
+            return api_versions::unsupported_version(&req);
+        }
+        tracing::warn!(%peer, ?key, version, "unsupported api or version; closing connection");
+        return Reply::Close;
+    }
+    match route(ctx, req).await {
+        Ok(reply) => reply,
+        Err(e) => {
+            tracing::warn!(%peer, ?key, version, error = %e, "bad request; closing connection");
+            Reply::Close
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! What every request handler can reach.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+
+use crate::config::BrokerConfig;
+use crate::metadata::MetadataManager;
+use crate::replica::ReplicaManager;
+
+pub(crate) struct BrokerContext {
+    pub(crate) config: BrokerConfig,
+    pub(crate) metadata: MetadataManager,
+    pub(crate) replicas: ReplicaManager,
+    /// Flips to true when the node begins shutting down; long polls end early on it.
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+pub(crate) type Ctx = Arc<BrokerContext>;
+
+impl BrokerContext {
+    pub(crate) fn node_id(&self) -> i32 {
+        self.config.node_id
+    }
+}
+
+/// Milliseconds since the Unix epoch, the unit of every Kafka timestamp.
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

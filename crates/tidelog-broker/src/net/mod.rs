@@ -1,0 +1,11 @@
+//! Connections: framing, per-connection ordering, and bounds.
+//!
+//! Each connection has a reader task and a writer task. The reader decodes one request
+//! at a time and *dispatches* it (a produce is appended right there, so one
+//! connection's appends keep their order); the handler's reply, possibly still waiting
+//! (a long-poll fetch, later an acks=all produce), goes into a bounded queue that the
+//! writer drains in request order. The queue bound is the connection's in-flight limit.
+
+mod connection;
+
+pub(crate) use connection::{serve_listener, Reply};

@@ -1,0 +1,159 @@
+//! The partitions this node hosts. The set follows the metadata image: whenever the
+//! image changes, `apply_image` opens new partitions, re-configures changed ones and
+//! removes deleted ones, so replaying metadata is the only way partitions come and go.
+
+mod partition;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use tidelog_controller::MetadataImage;
+use tidelog_storage::{Log, StorageError};
+use uuid::Uuid;
+
+pub(crate) use partition::{Partition, PartitionError};
+
+use crate::config::BrokerConfig;
+use crate::topic_config;
+
+pub(crate) type PartitionKey = (String, i32);
+
+pub(crate) struct ReplicaManager {
+    node_id: i32,
+    data_dir: PathBuf,
+    partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
+}
+
+impl ReplicaManager {
+    pub(crate) fn new(node_id: i32, data_dir: &Path) -> Self {
+        ReplicaManager {
+            node_id,
+            data_dir: data_dir.to_path_buf(),
+            partitions: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
+        let map = self.partitions.read().unwrap_or_else(|p| p.into_inner());
+        map.get(&(topic.to_string(), partition)).cloned()
+    }
+
+    pub(crate) fn all(&self) -> Vec<Arc<Partition>> {
+        let map = self.partitions.read().unwrap_or_else(|p| p.into_inner());
+        map.values().cloned().collect()
+    }
+
+    fn log_dir(&self, topic: &str, partition: i32) -> PathBuf {
+        self.data_dir.join(format!("{topic}-{partition}"))
+    }
+
+    /// Brings the hosted partitions in line with the metadata image.
+    pub(crate) fn apply_image(
+        &self,
+        image: &MetadataImage,
+        broker: &BrokerConfig,
+    ) -> Result<(), StorageError> {
+        let mut wanted: HashMap<PartitionKey, (Uuid, i32, bool, tidelog_storage::LogConfig)> =
+            HashMap::new();
+        for topic in image.topics() {
+            let config = topic_config::log_config(broker, &topic.configs);
+            for (index, p) in &topic.partitions {
+                if p.replicas.contains(&self.node_id) {
+                    let sole_replica = p.isr == [self.node_id];
+                    wanted.insert(
+                        (topic.name.clone(), *index),
+                        (topic.topic_id, p.leader_epoch, sole_replica, config.clone()),
+                    );
+                }
+            }
+        }
+        let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+        // Removed, or re-created under the same name with a new id: delete the old data first.
+        let stale: Vec<PartitionKey> = map
+            .iter()
+            .filter(|(key, p)| {
+                wanted
+                    .get(*key)
+                    .is_none_or(|(id, _, _, _)| *id != p.topic_id)
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in stale {
+            if let Some(p) = map.remove(&key) {
+                tracing::info!(topic = %key.0, partition = key.1, "deleting partition data");
+                p.delete()?;
+            }
+        }
+        for (key, (topic_id, epoch, sole_replica, config)) in wanted {
+            match map.get(&key) {
+                Some(p) => {
+                    p.set_config(config);
+                    p.set_leader_epoch(epoch);
+                }
+                None => {
+                    let mut log = Log::open(&self.log_dir(&key.0, key.1), config)?;
+                    if sole_replica {
+                        // The only in-sync replica: everything in its log is committed.
+                        let end = log.log_end_offset();
+                        log.set_high_watermark(end);
+                    }
+                    let p = Partition::new(key.0.clone(), topic_id, key.1, epoch, log);
+                    map.insert(key, Arc::new(p));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every log cleanly; the clean-shutdown markers let the next start skip recovery.
+    pub(crate) fn shutdown(&self) {
+        let partitions: Vec<_> = {
+            let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+            map.drain().map(|(_, p)| p).collect()
+        };
+        for p in partitions {
+            if let Err(e) = p.close() {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "closing log failed");
+            }
+        }
+    }
+
+    /// One pass of the background housekeeping: segment.ms rolls, retention, flush.ms.
+    pub(crate) fn housekeeping(&self, now_ms: i64, retention_due: bool) {
+        for p in self.all() {
+            let result = p.with_log(|log| {
+                log.roll_if_due(now_ms)?;
+                if retention_due {
+                    let deleted = log.apply_retention(now_ms)?;
+                    if deleted > 0 {
+                        tracing::info!(dir = %log.dir().display(), deleted, "retention deleted segments");
+                    }
+                }
+                log.flush_if_due(now_ms)
+            });
+            if let Err(e) = result {
+                if !matches!(e, PartitionError::Closed) {
+                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "housekeeping failed");
+                }
+            }
+        }
+    }
+
+    /// Compacts the partitions whose topic asks for it.
+    pub(crate) fn clean(&self, now_ms: i64) {
+        for p in self.all() {
+            let result = p.with_log(|log| {
+                if log.config().cleanup_policy.compact {
+                    log.compact(now_ms)?;
+                }
+                Ok(())
+            });
+            if let Err(e) = result {
+                if !matches!(e, PartitionError::Closed) {
+                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "compaction failed");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! One partition hosted by this node: its log, leader epoch, and the long-poll fetches
+//! parked on it.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tidelog_storage::{
+    AppendInfo, AppendOptions, AppendOrigin, FileSlice, Log, LogConfig, StorageError,
+};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+/// What a read saw, with the offsets a fetch response reports beside the records.
+pub(crate) struct PartitionRead {
+    pub(crate) slice: Option<FileSlice>,
+    pub(crate) high_watermark: i64,
+    pub(crate) last_stable_offset: i64,
+    pub(crate) log_start_offset: i64,
+}
+
+/// The offsets of a partition at one instant.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Offsets {
+    pub(crate) log_start: i64,
+    pub(crate) high_watermark: i64,
+    pub(crate) last_stable: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PartitionError {
+    #[error("partition is no longer hosted here")]
+    Closed,
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+pub(crate) struct Partition {
+    pub(crate) topic: String,
+    pub(crate) topic_id: Uuid,
+    pub(crate) index: i32,
+    leader_epoch: AtomicI32,
+    /// `None` once the partition was deleted or the node shut down.
+    log: Mutex<Option<Log>>,
+    /// Fetches waiting for data; each is woken once by the next append.
+    waiters: Mutex<Vec<Arc<Notify>>>,
+}
+
+impl Partition {
+    pub(crate) fn new(
+        topic: String,
+        topic_id: Uuid,
+        index: i32,
+        leader_epoch: i32,
+        log: Log,
+    ) -> Self {
+        Partition {
+            topic,
+            topic_id,
+            index,
+            leader_epoch: AtomicI32::new(leader_epoch),
+            log: Mutex::new(Some(log)),
+            waiters: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_leader_epoch(&self, epoch: i32) {
+        self.leader_epoch.store(epoch, Ordering::Release);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Log>> {
+        // A panic while holding the lock cannot leave the log half-written (each
+        // append validates before writing), so a poisoned lock is still usable.
+        self.log
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `f` on the open log.
+    pub(crate) fn with_log<T>(
+        &self,
+        f: impl FnOnce(&mut Log) -> Result<T, StorageError>,
+    ) -> Result<T, PartitionError> {
+        let mut guard = self.lock();
+        let log = guard.as_mut().ok_or(PartitionError::Closed)?;
+        Ok(f(log)?)
+    }
+
+    /// Appends a producer's batches as leader. On a cluster of one the appended records
+    /// are committed at once: the high watermark moves to the log end.
+    pub(crate) fn append(
+        &self,
+        batches: &mut [u8],
+        now_ms: i64,
+    ) -> Result<AppendInfo, PartitionError> {
+        let opts = AppendOptions {
+            leader_epoch: self.leader_epoch(),
+            now_ms,
+            origin: AppendOrigin::Client,
+        };
+        let info = self.with_log(|log| {
+            let info = log.append(batches, &opts)?;
+            let end = log.log_end_offset();
+            log.set_high_watermark(end);
+            Ok(info)
+        })?;
+        self.wake_waiters();
+        Ok(info)
+    }
+
+    pub(crate) fn offsets(&self) -> Result<Offsets, PartitionError> {
+        self.with_log(|log| {
+            let hw = log.high_watermark();
+            Ok(Offsets {
+                log_start: log.log_start_offset(),
+                high_watermark: hw,
+                last_stable: hw,
+            })
+        })
+    }
+
+    /// Reads whole batches from `offset`, never past the high watermark (or the last
+    /// stable offset for read_committed).
+    pub(crate) fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        read_committed: bool,
+    ) -> Result<PartitionRead, PartitionError> {
+        self.with_log(|log| {
+            let hw = log.high_watermark();
+            let lso = hw;
+            let bound = if read_committed { lso } else { hw };
+            let read = log.read(offset, max_bytes, bound)?;
+            Ok(PartitionRead {
+                slice: read.slice,
+                high_watermark: hw,
+                last_stable_offset: lso,
+                log_start_offset: log.log_start_offset(),
+            })
+        })
+    }
+
+    /// Parks a long-poll fetch: `notify` fires on the next append.
+    pub(crate) fn park(&self, notify: &Arc<Notify>) {
+        let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        waiters.retain(|w| Arc::strong_count(w) > 1);
+        waiters.push(Arc::clone(notify));
+    }
+
+    fn wake_waiters(&self) {
+        let parked = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
+        for waiter in parked {
+            waiter.notify_one();
+        }
+    }
+
+    pub(crate) fn set_config(&self, config: LogConfig) {
+        if let Some(log) = self.lock().as_mut() {
+            log.set_config(config);
+        }
+    }
+
+    /// Closes the log cleanly (shutdown).
+    pub(crate) fn close(&self) -> Result<(), StorageError> {
+        let log = self.lock().take();
+        self.wake_waiters();
+        match log {
+            Some(log) => log.close(),
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the partition's data (topic deletion).
+    pub(crate) fn delete(&self) -> Result<(), StorageError> {
+        let log = self.lock().take();
+        self.wake_waiters();
+        match log {
+            Some(log) => log.delete(),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Start-up, background tasks and shutdown of one node.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidelog_controller::{Controller, Endpoint, TopicDefaults};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::BrokerConfig;
+use crate::context::{now_ms, BrokerContext, Ctx};
+use crate::metadata::MetadataManager;
+use crate::replica::ReplicaManager;
+use crate::{admin_http, net};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot use data directory {path}: {source}")]
+    DataDir {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("data directory {0} is in use by another tidelog process")]
+    Locked(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("metadata: {0}")]
+    Metadata(String),
+    #[error("recovering partition logs: {0}")]
+    Storage(#[from] tidelog_storage::StorageError),
+}
+
+/// A running node. Dropping it without `shutdown` leaves logs to crash recovery.
+pub struct Broker {
+    ctx: Ctx,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    kafka_addr: SocketAddr,
+    admin_addr: SocketAddr,
+    _lock: std::fs::File,
+}
+
+impl Broker {
+    /// Opens the data directory (recovering logs if the last run crashed), binds the
+    /// listeners and starts serving.
+    pub async fn start(config: BrokerConfig) -> Result<Broker, StartError> {
+        let data_dir = config.data_dir.clone();
+        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
+            path: data_dir.display().to_string(),
+            source,
+        })?;
+        let lock = lock_data_dir(&data_dir)?;
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let ready = Arc::new(AtomicBool::new(false));
+
+        let admin_listener = bind(config.admin_listen).await?;
+        let admin_addr = local_addr(&admin_listener, config.admin_listen)?;
+        let mut tasks = vec![tokio::spawn(admin_http::serve(
+            admin_listener,
+            Arc::clone(&ready),
+            shutdown_rx.clone(),
+        ))];
+
+        let kafka_listener = bind(config.listen).await?;
+        let kafka_addr = local_addr(&kafka_listener, config.listen)?;
+
+        let defaults = TopicDefaults {
+            num_partitions: i32::try_from(config.get_i64("num.partitions")).unwrap_or(1),
+            replication_factor: i16::try_from(config.get_i64("default.replication.factor"))
+                .unwrap_or(1),
+        };
+        let node_id = config.node_id;
+        let mut controller =
+            Controller::open(&data_dir.join("__cluster_metadata"), node_id, defaults)
+                .map_err(|e| StartError::Metadata(e.to_string()))?;
+        let endpoint = Endpoint {
+            name: "PLAINTEXT".to_string(),
+            host: config.advertised_host(),
+            port: kafka_addr.port(),
+        };
+        let rack = Some(config.get("broker.rack").to_string()).filter(|r| !r.is_empty());
+        controller
+            .register_broker(vec![endpoint], rack)
+            .map_err(|e| StartError::Metadata(e.to_string()))?;
+
+        let replicas = ReplicaManager::new(node_id, &data_dir);
+        let started = std::time::Instant::now();
+        replicas.apply_image(controller.image(), &config)?;
+        tracing::info!(
+            partitions = replicas.all().len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "logs opened"
+        );
+
+        let ctx: Ctx = Arc::new(BrokerContext {
+            config,
+            metadata: MetadataManager::new(controller),
+            replicas,
+            shutdown: shutdown_rx.clone(),
+        });
+        tasks.push(tokio::spawn(net::serve_listener(
+            kafka_listener,
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        )));
+        tasks.push(tokio::spawn(housekeeping(
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        )));
+        tasks.push(tokio::spawn(cleaner(Arc::clone(&ctx), shutdown_rx)));
+        ready.store(true, Ordering::Release);
+        tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");
+        Ok(Broker {
+            ctx,
+            shutdown: shutdown_tx,
+            tasks,
+            kafka_addr,
+            admin_addr,
+            _lock: lock,
+        })
+    }
+
+    pub fn kafka_addr(&self) -> SocketAddr {
+        self.kafka_addr
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_addr
+    }
+
+    /// Stops accepting, ends every task, closes every log cleanly.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            if tokio::time::timeout(Duration::from_secs(10), task)
+                .await
+                .is_err()
+            {
+                tracing::warn!("a background task did not stop within 10 s");
+            }
+        }
+        let ctx = self.ctx;
+        let _ = tokio::task::spawn_blocking(move || ctx.replicas.shutdown()).await;
+        tracing::info!("tidelog stopped cleanly");
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })
+}
+
+fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, StartError> {
+    listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })
+}
+
+/// An exclusive advisory lock on `<data-dir>/.lock`, held for the process's life, so two
+/// nodes can never write one directory.
+#[allow(unsafe_code)]
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| StartError::DataDir {
+            path: path.display().to_string(),
+            source,
+        })?;
+    // SAFETY: flock on a file descriptor we own; no memory is shared with the kernel.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(StartError::Locked(dir.display().to_string()));
+    }
+    Ok(file)
+}
+
+/// Rolls by segment.ms, flushes by flush.ms, and applies retention every
+/// `log.retention.check.interval.ms`.
+async fn housekeeping(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
+    let retention_every = Duration::from_millis(
+        u64::try_from(ctx.config.get_i64("log.retention.check.interval.ms"))
+            .unwrap_or(300_000)
+            .max(10),
+    );
+    let tick = Duration::from_millis(
+        u64::try_from(ctx.config.get_i64("log.flush.scheduler.interval.ms"))
+            .unwrap_or(1000)
+            .max(10),
+    )
+    .min(retention_every);
+    let mut last_retention = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = shutdown.changed() => return,
+        }
+        let retention_due = last_retention.elapsed() >= retention_every;
+        if retention_due {
+            last_retention = tokio::time::Instant::now();
+        }
+        let ctx = Arc::clone(&ctx);
+        let _ =
+            tokio::task::spawn_blocking(move || ctx.replicas.housekeeping(now_ms(), retention_due))
+                .await;
+    }
+}
+
+/// Compacts `cleanup.policy=compact` partitions every `log.cleaner.backoff.ms`.
+async fn cleaner(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
+    let every = Duration::from_millis(
+        u64::try_from(ctx.config.get_i64("log.cleaner.backoff.ms"))
+            .unwrap_or(15_000)
+            .max(10),
+    );
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => return,
+        }
+        let ctx = Arc::clone(&ctx);
+        let _ = tokio::task::spawn_blocking(move || ctx.replicas.clean(now_ms())).await;
+    }
+}

@@ -1,0 +1,103 @@
+//! A topic's effective configuration: its own overrides over the broker's `log.*`
+//! defaults over the built-in defaults, and its translation into storage settings.
+
+use std::collections::BTreeMap;
+
+use tidelog_controller::topic_config;
+use tidelog_storage::{CleanupPolicy, LogConfig, TimestampType};
+
+use crate::config::BrokerConfig;
+
+/// Where an effective value came from, as DescribeConfigs reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ConfigSource {
+    /// Set on the topic (DYNAMIC_TOPIC_CONFIG).
+    Topic = 1,
+    /// Set in the broker's configuration (STATIC_BROKER_CONFIG).
+    Broker = 4,
+    /// Nobody set it (DEFAULT_CONFIG).
+    Default = 5,
+}
+
+/// Every topic setting with its value and source.
+pub(crate) fn effective(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+) -> BTreeMap<String, (String, ConfigSource)> {
+    let mut out: BTreeMap<String, (String, ConfigSource)> = topic_config::all()
+        .iter()
+        .map(|def| {
+            (
+                def.name.to_string(),
+                (def.default.to_string(), ConfigSource::Default),
+            )
+        })
+        .collect();
+    for (broker_key, value, is_default) in broker.all() {
+        if let Some(topic_key) = topic_config::topic_default_for_broker_key(broker_key) {
+            let source = if is_default {
+                ConfigSource::Default
+            } else {
+                ConfigSource::Broker
+            };
+            out.insert(topic_key.to_string(), (value.to_string(), source));
+        }
+    }
+    for (k, v) in overrides {
+        out.insert(k.clone(), (v.clone(), ConfigSource::Topic));
+    }
+    out
+}
+
+/// The storage settings for a partition of a topic with these overrides.
+pub(crate) fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
+    let values = effective(broker, overrides);
+    let int = |name: &str, fallback: i64| -> i64 {
+        values
+            .get(name)
+            .and_then(|(v, _)| v.trim().parse::<i64>().ok())
+            .unwrap_or(fallback)
+    };
+    let defaults = LogConfig::default();
+    let unsigned = |name: &str, fallback: u64| -> u64 {
+        let v = int(name, -1);
+        if v < 0 {
+            fallback
+        } else {
+            v as u64
+        }
+    };
+    let policy = values
+        .get("cleanup.policy")
+        .map(|(v, _)| v.as_str())
+        .unwrap_or("delete");
+    LogConfig {
+        segment_bytes: unsigned("segment.bytes", defaults.segment_bytes),
+        segment_ms: int("segment.ms", defaults.segment_ms),
+        segment_index_bytes: unsigned("segment.index.bytes", defaults.segment_index_bytes),
+        index_interval_bytes: unsigned("index.interval.bytes", defaults.index_interval_bytes),
+        retention_ms: int("retention.ms", defaults.retention_ms),
+        retention_bytes: int("retention.bytes", defaults.retention_bytes),
+        flush_messages: unsigned("flush.messages", defaults.flush_messages),
+        flush_ms: unsigned("flush.ms", defaults.flush_ms),
+        cleanup_policy: CleanupPolicy {
+            delete: policy.split(',').any(|p| p.trim() == "delete"),
+            compact: policy.split(',').any(|p| p.trim() == "compact"),
+        },
+        delete_retention_ms: int("delete.retention.ms", defaults.delete_retention_ms),
+        min_compaction_lag_ms: int("min.compaction.lag.ms", defaults.min_compaction_lag_ms),
+        max_message_bytes: u32::try_from(int(
+            "max.message.bytes",
+            i64::from(defaults.max_message_bytes),
+        ))
+        .unwrap_or(defaults.max_message_bytes),
+        message_timestamp_type: match values
+            .get("message.timestamp.type")
+            .map(|(v, _)| v.as_str())
+        {
+            Some("LogAppendTime") => TimestampType::LogAppendTime,
+            _ => TimestampType::CreateTime,
+        },
+        ..defaults
+    }
+}

@@ -3,10 +3,12 @@
 //! [`render`] prints them as the seed lays them out, or as JSON.
 
 mod assumptions;
+mod bootstrap;
 mod consumers;
 mod durability;
 mod format;
 mod model;
+mod observe;
 mod parse;
 mod render;
 mod sheet;
@@ -112,6 +114,13 @@ pub(crate) struct PlanArgs {
     /// Bytes per dedup key in the idempotent consumer's table.
     #[arg(long, default_value = "16", value_parser = parse::bytes)]
     dedup_key_bytes: f64,
+    /// Observe a running cluster at HOST:PORT and plan from its append rate, message
+    /// size, replication factor and retention instead of those four assumptions.
+    #[arg(long, value_name = "HOST:PORT")]
+    bootstrap: Option<String>,
+    /// How long --bootstrap watches the cluster's end offsets.
+    #[arg(long, default_value = "10s", value_parser = parse::duration_seconds)]
+    sample: f64,
     /// Print one JSON object with every figure instead of text.
     #[arg(long)]
     json: bool,
@@ -154,14 +163,27 @@ impl PlanArgs {
 }
 
 pub(crate) fn run(args: PlanArgs) -> anyhow::Result<()> {
-    let assumptions = args.assumptions();
+    let (assumptions, observed, notes) = match &args.bootstrap {
+        Some(bootstrap) => {
+            let window = std::time::Duration::try_from_secs_f64(args.sample)
+                .map_err(|_| anyhow::anyhow!("--sample {} is not a usable window", args.sample))?;
+            if window.is_zero() {
+                anyhow::bail!("--sample must be longer than zero");
+            }
+            let observed = bootstrap::observe(bootstrap, window)?;
+            let (assumptions, notes) = observe::apply(&observed, &args.assumptions())?;
+            (assumptions, Some(observed), notes)
+        }
+        None => (args.assumptions(), None, Vec::new()),
+    };
     let plan = model::plan(&assumptions)?;
     let output = if args.json {
-        let mut json = serde_json::to_string_pretty(&render::json(&assumptions, &plan))?;
+        let json = render::json(&assumptions, &plan, observed.as_ref(), &notes);
+        let mut json = serde_json::to_string_pretty(&json)?;
         json.push('\n');
         json
     } else {
-        render::text(&assumptions, &plan)
+        render::text(&assumptions, &plan, &notes)
     };
     let mut stdout = std::io::stdout().lock();
     match stdout

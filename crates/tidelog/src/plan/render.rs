@@ -7,13 +7,14 @@ use serde_json::{json, Map, Value};
 
 use super::format::{auto, binary_bytes, decimal_bytes, decimal_rate, number, percent};
 use super::model::{Assumptions, Plan, Resource};
+use super::observe::Observed;
 use super::sheet::{Figure, Formula, Unit};
 
 /// Column where the formula starts, and where the `=` goes, as in the seed.
 const LABEL_WIDTH: usize = 22;
 const FORMULA_WIDTH: usize = 43;
 
-pub(crate) fn text(a: &Assumptions, plan: &Plan) -> String {
+pub(crate) fn text(a: &Assumptions, plan: &Plan, notes: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -30,6 +31,9 @@ pub(crate) fn text(a: &Assumptions, plan: &Plan) -> String {
         out,
         "(estimates in decimal units, configuration values in binary units; per day = 86,400 s)"
     );
+    for note in notes {
+        let _ = writeln!(out, "- {note}");
+    }
     for section in &plan.sections {
         let _ = writeln!(out, "\n{}", section.title);
         for figure in &section.figures {
@@ -122,9 +126,15 @@ fn retention_text(seconds: f64) -> String {
     }
 }
 
-/// Every figure by key, the sections with their printed formulas, the assumptions and
-/// the binding resource. Infinite values (no headroom: never drains) are `null`.
-pub(crate) fn json(a: &Assumptions, plan: &Plan) -> Value {
+/// Every figure by key, the sections with their printed formulas, the assumptions, what
+/// `--bootstrap` observed (`null` without it) and the binding resource. Infinite values
+/// (no headroom: never drains) are `null`.
+pub(crate) fn json(
+    a: &Assumptions,
+    plan: &Plan,
+    observed: Option<&Observed>,
+    notes: &[String],
+) -> Value {
     let mut figures = Map::new();
     let mut sections = Vec::new();
     for section in &plan.sections {
@@ -146,6 +156,8 @@ pub(crate) fn json(a: &Assumptions, plan: &Plan) -> Value {
         "assumptions": a,
         "figures": figures,
         "sections": sections,
+        "observed": observed,
+        "notes": notes,
         "binding_resource": {
             "resource": plan.binding.resource,
             "nic_fraction": json_number(plan.binding.nic_fraction),

@@ -177,7 +177,7 @@ fn figure_keys_are_unique() {
 
 #[test]
 fn text_lines_show_formula_and_result() {
-    let text = render::text(&Assumptions::default(), &seed());
+    let text = render::text(&Assumptions::default(), &seed(), &[]);
     let expected = [
         "replicated RF 3:      604,800,000,000,000 x 3                    =  1,814,400,000,000,000  (1.81 PB)",
         "brokers needed:       8,000,000,000 / 75,000,000                 =  107",
@@ -196,7 +196,7 @@ fn text_lines_show_formula_and_result() {
 #[test]
 fn json_has_every_figure_as_a_number() {
     let p = seed();
-    let json = render::json(&Assumptions::default(), &p);
+    let json = render::json(&Assumptions::default(), &p, None, &[]);
     assert_eq!(json["figures"]["stored_bytes"], 1_814_400_000_000_000u64);
     assert_eq!(json["figures"]["brokers"], 128);
     assert_eq!(json["binding_resource"]["resource"], "network");

@@ -278,6 +278,17 @@ impl Client {
         }
     }
 
+    /// Partition count of a topic; answered from cache without copying when possible.
+    pub async fn partition_count(&mut self, topic: &str, allow_auto_create: bool) -> Result<i32> {
+        match self.metadata.topics.get(topic) {
+            Some(t) if !t.partitions.is_empty() => Ok(t.partition_count()),
+            _ => Ok(self
+                .topic(topic, allow_auto_create)
+                .await?
+                .partition_count()),
+        }
+    }
+
     /// Forgets what is known about `topic`, so the next use asks the broker again.
     pub fn invalidate_topic(&mut self, topic: &str) {
         self.metadata.topics.remove(topic);

@@ -133,11 +133,10 @@ impl Producer {
         partition: Option<i32>,
         record: ProduceRecord,
     ) -> Result<()> {
-        let meta = self
+        let count = self
             .client
-            .topic(topic, self.config.allow_auto_create)
+            .partition_count(topic, self.config.allow_auto_create)
             .await?;
-        let count = meta.partition_count();
         let chosen = match (partition, &record.key) {
             (Some(p), _) => Some(p).filter(|p| (0..count).contains(p)),
             (None, Some(key)) => partition_for_key(key, count),

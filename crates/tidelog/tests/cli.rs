@@ -1,6 +1,6 @@
 //! The `topic`, `produce` and `consume` commands against a real `tidelog serve` process.
 // Test harness helpers outside #[test] functions: a failed unwrap is a failed test.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};

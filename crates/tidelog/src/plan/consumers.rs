@@ -19,7 +19,7 @@ pub(crate) fn consumer_side(
     a: &Assumptions,
     brokers: Num,
 ) -> anyhow::Result<ConsumerSide> {
-    let rate = Num::int(a.rate);
+    let rate = Num::auto(a.rate);
     let rf = Num::int(f64::from(a.replication_factor));
 
     s.section("Partitions from consumer latency");
@@ -121,7 +121,10 @@ pub(crate) fn consumer_side(
     let record = s.calc(
         "record_bytes",
         "record on disk:",
-        add(&[Num::int(a.record_overhead_bytes), Num::int(a.message_bytes)]),
+        add(&[
+            Num::int(a.record_overhead_bytes),
+            Num::auto(a.message_bytes),
+        ]),
         Round::Exact,
         Style::Int,
         Unit::Bytes,
@@ -197,7 +200,7 @@ pub(crate) fn consumer_side(
 }
 
 fn duplicates(s: &mut Sheet, a: &Assumptions, consumers: Num) {
-    let rate = Num::int(a.rate);
+    let rate = Num::auto(a.rate);
     let interval = Num::auto(a.commit_interval_seconds);
     let restarts = Num::auto(a.restarts_per_consumer_per_day);
     s.section("Duplicates (at-least-once)");
@@ -278,7 +281,7 @@ fn duplicates(s: &mut Sheet, a: &Assumptions, consumers: Num) {
 }
 
 fn drain(s: &mut Sheet, a: &Assumptions) {
-    let rate = Num::int(a.rate);
+    let rate = Num::auto(a.rate);
     s.section("Drain time from headroom");
     let backlog = s.calc(
         "stall_backlog_messages",

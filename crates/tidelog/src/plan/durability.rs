@@ -8,7 +8,7 @@ use super::model::Assumptions;
 use super::sheet::{add, as_printed, div, mul, Num, Round, Sheet, Style, Unit};
 
 pub(crate) fn durability(s: &mut Sheet, a: &Assumptions, brokers: Num, side: &ConsumerSide) {
-    let rate = Num::int(a.rate);
+    let rate = Num::auto(a.rate);
 
     s.section("Replication: acks=1");
     let per_broker = s.calc(
@@ -81,7 +81,7 @@ pub(crate) fn durability(s: &mut Sheet, a: &Assumptions, brokers: Num, side: &Co
     let buffered = s.calc(
         "buffered_messages",
         "messages buffered:",
-        div(buffer, Num::int(a.message_bytes)),
+        div(buffer, Num::auto(a.message_bytes)),
         Round::Down,
         Style::Int,
         Unit::Messages,

@@ -65,7 +65,7 @@ pub(crate) fn plan(a: &Assumptions) -> anyhow::Result<Plan> {
     let ingest = s.calc(
         "ingest_bytes_per_sec",
         "ingest bytes/s:",
-        mul(&[Num::int(a.rate), Num::int(a.message_bytes)]),
+        mul(&[Num::auto(a.rate), Num::auto(a.message_bytes)]),
         Round::Exact,
         Style::Int,
         Unit::BytesPerSec,

@@ -189,3 +189,95 @@ fn encode_error(
         source,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(bytes: &[u8]) -> Bytes {
+        Bytes::copy_from_slice(bytes)
+    }
+
+    #[test]
+    fn unknown_api_key_still_yields_the_correlation_id() {
+        // api key 999, version 3, correlation id 0x01020304, then anything
+        let mut f = frame(&[0x03, 0xe7, 0, 3, 1, 2, 3, 4, 0xff, 0xff]);
+        let err = decode_request_header(&mut f).unwrap_err();
+        assert!(matches!(
+            err,
+            ProtocolError::UnknownApiKey {
+                api_key: 999,
+                api_version: Some(3),
+                correlation_id: Some(0x0102_0304)
+            }
+        ));
+        assert_eq!(err.correlation_id(), Some(0x0102_0304));
+        // too short to hold a correlation id
+        let mut f = frame(&[0x03, 0xe7, 0, 3, 1]);
+        assert!(matches!(
+            decode_request_header(&mut f),
+            Err(ProtocolError::UnknownApiKey {
+                api_key: 999,
+                correlation_id: None,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn truncated_headers_are_errors() {
+        for bytes in [&[][..], &[0], &[0, 3, 0, 1], &[0, 3, 0, 1, 0, 0, 0]] {
+            let mut f = frame(bytes);
+            assert!(
+                matches!(
+                    decode_request_header(&mut f),
+                    Err(ProtocolError::TruncatedHeader { .. })
+                ),
+                "{bytes:?}"
+            );
+        }
+        // fixed part complete, client id length says 5 but 1 byte follows
+        let mut f = frame(&[0, 3, 0, 1, 0, 0, 0, 9, 0, 5, b'a']);
+        let err = decode_request_header(&mut f).unwrap_err();
+        assert!(matches!(
+            err,
+            ProtocolError::MalformedHeader {
+                api_key: ApiKey::Metadata,
+                correlation_id: 9,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn too_new_api_versions_request_header_is_still_read() {
+        // ApiVersions v9 (newer than any known): flexible header v2, so a tagged-field
+        // byte follows the client id; the body after it is left for the caller.
+        let mut f = frame(&[0, 18, 0, 9, 0, 0, 0, 5, 0, 2, b'k', b'c', 0, 0xaa]);
+        let h = decode_request_header(&mut f).unwrap();
+        assert_eq!(h.api_key, ApiKey::ApiVersions);
+        assert_eq!(h.api_version, 9);
+        assert_eq!(h.correlation_id, 5);
+        assert_eq!(h.header_version, 2);
+        assert_eq!(h.client_id.as_deref(), Some("kc"));
+        assert_eq!(&f[..], &[0xaa]);
+    }
+
+    #[test]
+    fn response_header_versions() {
+        assert_eq!(response_header_version(ApiKey::ApiVersions, 3), 0);
+        assert_eq!(response_header_version(ApiKey::ApiVersions, 4), 0);
+        assert_eq!(response_header_version(ApiKey::Metadata, 8), 0);
+        assert_eq!(response_header_version(ApiKey::Metadata, 9), 1);
+        assert_eq!(response_header_version(ApiKey::Fetch, 12), 1);
+        let r = encode_response(
+            7,
+            ApiKey::Metadata,
+            9,
+            &kafka_protocol::messages::MetadataResponse::default(),
+        )
+        .unwrap();
+        // size, correlation id, empty tagged fields of header v1
+        assert_eq!(&r[4..9], &[0, 0, 0, 7, 0]);
+    }
+}

@@ -17,5 +17,7 @@ pub use fetch_encode::{
     encode_fetch_response, Chunk, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
     RecordsPayload,
 };
-pub use frame::{read_frame, FrameError, DEFAULT_MAX_REQUEST_BYTES};
+pub use frame::{
+    read_frame, read_request_frame, FrameError, RequestFrame, DEFAULT_MAX_REQUEST_BYTES,
+};
 pub use header::{decode_request_body, decode_request_header, encode_response, DecodedHeader};

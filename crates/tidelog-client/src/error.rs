@@ -59,7 +59,7 @@ pub enum ClientError {
         ours: String,
     },
     /// The broker answered with an error code.
-    #[error("{context}: {error}{}", message.as_deref().map(|m| format!(" ({m})")).unwrap_or_default())]
+    #[error("{context}: {}{}", kafka_error_name(*error), message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
     Broker {
         /// What was being done (e.g. "create topic orders").
         context: String,
@@ -118,5 +118,56 @@ impl ClientError {
     }
 }
 
+/// The error's name as Kafka documents it (`UNKNOWN_TOPIC_OR_PARTITION`), which operators
+/// search for; the codec's `Display` gives the Rust variant name.
+pub fn kafka_error_name(error: ResponseError) -> String {
+    let camel = error.to_string();
+    if let ResponseError::Unknown(code) = error {
+        return format!("UNKNOWN_ERROR_CODE_{code}");
+    }
+    let mut out = String::with_capacity(camel.len() + 8);
+    for (i, c) in camel.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_uppercase());
+    }
+    out
+}
+
 /// Result alias for the client.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kafka_names_are_screaming_snake_case() {
+        assert_eq!(
+            kafka_error_name(ResponseError::UnknownTopicOrPartition),
+            "UNKNOWN_TOPIC_OR_PARTITION"
+        );
+        assert_eq!(
+            kafka_error_name(ResponseError::InvalidConfig),
+            "INVALID_CONFIG"
+        );
+        assert_eq!(
+            kafka_error_name(ResponseError::Unknown(999)),
+            "UNKNOWN_ERROR_CODE_999"
+        );
+    }
+
+    #[test]
+    fn broker_errors_show_context_name_and_message() {
+        let e = ClientError::check(40, Some("Unknown topic config name: x"), || {
+            "alter configs of topic t".into()
+        })
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "alter configs of topic t: INVALID_CONFIG: Unknown topic config name: x"
+        );
+        assert!(ClientError::check(0, Some("ignored"), String::new).is_ok());
+    }
+}

@@ -19,7 +19,7 @@ mod versions;
 pub use admin::{ConfigEntry, ConfigOp, NewTopic};
 pub use client::{Client, ClientConfig};
 pub use connection::{Connection, ConnectionConfig};
-pub use error::{ClientError, Result};
+pub use error::{kafka_error_name, ClientError, Result};
 pub use facade::SimpleLog;
 pub use fetch::{FetchOptions, FetchedPartition, OffsetSpec};
 pub use kafka_protocol::records::Compression;

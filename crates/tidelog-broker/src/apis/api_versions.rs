@@ -3,6 +3,7 @@
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::api_versions_request::ApiVersionsRequest;
 use kafka_protocol::messages::api_versions_response::{ApiVersion, ApiVersionsResponse};
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::header::encode_response;
 use tidelog_protocol::ProtocolError;
@@ -35,11 +36,11 @@ pub(crate) async fn handle(_ctx: &Ctx, mut req: Request) -> Result<Reply, Protoc
 
 /// A client asked with a newer ApiVersions than we speak: Kafka's answer is
 /// UNSUPPORTED_VERSION with the ranges, in a v0 body the client can always read.
-pub(crate) fn unsupported_version(req: &Request) -> Reply {
+pub(crate) fn unsupported_version(correlation_id: i32) -> Reply {
     let response = ApiVersionsResponse::default()
         .with_error_code(ResponseError::UnsupportedVersion.code())
         .with_api_keys(api_keys());
-    match encode_response(req.header.correlation_id, req.header.api_key, 0, &response) {
+    match encode_response(correlation_id, ApiKey::ApiVersions, 0, &response) {
         Ok(bytes) => Reply::Bytes(bytes),
         Err(_) => Reply::Close,
     }

@@ -26,6 +26,8 @@ const EARLIEST_LOCAL: i64 = -4;
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ListOffsetsRequest = req.decode()?;
     let read_committed = request.isolation_level == 1;
+    // The leader epoch is on the wire from v4.
+    let with_epoch = req.version() >= 4;
     let topics = request
         .topics
         .into_iter()
@@ -46,7 +48,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                         Ok((offset, timestamp, epoch)) => base
                             .with_offset(offset)
                             .with_timestamp(timestamp)
-                            .with_leader_epoch(epoch),
+                            .with_leader_epoch(if with_epoch { epoch } else { -1 }),
                         Err(code) => base
                             .with_error_code(code)
                             .with_offset(-1)

@@ -3,7 +3,7 @@
 //! generated from it, so what is advertised is exactly what is implemented.
 
 mod alter_configs;
-mod api_versions;
+pub(crate) mod api_versions;
 mod create_partitions;
 mod create_topics;
 mod delete_records;
@@ -12,6 +12,7 @@ mod describe_cluster;
 mod describe_configs;
 mod fetch;
 mod incremental_alter_configs;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -22,7 +23,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::VersionRange;
 use kafka_protocol::protocol::{Decodable, Encodable};
-use tidelog_protocol::header::{decode_request_body, encode_response};
+use tidelog_protocol::header::encode_response;
 use tidelog_protocol::{DecodedHeader, ProtocolError};
 
 use crate::context::Ctx;
@@ -39,8 +40,19 @@ impl Request {
         self.header.api_version
     }
 
+    /// Decodes the body at the request's version. Bytes left over after the last field
+    /// are ignored, as Kafka's own broker does: librdkafka sends fields a version no
+    /// longer has (e.g. Metadata v12 with include_cluster_authorized_operations).
     pub(crate) fn decode<T: Decodable>(&mut self) -> Result<T, ProtocolError> {
-        decode_request_body(&mut self.body, self.header.api_version)
+        let version = self.header.api_version;
+        T::decode(&mut self.body, version).map_err(|e| ProtocolError::Decode {
+            what: std::any::type_name::<T>()
+                .rsplit("::")
+                .next()
+                .unwrap_or("request"),
+            version,
+            source: e.into(),
+        })
     }
 
     pub(crate) fn respond<T: Encodable>(&self, body: &T) -> Result<Reply, ProtocolError> {
@@ -82,6 +94,7 @@ apis! {
     CreatePartitions => create_partitions,
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
+    InitProducerId => init_producer_id,
 }
 
 fn supported_range(key: ApiKey) -> Option<VersionRange> {
@@ -101,7 +114,7 @@ pub(crate) async fn handle(
     let req = Request { header, body };
     if !supported {
         if key == ApiKey::ApiVersions {
-            return api_versions::unsupported_version(&req);
+            return api_versions::unsupported_version(req.header.correlation_id);
         }
         tracing::warn!(%peer, ?key, version, "unsupported api or version; closing connection");
         return Reply::Close;

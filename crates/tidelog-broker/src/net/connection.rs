@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
 use tidelog_protocol::frame::{read_frame, FrameError};
 use tidelog_protocol::header::decode_request_header;
 use tidelog_protocol::ProtocolError;
@@ -110,6 +111,13 @@ async fn dispatch(ctx: &Ctx, mut frame: Bytes, peer: SocketAddr) -> Reply {
             tracing::warn!(%peer, api_key, "unknown api key; closing connection");
             return Reply::Close;
         }
+        // A newer client's ApiVersions header may not parse at our versions; Kafka still
+        // answers it with the ranges it supports.
+        Err(ProtocolError::MalformedHeader {
+            api_key: ApiKey::ApiVersions,
+            correlation_id,
+            ..
+        }) => return apis::api_versions::unsupported_version(correlation_id),
         Err(e) => {
             tracing::warn!(%peer, error = %e, "malformed request header; closing connection");
             return Reply::Close;

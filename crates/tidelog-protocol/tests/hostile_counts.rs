@@ -251,3 +251,11 @@ fn metadata_request_with_topics_round_trips() {
         assert_eq!(back, req);
     }
 }
+
+#[test]
+fn codec_header_helper_rejects_short_buffers() {
+    for len in 0..4 {
+        let mut buf = Bytes::from(vec![0u8; len]);
+        assert!(kafka_protocol::protocol::decode_request_header_from_buffer(&mut buf).is_err());
+    }
+}

@@ -220,9 +220,10 @@ pub trait Request: Message + Encodable + Decodable + HeaderVersion {
 
 /// Decode the request header from the provided buffer.
 pub fn decode_request_header_from_buffer<B: ByteBuf>(buf: &mut B) -> Result<RequestHeader> {
-    let api_key = ApiKey::try_from(bytes::Buf::get_i16(&mut buf.peek_bytes(0..2)))
+    // tidelog patch: `peek_bytes` panics on a buffer shorter than 4 bytes; check first.
+    let api_key = ApiKey::try_from(bytes::Buf::get_i16(&mut buf.try_peek_bytes(0..2)?))
         .map_err(|_| anyhow::Error::msg("Unknown API key"))?;
-    let api_version = bytes::Buf::get_i16(&mut buf.peek_bytes(2..4));
+    let api_version = bytes::Buf::get_i16(&mut buf.try_peek_bytes(2..4)?);
     let header_version = api_key.request_header_version(api_version);
     RequestHeader::decode(buf, header_version)
 }

@@ -5,6 +5,7 @@
 //! connection with ApiVersions, and keys are partitioned exactly like the Java client.
 
 mod admin;
+mod batch;
 mod client;
 mod connection;
 mod error;

@@ -4,8 +4,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType, NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
 };
 
 use crate::error::{ClientError, Result};
@@ -62,7 +62,7 @@ pub struct ConsumedRecord {
     pub key: Option<Bytes>,
     /// The value.
     pub value: Option<Bytes>,
-    /// The headers (the codec keeps one value per distinct header key).
+    /// The headers in order, repeated keys included.
     pub headers: Vec<(String, Option<Bytes>)>,
 }
 
@@ -117,10 +117,8 @@ pub fn encode_batch(
 /// Byte positions inside a RecordBatch v2 header.
 const BATCH_LENGTH_AT: usize = 8;
 const MAGIC_AT: usize = 16;
-const ATTRIBUTES_AT: usize = 21;
 const LAST_OFFSET_DELTA_AT: usize = 23;
-const MAX_TIMESTAMP_AT: usize = 35;
-const BATCH_HEADER_LEN: usize = 61;
+const BATCH_HEADER_LEN: usize = crate::batch::HEADER_LEN;
 /// baseOffset + batchLength: the part of the header not counted by batchLength.
 const LOG_OVERHEAD: usize = 12;
 
@@ -162,38 +160,11 @@ pub fn decode_fetched(
                 "record batch magic {magic} is not supported (only v2)"
             )));
         }
-        let mut batch = data.split_to(total);
+        let batch = data.split_to(total);
         let base_offset = be_i64(&batch, 0);
         let last_delta = be_i32(&batch, LAST_OFFSET_DELTA_AT);
-        let attributes = i16::from_be_bytes([batch[ATTRIBUTES_AT], batch[ATTRIBUTES_AT + 1]]);
-        let log_append_time = attributes & (1 << 3) != 0;
-        let max_timestamp = be_i64(&batch, MAX_TIMESTAMP_AT);
-
-        let set = RecordBatchDecoder::decode(&mut batch).map_err(|e| {
-            ClientError::Protocol(format!("decoding batch at offset {base_offset}: {e}"))
-        })?;
-        for r in set.records {
-            if r.control || r.offset < fetch_offset {
-                continue;
-            }
-            out.records.push(ConsumedRecord {
-                partition,
-                offset: r.offset,
-                timestamp: if log_append_time {
-                    max_timestamp
-                } else {
-                    r.timestamp
-                },
-                log_append_time,
-                key: r.key,
-                value: r.value,
-                headers: r
-                    .headers
-                    .into_iter()
-                    .map(|(k, v)| (k.as_str().to_owned(), v))
-                    .collect(),
-            });
-        }
+        out.records
+            .extend(crate::batch::read_batch(batch, partition, fetch_offset)?);
         let after = base_offset
             .saturating_add(i64::from(last_delta))
             .saturating_add(1);
@@ -309,29 +280,79 @@ mod tests {
     #[test]
     fn log_append_time_batches_report_the_max_timestamp() {
         let batch = encode_batch(&sample(3), Compression::None, 0).unwrap();
-        let mut b = BytesMut::from(&batch[..]);
-        b[ATTRIBUTES_AT + 1] |= 1 << 3;
-        b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&99_i64.to_be_bytes());
-        let crc = crc32c_of(&b[21..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
-        let got = decode_fetched(b.freeze(), 0, 0).unwrap();
+        let got = decode_fetched(patch_header(&batch, 1 << 3, Some(99)), 0, 0).unwrap();
         assert!(got
             .records
             .iter()
             .all(|r| r.timestamp == 99 && r.log_append_time));
     }
 
-    fn crc32c_of(data: &[u8]) -> u32 {
-        // Castagnoli CRC, bitwise; tests only.
-        let mut crc = !0u32;
-        for &byte in data {
-            crc ^= u32::from(byte);
-            for _ in 0..8 {
-                let mask = (crc & 1).wrapping_neg();
-                crc = (crc >> 1) ^ (0x82f6_3b78 & mask);
+    /// Rewrites attributes / max timestamp of an encoded batch and fixes its CRC.
+    fn patch_header(batch: &Bytes, set_attributes: i16, max_timestamp: Option<i64>) -> Bytes {
+        let mut b = BytesMut::from(&batch[..]);
+        b[22] |= set_attributes as u8;
+        if let Some(ts) = max_timestamp {
+            b[35..43].copy_from_slice(&ts.to_be_bytes());
+        }
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b.freeze()
+    }
+
+    #[test]
+    fn repeated_header_keys_are_kept_in_order() {
+        let rec = ProduceRecord {
+            headers: vec![
+                ("k".into(), Some(Bytes::from_static(b"1"))),
+                ("other".into(), None),
+                ("k".into(), Some(Bytes::from_static(b"2"))),
+            ],
+            ..ProduceRecord::new(None, Some(Bytes::from_static(b"v")))
+        };
+        // The codec's encoder folds repeats, so build the record bytes by hand.
+        let mut body = vec![
+            0u8, // attributes
+            0,   // timestamp delta
+            0,   // offset delta
+            1,   // key: null (-1)
+            2, b'v', // value: 1 byte
+            6,    // 3 headers
+        ];
+        for (k, v) in &rec.headers {
+            body.push((k.len() as u8) << 1);
+            body.extend_from_slice(k.as_bytes());
+            match v {
+                Some(v) => {
+                    body.push((v.len() as u8) << 1);
+                    body.extend_from_slice(v);
+                }
+                None => body.push(1),
             }
         }
-        !crc
+        let template =
+            encode_batch(&[ProduceRecord::new(None, None)], Compression::None, 5).unwrap();
+        let mut batch = BytesMut::from(&template[..HEADER_FIXED]);
+        batch.extend_from_slice(&[(body.len() as u8) << 1]);
+        batch.extend_from_slice(&body);
+        let len = (batch.len() - LOG_OVERHEAD) as i32;
+        batch[8..12].copy_from_slice(&len.to_be_bytes());
+        let batch = patch_header(&batch.freeze(), 0, None);
+        let got = decode_fetched(batch, 0, 0).unwrap();
+        assert_eq!(got.records.len(), 1);
+        assert_eq!(got.records[0].headers, rec.headers);
+        assert_eq!(got.records[0].value.as_deref(), Some(&b"v"[..]));
+        assert_eq!(got.records[0].key, None);
+    }
+
+    const HEADER_FIXED: usize = 61;
+
+    #[test]
+    fn control_batches_are_skipped_but_advance_the_position() {
+        let batch = rebase(&encode_batch(&sample(2), Compression::None, 0).unwrap(), 30);
+        let control = patch_header(&batch, 1 << 5, None);
+        let got = decode_fetched(control, 0, 30).unwrap();
+        assert!(got.records.is_empty());
+        assert_eq!(got.next_offset, 32);
     }
 
     #[test]

@@ -306,6 +306,36 @@ fn compressed_and_keyless_records_round_trip() {
     got.sort();
     expected.sort();
     assert_eq!(got, expected);
+
+    // Start positions by time: an hour ago covers everything, the future covers nothing.
+    let recent = ok(
+        &b,
+        &[
+            "consume",
+            "logs",
+            "--from-time",
+            "-1h",
+            "--count",
+            "250",
+            "--timeout-ms",
+            "20000",
+        ],
+        b"",
+    );
+    assert_eq!(recent.lines().count(), 250);
+    let future = ok(
+        &b,
+        &[
+            "consume",
+            "logs",
+            "--from-time",
+            "2999-01-01T00:00:00Z",
+            "--timeout-ms",
+            "300",
+        ],
+        b"",
+    );
+    assert_eq!(future, "");
 }
 
 #[test]

@@ -24,8 +24,9 @@ pub(crate) struct ConsumeArgs {
     /// Start at this offset (negative: that many records before the end).
     #[arg(long, allow_hyphen_values = true, conflicts_with = "from_time")]
     offset: Option<i64>,
-    /// Start at the first record with a timestamp at or after this (ms since the epoch).
-    #[arg(long)]
+    /// Start at the first record with a timestamp at or after this: ms since the epoch,
+    /// an RFC 3339 time (2026-11-29T21:00:00Z) or an age (-15m, -2h, -30s, -1d).
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_from_time)]
     from_time: Option<i64>,
     /// Exit after this many records (default: follow until Ctrl-C).
     #[arg(long)]
@@ -41,6 +42,10 @@ pub(crate) struct ConsumeArgs {
     max_wait_ms: u64,
     #[command(flatten)]
     connect: ConnectArgs,
+}
+
+fn parse_from_time(s: &str) -> Result<i64, String> {
+    super::when::parse_time(s, super::when::now_ms())
 }
 
 pub(crate) fn run(args: ConsumeArgs) -> anyhow::Result<()> {

@@ -4,6 +4,7 @@ pub(crate) mod consume;
 pub(crate) mod format;
 pub(crate) mod produce;
 pub(crate) mod topic;
+mod when;
 
 use anyhow::Context;
 use tidelog_client::{Client, ClientConfig};

@@ -229,7 +229,7 @@ impl Client {
     /// leaders are being elected (e.g. right after auto-creation).
     pub async fn topic(&mut self, name: &str, allow_auto_create: bool) -> Result<TopicMetadata> {
         if let Some(t) = self.metadata.topics.get(name) {
-            if t.partitions.iter().all(|p| p.leader >= 0) {
+            if !t.partitions.is_empty() && t.partitions.iter().all(|p| p.leader >= 0) {
                 return Ok(t.clone());
             }
         }

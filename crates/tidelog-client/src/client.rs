@@ -182,6 +182,22 @@ impl Client {
             .ok_or_else(|| ClientError::InvalidArgument(format!("broker {node_id} vanished")))
     }
 
+    /// Takes broker `node_id`'s connection out of the pool (opening it when needed) so it
+    /// can be used from another task; hand it back with [`Client::return_connection`].
+    pub(crate) async fn take_connection(&mut self, node_id: i32) -> Result<Connection> {
+        self.broker_connection(node_id).await?;
+        self.connections
+            .remove(&node_id)
+            .ok_or_else(|| ClientError::InvalidArgument(format!("broker {node_id} vanished")))
+    }
+
+    /// Puts back a connection from [`Client::take_connection`]; broken ones are dropped.
+    pub(crate) fn return_connection(&mut self, node_id: i32, conn: Connection) {
+        if !conn.is_broken() {
+            self.connections.insert(node_id, conn);
+        }
+    }
+
     /// The connection to the controller (admin requests), or any broker when none is known.
     pub async fn controller_connection(&mut self) -> Result<&mut Connection> {
         let id = self.metadata.controller_id;

@@ -132,15 +132,27 @@ impl Client {
                 .or_default()
                 .push((partition, offset));
         }
-        let mut out = Vec::with_capacity(positions.len());
+        // One request per leader, all in flight at once, so long polls do not add up.
         let limit = self.config().connection.request_timeout + options.max_wait;
+        let mut in_flight = tokio::task::JoinSet::new();
         for (leader, parts) in by_leader {
+            let mut conn = self.take_connection(leader).await?;
             let request = fetch_request(topic, &parts, options);
-            let response = self
-                .broker_connection(leader)
-                .await?
-                .send_with_timeout(&request, limit)
-                .await?;
+            in_flight.spawn(async move {
+                let response = conn.send_with_timeout(&request, limit).await;
+                (leader, conn, parts, response)
+            });
+        }
+        let mut answers = Vec::new();
+        while let Some(joined) = in_flight.join_next().await {
+            let (leader, conn, parts, response) =
+                joined.map_err(|e| ClientError::Protocol(format!("fetch task failed: {e}")))?;
+            self.return_connection(leader, conn);
+            answers.push((parts, response));
+        }
+        let mut out = Vec::with_capacity(positions.len());
+        for (parts, response) in answers {
+            let response = response?;
             ClientError::check(response.error_code, None, || format!("fetch {topic}"))?;
             for t in response.responses {
                 if t.topic.0.as_str() != topic {

@@ -9,17 +9,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
-use kafka_protocol::messages::fetch_response::{
-    FetchResponse, FetchableTopicResponse, PartitionData,
-};
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
-use tidelog_protocol::header::encode_response;
+use tidelog_protocol::fetch_encode::{
+    encode_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts, RecordsPayload,
+};
 use tidelog_protocol::{DecodedHeader, ProtocolError};
+use tidelog_storage::FileSlice;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -106,19 +105,18 @@ async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
                 p.park(&notify);
             }
         }
-        let (response, bytes, any_error) = read_all(&ctx, &plan);
+        let (response, files, bytes, any_error) = read_all(&ctx, &plan);
         let done = bytes >= plan.min_bytes
             || any_error
             || Instant::now() >= plan.deadline
             || *shutdown.borrow();
         if done {
-            return match encode_response(
+            return match encode_fetch_response(
                 plan.header.correlation_id,
-                plan.header.api_key,
                 plan.header.api_version,
                 &response,
             ) {
-                Ok(bytes) => Reply::Bytes(bytes),
+                Ok(chunks) => Reply::Chunks(chunks, files),
                 Err(e) => {
                     tracing::error!(error = %e, "cannot encode fetch response");
                     Reply::Close
@@ -133,9 +131,10 @@ async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
     }
 }
 
-/// Reads every wanted partition once. Returns the response, the record bytes in it, and
+/// Reads every wanted partition once. Returns the response (record bytes stay in the
+/// segment files, named by index into the returned slices), the record bytes in it, and
 /// whether any partition carried an error (errors are answered at once).
-fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponse, usize, bool) {
+fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponseParts, Vec<FileSlice>, usize, bool) {
     let version = plan.header.api_version;
     let mut remaining = if plan.max_bytes == 0 {
         usize::MAX
@@ -144,67 +143,85 @@ fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponse, usize, bool) {
     };
     let mut total = 0usize;
     let mut any_error = false;
-    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut files = Vec::new();
+    let mut topics: Vec<FetchTopicParts> = Vec::new();
     for w in &plan.wanted {
-        let mut data = PartitionData::default()
-            .with_partition_index(w.partition)
-            .with_high_watermark(-1)
-            .with_last_stable_offset(-1)
-            .with_log_start_offset(-1)
-            .with_aborted_transactions(plan.read_committed.then(Vec::new))
-            .with_records(None);
+        let mut data = FetchPartitionParts {
+            partition_index: w.partition,
+            high_watermark: -1,
+            last_stable_offset: -1,
+            log_start_offset: -1,
+            aborted_transactions: plan.read_committed.then(Vec::new),
+            records: RecordsPayload::None,
+            ..FetchPartitionParts::default()
+        };
         match read_one(ctx, w, remaining, total == 0, plan.read_committed, version) {
-            Ok((records, hw, lso, log_start)) => {
-                total += records.len();
-                remaining = remaining.saturating_sub(records.len());
-                data = data
-                    .with_high_watermark(hw)
-                    .with_last_stable_offset(lso)
-                    .with_log_start_offset(log_start)
-                    .with_records(Some(records));
+            Ok((slice, hw, lso, log_start)) => {
+                data.high_watermark = hw;
+                data.last_stable_offset = lso;
+                data.log_start_offset = log_start;
+                data.records = match slice {
+                    Some(slice) => {
+                        let len = usize::try_from(slice.len).unwrap_or(usize::MAX);
+                        total = total.saturating_add(len);
+                        remaining = remaining.saturating_sub(len);
+                        files.push(slice.clone());
+                        RecordsPayload::External {
+                            id: files.len() - 1,
+                            len: slice.len,
+                        }
+                    }
+                    None => RecordsPayload::Bytes(bytes::Bytes::new()),
+                };
             }
-            Err(code) => {
+            Err((code, offsets)) => {
                 any_error = true;
-                data = data.with_error_code(code);
+                data.error_code = code;
+                if let Some((hw, log_start)) = offsets {
+                    data.high_watermark = hw;
+                    data.last_stable_offset = hw;
+                    data.log_start_offset = log_start;
+                }
             }
         }
         let same_topic = topics.last().is_some_and(|t| {
             if version >= 13 {
                 t.topic_id == w.topic_id
             } else {
-                w.topic.as_deref() == Some(t.topic.0.as_str())
+                w.topic.as_deref() == Some(t.name.0.as_str())
             }
         });
         if !same_topic {
-            let name = w.topic.clone().unwrap_or_default();
-            topics.push(
-                FetchableTopicResponse::default()
-                    .with_topic(TopicName(StrBytes::from_string(if version >= 13 {
-                        String::new()
-                    } else {
-                        name
-                    })))
-                    .with_topic_id(if version >= 13 {
-                        w.topic_id
-                    } else {
-                        Uuid::nil()
-                    }),
-            );
+            let name = if version >= 13 {
+                String::new()
+            } else {
+                w.topic.clone().unwrap_or_default()
+            };
+            topics.push(FetchTopicParts {
+                name: TopicName(StrBytes::from_string(name)),
+                topic_id: if version >= 13 {
+                    w.topic_id
+                } else {
+                    Uuid::nil()
+                },
+                partitions: Vec::new(),
+            });
         }
         if let Some(t) = topics.last_mut() {
             t.partitions.push(data);
         }
     }
-    (
-        FetchResponse::default()
-            .with_session_id(0)
-            .with_responses(topics),
-        total,
-        any_error,
-    )
+    let response = FetchResponseParts {
+        topics,
+        ..FetchResponseParts::default()
+    };
+    (response, files, total, any_error)
 }
 
-/// (records, high watermark, last stable offset, log start) or a Kafka error code.
+/// A partition's error code, with (high watermark, log start) where they are known.
+type ReadError = (i16, Option<(i64, i64)>);
+
+/// (records, high watermark, last stable offset, log start) or a Kafka error.
 fn read_one(
     ctx: &Ctx,
     w: &Wanted,
@@ -212,46 +229,42 @@ fn read_one(
     first: bool,
     read_committed: bool,
     version: i16,
-) -> Result<(Bytes, i64, i64, i64), i16> {
+) -> Result<(Option<FileSlice>, i64, i64, i64), ReadError> {
     let unknown = if version >= 13 {
         ResponseError::UnknownTopicId
     } else {
         ResponseError::UnknownTopicOrPartition
     };
-    let topic = w.topic.as_deref().ok_or(unknown.code())?;
+    let topic = w.topic.as_deref().ok_or((unknown.code(), None))?;
     let p = ctx
         .replicas
         .get(topic, w.partition)
-        .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+        .ok_or((ResponseError::UnknownTopicOrPartition.code(), None))?;
     if w.current_leader_epoch >= 0 {
         let ours = p.leader_epoch();
         if w.current_leader_epoch < ours {
-            return Err(ResponseError::FencedLeaderEpoch.code());
+            return Err((ResponseError::FencedLeaderEpoch.code(), None));
         }
         if w.current_leader_epoch > ours {
-            return Err(ResponseError::UnknownLeaderEpoch.code());
+            return Err((ResponseError::UnknownLeaderEpoch.code(), None));
         }
     }
     let limit = w.max_bytes.min(remaining);
     let read = p
         .read(w.offset, limit, read_committed)
         .map_err(|e| match e {
-            PartitionError::Closed => ResponseError::NotLeaderOrFollower.code(),
-            PartitionError::Storage(e) => storage_error_code(&e),
-        })?;
-    let records = match read.slice {
-        // Only the first partition with data may exceed the limit (one whole batch).
-        Some(slice) if first || slice.len as usize <= limit => match slice.read_to_vec() {
-            Ok(bytes) => Bytes::from(bytes),
-            Err(e) => {
-                tracing::error!(topic, partition = w.partition, error = %e, "reading segment failed");
-                return Err(ResponseError::KafkaStorageError.code());
+            PartitionError::Closed => (ResponseError::NotLeaderOrFollower.code(), None),
+            PartitionError::Storage(e) => {
+                let offsets = p.offsets().ok().map(|o| (o.high_watermark, o.log_start));
+                (storage_error_code(&e), offsets)
             }
-        },
-        _ => Bytes::new(),
-    };
+        })?;
+    // Only the first partition with data may exceed the limit (by one whole batch).
+    let slice = read
+        .slice
+        .filter(|slice| first || usize::try_from(slice.len).is_ok_and(|len| len <= limit));
     Ok((
-        records,
+        slice,
         read.high_watermark,
         read.last_stable_offset,
         read.log_start_offset,

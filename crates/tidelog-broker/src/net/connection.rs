@@ -8,7 +8,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 use tidelog_protocol::frame::{read_frame, FrameError};
 use tidelog_protocol::header::decode_request_header;
+use tidelog_protocol::Chunk;
 use tidelog_protocol::ProtocolError;
+use tidelog_storage::FileSlice;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -28,6 +30,8 @@ pub(crate) enum Reply {
     Nothing,
     /// A complete framed response.
     Bytes(Bytes),
+    /// A response whose record bytes are sent from segment files (Fetch).
+    Chunks(Vec<Chunk>, Vec<FileSlice>),
     /// A response that is not ready yet.
     Later(ReplyFuture),
     /// The request was unanswerable; close the connection after earlier replies.
@@ -140,6 +144,15 @@ async fn write_replies(
                 Reply::Close => {
                     let _ = writer.shutdown().await;
                     return;
+                }
+                Reply::Chunks(chunks, files) => {
+                    if let Err(e) =
+                        super::sendfile::write_chunks(writer.as_ref(), &chunks, &files).await
+                    {
+                        tracing::debug!(%peer, error = %e, "write failed");
+                        return;
+                    }
+                    break;
                 }
                 Reply::Bytes(bytes) => {
                     if let Err(e) = writer.write_all(&bytes).await {

@@ -7,5 +7,6 @@
 //! writer drains in request order. The queue bound is the connection's in-flight limit.
 
 mod connection;
+mod sendfile;
 
 pub(crate) use connection::{serve_listener, Reply};

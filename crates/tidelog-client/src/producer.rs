@@ -241,19 +241,40 @@ impl Producer {
             }
         }
         let now = now_ms();
+        // One request per leader, all in flight at once; a partition has at most one batch
+        // in flight, so its order is kept.
+        let acks = self.config.acks;
+        let mut in_flight = tokio::task::JoinSet::new();
+        let mut sent = HashMap::new();
         for (leader, batches) in by_leader {
             let request = self.produce_request(&batches, now)?;
-            let conn = self.client.broker_connection(leader).await?;
-            if self.config.acks == Acks::None {
-                conn.send_oneway(&request).await?;
+            let mut conn = self.client.take_connection(leader).await?;
+            in_flight.spawn(async move {
+                let response = if acks == Acks::None {
+                    conn.send_oneway(&request).await.map(|()| None)
+                } else {
+                    conn.send(&request).await.map(Some)
+                };
+                (leader, conn, response)
+            });
+            sent.insert(leader, batches);
+        }
+        let mut answers = Vec::new();
+        while let Some(joined) = in_flight.join_next().await {
+            let (leader, conn, response) =
+                joined.map_err(|e| ClientError::Protocol(format!("produce task failed: {e}")))?;
+            self.client.return_connection(leader, conn);
+            answers.push((sent.remove(&leader).unwrap_or_default(), response));
+        }
+        for (batches, response) in answers {
+            let Some(response) = response? else {
                 for ((_, partition), chunk) in &batches {
                     for (seq, _) in chunk {
                         set(results, *seq, *partition, -1);
                     }
                 }
                 continue;
-            }
-            let response = conn.send(&request).await?;
+            };
             let mut answered: HashMap<PartitionKey, (i16, i64, Option<String>)> = HashMap::new();
             for t in response.responses {
                 for p in t.partition_responses {

@@ -1,5 +1,6 @@
-//! Reading the records of one fetched RecordBatch v2 without the codec's record decoder,
-//! which folds repeated header keys into one; Kafka allows repeats and clients rely on them.
+//! Writing and reading RecordBatch v2 ourselves rather than through the codec's record
+//! encoder/decoder, which fold repeated header keys into one; Kafka allows repeats and
+//! clients rely on them. Compression still uses the codec's (size-capped) implementations.
 //!
 //! Batch layout (big-endian): baseOffset i64 | batchLength i32 | partitionLeaderEpoch i32 |
 //! magic i8 | crc u32 | attributes i16 | lastOffsetDelta i32 | baseTimestamp i64 |
@@ -11,13 +12,18 @@
 //! offsetDelta varint | keyLength varint | key | valueLength varint | value |
 //! headerCount varint | (keyLength varint | key | valueLength varint | value)*.
 
-use bytes::{Buf, Bytes};
-use kafka_protocol::compression::{Decompressor, Gzip, Lz4, None as Plain, Snappy, Zstd};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::compression::{
+    Compressor, Decompressor, Gzip, Lz4, None as Plain, Snappy, Zstd,
+};
+use kafka_protocol::records::Compression;
 
 use crate::error::{ClientError, Result};
-use crate::records::ConsumedRecord;
+use crate::records::{ConsumedRecord, ProduceRecord};
 
 pub(crate) const HEADER_LEN: usize = 61;
+/// baseOffset + batchLength: the part of the batch that batchLength does not count.
+const LOG_OVERHEAD: usize = 12;
 const CRC_AT: usize = 17;
 const ATTRIBUTES_AT: usize = 21;
 const BASE_TIMESTAMP_AT: usize = 27;
@@ -104,6 +110,104 @@ fn decompress(codec: i16, mut data: Bytes) -> std::result::Result<Bytes, String>
         other => return Err(format!("unknown compression codec {other}")),
     };
     result.map_err(|e| format!("decompressing: {e}"))
+}
+
+/// Writes `records` as one RecordBatch v2 as a non-idempotent producer sends it: base
+/// offset 0, no producer id/epoch/sequence (-1), CreateTime. `now_ms` stands in for
+/// missing timestamps.
+pub(crate) fn write_batch(
+    records: &[ProduceRecord],
+    codec: Compression,
+    now_ms: i64,
+) -> Result<Bytes> {
+    let too_big = |what: &str| ClientError::InvalidArgument(format!("{what} is too large"));
+    let first = records
+        .first()
+        .ok_or_else(|| ClientError::InvalidArgument("a batch needs a record".into()))?;
+    let base_ts = first.timestamp.unwrap_or(now_ms);
+    let mut max_ts = base_ts;
+    let mut body = BytesMut::new();
+    let mut record = BytesMut::new();
+    for (i, r) in records.iter().enumerate() {
+        let ts = r.timestamp.unwrap_or(now_ms);
+        max_ts = max_ts.max(ts);
+        record.clear();
+        record.put_i8(0);
+        put_varint(&mut record, ts.wrapping_sub(base_ts));
+        put_varint(&mut record, i64::try_from(i).map_err(|_| too_big("batch"))?);
+        put_bytes(&mut record, r.key.as_deref()).ok_or_else(|| too_big("key"))?;
+        put_bytes(&mut record, r.value.as_deref()).ok_or_else(|| too_big("value"))?;
+        put_varint(&mut record, r.headers.len() as i64);
+        for (k, v) in &r.headers {
+            put_bytes(&mut record, Some(k.as_bytes())).ok_or_else(|| too_big("header"))?;
+            put_bytes(&mut record, v.as_deref()).ok_or_else(|| too_big("header"))?;
+        }
+        put_varint(&mut body, record.len() as i64);
+        body.extend_from_slice(&record);
+    }
+    let payload = compress(codec, &body).map_err(ClientError::Protocol)?;
+    let count = i32::try_from(records.len()).map_err(|_| too_big("batch"))?;
+    let batch_length =
+        i32::try_from(HEADER_LEN - LOG_OVERHEAD + payload.len()).map_err(|_| too_big("batch"))?;
+
+    let mut out = BytesMut::with_capacity(HEADER_LEN + payload.len());
+    out.put_i64(0); // base offset: the broker assigns it
+    out.put_i32(batch_length);
+    out.put_i32(-1); // partition leader epoch: the broker sets it
+    out.put_i8(2); // magic
+    out.put_u32(0); // CRC, filled below
+    out.put_i16(codec as i16);
+    out.put_i32(count - 1); // last offset delta
+    out.put_i64(base_ts);
+    out.put_i64(max_ts);
+    out.put_i64(-1); // producer id
+    out.put_i16(-1); // producer epoch
+    out.put_i32(-1); // base sequence
+    out.put_i32(count);
+    out.extend_from_slice(&payload);
+    let crc = crc32c::crc32c(&out[ATTRIBUTES_AT..]);
+    out[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(out.freeze())
+}
+
+fn compress(codec: Compression, body: &[u8]) -> std::result::Result<Bytes, String> {
+    let mut out = BytesMut::new();
+    // The codec's closures return its own error type; `Ok` lets inference name it.
+    let fill = |b: &mut BytesMut| {
+        b.put_slice(body);
+        Ok(())
+    };
+    let result = match codec {
+        Compression::None => return Ok(Bytes::copy_from_slice(body)),
+        Compression::Gzip => Gzip::compress(&mut out, fill),
+        Compression::Snappy => Snappy::compress(&mut out, fill),
+        Compression::Lz4 => Lz4::compress(&mut out, fill),
+        Compression::Zstd => Zstd::compress(&mut out, fill),
+    };
+    result.map_err(|e| format!("compressing with {codec:?}: {e}"))?;
+    Ok(out.freeze())
+}
+
+/// Zigzag varint, as record fields use.
+fn put_varint(out: &mut BytesMut, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        out.put_u8((z as u8) | 0x80);
+        z >>= 7;
+    }
+    out.put_u8(z as u8);
+}
+
+/// Length-prefixed bytes, -1 for null; `None` when longer than an i32 length allows.
+fn put_bytes(out: &mut BytesMut, data: Option<&[u8]>) -> Option<()> {
+    match data {
+        None => put_varint(out, -1),
+        Some(d) => {
+            put_varint(out, i64::from(i32::try_from(d.len()).ok()?));
+            out.put_slice(d);
+        }
+    }
+    Some(())
 }
 
 struct RawRecord {

@@ -1,12 +1,7 @@
 //! Records as the application sees them, and their conversion to and from Kafka RecordBatch v2.
 
-use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    NO_PARTITION_LEADER_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
-};
+use bytes::{Buf, Bytes};
+use kafka_protocol::records::Compression;
 
 use crate::error::{ClientError, Result};
 
@@ -78,40 +73,7 @@ pub fn encode_batch(
             "a record batch needs at least one record".into(),
         ));
     }
-    let mut converted = Vec::with_capacity(records.len());
-    for (i, r) in records.iter().enumerate() {
-        let delta = i32::try_from(i)
-            .map_err(|_| ClientError::InvalidArgument("too many records in one batch".into()))?;
-        let mut headers = IndexMap::with_capacity(r.headers.len());
-        for (k, v) in &r.headers {
-            headers.insert(StrBytes::from_string(k.clone()), v.clone());
-        }
-        converted.push(Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: NO_PARTITION_LEADER_EPOCH,
-            producer_id: NO_PRODUCER_ID,
-            producer_epoch: NO_PRODUCER_EPOCH,
-            timestamp_type: TimestampType::Creation,
-            offset: i64::from(delta),
-            // The encoder splits batches where offset - sequence changes; keeping it constant
-            // (-1) yields one batch whose base sequence is -1 (no sequence), as Kafka expects.
-            sequence: delta - 1,
-            timestamp: r.timestamp.unwrap_or(now_ms),
-            key: r.key.clone(),
-            value: r.value.clone(),
-            headers,
-        });
-    }
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression,
-    };
-    RecordBatchEncoder::encode(&mut buf, &converted, &options)
-        .map_err(|e| ClientError::Protocol(format!("encoding record batch: {e}")))?;
-    Ok(buf.freeze())
+    crate::batch::write_batch(records, compression, now_ms)
 }
 
 /// Byte positions inside a RecordBatch v2 header.
@@ -186,6 +148,7 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
 
     fn sample(n: usize) -> Vec<ProduceRecord> {
         (0..n)
@@ -301,50 +264,51 @@ mod tests {
 
     #[test]
     fn repeated_header_keys_are_kept_in_order() {
+        let headers = vec![
+            ("k".to_owned(), Some(Bytes::from_static(b"1"))),
+            ("other".to_owned(), None),
+            ("k".to_owned(), Some(Bytes::from_static(b"2"))),
+        ];
         let rec = ProduceRecord {
-            headers: vec![
-                ("k".into(), Some(Bytes::from_static(b"1"))),
-                ("other".into(), None),
-                ("k".into(), Some(Bytes::from_static(b"2"))),
-            ],
+            headers: headers.clone(),
             ..ProduceRecord::new(None, Some(Bytes::from_static(b"v")))
         };
-        // The codec's encoder folds repeats, so build the record bytes by hand.
-        let mut body = vec![
-            0u8, // attributes
-            0,   // timestamp delta
-            0,   // offset delta
-            1,   // key: null (-1)
-            2, b'v', // value: 1 byte
-            6,    // 3 headers
-        ];
-        for (k, v) in &rec.headers {
-            body.push((k.len() as u8) << 1);
-            body.extend_from_slice(k.as_bytes());
-            match v {
-                Some(v) => {
-                    body.push((v.len() as u8) << 1);
-                    body.extend_from_slice(v);
-                }
-                None => body.push(1),
-            }
+        for codec in [Compression::None, Compression::Zstd] {
+            let got = decode_fetched(
+                encode_batch(std::slice::from_ref(&rec), codec, 5).unwrap(),
+                0,
+                0,
+            )
+            .unwrap();
+            assert_eq!(got.records[0].headers, headers);
         }
-        let template =
-            encode_batch(&[ProduceRecord::new(None, None)], Compression::None, 5).unwrap();
-        let mut batch = BytesMut::from(&template[..HEADER_FIXED]);
-        batch.extend_from_slice(&[(body.len() as u8) << 1]);
-        batch.extend_from_slice(&body);
-        let len = (batch.len() - LOG_OVERHEAD) as i32;
-        batch[8..12].copy_from_slice(&len.to_be_bytes());
-        let batch = patch_header(&batch.freeze(), 0, None);
-        let got = decode_fetched(batch, 0, 0).unwrap();
-        assert_eq!(got.records.len(), 1);
-        assert_eq!(got.records[0].headers, rec.headers);
-        assert_eq!(got.records[0].value.as_deref(), Some(&b"v"[..]));
-        assert_eq!(got.records[0].key, None);
     }
 
-    const HEADER_FIXED: usize = 61;
+    #[test]
+    fn the_codec_crate_reads_our_batches() {
+        // An independent decoder: kafka-protocol's.
+        let sent = sample(20);
+        for codec in [Compression::None, Compression::Gzip, Compression::Lz4] {
+            let mut batch = encode_batch(&sent, codec, 0).unwrap();
+            let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut batch).unwrap();
+            assert!(batch.is_empty());
+            assert_eq!(set.compression, codec);
+            assert_eq!(set.records.len(), 20);
+            for (i, (s, r)) in sent.iter().zip(&set.records).enumerate() {
+                assert_eq!(r.offset, i as i64);
+                assert_eq!(r.key, s.key);
+                assert_eq!(r.value, s.value);
+                assert_eq!(Some(r.timestamp), s.timestamp);
+                assert_eq!(r.producer_id, -1);
+                let headers: Vec<_> = r
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect();
+                assert_eq!(headers, s.headers);
+            }
+        }
+    }
 
     #[test]
     fn control_batches_are_skipped_but_advance_the_position() {

@@ -39,7 +39,7 @@ pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::EpochEntry;
 pub use error::StorageError;
 pub use file_slice::FileSlice;
-pub use log::{AppendInfo, AppendOptions, AppendOrigin, Log, ReadResult};
+pub use log::{AppendInfo, AppendOptions, AppendOrigin, FlushObserver, Log, ReadResult};
 pub use producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_PER_PRODUCER};
 pub use txn_index::AbortedTxn;
 

@@ -84,7 +84,12 @@ pub struct Log {
     last_flush_ms: Option<i64>,
     producers: ProducerStateTable,
     epochs: LeaderEpochCache,
+    /// Told the duration of every fsync pass, for the broker's latency histogram.
+    flush_observer: Option<FlushObserver>,
 }
+
+/// Receives how long each fsync pass of a log took (see [`Log::set_flush_observer`]).
+pub type FlushObserver = std::sync::Arc<dyn Fn(std::time::Duration) + Send + Sync>;
 
 impl Log {
     /// Creates the directory if needed, or recovers an existing log in it.
@@ -469,6 +474,15 @@ impl Log {
     }
 
     fn flush_data(&mut self) -> Result<(), StorageError> {
+        let started = std::time::Instant::now();
+        let result = self.sync_unflushed();
+        if let Some(observer) = &self.flush_observer {
+            observer(started.elapsed());
+        }
+        result
+    }
+
+    fn sync_unflushed(&mut self) -> Result<(), StorageError> {
         let from = self
             .segments
             .range(..=self.recovery_point)
@@ -507,6 +521,23 @@ impl Log {
             && active
                 .first_append_ms()
                 .is_some_and(|t| now_ms.saturating_sub(t) >= self.config.segment_ms)
+    }
+
+    /// Installs (or removes) the observer told the duration of every fsync pass.
+    pub fn set_flush_observer(&mut self, observer: Option<FlushObserver>) {
+        self.flush_observer = observer;
+    }
+
+    /// The largest timestamp of the segment holding `offset` (the value `retention.ms`
+    /// is measured against) and whether that segment is the active one, which retention
+    /// never deletes. `None` when `offset` is below the log start or past the end.
+    pub fn segment_max_timestamp_at(&self, offset: i64) -> Option<(i64, bool)> {
+        if offset < self.log_start_offset || offset > self.log_end_offset() {
+            return None;
+        }
+        let (base, segment) = self.segments.range(..=offset).next_back()?;
+        let active = self.segments.keys().next_back() == Some(base);
+        Some((segment.max_timestamp(), active))
     }
 
     /// Rolls the active segment when `segment.ms` has passed since its first append.

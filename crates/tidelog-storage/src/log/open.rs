@@ -106,6 +106,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         last_flush_ms: None,
         producers: ProducerStateTable::default(),
         epochs: LeaderEpochCache::from_pairs(&epochs),
+        flush_observer: None,
     };
     log.active_mut().unseal()?;
     let first_base = log.segments.keys().next().copied().unwrap_or(0);

@@ -1,0 +1,3 @@
+fn main() {
+    println!("{}", rdkafka::util::get_rdkafka_version().1);
+}

@@ -1,0 +1,153 @@
+//! Client + Producer against a scripted broker whose first answers say "not the leader":
+//! the producer must refresh metadata, resend, and report the offsets of the resent batch.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsResponse, BrokerId, MetadataResponse, ProduceRequest, ProduceResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+use tidelog_client::{Client, ClientConfig, ProduceRecord, Producer, ProducerConfig};
+use tidelog_protocol::{decode_request_body, decode_request_header, encode_response, read_frame};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+
+#[derive(Default)]
+struct Counters {
+    metadata: AtomicUsize,
+    produce: AtomicUsize,
+}
+
+fn api(key: ApiKey, max: i16) -> ApiVersion {
+    ApiVersion::default()
+        .with_api_key(key as i16)
+        .with_min_version(0)
+        .with_max_version(max)
+}
+
+fn metadata(port: i32) -> MetadataResponse {
+    MetadataResponse::default()
+        .with_controller_id(BrokerId(1))
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(1))
+            .with_host(StrBytes::from_static_str("127.0.0.1"))
+            .with_port(port)])
+        .with_topics(vec![MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+            .with_partitions(vec![MetadataResponsePartition::default()
+                .with_partition_index(0)
+                .with_leader_id(BrokerId(1))
+                .with_replica_nodes(vec![BrokerId(1)])
+                .with_isr_nodes(vec![BrokerId(1)])])])
+}
+
+/// Answers Produce with NOT_LEADER_OR_FOLLOWER `refusals` times, then with base offset 42.
+async fn serve(mut socket: TcpStream, port: i32, refusals: usize, counters: Arc<Counters>) {
+    while let Ok(Some(frame)) = read_frame(&mut socket, 1 << 20).await {
+        let mut frame: Bytes = frame.freeze();
+        let h = decode_request_header(&mut frame).unwrap();
+        let (id, v) = (h.correlation_id, h.api_version);
+        let reply = match h.api_key {
+            ApiKey::ApiVersions => {
+                let body = ApiVersionsResponse::default().with_api_keys(vec![
+                    api(ApiKey::ApiVersions, 3),
+                    api(ApiKey::Metadata, 12),
+                    api(ApiKey::Produce, 11),
+                ]);
+                encode_response(id, h.api_key, v, &body)
+            }
+            ApiKey::Metadata => {
+                counters.metadata.fetch_add(1, Ordering::SeqCst);
+                encode_response(id, h.api_key, v, &metadata(port))
+            }
+            ApiKey::Produce => {
+                let req: ProduceRequest = decode_request_body(&mut frame, v).unwrap();
+                let records = req.topic_data[0].partition_data[0].records.clone().unwrap();
+                assert!(records.len() > 61, "a whole batch is sent each time");
+                let n = counters.produce.fetch_add(1, Ordering::SeqCst);
+                let partition = if n < refusals {
+                    PartitionProduceResponse::default()
+                        .with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        .with_base_offset(-1)
+                } else {
+                    PartitionProduceResponse::default().with_base_offset(42)
+                };
+                let body =
+                    ProduceResponse::default()
+                        .with_responses(vec![TopicProduceResponse::default()
+                            .with_name(TopicName(StrBytes::from_static_str("t")))
+                            .with_partition_responses(vec![partition])]);
+                encode_response(id, h.api_key, v, &body)
+            }
+            other => panic!("unexpected {other:?}"),
+        };
+        if socket.write_all(&reply.unwrap()).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn broker(refusals: usize) -> (String, Arc<Counters>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = i32::from(listener.local_addr().unwrap().port());
+    let counters = Arc::new(Counters::default());
+    let shared = counters.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            tokio::spawn(serve(socket, port, refusals, shared.clone()));
+        }
+    });
+    (format!("127.0.0.1:{port}"), counters)
+}
+
+fn record(i: u8) -> ProduceRecord {
+    ProduceRecord::new(Some(Bytes::from(vec![i])), Some(Bytes::from(vec![i; 3])))
+}
+
+async fn producer(addr: &str) -> Producer {
+    let mut config = ClientConfig::new(addr).unwrap();
+    config.retry_backoff = Duration::from_millis(10);
+    config.retries = 3;
+    let client = Client::connect(config).await.unwrap();
+    Producer::new(client, ProducerConfig::default())
+}
+
+#[tokio::test]
+async fn not_leader_is_retried_after_a_metadata_refresh() {
+    let (addr, counters) = broker(2).await;
+    let mut producer = producer(&addr).await;
+    for i in 0..3 {
+        producer.send("t", None, record(i)).await.unwrap();
+    }
+    let before = counters.metadata.load(Ordering::SeqCst);
+    let written = producer.flush().await.unwrap();
+    let offsets: Vec<(i32, i64)> = written.iter().map(|m| (m.partition, m.offset)).collect();
+    assert_eq!(offsets, vec![(0, 42), (0, 43), (0, 44)]);
+    assert_eq!(counters.produce.load(Ordering::SeqCst), 3);
+    assert!(
+        counters.metadata.load(Ordering::SeqCst) >= before + 2,
+        "metadata refreshed"
+    );
+}
+
+#[tokio::test]
+async fn retries_are_bounded() {
+    let (addr, counters) = broker(usize::MAX).await;
+    let mut producer = producer(&addr).await;
+    producer.send("t", Some(0), record(1)).await.unwrap();
+    let err = producer.flush().await.unwrap_err();
+    assert!(err.to_string().contains("t-0"), "{err}");
+    // The first attempt plus `retries` more.
+    assert_eq!(counters.produce.load(Ordering::SeqCst), 4);
+}

@@ -3,6 +3,33 @@
 //!
 //! Works against tidelog and against any Kafka broker: versions are negotiated per
 //! connection with ApiVersions, and keys are partitioned exactly like the Java client.
+//!
+//! ```no_run
+//! # async fn demo() -> tidelog_client::Result<()> {
+//! use bytes::Bytes;
+//! use tidelog_client::{Client, FetchOptions, NewTopic, ProduceRecord, Producer, ProducerConfig};
+//!
+//! let mut client = Client::connect_to("127.0.0.1:9092").await?;
+//! client
+//!     .create_topic(&NewTopic {
+//!         name: "orders".into(),
+//!         partitions: 3,
+//!         replication_factor: 1,
+//!         configs: vec![],
+//!     })
+//!     .await?;
+//! let mut producer = Producer::new(client, ProducerConfig::default());
+//! let record = ProduceRecord::new(Some(Bytes::from("user-1")), Some(Bytes::from("hello")));
+//! producer.send("orders", None, record).await?; // queued
+//! let written = producer.flush().await?; // one (partition, offset) per record, in send order
+//! let fetched = producer
+//!     .client()
+//!     .fetch("orders", written[0].partition, written[0].offset, &FetchOptions::default())
+//!     .await?;
+//! assert_eq!(fetched.records[0].value.as_deref(), Some(&b"hello"[..]));
+//! # Ok(())
+//! # }
+//! ```
 
 mod admin;
 mod batch;

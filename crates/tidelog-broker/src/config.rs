@@ -47,6 +47,9 @@ const KNOWN_SETTINGS: &[(&str, &str)] = &[
     ("offsets.retention.minutes", "10080"),
     ("broker.rack", ""),
     ("advertised.host", ""),
+    ("offsets.topic.segment.bytes", "104857600"),
+    ("offsets.retention.check.interval.ms", "600000"),
+    ("offset.metadata.max.bytes", "4096"),
 ];
 
 /// Environment variables that configure the process itself rather than a Kafka setting.

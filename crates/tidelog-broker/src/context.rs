@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 use crate::config::BrokerConfig;
+use crate::group::GroupCoordinator;
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
 
@@ -13,6 +14,8 @@ pub(crate) struct BrokerContext {
     pub(crate) config: BrokerConfig,
     pub(crate) metadata: MetadataManager,
     pub(crate) replicas: ReplicaManager,
+    /// Consumer groups and committed offsets (`__consumer_offsets`).
+    pub(crate) groups: GroupCoordinator,
     /// Flips to true when the node begins shutting down; long polls end early on it.
     pub(crate) shutdown: watch::Receiver<bool>,
 }

@@ -11,6 +11,7 @@ mod apis;
 pub mod config;
 mod context;
 mod errors;
+mod group;
 mod metadata;
 mod net;
 mod replica;

@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
+use crate::group::{GroupConfig, GroupCoordinator};
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
 use crate::{admin_http, net};
@@ -98,10 +99,12 @@ impl Broker {
             "logs opened"
         );
 
+        let group_config = GroupConfig::from_broker(&config);
         let ctx: Ctx = Arc::new(BrokerContext {
             config,
             metadata: MetadataManager::new(controller),
             replicas,
+            groups: GroupCoordinator::new(group_config),
             shutdown: shutdown_rx.clone(),
         });
         tasks.push(tokio::spawn(net::serve_listener(
@@ -110,6 +113,10 @@ impl Broker {
             shutdown_rx.clone(),
         )));
         tasks.push(tokio::spawn(housekeeping(
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        )));
+        tasks.push(tokio::spawn(crate::group::run_background(
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         )));

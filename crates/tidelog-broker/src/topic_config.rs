@@ -98,6 +98,5 @@ pub(crate) fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, Str
             Some("LogAppendTime") => TimestampType::LogAppendTime,
             _ => TimestampType::CreateTime,
         },
-        ..defaults
     }
 }

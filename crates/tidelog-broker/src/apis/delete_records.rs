@@ -10,9 +10,7 @@ use tidelog_protocol::ProtocolError;
 
 use super::Request;
 use crate::context::Ctx;
-use crate::errors::storage_error_code;
 use crate::net::Reply;
-use crate::replica::PartitionError;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
@@ -58,7 +56,6 @@ fn delete_before(ctx: &Ctx, topic: &str, partition: i32, offset: i64) -> Result<
     });
     match result {
         Ok(inner) => inner,
-        Err(PartitionError::Closed) => Err(ResponseError::NotLeaderOrFollower.code()),
-        Err(PartitionError::Storage(e)) => Err(storage_error_code(&e)),
+        Err(e) => Err(e.code()),
     }
 }

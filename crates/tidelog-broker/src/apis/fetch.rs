@@ -25,7 +25,6 @@ use uuid::Uuid;
 
 use super::Request;
 use crate::context::Ctx;
-use crate::errors::storage_error_code;
 use crate::net::Reply;
 use crate::replica::PartitionError;
 
@@ -253,11 +252,11 @@ fn read_one(
     let read = p
         .read(w.offset, limit, read_committed)
         .map_err(|e| match e {
-            PartitionError::Closed => (ResponseError::NotLeaderOrFollower.code(), None),
-            PartitionError::Storage(e) => {
+            PartitionError::Storage(_) => {
                 let offsets = p.offsets().ok().map(|o| (o.high_watermark, o.log_start));
-                (storage_error_code(&e), offsets)
+                (e.code(), offsets)
             }
+            other => (other.code(), None),
         })?;
     // Only the first partition with data may exceed the limit (by one whole batch).
     let slice = read

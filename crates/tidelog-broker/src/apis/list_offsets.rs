@@ -11,7 +11,6 @@ use tidelog_protocol::ProtocolError;
 
 use super::Request;
 use crate::context::Ctx;
-use crate::errors::storage_error_code;
 use crate::net::Reply;
 use crate::replica::PartitionError;
 
@@ -77,10 +76,7 @@ fn lookup(
         .get(topic, partition)
         .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
     let epoch = p.leader_epoch();
-    let error = |e: PartitionError| match e {
-        PartitionError::Closed => ResponseError::NotLeaderOrFollower.code(),
-        PartitionError::Storage(e) => storage_error_code(&e),
-    };
+    let error = |e: PartitionError| e.code();
     let offsets = p.offsets().map_err(error)?;
     match timestamp {
         LATEST => Ok((

@@ -16,9 +16,7 @@ use tidelog_protocol::ProtocolError;
 
 use super::Request;
 use crate::context::{now_ms, Ctx};
-use crate::errors::storage_error_code;
 use crate::net::Reply;
-use crate::replica::PartitionError;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 
@@ -32,7 +30,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         let name = topic.name.0.to_string();
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
-            let result = if !matches!(acks, -1 | 0 | 1) {
+            let result = if !(-1..=1).contains(&acks) {
                 Err((ResponseError::InvalidRequiredAcks.code(), None))
             } else {
                 append(ctx, &name, data.index, data.records.as_deref())
@@ -82,15 +80,14 @@ fn append(ctx: &Ctx, topic: &str, partition: i32, records: Option<&[u8]>) -> App
     };
     let mut batches = BytesMut::from(records);
     match p.append(&mut batches, now_ms()) {
-        Ok(info) => Ok((
-            info.first_offset,
-            info.log_append_time_ms,
-            info.log_start_offset,
+        Ok(done) => Ok((
+            done.base_offset,
+            done.log_append_time_ms,
+            done.log_start_offset,
         )),
-        Err(PartitionError::Closed) => Err((ResponseError::NotLeaderOrFollower.code(), None)),
-        Err(PartitionError::Storage(e)) => {
+        Err(e) => {
             tracing::debug!(topic, partition, error = %e, "produce refused");
-            Err((storage_error_code(&e), Some(e.to_string())))
+            Err((e.code(), Some(e.to_string())))
         }
     }
 }

@@ -2,6 +2,7 @@
 //! image changes, `apply_image` opens new partitions, re-configures changed ones and
 //! removes deleted ones, so replaying metadata is the only way partitions come and go.
 
+mod idempotence;
 mod partition;
 
 use std::collections::HashMap;

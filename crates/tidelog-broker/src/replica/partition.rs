@@ -4,9 +4,9 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tidelog_storage::{
-    AppendInfo, AppendOptions, AppendOrigin, FileSlice, Log, LogConfig, StorageError,
-};
+use tidelog_storage::{AppendOptions, AppendOrigin, FileSlice, Log, LogConfig, StorageError};
+
+use super::idempotence::{self, CheckError, SequenceCheck, SequenceError};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -32,6 +32,30 @@ pub(crate) enum PartitionError {
     Closed,
     #[error(transparent)]
     Storage(#[from] StorageError),
+    #[error(transparent)]
+    Sequence(#[from] SequenceError),
+}
+
+impl PartitionError {
+    /// The Kafka error code this failure is reported as.
+    pub(crate) fn code(&self) -> i16 {
+        match self {
+            PartitionError::Closed => {
+                kafka_protocol::error::ResponseError::NotLeaderOrFollower.code()
+            }
+            PartitionError::Storage(e) => crate::errors::storage_error_code(e),
+            PartitionError::Sequence(e) => e.code(),
+        }
+    }
+}
+
+/// Where a produce landed: its base offset, the broker's timestamp for LogAppendTime
+/// topics (else -1) and the log start offset.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Appended {
+    pub(crate) base_offset: i64,
+    pub(crate) log_append_time_ms: i64,
+    pub(crate) log_start_offset: i64,
 }
 
 pub(crate) struct Partition {
@@ -89,26 +113,43 @@ impl Partition {
         Ok(f(log)?)
     }
 
-    /// Appends a producer's batches as leader. On a cluster of one the appended records
-    /// are committed at once: the high watermark moves to the log end.
+    /// Appends a producer's batches as leader, after the idempotence check (a retried
+    /// batch is answered with its original offset, not written again). On a cluster of
+    /// one the appended records are committed at once: the high watermark moves to the
+    /// log end.
     pub(crate) fn append(
         &self,
         batches: &mut [u8],
         now_ms: i64,
-    ) -> Result<AppendInfo, PartitionError> {
+    ) -> Result<Appended, PartitionError> {
         let opts = AppendOptions {
             leader_epoch: self.leader_epoch(),
             now_ms,
             origin: AppendOrigin::Client,
         };
-        let info = self.with_log(|log| {
-            let info = log.append(batches, &opts)?;
-            let end = log.log_end_offset();
-            log.set_high_watermark(end);
-            Ok(info)
-        })?;
+        let mut guard = self.lock();
+        let log = guard.as_mut().ok_or(PartitionError::Closed)?;
+        let info = match idempotence::check(log.producer_state(), batches) {
+            Ok(SequenceCheck::Duplicate { first_offset }) => {
+                return Ok(Appended {
+                    base_offset: first_offset,
+                    log_append_time_ms: -1,
+                    log_start_offset: log.log_start_offset(),
+                })
+            }
+            Ok(SequenceCheck::Append) => log.append(batches, &opts)?,
+            Err(CheckError::Sequence(e)) => return Err(e.into()),
+            Err(CheckError::Storage(e)) => return Err(e.into()),
+        };
+        let end = log.log_end_offset();
+        log.set_high_watermark(end);
+        drop(guard);
         self.wake_waiters();
-        Ok(info)
+        Ok(Appended {
+            base_offset: info.first_offset,
+            log_append_time_ms: info.log_append_time_ms,
+            log_start_offset: info.log_start_offset,
+        })
     }
 
     pub(crate) fn offsets(&self) -> Result<Offsets, PartitionError> {

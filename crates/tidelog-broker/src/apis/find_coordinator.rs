@@ -1,0 +1,84 @@
+//! FindCoordinator: the node that coordinates a group (or, for the transaction
+//! coordinator, a transactional id). Creates `__consumer_offsets` on first use.
+//! Versions 0–3 ask for one key; v4+ batch several.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::find_coordinator_response::{Coordinator, FindCoordinatorResponse};
+use kafka_protocol::messages::BrokerId;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::group::{coordinator_for, ensure_offsets_topic, str_bytes, Coordinates, OFFSETS_TOPIC};
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+/// The topic whose partition leaders coordinate transactional ids.
+const TRANSACTION_TOPIC: &str = "__transaction_state";
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: FindCoordinatorRequest = req.decode()?;
+    let version = req.version();
+    let keys = if version >= 4 {
+        request.coordinator_keys.clone()
+    } else {
+        vec![request.key.clone()]
+    };
+    let mut found = Vec::with_capacity(keys.len());
+    for key in keys {
+        let result = match request.key_type {
+            0 => ensure_offsets_topic(ctx).and_then(|()| coordinator_for(ctx, OFFSETS_TOPIC, &key)),
+            1 => coordinator_for(ctx, TRANSACTION_TOPIC, &key),
+            _ => Err(ResponseError::InvalidRequest.code()),
+        };
+        found.push((key, result));
+    }
+    let response = FindCoordinatorResponse::default();
+    if version >= 4 {
+        let coordinators = found
+            .into_iter()
+            .map(|(key, result)| {
+                let (c, error) = split(result);
+                Coordinator::default()
+                    .with_key(key)
+                    .with_node_id(BrokerId(c.node_id))
+                    .with_host(str_bytes(&c.host))
+                    .with_port(c.port)
+                    .with_error_code(error)
+            })
+            .collect();
+        return req.respond(&response.with_coordinators(coordinators));
+    }
+    let result = found
+        .into_iter()
+        .next()
+        .map_or(Err(ResponseError::InvalidRequest.code()), |(_, r)| r);
+    let (c, error) = split(result);
+    let message = (error != 0 && version >= 1).then(|| StrBytes::from_static_str("coordinator unavailable"));
+    req.respond(
+        &response
+            .with_node_id(BrokerId(c.node_id))
+            .with_host(str_bytes(&c.host))
+            .with_port(c.port)
+            .with_error_code(error)
+            .with_error_message(message),
+    )
+}
+
+fn split(result: Result<Coordinates, i16>) -> (Coordinates, i16) {
+    match result {
+        Ok(c) => (c, 0),
+        Err(code) => (
+            Coordinates {
+                node_id: -1,
+                host: String::new(),
+                port: -1,
+            },
+            code,
+        ),
+    }
+}

@@ -1,0 +1,24 @@
+//! Heartbeat: keeps a member's session alive and tells it when to rejoin.
+
+use kafka_protocol::messages::heartbeat_request::HeartbeatRequest;
+use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: HeartbeatRequest = req.decode()?;
+    let error = ctx.groups.heartbeat(
+        ctx,
+        &request.group_id.0,
+        &request.member_id,
+        request.group_instance_id.as_deref(),
+        request.generation_id,
+    );
+    req.respond(&HeartbeatResponse::default().with_error_code(error))
+}

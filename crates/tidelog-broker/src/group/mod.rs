@@ -1,0 +1,303 @@
+//! The group coordinator: consumer groups, their rebalances, and committed offsets.
+//!
+//! A group lives in partition `partition_for(group, offsets.topic.num.partitions)` of
+//! `__consumer_offsets` (see `hash`), and its coordinator is that partition's leader,
+//! read from the metadata image; on a cluster of one that is always this node, and a
+//! leadership change elsewhere only changes which node loads which partition.
+//!
+//! Handlers compute the records to append plus the response; the records are appended
+//! to the partition and then replayed into memory (`state::Groups::replay`), and the
+//! same replay loads a partition at start-up (`load`). Until a partition is loaded its
+//! groups answer COORDINATOR_LOAD_IN_PROGRESS. Rebalance waits (JoinGroup until all
+//! members rejoined, SyncGroup until the leader's assignment) are parked oneshot
+//! channels answered from the state machine in `rebalance`; one background task
+//! (`run_background`) drives the clocks: session expiry, rebalance timeouts, the
+//! initial rebalance delay, offsets retention, and loading of newly led partitions.
+
+mod hash;
+mod load;
+mod offsets;
+mod rebalance;
+mod records;
+mod state;
+mod topic;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use tokio::sync::watch;
+
+pub(crate) use hash::partition_for;
+pub(crate) use offsets::{CommitRequest, DescribedGroup, ListedGroup};
+pub(crate) use rebalance::{JoinRequest, LeaveResult, Waiting};
+pub(crate) use state::{JoinOutcome, SyncOutcome};
+pub(crate) use topic::{ensure_offsets_topic, Coordinates};
+
+use crate::config::BrokerConfig;
+use crate::context::{now_ms, BrokerContext, Ctx};
+use crate::replica::PartitionError;
+use records::GroupRecord;
+use state::Groups;
+
+/// The internal topic holding committed offsets and group metadata.
+pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// How often the background task looks at the clocks.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Broker settings the coordinator follows, read once at start-up.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupConfig {
+    pub(crate) min_session_timeout_ms: i32,
+    pub(crate) max_session_timeout_ms: i32,
+    pub(crate) initial_rebalance_delay: Duration,
+    pub(crate) max_size: usize,
+    pub(crate) offsets_retention_ms: i64,
+    pub(crate) retention_check_every: Duration,
+    pub(crate) metadata_max_bytes: usize,
+}
+
+impl GroupConfig {
+    pub(crate) fn from_broker(config: &BrokerConfig) -> GroupConfig {
+        let ms = |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0));
+        let int = |name: &str| i32::try_from(config.get_i64(name)).unwrap_or(i32::MAX);
+        GroupConfig {
+            min_session_timeout_ms: int("group.min.session.timeout.ms"),
+            max_session_timeout_ms: int("group.max.session.timeout.ms"),
+            initial_rebalance_delay: ms("group.initial.rebalance.delay.ms"),
+            max_size: usize::try_from(config.get_i64("group.max.size")).unwrap_or(usize::MAX),
+            offsets_retention_ms: config
+                .get_i64("offsets.retention.minutes")
+                .saturating_mul(60_000),
+            retention_check_every: ms("offsets.retention.check.interval.ms").max(TICK),
+            metadata_max_bytes: usize::try_from(config.get_i64("offset.metadata.max.bytes"))
+                .unwrap_or(4096),
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) groups: Groups,
+    loaded: HashSet<i32>,
+    loading: HashSet<i32>,
+}
+
+pub(crate) struct GroupCoordinator {
+    inner: Mutex<Inner>,
+    pub(crate) config: GroupConfig,
+}
+
+impl GroupCoordinator {
+    pub(crate) fn new(config: GroupConfig) -> GroupCoordinator {
+        GroupCoordinator {
+            inner: Mutex::new(Inner {
+                groups: Groups::default(),
+                loaded: HashSet::new(),
+                loading: HashSet::new(),
+            }),
+            config,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // Every change to Inner is completed before the lock is released, so a panic
+        // elsewhere cannot leave it half-changed.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on the coordinator's state for `group`'s offsets partition, or returns
+    /// the error a client should see (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+    /// COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID).
+    pub(crate) fn with_partition<T>(
+        &self,
+        ctx: &BrokerContext,
+        group: &str,
+        f: impl FnOnce(&mut Inner, i32) -> T,
+    ) -> Result<T, i16> {
+        if group.is_empty() {
+            return Err(ResponseError::InvalidGroupId.code());
+        }
+        let image = ctx.metadata.image();
+        let Some(topic) = image.topic(OFFSETS_TOPIC) else {
+            return Err(ResponseError::CoordinatorNotAvailable.code());
+        };
+        let partition = partition_for(group, topic.partition_count());
+        match topic.partitions.get(&partition) {
+            Some(p) if p.leader == ctx.node_id() => {}
+            Some(_) => return Err(ResponseError::NotCoordinator.code()),
+            None => return Err(ResponseError::CoordinatorNotAvailable.code()),
+        }
+        let mut inner = self.lock();
+        if !inner.loaded.contains(&partition) {
+            return Err(ResponseError::CoordinatorLoadInProgress.code());
+        }
+        Ok(f(&mut inner, partition))
+    }
+
+    /// Every loaded group, for ListGroups.
+    pub(crate) fn with_all<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
+        f(&mut self.lock())
+    }
+
+    /// Loads the offsets partitions this node leads and has not loaded yet, and forgets
+    /// those it no longer leads. Blocking: reads logs.
+    pub(crate) fn load_owned(&self, ctx: &BrokerContext) {
+        let image = ctx.metadata.image();
+        let led: HashSet<i32> = image
+            .topic(OFFSETS_TOPIC)
+            .map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|(_, p)| p.leader == ctx.node_id())
+                    .map(|(i, _)| *i)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let todo: Vec<i32> = {
+            let mut inner = self.lock();
+            let gone: Vec<i32> = inner.loaded.iter().copied().filter(|p| !led.contains(p)).collect();
+            for p in gone {
+                inner.loaded.remove(&p);
+                inner.groups.unload(p);
+            }
+            let todo: Vec<i32> = led
+                .iter()
+                .copied()
+                .filter(|p| !inner.loaded.contains(p) && !inner.loading.contains(p))
+                .collect();
+            inner.loading.extend(todo.iter().copied());
+            todo
+        };
+        for index in todo {
+            let started = Instant::now();
+            let records = match ctx.replicas.get(OFFSETS_TOPIC, index) {
+                Some(p) => load::read_partition(&p),
+                None => Err(PartitionError::Closed),
+            };
+            let mut inner = self.lock();
+            inner.loading.remove(&index);
+            match records {
+                Ok(records) => {
+                    let (now, now_ms) = (Instant::now(), now_ms());
+                    for record in &records {
+                        inner.groups.replay(index, record, now, now_ms);
+                    }
+                    inner.loaded.insert(index);
+                    if !records.is_empty() {
+                        tracing::info!(
+                            partition = index,
+                            records = records.len(),
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            "loaded group coordinator state"
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(partition = index, error = %e, "loading offsets partition failed; will retry");
+                }
+            }
+        }
+    }
+
+    /// Appends `records` to the group's offsets partition, then replays them: the only
+    /// way durable group state changes. Returns the Kafka error code on failure.
+    pub(crate) fn write(
+        ctx: &BrokerContext,
+        inner: &mut Inner,
+        partition: i32,
+        records: &[GroupRecord],
+    ) -> Result<(), i16> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let mut buf = encode_batch(records, now)?;
+        let Some(p) = ctx.replicas.get(OFFSETS_TOPIC, partition) else {
+            return Err(ResponseError::NotCoordinator.code());
+        };
+        match p.append(&mut buf, now) {
+            Ok(_) => {}
+            Err(PartitionError::Closed) => return Err(ResponseError::NotCoordinator.code()),
+            Err(PartitionError::Storage(e)) => {
+                tracing::warn!(partition, error = %e, "writing to __consumer_offsets failed");
+                return Err(match e {
+                    tidelog_storage::StorageError::MessageTooLarge { .. } => {
+                        ResponseError::InvalidCommitOffsetSize.code()
+                    }
+                    _ => ResponseError::CoordinatorNotAvailable.code(),
+                });
+            }
+        }
+        let instant = Instant::now();
+        for record in records {
+            inner.groups.replay(partition, record, instant, now);
+        }
+        Ok(())
+    }
+}
+
+/// One uncompressed RecordBatch v2 holding `records` (offsets 0..n, assigned on append).
+fn encode_batch(records: &[GroupRecord], now_ms: i64) -> Result<BytesMut, i16> {
+    let kafka_records: Vec<Record> = records
+        .iter()
+        .zip(0i64..)
+        .map(|(r, offset)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset,
+            sequence: -1,
+            timestamp: now_ms,
+            key: Some(r.encode_key()),
+            value: r.encode_value(),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, kafka_records.iter(), &options).map_err(|e| {
+        tracing::error!(error = %e, "encoding group records failed");
+        ResponseError::UnknownServerError.code()
+    })?;
+    Ok(buf)
+}
+
+/// Drives the coordinator's clocks until shutdown: every tick, member session expiry,
+/// rebalance deadlines and loading of newly led partitions; every
+/// `offsets.retention.check.interval.ms`, offsets retention.
+pub(crate) async fn run_background(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
+    let mut last_retention = Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(TICK) => {}
+            _ = shutdown.changed() => break,
+        }
+        let loader = Arc::clone(&ctx);
+        let _ = tokio::task::spawn_blocking(move || loader.groups.load_owned(&loader)).await;
+        ctx.groups.tick(&ctx, Instant::now());
+        if last_retention.elapsed() >= ctx.groups.config.retention_check_every {
+            last_retention = Instant::now();
+            ctx.groups.expire_offsets(&ctx);
+        }
+    }
+    ctx.groups.shutdown();
+}
+
+/// `Some(text)` as the protocol's string type.
+pub(crate) fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}

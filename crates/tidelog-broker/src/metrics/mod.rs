@@ -1,0 +1,117 @@
+//! Prometheus metrics: one probe per subsystem, all registered on one explicit
+//! [`Registry`] owned by [`Metrics`] (no process-wide state, so a test can start two
+//! nodes in one process and read each one's figures).
+//!
+//! Two kinds of figure live here:
+//! - *event* counters and histograms, bumped where the event happens: `requests`
+//!   (connections and every request), `topics` (bytes in/out per topic), `storage`
+//!   (fsync latency, retention, compaction), `replication` (ISR changes, elections);
+//! - *state* gauges, computed when `/metrics` is scraped from what the node already
+//!   knows: `cluster` (per-partition offsets, size, segments; under-replicated,
+//!   offline and under-min-ISR counts; open file descriptors) and `groups` (consumer
+//!   lag in messages and seconds, its trend, retention headroom, generations).
+//!
+//! `docs/operations.md` lists every metric; keep it in step with the probes.
+
+mod cluster;
+mod groups;
+mod labels;
+mod replication;
+mod requests;
+mod storage;
+mod topics;
+pub(crate) mod views;
+
+use std::sync::{Arc, OnceLock, Weak};
+
+use prometheus_client::registry::Registry;
+
+use crate::context::{BrokerContext, Ctx};
+
+pub(crate) use groups::{CommittedOffset, GroupLagSource, GroupProbe, GroupStatus};
+pub(crate) use replication::ReplicationProbe;
+pub(crate) use requests::{RequestProbe, RequestTiming};
+pub(crate) use storage::StorageProbe;
+pub(crate) use topics::TopicProbe;
+
+/// Every probe of one node, and the registry they are registered on.
+pub(crate) struct Metrics {
+    registry: Registry,
+    pub(crate) requests: RequestProbe,
+    pub(crate) topics: TopicProbe,
+    pub(crate) storage: Arc<StorageProbe>,
+    pub(crate) replication: ReplicationProbe,
+    pub(crate) groups: Arc<GroupProbe>,
+    /// The node's context, set once it exists (`attach`); scrape-time gauges read it.
+    /// Weak, because the context owns these metrics.
+    context: Arc<OnceLock<Weak<BrokerContext>>>,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("tidelog");
+        let context: Arc<OnceLock<Weak<BrokerContext>>> = Arc::new(OnceLock::new());
+        let requests = RequestProbe::register(&mut registry);
+        let topics = TopicProbe::register(&mut registry);
+        let storage = Arc::new(StorageProbe::register(&mut registry));
+        let replication = ReplicationProbe::register(&mut registry);
+        let groups = Arc::new(GroupProbe::new());
+        registry.register_collector(Box::new(cluster::ClusterCollector::new(Arc::clone(
+            &context,
+        ))));
+        registry.register_collector(Box::new(groups::GroupCollector::new(
+            Arc::clone(&context),
+            Arc::clone(&groups),
+        )));
+        Metrics {
+            registry,
+            requests,
+            topics,
+            storage,
+            replication,
+            groups,
+            context,
+        }
+    }
+
+    /// Lets scrape-time gauges read the node's partitions and metadata. Called once,
+    /// right after the context is built; later calls are ignored.
+    pub(crate) fn attach(&self, ctx: &Ctx) {
+        let _ = self.context.set(Arc::downgrade(ctx));
+    }
+
+    /// The node's context, once attached and while the node lives.
+    pub(crate) fn context(&self) -> Option<Ctx> {
+        self.context.get().and_then(Weak::upgrade)
+    }
+
+    /// Every metric in the Prometheus text format (ends with `# EOF`). Blocking: the
+    /// scrape-time gauges take partition locks and may read a batch header from disk.
+    pub(crate) fn render(&self) -> String {
+        if let Some(ctx) = self.context() {
+            self.topics.forget_deleted(&ctx.metadata.image());
+        }
+        let mut out = String::with_capacity(16 * 1024);
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "encoding metrics failed");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_without_a_node_lists_the_event_metrics_and_ends_with_eof() {
+        let metrics = Metrics::new();
+        metrics.topics.produced("orders", 100, 3);
+        let text = metrics.render();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(text.contains("tidelog_topic_bytes_in_total{topic=\"orders\"} 100\n"));
+        assert!(text.contains("tidelog_topic_messages_in_total{topic=\"orders\"} 3\n"));
+        assert!(text.contains("# TYPE tidelog_log_flush_seconds histogram\n"));
+        assert!(text.contains("tidelog_connections_active 0\n"));
+    }
+}

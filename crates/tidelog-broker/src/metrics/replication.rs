@@ -1,0 +1,78 @@
+//! The replication probe: ISR changes, leader elections and log truncations. On a
+//! cluster of one none of these happen; the multi-node replication work calls these
+//! methods where each event happens (ISR shrink/expand in the leader's ISR check,
+//! elections in the controller, truncation after OffsetForLeaderEpoch), and the series
+//! exist from the start at 0 so alert rules written against them work today.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ElectionLabels {
+    kind: &'static str,
+}
+
+pub(crate) struct ReplicationProbe {
+    isr_shrinks: Counter,
+    isr_expands: Counter,
+    elections: Family<ElectionLabels, Counter>,
+    truncations: Counter,
+}
+
+impl ReplicationProbe {
+    pub(super) fn register(registry: &mut Registry) -> ReplicationProbe {
+        let probe = ReplicationProbe {
+            isr_shrinks: Counter::default(),
+            isr_expands: Counter::default(),
+            elections: Family::default(),
+            truncations: Counter::default(),
+        };
+        registry.register(
+            "isr_shrinks",
+            "Times a follower was removed from a partition's in-sync replicas",
+            probe.isr_shrinks.clone(),
+        );
+        registry.register(
+            "isr_expands",
+            "Times a caught-up follower rejoined a partition's in-sync replicas",
+            probe.isr_expands.clone(),
+        );
+        registry.register(
+            "leader_elections",
+            "Partition leader elections; kind=unclean when the new leader was outside the ISR (acknowledged records may be lost)",
+            probe.elections.clone(),
+        );
+        registry.register(
+            "log_truncations",
+            "Times a replica truncated its log to match a new leader",
+            probe.truncations.clone(),
+        );
+        for kind in ["clean", "unclean"] {
+            probe.elections.get_or_create(&ElectionLabels { kind });
+        }
+        probe
+    }
+}
+
+// Called by the replication work as it lands; until then only the series exist.
+#[allow(dead_code)]
+impl ReplicationProbe {
+    pub(crate) fn isr_shrunk(&self) {
+        self.isr_shrinks.inc();
+    }
+
+    pub(crate) fn isr_expanded(&self) {
+        self.isr_expands.inc();
+    }
+
+    pub(crate) fn leader_elected(&self, unclean: bool) {
+        let kind = if unclean { "unclean" } else { "clean" };
+        self.elections.get_or_create(&ElectionLabels { kind }).inc();
+    }
+
+    pub(crate) fn truncated(&self) {
+        self.truncations.inc();
+    }
+}

@@ -1,0 +1,95 @@
+//! The topic probe: record bytes and messages produced, and record bytes fetched, per
+//! topic. Series of deleted topics are dropped at the next scrape, so the label set
+//! stays bounded by the topics that exist.
+
+use std::collections::HashSet;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use tidelog_controller::MetadataImage;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopicLabels {
+    topic: String,
+}
+
+pub(crate) struct TopicProbe {
+    bytes_in: Family<TopicLabels, Counter>,
+    messages_in: Family<TopicLabels, Counter>,
+    bytes_out: Family<TopicLabels, Counter>,
+    /// Every topic a series was made for, so deleted ones can be found without
+    /// walking the families.
+    seen: std::sync::Mutex<HashSet<String>>,
+}
+
+impl TopicProbe {
+    pub(super) fn register(registry: &mut Registry) -> TopicProbe {
+        let probe = TopicProbe {
+            bytes_in: Family::default(),
+            messages_in: Family::default(),
+            bytes_out: Family::default(),
+            seen: std::sync::Mutex::new(HashSet::new()),
+        };
+        registry.register(
+            "topic_bytes_in",
+            "Record-batch bytes appended by producers, per topic",
+            probe.bytes_in.clone(),
+        );
+        registry.register(
+            "topic_messages_in",
+            "Records appended by producers, per topic",
+            probe.messages_in.clone(),
+        );
+        registry.register(
+            "topic_bytes_out",
+            "Record-batch bytes sent in Fetch responses, per topic",
+            probe.bytes_out.clone(),
+        );
+        probe
+    }
+
+    fn labels(&self, topic: &str) -> TopicLabels {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if !seen.contains(topic) {
+            seen.insert(topic.to_string());
+        }
+        TopicLabels {
+            topic: topic.to_string(),
+        }
+    }
+
+    /// A producer's append of `bytes` holding `records` records.
+    pub(crate) fn produced(&self, topic: &str, bytes: usize, records: u32) {
+        let labels = self.labels(topic);
+        self.bytes_in.get_or_create(&labels).inc_by(bytes as u64);
+        self.messages_in
+            .get_or_create(&labels)
+            .inc_by(u64::from(records));
+    }
+
+    /// Record bytes of one partition put into a Fetch response.
+    pub(crate) fn fetched(&self, topic: &str, bytes: u64) {
+        if bytes > 0 {
+            self.bytes_out.get_or_create(&self.labels(topic)).inc_by(bytes);
+        }
+    }
+
+    /// Drops the series of topics that no longer exist.
+    pub(super) fn forget_deleted(&self, image: &MetadataImage) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.retain(|topic| {
+            if image.topic(topic).is_some() {
+                return true;
+            }
+            let labels = TopicLabels {
+                topic: topic.clone(),
+            };
+            self.bytes_in.remove(&labels);
+            self.messages_in.remove(&labels);
+            self.bytes_out.remove(&labels);
+            false
+        });
+    }
+}

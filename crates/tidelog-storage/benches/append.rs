@@ -10,7 +10,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use tidelog_storage::{AppendOptions, AppendOrigin, BatchBuilder, Log, LogConfig};
@@ -48,7 +48,7 @@ fn mbps(bytes: u64, secs: f64) -> f64 {
     bytes as f64 / (1 << 20) as f64 / secs
 }
 
-fn plain_write(dir: &PathBuf, batch: &[u8], batches: u64, sync_each: bool) -> f64 {
+fn plain_write(dir: &Path, batch: &[u8], batches: u64, sync_each: bool) -> f64 {
     let path = dir.join("plain.bin");
     let mut f = File::create(&path).unwrap();
     let mut buf = batch.to_vec();
@@ -67,7 +67,7 @@ fn plain_write(dir: &PathBuf, batch: &[u8], batches: u64, sync_each: bool) -> f6
     mbps(batches * batch.len() as u64, secs)
 }
 
-fn log_append(dir: &PathBuf, batch: &[u8], batches: u64, config: LogConfig) -> (f64, Log) {
+fn log_append(dir: &Path, batch: &[u8], batches: u64, config: LogConfig) -> (f64, Log) {
     static RUN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = dir.join(format!("log-{run}"));

@@ -155,7 +155,7 @@ impl Log {
                 s.delete_files()?;
             }
         }
-        let active = self.active_mut();
+        let active = self.active_mut()?;
         let cut_at = active.find_batch(offset)?.map(|b| b.header().base_offset());
         active.truncate_to(offset)?;
         let new_end = match cut_at {
@@ -187,14 +187,24 @@ impl Log {
         if offset < 0 {
             return Err(StorageError::InvalidArgument(format!("start at {offset}")));
         }
-        for (_, s) in std::mem::take(&mut self.segments) {
+        // The new segment exists before the old ones go, so the log is never left empty.
+        let mut old = std::mem::take(&mut self.segments);
+        let fresh = match old.remove(&offset) {
+            Some(mut reused) => {
+                reused.truncate_to(offset)?;
+                reused.set_next_offset(offset);
+                reused.unseal()?;
+                reused
+            }
+            None => Segment::create(&self.dir, offset, self.index_params())?,
+        };
+        self.segments.insert(offset, fresh);
+        for (_, s) in old {
             s.delete_files()?;
         }
         for snap in super::open::list_bases(&self.dir, "snapshot")? {
             std::fs::remove_file(self.dir.join(file_name(snap, "snapshot")))?;
         }
-        let segment = Segment::create(&self.dir, offset, self.index_params())?;
-        self.segments.insert(offset, segment);
         self.log_start_offset = offset;
         self.high_watermark = offset;
         self.recovery_point = offset;

@@ -1,7 +1,9 @@
 //! The partition log: an ordered set of segments and the offsets that describe it.
 
+mod durability;
 mod maintenance;
 mod open;
+mod read;
 
 pub(crate) use open::parse_base;
 
@@ -16,7 +18,7 @@ use crate::error::StorageError;
 use crate::file_slice::FileSlice;
 use crate::producer_state::{CompletedTxn, ProducerStateTable};
 use crate::records::{control_marker_is_abort, records_block, RecordIter, MAX_DECOMPRESSED};
-use crate::segment::{first_record_at_or_after, IndexParams, Segment};
+use crate::segment::{IndexParams, Segment};
 use crate::txn_index::AbortedTxn;
 
 /// Who is appending: decides which batches are acceptable.
@@ -82,6 +84,8 @@ pub struct Log {
     recovery_point: i64,
     unflushed_records: u64,
     last_flush_ms: Option<i64>,
+    /// Latest clock value seen, for calls that carry none (follower appends).
+    last_now_ms: i64,
     producers: ProducerStateTable,
     epochs: LeaderEpochCache,
     /// Told the duration of every fsync pass, for the broker's latency histogram.
@@ -115,7 +119,10 @@ impl Log {
     }
     /// Next offset to be assigned.
     pub fn log_end_offset(&self) -> i64 {
-        self.active().next_offset()
+        self.segments
+            .values()
+            .next_back()
+            .map_or(self.log_start_offset, Segment::next_offset)
     }
     /// Offsets below this are replicated (set by the broker).
     pub fn high_watermark(&self) -> i64 {
@@ -154,17 +161,16 @@ impl Log {
         self.segments.keys().copied().collect()
     }
 
-    fn active(&self) -> &Segment {
-        match self.segments.values().next_back() {
-            Some(s) => s,
-            None => unreachable_segment(),
-        }
+    /// The last segment. Every operation keeps at least one segment; only an I/O error
+    /// in the middle of replacing segments can leave none, and then the log refuses work.
+    pub(super) fn active(&self) -> Result<&Segment, StorageError> {
+        self.segments.values().next_back().ok_or_else(no_segment)
     }
-    fn active_mut(&mut self) -> &mut Segment {
-        match self.segments.values_mut().next_back() {
-            Some(s) => s,
-            None => unreachable_segment(),
-        }
+    pub(super) fn active_mut(&mut self) -> Result<&mut Segment, StorageError> {
+        self.segments
+            .values_mut()
+            .next_back()
+            .ok_or_else(no_segment)
     }
 
     pub(crate) fn index_params(&self) -> IndexParams {
@@ -180,6 +186,7 @@ impl Log {
         batches: &mut [u8],
         opts: &AppendOptions,
     ) -> Result<AppendInfo, StorageError> {
+        self.last_now_ms = self.last_now_ms.max(opts.now_ms);
         let ranges = split_batches(batches, self.config.max_message_bytes)?;
         for &(at, len) in &ranges {
             self.validate_produced(&batches[at..at + len], opts.origin)?;
@@ -220,7 +227,7 @@ impl Log {
             }
             expected = h.last_offset() + 1;
         }
-        let now = self.active().first_append_ms().unwrap_or(0);
+        let now = self.last_now_ms;
         let info = self.write_batches(batches, &ranges, now)?;
         let mut epochs_changed = false;
         for &(at, _) in &ranges {
@@ -276,14 +283,14 @@ impl Log {
         let last_at = ranges.last().map_or(0, |r| r.0);
         let last = BatchHeader::new(&buf[last_at..])?;
         let segment_bytes = self.config.effective_segment_bytes();
-        let active = self.active();
+        let active = self.active()?;
         if !active.fits(last.last_offset(), buf.len() as u64, segment_bytes)
             || first.base_offset() - active.base_offset() > i64::from(u32::MAX)
             || self.segment_ms_due(now_ms)
         {
             self.roll_at(first.base_offset())?;
         }
-        self.active_mut().append(buf, ranges, now_ms)?;
+        self.active_mut()?.append(buf, ranges, now_ms)?;
         let mut info = AppendInfo {
             first_offset: first.base_offset(),
             last_offset: last.last_offset(),
@@ -334,7 +341,7 @@ impl Log {
     /// Adds an aborted-transaction entry to the active segment's `.txnindex`. Appending an
     /// ABORT control batch already does this; call it only for entries the log cannot see.
     pub fn add_aborted_txn(&mut self, txn: AbortedTxn) -> Result<(), StorageError> {
-        self.active_mut().txn_index_mut().append(txn)?;
+        self.active_mut()?.txn_index_mut().append(txn)?;
         Ok(())
     }
 
@@ -356,252 +363,6 @@ impl Log {
         Ok(())
     }
 
-    /// Whole batches starting with the one that contains `from_offset`; see crate docs.
-    pub fn read(
-        &self,
-        from_offset: i64,
-        max_bytes: usize,
-        upper_bound: i64,
-    ) -> Result<ReadResult, StorageError> {
-        let log_end = self.log_end_offset();
-        if from_offset < self.log_start_offset || from_offset > log_end {
-            return Err(StorageError::OffsetOutOfRange {
-                offset: from_offset,
-                log_start: self.log_start_offset,
-                log_end,
-            });
-        }
-        let nothing = ReadResult {
-            slice: None,
-            first_batch_offset: from_offset,
-        };
-        if from_offset == log_end || from_offset >= upper_bound {
-            return Ok(nothing);
-        }
-        let floor = self
-            .segments
-            .range(..=from_offset)
-            .next_back()
-            .map_or(i64::MIN, |(b, _)| *b);
-        for segment in self.segments.range(floor..).map(|(_, s)| s) {
-            let Some(first) = segment.find_batch(from_offset)? else {
-                continue;
-            };
-            if first.header().last_offset() >= upper_bound {
-                return Ok(nothing);
-            }
-            let mut len = first.size;
-            let mut scan =
-                crate::scan::BatchScan::new(segment.log_file(), first.end(), segment.size());
-            while let Some(b) = scan.next_batch()? {
-                if b.header().last_offset() >= upper_bound || len + b.size > max_bytes as u64 {
-                    break;
-                }
-                len += b.size;
-            }
-            return Ok(ReadResult {
-                slice: Some(FileSlice {
-                    file: segment.log_file().clone(),
-                    position: first.position,
-                    len,
-                }),
-                first_batch_offset: first.header().base_offset(),
-            });
-        }
-        Ok(nothing)
-    }
-
-    /// First offset (at or after the log start) whose record timestamp is `>= ts`.
-    pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
-        for segment in self.segments.values() {
-            if segment.max_timestamp() < ts {
-                continue;
-            }
-            if let Some((offset, found_ts)) =
-                segment.offset_for_timestamp(ts, self.log_start_offset)?
-            {
-                return Ok(Some((offset, found_ts)));
-            }
-        }
-        Ok(None)
-    }
-
-    /// `(offset, timestamp)` of the first record carrying the largest timestamp.
-    pub fn max_timestamp_and_offset(&self) -> Result<Option<(i64, i64)>, StorageError> {
-        let mut best: Option<&Segment> = None;
-        for s in self.segments.values() {
-            if s.max_timestamp() >= 0 && best.is_none_or(|b| s.max_timestamp() > b.max_timestamp())
-            {
-                best = Some(s);
-            }
-        }
-        let Some(segment) = best else {
-            return Ok(None);
-        };
-        let ts = segment.max_timestamp();
-        match segment.find_batch(segment.offset_of_max_timestamp())? {
-            Some(batch) => Ok(
-                first_record_at_or_after(segment.log_file(), &batch, ts, i64::MIN)?
-                    .or(Some((segment.offset_of_max_timestamp(), ts))),
-            ),
-            None => Ok(Some((segment.offset_of_max_timestamp(), ts))),
-        }
-    }
-
-    /// fsync of everything up to the log end; advances and checkpoints the recovery point
-    /// (and the high watermark and log start offset).
-    pub fn flush(&mut self) -> Result<(), StorageError> {
-        self.flush_data()?;
-        self.write_checkpoints()
-    }
-
-    /// Flushes when `flush.ms` has passed since the last flush and data is pending.
-    pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
-        let Some(last) = self.last_flush_ms else {
-            self.last_flush_ms = Some(now_ms);
-            return Ok(());
-        };
-        if self.unflushed_records == 0 {
-            self.last_flush_ms = Some(now_ms);
-            return Ok(());
-        }
-        let elapsed = u64::try_from(now_ms.saturating_sub(last)).unwrap_or(0);
-        if elapsed >= self.config.flush_ms {
-            self.flush()?;
-            self.last_flush_ms = Some(now_ms);
-        }
-        Ok(())
-    }
-
-    fn flush_data(&mut self) -> Result<(), StorageError> {
-        let started = std::time::Instant::now();
-        let result = self.sync_unflushed();
-        if let Some(observer) = &self.flush_observer {
-            observer(started.elapsed());
-        }
-        result
-    }
-
-    fn sync_unflushed(&mut self) -> Result<(), StorageError> {
-        let from = self
-            .segments
-            .range(..=self.recovery_point)
-            .next_back()
-            .map_or(i64::MIN, |(b, _)| *b);
-        let last = self
-            .segments
-            .keys()
-            .next_back()
-            .copied()
-            .unwrap_or(i64::MIN);
-        for (base, segment) in self.segments.range(from..) {
-            if *base == last {
-                segment.sync_log()?;
-            } else {
-                segment.sync()?;
-            }
-        }
-        self.recovery_point = self.log_end_offset();
-        self.unflushed_records = 0;
-        Ok(())
-    }
-
-    /// Persists recovery point, log start offset, high watermark and epoch cache.
-    pub fn write_checkpoints(&self) -> Result<(), StorageError> {
-        checkpoint::write_offset(&self.dir, checkpoint::RECOVERY_POINT, self.recovery_point)?;
-        checkpoint::write_offset(&self.dir, checkpoint::LOG_START, self.log_start_offset)?;
-        checkpoint::write_offset(&self.dir, checkpoint::HIGH_WATERMARK, self.high_watermark)?;
-        checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
-        Ok(())
-    }
-
-    fn segment_ms_due(&self, now_ms: i64) -> bool {
-        let active = self.active();
-        active.size() > 0
-            && active
-                .first_append_ms()
-                .is_some_and(|t| now_ms.saturating_sub(t) >= self.config.segment_ms)
-    }
-
-    /// Installs (or removes) the observer told the duration of every fsync pass.
-    pub fn set_flush_observer(&mut self, observer: Option<FlushObserver>) {
-        self.flush_observer = observer;
-    }
-
-    /// The largest timestamp of the segment holding `offset` (the value `retention.ms`
-    /// is measured against) and whether that segment is the active one, which retention
-    /// never deletes. `None` when `offset` is below the log start or past the end.
-    pub fn segment_max_timestamp_at(&self, offset: i64) -> Option<(i64, bool)> {
-        if offset < self.log_start_offset || offset > self.log_end_offset() {
-            return None;
-        }
-        let (base, segment) = self.segments.range(..=offset).next_back()?;
-        let active = self.segments.keys().next_back() == Some(base);
-        Some((segment.max_timestamp(), active))
-    }
-
-    /// Rolls the active segment when `segment.ms` has passed since its first append.
-    pub fn roll_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
-        if self.segment_ms_due(now_ms) {
-            let end = self.log_end_offset();
-            self.roll_at(end)?;
-        }
-        Ok(())
-    }
-
-    /// Closes the active segment and starts a new one at `base` (if it has data).
-    fn roll_at(&mut self, base: i64) -> Result<(), StorageError> {
-        if self.active().size() == 0 {
-            if self.active().base_offset() == base {
-                return Ok(());
-            }
-            // An empty active segment is replaced rather than left behind.
-            let old_base = self.active().base_offset();
-            if let Some(old) = self.segments.remove(&old_base) {
-                old.delete_files()?;
-            }
-        } else {
-            // The closing segment is made durable so recovery never rescans it; this costs
-            // a few fsyncs per segment.bytes of data.
-            self.flush_data()?;
-            self.active_mut().seal()?;
-            self.active().sync()?;
-            checkpoint::write_offset(&self.dir, checkpoint::RECOVERY_POINT, self.recovery_point)?;
-        }
-        self.producers.write_snapshot(&self.dir, base)?;
-        let segment = Segment::create(&self.dir, base, self.index_params())?;
-        self.segments.insert(base, segment);
-        if self.segments.len() == 1 {
-            self.log_start_offset = self.log_start_offset.max(base);
-        }
-        self.prune_snapshots()
-    }
-
-    /// Keeps the snapshots at segment bases (truncation may need them) and the newest one.
-    fn prune_snapshots(&self) -> Result<(), StorageError> {
-        let snaps = open::list_bases(&self.dir, "snapshot")?;
-        let newest = snaps.last().copied();
-        for snap in snaps {
-            if Some(snap) != newest && !self.segments.contains_key(&snap) {
-                std::fs::remove_file(self.dir.join(crate::segment::file_name(snap, "snapshot")))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Flush, checkpoints, producer snapshot, trimmed indexes, clean-shutdown marker.
-    pub fn close(mut self) -> Result<(), StorageError> {
-        self.flush_data()?;
-        self.active_mut().seal()?;
-        self.active().sync()?;
-        let end = self.log_end_offset();
-        self.producers.write_snapshot(&self.dir, end)?;
-        self.prune_snapshots()?;
-        self.write_checkpoints()?;
-        checkpoint::write_atomic(&self.dir, checkpoint::CLEAN_SHUTDOWN, b"")?;
-        Ok(())
-    }
-
     /// Removes the whole partition directory.
     pub fn delete(self) -> Result<(), StorageError> {
         let dir = self.dir.clone();
@@ -611,8 +372,8 @@ impl Log {
     }
 }
 
-/// A `Log` always holds at least one segment (open creates one, nothing removes the last).
-#[cold]
-fn unreachable_segment() -> ! {
-    unreachable!("a Log always has an active segment")
+fn no_segment() -> StorageError {
+    StorageError::Io(std::io::Error::other(
+        "log has no active segment after an earlier I/O error; reopen it",
+    ))
 }

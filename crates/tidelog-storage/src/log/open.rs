@@ -104,11 +104,12 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         recovery_point: 0,
         unflushed_records: 0,
         last_flush_ms: None,
+        last_now_ms: 0,
         producers: ProducerStateTable::default(),
         epochs: LeaderEpochCache::from_pairs(&epochs),
         flush_observer: None,
     };
-    log.active_mut().unseal()?;
+    log.active_mut()?.unseal()?;
     let first_base = log.segments.keys().next().copied().unwrap_or(0);
     let log_end = log.log_end_offset();
     log.log_start_offset = start_ck.unwrap_or(first_base).max(first_base).min(log_end);

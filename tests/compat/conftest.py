@@ -7,6 +7,7 @@ fails while the broker is alive in that test. Processes are always cleaned up.
 
 import atexit
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_LINES = 60
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 # Brokers alive in the current test (function-scoped ones and shared ones alike).
 _LIVE_BROKERS = []
@@ -159,7 +161,7 @@ class Broker:
             text = self.log_path.read_text(errors="replace")
         except OSError as err:
             return f"(no broker log: {err})"
-        tail = text.splitlines()[-lines:]
+        tail = ANSI_ESCAPE.sub("", text).splitlines()[-lines:]
         return f"--- last {len(tail)} lines of {self.log_path}\n" + "\n".join(tail)
 
     def partition_dirs(self, topic):

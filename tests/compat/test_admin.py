@@ -150,7 +150,8 @@ def test_list_offsets(shared_broker):
 
 
 def test_describe_cluster(shared_broker):
-    result = admin(shared_broker.bootstrap).describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
+    client = admin(shared_broker.bootstrap)  # kept referenced: a collected client cancels its futures
+    result = client.describe_cluster(request_timeout=TIMEOUT).result(timeout=TIMEOUT)
     assert [node.id for node in result.nodes] == [1]
     assert result.nodes[0].port == shared_broker.port
     assert result.controller is not None and result.controller.id == 1

@@ -1,5 +1,8 @@
 //! Log compaction: keep the newest record per key in closed segments.
 //!
+//! Cleanable: closed segments wholly below the high watermark and below the first offset
+//! of any open transaction, and (if `min.compaction.lag.ms` > 0) whose newest timestamp is
+//! at least that old; the first segment that fails a test ends the cleanable range.
 //! Each cleanable segment is rewritten on its own (segments are not merged). Batches in
 //! which every record survives are copied byte for byte; batches that lose records are
 //! rewritten *uncompressed* with the surviving records' bytes unchanged (same base offset,
@@ -82,13 +85,21 @@ impl Log {
             return Ok(stats);
         }
         let lag_limit = now_ms.saturating_sub(self.config.min_compaction_lag_ms);
+        // Never clean what is not yet replicated or belongs to an open transaction.
+        let stable = self.high_watermark().min(
+            self.producer_state()
+                .first_unstable_offset()
+                .unwrap_or(i64::MAX),
+        );
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         let mut cleanable = Vec::new();
         for pair in bases.windows(2) {
             let Some(seg) = self.segments.get(&pair[0]) else {
                 break;
             };
-            if self.config.min_compaction_lag_ms > 0 && seg.max_timestamp() > lag_limit {
+            if pair[1] > stable
+                || (self.config.min_compaction_lag_ms > 0 && seg.max_timestamp() > lag_limit)
+            {
                 break;
             }
             cleanable.push(pair[0]);

@@ -105,6 +105,17 @@ impl ProducerStateTable {
         self.producers.clear();
     }
 
+    /// Forgets producers without an open transaction whose newest batch timestamp is
+    /// below `cutoff_ts`; returns how many.
+    pub(crate) fn remove_idle(&mut self, cutoff_ts: i64) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|_, e| {
+            e.current_txn_first_offset.is_some()
+                || e.batches.back().is_some_and(|b| b.timestamp >= cutoff_ts)
+        });
+        before - self.producers.len()
+    }
+
     /// Applies one appended batch. `control_abort` says, for a control batch, whether its
     /// marker is an ABORT (`None` for data batches).
     pub(crate) fn update(

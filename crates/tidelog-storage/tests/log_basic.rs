@@ -93,3 +93,28 @@ fn corrupt_batch_is_rejected_before_anything_is_written() {
     assert_eq!(log.log_end_offset(), 0);
     assert_eq!(log.size_bytes(), 0);
 }
+
+#[test]
+fn log_can_be_shared_across_threads_behind_a_mutex() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Log>();
+    assert_send_sync::<tidelog_storage::FileSlice>();
+}
+
+#[test]
+fn idle_producers_expire_but_open_transactions_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    for (pid, ts, txn) in [(1, 1_000, false), (2, 5_000, false), (3, 1_000, true)] {
+        let mut b = BatchBuilder::new()
+            .producer(pid, 0, 0)
+            .transactional(txn)
+            .kv(Some(b"k"), Some(b"v"), ts)
+            .build()
+            .unwrap();
+        log.append(&mut b, &opts(ts)).unwrap();
+    }
+    assert_eq!(log.expire_producers(6_000, 2_000), 1);
+    let left: Vec<i64> = log.producer_state().iter().map(|(id, _)| id).collect();
+    assert_eq!(left, vec![2, 3]);
+}

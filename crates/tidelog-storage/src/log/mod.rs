@@ -140,6 +140,12 @@ impl Log {
     pub fn producer_state(&self) -> &ProducerStateTable {
         &self.producers
     }
+    /// `producer.id.expiration.ms`: forgets idempotent producers (without an open
+    /// transaction) whose newest batch is older than `max_idle_ms`. Returns how many.
+    pub fn expire_producers(&mut self, now_ms: i64, max_idle_ms: i64) -> usize {
+        self.producers
+            .remove_idle(now_ms.saturating_sub(max_idle_ms))
+    }
     /// The leader-epoch cache, oldest first.
     pub fn leader_epochs(&self) -> &[EpochEntry] {
         self.epochs.entries()

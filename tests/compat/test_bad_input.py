@@ -5,6 +5,7 @@ confluent-kafka producer and consumer keep working, and the broker stays alive.
 """
 
 import random
+import socket
 import struct
 import threading
 import time
@@ -101,7 +102,10 @@ def send_raw(broker, data, half_close=False):
     except (BrokenPipeError, ConnectionResetError):
         pass  # already closed by the broker: an accepted outcome
     if half_close:
-        conn.sock.shutdown(1)  # SHUT_WR: the broker sees EOF after our bytes
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)  # the broker sees EOF after our bytes
+        except OSError:
+            pass  # ENOTCONN: the broker already reset the connection, which is accepted
     return conn
 
 

@@ -1,6 +1,8 @@
-//! The HTTP admin port: `/healthz` (the process is up) and `/readyz` (metadata loaded,
-//! logs recovered, Kafka listener accepting). A deliberately tiny HTTP/1.1 responder:
-//! one request per connection, bounded request size and time.
+//! The HTTP admin port: `/healthz` (the process is up), `/readyz` (metadata loaded,
+//! logs recovered, Kafka listener accepting), `/metrics` (Prometheus text format) and
+//! the JSON views `/v1/cluster`, `/v1/topics`, `/v1/groups`. A deliberately tiny
+//! HTTP/1.1 responder: GET only, one request per connection, bounded request size and
+//! time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,21 +12,38 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::metrics::{views, Metrics};
+
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Scrapes answered at once; more wait for a turn, so a scrape storm cannot pile up
+/// blocking work (each one locks every partition briefly).
+const MAX_CONCURRENT_ANSWERS: usize = 8;
+
+const TEXT: &str = "text/plain; charset=utf-8";
+/// The Prometheus text exposition format, version 0.0.4.
+const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
+const JSON: &str = "application/json";
 
 pub(crate) async fn serve(
     listener: TcpListener,
     ready: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_ANSWERS));
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
                     let ready = Arc::clone(&ready);
+                    let metrics = Arc::clone(&metrics);
+                    let permits = Arc::clone(&permits);
                     tokio::spawn(async move {
-                        let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, ready)).await;
+                        let Ok(_permit) = permits.acquire_owned().await else {
+                            return;
+                        };
+                        let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, ready, metrics)).await;
                     });
                 }
             }
@@ -33,7 +52,27 @@ pub(crate) async fn serve(
     }
 }
 
-async fn answer(mut stream: TcpStream, ready: Arc<AtomicBool>) -> std::io::Result<()> {
+struct Response {
+    status: &'static str,
+    content_type: &'static str,
+    body: String,
+}
+
+impl Response {
+    fn new(status: &'static str, content_type: &'static str, body: impl Into<String>) -> Self {
+        Response {
+            status,
+            content_type,
+            body: body.into(),
+        }
+    }
+}
+
+async fn answer(
+    mut stream: TcpStream,
+    ready: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD {
@@ -44,17 +83,59 @@ async fn answer(mut stream: TcpStream, ready: Arc<AtomicBool>) -> std::io::Resul
         head.extend_from_slice(&buf[..n]);
     }
     let request_line = String::from_utf8_lossy(&head);
-    let path = request_line.split_whitespace().nth(1).unwrap_or("");
-    let (status, body) = match path {
-        "/healthz" => ("200 OK", "ok\n"),
-        "/readyz" if ready.load(Ordering::Acquire) => ("200 OK", "ready\n"),
-        "/readyz" => ("503 Service Unavailable", "not ready\n"),
-        _ => ("404 Not Found", "not found\n"),
+    let mut words = request_line.split_whitespace();
+    let method = words.next().unwrap_or("");
+    // A query string selects nothing here; `/metrics?x=y` is `/metrics`.
+    let path = words.next().unwrap_or("").split('?').next().unwrap_or("");
+    let response = if method != "GET" && method != "HEAD" {
+        Response::new("405 Method Not Allowed", TEXT, "GET only\n")
+    } else {
+        route(path, &ready, metrics).await
     };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+    let header = format!(
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        response.status,
+        response.content_type,
+        response.body.len()
     );
-    stream.write_all(response.as_bytes()).await?;
+    stream.write_all(header.as_bytes()).await?;
+    if method != "HEAD" {
+        stream.write_all(response.body.as_bytes()).await?;
+    }
     stream.shutdown().await
+}
+
+async fn route(path: &str, ready: &AtomicBool, metrics: Arc<Metrics>) -> Response {
+    match path {
+        "/healthz" => Response::new("200 OK", TEXT, "ok\n"),
+        "/readyz" if ready.load(Ordering::Acquire) => Response::new("200 OK", TEXT, "ready\n"),
+        "/readyz" => Response::new("503 Service Unavailable", TEXT, "not ready\n"),
+        // Scrape-time gauges lock partitions and may read from disk: off the runtime.
+        "/metrics" => match tokio::task::spawn_blocking(move || metrics.render()).await {
+            Ok(body) => Response::new("200 OK", PROMETHEUS, body),
+            Err(_) => Response::new("500 Internal Server Error", TEXT, "metrics failed\n"),
+        },
+        "/v1/cluster" | "/v1/topics" | "/v1/groups" => json_view(path.to_string(), metrics).await,
+        _ => Response::new("404 Not Found", TEXT, "not found\n"),
+    }
+}
+
+async fn json_view(path: String, metrics: Arc<Metrics>) -> Response {
+    let Some(ctx) = metrics.context() else {
+        return Response::new("503 Service Unavailable", TEXT, "not ready\n");
+    };
+    let view = tokio::task::spawn_blocking(move || match path.as_str() {
+        "/v1/cluster" => views::cluster(&ctx),
+        "/v1/topics" => views::topics(&ctx),
+        _ => views::groups(&ctx),
+    })
+    .await;
+    match view {
+        Ok(value) => {
+            let mut body = serde_json::to_string_pretty(&value).unwrap_or_default();
+            body.push('\n');
+            Response::new("200 OK", JSON, body)
+        }
+        Err(_) => Response::new("500 Internal Server Error", TEXT, "view failed\n"),
+    }
 }

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use crate::config::BrokerConfig;
 use crate::group::GroupCoordinator;
 use crate::metadata::MetadataManager;
+use crate::metrics::Metrics;
 use crate::replica::ReplicaManager;
 
 pub(crate) struct BrokerContext {
@@ -16,6 +17,8 @@ pub(crate) struct BrokerContext {
     pub(crate) replicas: ReplicaManager,
     /// Consumer groups and committed offsets (`__consumer_offsets`).
     pub(crate) groups: GroupCoordinator,
+    /// Every probe of this node (served on the admin port's `/metrics`).
+    pub(crate) metrics: Arc<Metrics>,
     /// Flips to true when the node begins shutting down; long polls end early on it.
     pub(crate) shutdown: watch::Receiver<bool>,
 }

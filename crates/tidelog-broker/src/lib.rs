@@ -13,6 +13,7 @@ mod context;
 mod errors;
 mod group;
 mod metadata;
+mod metrics;
 mod net;
 mod replica;
 mod server;

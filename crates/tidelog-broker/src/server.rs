@@ -14,6 +14,7 @@ use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
 use crate::group::{GroupConfig, GroupCoordinator};
 use crate::metadata::MetadataManager;
+use crate::metrics::Metrics;
 use crate::replica::ReplicaManager;
 use crate::{admin_http, net};
 
@@ -59,12 +60,14 @@ impl Broker {
         let lock = lock_data_dir(&data_dir)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
+        let metrics = Arc::new(Metrics::new());
 
         let admin_listener = bind(config.admin_listen).await?;
         let admin_addr = local_addr(&admin_listener, config.admin_listen)?;
         let mut tasks = vec![tokio::spawn(admin_http::serve(
             admin_listener,
             Arc::clone(&ready),
+            Arc::clone(&metrics),
             shutdown_rx.clone(),
         ))];
 
@@ -90,7 +93,7 @@ impl Broker {
             .register_broker(vec![endpoint], rack)
             .map_err(|e| StartError::Metadata(e.to_string()))?;
 
-        let replicas = ReplicaManager::new(node_id, &data_dir);
+        let replicas = ReplicaManager::new(node_id, &data_dir, Arc::clone(&metrics.storage));
         let started = std::time::Instant::now();
         replicas.apply_image(controller.image(), &config)?;
         tracing::info!(
@@ -105,8 +108,10 @@ impl Broker {
             metadata: MetadataManager::new(controller),
             replicas,
             groups: GroupCoordinator::new(group_config),
+            metrics,
             shutdown: shutdown_rx.clone(),
         });
+        ctx.metrics.attach(&ctx);
         tasks.push(tokio::spawn(net::serve_listener(
             kafka_listener,
             Arc::clone(&ctx),

@@ -14,6 +14,7 @@
 //! `docs/operations.md` lists every metric; keep it in step with the probes.
 
 mod cluster;
+mod group_source;
 mod groups;
 mod labels;
 mod replication;
@@ -28,10 +29,10 @@ use prometheus_client::registry::Registry;
 
 use crate::context::{BrokerContext, Ctx};
 
-pub(crate) use groups::{CommittedOffset, GroupLagSource, GroupProbe, GroupStatus};
+pub(crate) use groups::GroupProbe;
 pub(crate) use replication::ReplicationProbe;
 pub(crate) use requests::{RequestProbe, RequestTiming};
-pub(crate) use storage::StorageProbe;
+pub(crate) use storage::{StorageOperation, StorageProbe};
 pub(crate) use topics::TopicProbe;
 
 /// Every probe of one node, and the registry they are registered on.

@@ -50,7 +50,7 @@ impl ReplicationProbe {
             probe.truncations.clone(),
         );
         for kind in ["clean", "unclean"] {
-            probe.elections.get_or_create(&ElectionLabels { kind });
+            let _ = probe.elections.get_or_create(&ElectionLabels { kind });
         }
         probe
     }

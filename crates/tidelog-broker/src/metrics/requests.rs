@@ -270,13 +270,17 @@ mod tests {
         probe.connection_opened();
         probe.connection_closed();
         let text = render(&registry);
-        assert!(text.contains("tidelog_requests_total{api=\"Produce\"} 2\n"), "{text}");
+        assert!(
+            text.contains("tidelog_requests_total{api=\"Produce\"} 2\n"),
+            "{text}"
+        );
         assert!(text.contains("tidelog_requests_total{api=\"Fetch\"} 0\n"));
         assert!(text.contains(
             "tidelog_request_errors_total{api=\"Produce\",error=\"UNKNOWN_TOPIC_OR_PARTITION\"} 1\n"
         ));
-        assert!(text
-            .contains("tidelog_request_errors_total{api=\"Fetch\",error=\"connection_closed\"} 1\n"));
+        assert!(text.contains(
+            "tidelog_request_errors_total{api=\"Fetch\",error=\"connection_closed\"} 1\n"
+        ));
         assert!(!text.contains("error=\"NONE\""));
         assert!(text.contains("tidelog_network_received_bytes_total 100\n"));
         assert!(text.contains("tidelog_request_size_bytes_count{api=\"Produce\"} 2\n"));

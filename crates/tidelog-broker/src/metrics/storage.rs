@@ -64,7 +64,7 @@ impl StorageProbe {
         );
         registry.register(
             "retention_deleted_segments",
-            "Segments deleted by retention.ms, retention.bytes or DeleteRecords",
+            "Segments deleted by the retention pass (retention.ms, retention.bytes, or wholly below the log start offset)",
             probe.retention_deleted_segments.clone(),
         );
         registry.register(
@@ -93,7 +93,7 @@ impl StorageProbe {
             StorageOperation::Compaction,
             StorageOperation::Append,
         ] {
-            probe.errors.get_or_create(&OperationLabels {
+            let _ = probe.errors.get_or_create(&OperationLabels {
                 operation: op.label(),
             });
         }
@@ -117,7 +117,8 @@ impl StorageProbe {
         self.compaction_runs.inc();
         self.compaction_reclaimed_bytes
             .inc_by(stats.bytes_before.saturating_sub(stats.bytes_after));
-        self.compaction_removed_records.inc_by(stats.records_removed);
+        self.compaction_removed_records
+            .inc_by(stats.records_removed);
     }
 
     pub(crate) fn failed(&self, operation: StorageOperation) {

@@ -72,7 +72,9 @@ impl TopicProbe {
     /// Record bytes of one partition put into a Fetch response.
     pub(crate) fn fetched(&self, topic: &str, bytes: u64) {
         if bytes > 0 {
-            self.bytes_out.get_or_create(&self.labels(topic)).inc_by(bytes);
+            self.bytes_out
+                .get_or_create(&self.labels(topic))
+                .inc_by(bytes);
         }
     }
 

@@ -16,6 +16,7 @@ use uuid::Uuid;
 pub(crate) use partition::{Partition, PartitionError};
 
 use crate::config::BrokerConfig;
+use crate::metrics::{StorageOperation, StorageProbe};
 use crate::topic_config;
 
 pub(crate) type PartitionKey = (String, i32);
@@ -24,14 +25,17 @@ pub(crate) struct ReplicaManager {
     node_id: i32,
     data_dir: PathBuf,
     partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
+    /// Told of every fsync, retention deletion, compaction and background failure.
+    probe: Arc<StorageProbe>,
 }
 
 impl ReplicaManager {
-    pub(crate) fn new(node_id: i32, data_dir: &Path) -> Self {
+    pub(crate) fn new(node_id: i32, data_dir: &Path, probe: Arc<StorageProbe>) -> Self {
         ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
+            probe,
         }
     }
 
@@ -94,6 +98,7 @@ impl ReplicaManager {
                 }
                 None => {
                     let mut log = Log::open(&self.log_dir(&key.0, key.1), config)?;
+                    log.set_flush_observer(Some(self.probe.flush_observer()));
                     if sole_replica {
                         // The only in-sync replica: everything in its log is committed.
                         let end = log.log_end_offset();
@@ -128,6 +133,7 @@ impl ReplicaManager {
                 if retention_due {
                     let deleted = log.apply_retention(now_ms)?;
                     if deleted > 0 {
+                        self.probe.retention_deleted(deleted);
                         tracing::info!(dir = %log.dir().display(), deleted, "retention deleted segments");
                     }
                 }
@@ -135,6 +141,7 @@ impl ReplicaManager {
             });
             if let Err(e) = result {
                 if !matches!(e, PartitionError::Closed) {
+                    self.probe.failed(StorageOperation::Housekeeping);
                     tracing::error!(topic = %p.topic, partition = p.index, error = %e, "housekeeping failed");
                 }
             }
@@ -146,12 +153,14 @@ impl ReplicaManager {
         for p in self.all() {
             let result = p.with_log(|log| {
                 if log.config().cleanup_policy.compact {
-                    log.compact(now_ms)?;
+                    let stats = log.compact(now_ms)?;
+                    self.probe.compacted(&stats);
                 }
                 Ok(())
             });
             if let Err(e) = result {
                 if !matches!(e, PartitionError::Closed) {
+                    self.probe.failed(StorageOperation::Compaction);
                     tracing::error!(topic = %p.topic, partition = p.index, error = %e, "compaction failed");
                 }
             }

@@ -1,0 +1,400 @@
+//! The consumer-group probe: the seed's silent failures made visible. Per group and
+//! partition: lag in messages and in seconds, its trend d(lag)/dt, and the seconds
+//! left before retention deletes what the group has not read; per group: members,
+//! generation and rebalances (a generation rising every few minutes is a rebalance
+//! loop).
+//!
+//! # Where the figures come from
+//! The group coordinator (`crate::group`) owns groups and committed offsets; it is
+//! read only through [`GroupLagSource`] (implemented for it in `group_source.rs`), a
+//! copy taken under its lock. Everything else (high watermarks, record timestamps,
+//! retention) is read here from the partitions, so the coordinator reports only what
+//! it alone knows.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::MetricType;
+use tidelog_storage::{BatchHeader, BATCH_HEADER_LEN};
+
+use super::cluster::gauge_family;
+use super::labels::escaped;
+use crate::context::{now_ms, BrokerContext};
+use crate::replica::Partition;
+
+/// What the group coordinator knows of one group.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GroupStatus {
+    pub(crate) group_id: String,
+    /// Kafka's state name: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead.
+    pub(crate) state: String,
+    /// "consumer" for consumer groups, empty for offsets-only groups.
+    pub(crate) protocol_type: String,
+    pub(crate) generation: i32,
+    pub(crate) members: usize,
+    pub(crate) committed: Vec<CommittedOffset>,
+}
+
+/// One committed offset: the next offset the group will read.
+#[derive(Debug, Clone)]
+pub(crate) struct CommittedOffset {
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    pub(crate) offset: i64,
+}
+
+/// What the probe needs from a group coordinator; see the module docs.
+pub(crate) trait GroupLagSource: Send + Sync {
+    /// Every group this node coordinates. Called per scrape and per `/v1/groups`
+    /// request, off the async runtime; keep it a copy out of the coordinator's state.
+    fn groups(&self) -> Vec<GroupStatus>;
+}
+
+/// One group as the metrics and `/v1/groups` show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct GroupLag {
+    pub(crate) group: String,
+    pub(crate) state: String,
+    pub(crate) protocol_type: String,
+    pub(crate) generation: i32,
+    pub(crate) members: usize,
+    /// Generation increases this node has seen since it started.
+    pub(crate) rebalances: u64,
+    pub(crate) partitions: Vec<PartitionLag>,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub(crate) struct PartitionLag {
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    pub(crate) committed_offset: i64,
+    pub(crate) high_watermark: i64,
+    pub(crate) log_start_offset: i64,
+    /// Committed records the group has not read: high watermark minus committed offset.
+    pub(crate) lag_messages: i64,
+    /// Age of the batch holding the first unread record; 0 when nothing is unread.
+    pub(crate) lag_seconds: f64,
+    /// d(lag)/dt in messages per second over recent observations; positive = falling behind.
+    pub(crate) lag_trend_per_second: f64,
+    /// Seconds until retention.ms deletes the segment holding the first unread record
+    /// (0 when it already did). None when nothing is unread or retention is unbounded.
+    pub(crate) retention_headroom_seconds: Option<f64>,
+}
+
+/// What the log says about one partition, for the lag arithmetic.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LogView {
+    pub(super) log_start: i64,
+    pub(super) high_watermark: i64,
+    /// Timestamp of the batch holding the first unread record, if it could be read.
+    pub(super) first_unread_ts: Option<i64>,
+    /// Largest timestamp of the segment holding the first unread record.
+    pub(super) segment_max_ts: Option<i64>,
+    /// retention.ms when time retention deletes this topic's segments.
+    pub(super) retention_ms: Option<i64>,
+}
+
+/// The lag arithmetic, free of I/O so it can be tested exactly.
+pub(super) fn lag_figures(committed: i64, log: &LogView, now_ms: i64) -> (i64, f64, Option<f64>) {
+    let lag = log.high_watermark.saturating_sub(committed).max(0);
+    if lag == 0 {
+        return (0, 0.0, None);
+    }
+    let seconds = log
+        .first_unread_ts
+        .map_or(0.0, |ts| now_ms.saturating_sub(ts).max(0) as f64 / 1000.0);
+    let headroom = match (log.retention_ms, committed < log.log_start) {
+        (None, _) => None,
+        (Some(_), true) => Some(0.0),
+        (Some(retention), false) => log.segment_max_ts.map(|max_ts| {
+            let deleted_at = max_ts.saturating_add(retention);
+            deleted_at.saturating_sub(now_ms).max(0) as f64 / 1000.0
+        }),
+    };
+    (lag, seconds, headroom)
+}
+
+/// Reads what [`lag_figures`] needs from one partition.
+fn log_view(p: &Partition, committed: i64) -> Option<LogView> {
+    let (mut view, slice) = p
+        .with_log(|log| {
+            let start = log.log_start_offset();
+            let hw = log.high_watermark();
+            let from = committed.max(start);
+            let config = log.config();
+            let retention_ms = (config.cleanup_policy.delete && config.retention_ms >= 0)
+                .then_some(config.retention_ms);
+            let view = LogView {
+                log_start: start,
+                high_watermark: hw,
+                first_unread_ts: None,
+                segment_max_ts: log.segment_max_timestamp_at(from).map(|(ts, _)| ts),
+                retention_ms,
+            };
+            let slice = if from < hw {
+                log.read(from, 1, hw).ok().and_then(|r| r.slice)
+            } else {
+                None
+            };
+            Ok((view, slice))
+        })
+        .ok()?;
+    // The header read happens outside the partition lock.
+    if let Some(slice) = slice.filter(|s| s.len >= BATCH_HEADER_LEN as u64) {
+        let mut head = [0u8; BATCH_HEADER_LEN];
+        if slice.file.read_exact_at(&mut head, slice.position).is_ok() {
+            let h = BatchHeader::from_array(&head);
+            view.first_unread_ts = Some(if h.is_log_append_time() {
+                h.max_timestamp()
+            } else {
+                h.base_timestamp()
+            });
+        }
+    }
+    Some(view)
+}
+
+/// Recent (time, lag) observations per group partition, for d(lag)/dt: at most
+/// `TREND_SAMPLES`, at least `TREND_SPACING` apart, none older than `TREND_WINDOW`.
+#[derive(Default)]
+pub(super) struct TrendTracker {
+    series: HashMap<(String, String, i32), VecDeque<(Instant, i64)>>,
+}
+
+const TREND_SAMPLES: usize = 16;
+const TREND_SPACING: Duration = Duration::from_secs(1);
+const TREND_WINDOW: Duration = Duration::from_secs(600);
+
+impl TrendTracker {
+    /// Adds an observation and returns the slope over the kept ones (0 with fewer than two).
+    pub(super) fn observe(&mut self, key: (String, String, i32), now: Instant, lag: i64) -> f64 {
+        let samples = self.series.entry(key).or_default();
+        match samples.back() {
+            // Too soon after the newest: the newest moves forward instead, so a sample
+            // is only kept once the next one is far enough from it.
+            Some(&(t, _))
+                if samples.len() > 1 && now.saturating_duration_since(t) < TREND_SPACING =>
+            {
+                samples.pop_back();
+            }
+            _ => {}
+        }
+        samples.push_back((now, lag));
+        while samples.len() > TREND_SAMPLES
+            || samples
+                .front()
+                .is_some_and(|&(t, _)| now.saturating_duration_since(t) > TREND_WINDOW)
+        {
+            samples.pop_front();
+        }
+        match (samples.front(), samples.back()) {
+            (Some(&(t0, l0)), Some(&(t1, l1))) if t1 > t0 => {
+                (l1 - l0) as f64 / t1.saturating_duration_since(t0).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Forgets partitions no longer reported, keeping the map bounded by what exists.
+    pub(super) fn retain(&mut self, alive: &HashSet<(String, String, i32)>) {
+        self.series.retain(|k, _| alive.contains(k));
+    }
+}
+
+/// The probe: what must be remembered between looks.
+#[derive(Default)]
+pub(crate) struct GroupProbe {
+    trends: Mutex<TrendTracker>,
+    /// Per group: the last generation seen and the increases counted.
+    generations: Mutex<HashMap<String, (i32, u64)>>,
+}
+
+impl GroupProbe {
+    pub(super) fn new() -> GroupProbe {
+        GroupProbe::default()
+    }
+
+    /// Every group this node coordinates, with its lag figures. Blocking: reads batch
+    /// headers from disk.
+    pub(crate) fn snapshot(&self, ctx: &BrokerContext) -> Vec<GroupLag> {
+        self.snapshot_from(&ctx.groups, ctx)
+    }
+
+    pub(super) fn snapshot_from(
+        &self,
+        source: &dyn GroupLagSource,
+        ctx: &BrokerContext,
+    ) -> Vec<GroupLag> {
+        let mut groups = source.groups();
+        groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        let now = Instant::now();
+        let now_ms = now_ms();
+        let mut trends = self.trends.lock().unwrap_or_else(|p| p.into_inner());
+        let mut generations = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+        let mut alive = HashSet::new();
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            let entry = generations
+                .entry(g.group_id.clone())
+                .or_insert((g.generation, 0));
+            if g.generation > entry.0 {
+                entry.1 += u64::try_from(g.generation - entry.0).unwrap_or(0);
+            }
+            entry.0 = g.generation;
+            let rebalances = entry.1;
+            let mut partitions = Vec::with_capacity(g.committed.len());
+            for c in &g.committed {
+                let Some(p) = ctx.replicas.get(&c.topic, c.partition) else {
+                    continue;
+                };
+                let Some(view) = log_view(&p, c.offset) else {
+                    continue;
+                };
+                let (lag, seconds, headroom) = lag_figures(c.offset, &view, now_ms);
+                let key = (g.group_id.clone(), c.topic.clone(), c.partition);
+                let trend = trends.observe(key.clone(), now, lag);
+                alive.insert(key);
+                partitions.push(PartitionLag {
+                    topic: c.topic.clone(),
+                    partition: c.partition,
+                    committed_offset: c.offset,
+                    high_watermark: view.high_watermark,
+                    log_start_offset: view.log_start,
+                    lag_messages: lag,
+                    lag_seconds: seconds,
+                    lag_trend_per_second: trend,
+                    retention_headroom_seconds: headroom,
+                });
+            }
+            partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+            out.push(GroupLag {
+                group: g.group_id,
+                state: g.state,
+                protocol_type: g.protocol_type,
+                generation: g.generation,
+                members: g.members,
+                rebalances,
+                partitions,
+            });
+        }
+        trends.retain(&alive);
+        generations.retain(|group, _| out.iter().any(|g| &g.group == group));
+        out
+    }
+}
+
+pub(super) struct GroupCollector {
+    context: Arc<OnceLock<Weak<BrokerContext>>>,
+    probe: Arc<GroupProbe>,
+}
+
+impl GroupCollector {
+    pub(super) fn new(context: Arc<OnceLock<Weak<BrokerContext>>>, probe: Arc<GroupProbe>) -> Self {
+        GroupCollector { context, probe }
+    }
+}
+
+impl fmt::Debug for GroupCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("GroupCollector")
+    }
+}
+
+impl Collector for GroupCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let Some(ctx) = self.context.get().and_then(Weak::upgrade) else {
+            return Ok(());
+        };
+        let groups = self.probe.snapshot(&ctx);
+        let group_label = |g: &GroupLag| vec![("group", escaped(&g.group).into_owned().into())];
+        type GroupField = fn(&GroupLag) -> i64;
+        let per_group: [(&str, &str, GroupField); 2] = [
+            ("group_members", "Members of the group", |g| {
+                i64::try_from(g.members).unwrap_or(i64::MAX)
+            }),
+            (
+                "group_generation",
+                "The group's generation; rising every few minutes is a rebalance loop",
+                |g| i64::from(g.generation),
+            ),
+        ];
+        for (name, help, field) in per_group {
+            gauge_family(
+                &mut encoder,
+                name,
+                help,
+                groups.iter().map(|g| (group_label(g), field(g))),
+            )?;
+        }
+        gauge_family(
+            &mut encoder,
+            "group_state",
+            "1 for the group's current state",
+            groups.iter().map(|g| {
+                let mut labels = group_label(g);
+                labels.push(("state", g.state.clone().into()));
+                (labels, 1i64)
+            }),
+        )?;
+        {
+            let mut metric = encoder.encode_descriptor(
+                "group_rebalances",
+                "Rebalances (generation increases) this node has seen since it started",
+                None,
+                MetricType::Counter,
+            )?;
+            for g in &groups {
+                let labels = group_label(g);
+                ConstCounter::new(g.rebalances).encode(metric.encode_family(&labels)?)?;
+            }
+        }
+        let rows = || {
+            groups.iter().flat_map(|g| {
+                g.partitions.iter().map(move |p| {
+                    let labels = vec![
+                        ("group", escaped(&g.group).into_owned().into()),
+                        ("topic", p.topic.clone().into()),
+                        ("partition", p.partition.to_string().into()),
+                    ];
+                    (labels, p)
+                })
+            })
+        };
+        gauge_family(
+            &mut encoder,
+            "group_committed_offset",
+            "The group's committed offset (next offset it reads)",
+            rows().map(|(l, p)| (l, p.committed_offset)),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "group_lag_messages",
+            "Committed records the group has not read",
+            rows().map(|(l, p)| (l, p.lag_messages)),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "group_lag_seconds",
+            "Age of the oldest unread batch; 0 when caught up",
+            rows().map(|(l, p)| (l, p.lag_seconds)),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "group_lag_trend_messages_per_second",
+            "d(lag)/dt over recent observations; positive means the group falls behind",
+            rows().map(|(l, p)| (l, p.lag_trend_per_second)),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "group_retention_headroom_seconds",
+            "Seconds until retention.ms deletes the oldest unread record (0: already deleted); absent when caught up or retention is unbounded",
+            rows().filter_map(|(l, p)| p.retention_headroom_seconds.map(|s| (l, s))),
+        )
+    }
+}

@@ -6,16 +6,27 @@ mod alter_configs;
 pub(crate) mod api_versions;
 mod create_partitions;
 mod create_topics;
+mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
+mod find_coordinator;
+mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 
 use std::net::SocketAddr;
 
@@ -95,6 +106,26 @@ apis! {
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
     InitProducerId => init_producer_id,
+    FindCoordinator => find_coordinator,
+    JoinGroup => join_group,
+    SyncGroup => sync_group,
+    Heartbeat => heartbeat,
+    LeaveGroup => leave_group,
+    OffsetCommit => offset_commit,
+    OffsetFetch => offset_fetch,
+    ListGroups => list_groups,
+    DescribeGroups => describe_groups,
+    DeleteGroups => delete_groups,
+    OffsetDelete => offset_delete,
+}
+
+/// Whether a request of this raw api key and version will be answered (checked before
+/// its body is read).
+pub(crate) fn accepts(api_key: i16, api_version: i16) -> bool {
+    ApiKey::try_from(api_key)
+        .ok()
+        .and_then(supported_range)
+        .is_some_and(|r| r.min <= api_version && api_version <= r.max)
 }
 
 fn supported_range(key: ApiKey) -> Option<VersionRange> {

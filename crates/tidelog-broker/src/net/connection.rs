@@ -3,10 +3,11 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
-use tidelog_protocol::frame::{read_frame, FrameError};
+use tidelog_protocol::frame::{read_request_frame, FrameError, RequestFrame};
 use tidelog_protocol::header::decode_request_header;
 use tidelog_protocol::Chunk;
 use tidelog_protocol::ProtocolError;
@@ -18,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::apis;
 use crate::context::Ctx;
+use crate::metrics::{Metrics, RequestTiming};
 
 /// Requests one connection may have in flight before the reader stops reading.
 const MAX_IN_FLIGHT: usize = 64;
@@ -36,6 +38,9 @@ pub(crate) enum Reply {
     Later(ReplyFuture),
     /// The request was unanswerable; close the connection after earlier replies.
     Close,
+    /// A reply with the times its request reached each stage, for the latency
+    /// metrics; the reader wraps every decoded request's reply in one.
+    Timed(Box<Reply>, RequestTiming),
 }
 
 /// Accepts connections until shutdown.
@@ -51,6 +56,7 @@ pub(crate) async fn serve_listener(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     if open.load(Ordering::Acquire) >= max_connections {
+                        ctx.metrics.requests.connection_refused();
                         tracing::warn!(%peer, "connection refused: max.connections reached");
                         continue;
                     }
@@ -59,8 +65,11 @@ pub(crate) async fn serve_listener(
                     let open = Arc::clone(&open);
                     let shutdown = shutdown.clone();
                     open.fetch_add(1, Ordering::AcqRel);
+                    ctx.metrics.requests.connection_opened();
                     tokio::spawn(async move {
+                        let metrics = Arc::clone(&ctx.metrics);
                         serve_connection(stream, peer, ctx, shutdown).await;
+                        metrics.requests.connection_closed();
                         open.fetch_sub(1, Ordering::AcqRel);
                     });
                 }
@@ -82,15 +91,33 @@ async fn serve_connection(
 ) {
     let (mut reader, writer) = stream.into_split();
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
-    let writer_task = tokio::spawn(write_replies(writer, rx, peer));
+    let writer_task = tokio::spawn(write_replies(writer, rx, peer, Arc::clone(&ctx.metrics)));
     let max_bytes = ctx.config.max_request_bytes();
     loop {
+        // The api key and version are checked before the body is buffered, so a request
+        // nobody will answer costs no memory whatever size it declares.
         let frame = tokio::select! {
-            frame = read_frame(&mut reader, max_bytes) => frame,
+            frame = read_request_frame(&mut reader, max_bytes, apis::accepts) => frame,
             _ = shutdown.changed() => break,
         };
         let frame = match frame {
-            Ok(Some(frame)) => frame.freeze(),
+            Ok(Some(RequestFrame::Accepted(frame))) => frame.freeze(),
+            Ok(Some(RequestFrame::Refused {
+                api_key,
+                api_version,
+                correlation_id,
+            })) => {
+                if api_key == ApiKey::ApiVersions as i16 {
+                    let reply = apis::api_versions::unsupported_version(correlation_id);
+                    if tx.send(reply).await.is_err() {
+                        break;
+                    }
+                    continue;
+                }
+                tracing::warn!(%peer, api_key, api_version, "unsupported api or version; closing connection");
+                let _ = tx.send(Reply::Close).await;
+                break;
+            }
             Ok(None) => break,
             Err(FrameError::Io(_)) => break,
             Err(e) => {
@@ -98,8 +125,21 @@ async fn serve_connection(
                 break;
             }
         };
-        let reply = dispatch(&ctx, frame, peer).await;
+        let received = Instant::now();
+        ctx.metrics.requests.frame_received(frame.len());
+        let (reply, api) = dispatch(&ctx, frame, peer).await;
         let close = matches!(reply, Reply::Close);
+        let reply = match api {
+            Some(api) => {
+                let timing = RequestTiming {
+                    api,
+                    received,
+                    dispatched: Instant::now(),
+                };
+                Reply::Timed(Box::new(reply), timing)
+            }
+            None => reply,
+        };
         if tx.send(reply).await.is_err() || close {
             break;
         }
@@ -108,12 +148,15 @@ async fn serve_connection(
     let _ = writer_task.await;
 }
 
-async fn dispatch(ctx: &Ctx, mut frame: Bytes, peer: SocketAddr) -> Reply {
+/// Decodes the header and runs the handler; returns the reply and, when the header
+/// decoded, the request's API (what the metrics count it under).
+async fn dispatch(ctx: &Ctx, mut frame: Bytes, peer: SocketAddr) -> (Reply, Option<ApiKey>) {
+    let frame_len = frame.len();
     let header = match decode_request_header(&mut frame) {
         Ok(header) => header,
         Err(ProtocolError::UnknownApiKey { api_key, .. }) => {
             tracing::warn!(%peer, api_key, "unknown api key; closing connection");
-            return Reply::Close;
+            return (Reply::Close, None);
         }
         // A newer client's ApiVersions header may not parse at our versions; Kafka still
         // answers it with the ranges it supports.
@@ -121,25 +164,46 @@ async fn dispatch(ctx: &Ctx, mut frame: Bytes, peer: SocketAddr) -> Reply {
             api_key: ApiKey::ApiVersions,
             correlation_id,
             ..
-        }) => return apis::api_versions::unsupported_version(correlation_id),
+        }) => {
+            ctx.metrics.requests.request(ApiKey::ApiVersions, frame_len);
+            let reply = apis::api_versions::unsupported_version(correlation_id);
+            return (reply, Some(ApiKey::ApiVersions));
+        }
         Err(e) => {
             tracing::warn!(%peer, error = %e, "malformed request header; closing connection");
-            return Reply::Close;
+            return (Reply::Close, None);
         }
     };
-    apis::handle(ctx, header, frame, peer).await
+    let api = header.api_key;
+    ctx.metrics.requests.request(api, frame_len);
+    let reply = apis::handle(ctx, header, frame, peer).await;
+    if matches!(reply, Reply::Close) {
+        ctx.metrics.requests.closed_connection(api);
+    }
+    (reply, Some(api))
 }
 
 async fn write_replies(
     mut writer: OwnedWriteHalf,
     mut rx: mpsc::Receiver<Reply>,
     peer: SocketAddr,
+    metrics: Arc<Metrics>,
 ) {
     while let Some(reply) = rx.recv().await {
+        let dequeued = Instant::now();
+        let mut timing = None;
+        let mut ready = dequeued;
         let mut reply = reply;
         loop {
             match reply {
-                Reply::Later(fut) => reply = fut.await,
+                Reply::Timed(inner, t) => {
+                    timing = Some(t);
+                    reply = *inner;
+                }
+                Reply::Later(fut) => {
+                    reply = fut.await;
+                    ready = Instant::now();
+                }
                 Reply::Nothing => break,
                 Reply::Close => {
                     let _ = writer.shutdown().await;
@@ -152,6 +216,7 @@ async fn write_replies(
                         tracing::debug!(%peer, error = %e, "write failed");
                         return;
                     }
+                    metrics.requests.bytes_sent(chunks_len(&chunks));
                     break;
                 }
                 Reply::Bytes(bytes) => {
@@ -159,10 +224,24 @@ async fn write_replies(
                         tracing::debug!(%peer, error = %e, "write failed");
                         return;
                     }
+                    metrics.requests.bytes_sent(bytes.len() as u64);
                     break;
                 }
             }
         }
+        if let Some(t) = timing {
+            metrics.requests.finished(t, dequeued, ready);
+        }
     }
     let _ = writer.shutdown().await;
+}
+
+fn chunks_len(chunks: &[Chunk]) -> u64 {
+    chunks
+        .iter()
+        .map(|c| match c {
+            Chunk::Bytes(b) => b.len() as u64,
+            Chunk::External { len, .. } => *len,
+        })
+        .sum()
 }

@@ -28,9 +28,18 @@ enum Command {
     Plan(plan::PlanArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     let cli = Cli::parse();
-    match cli.command {
+    // One clean line (with its causes) and exit code 1: an operator-facing error, not a
+    // backtrace, even where RUST_BACKTRACE is set.
+    if let Err(e) = run(cli.command) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Serve(args) => serve::run(args),
         Command::Topic(args) => cli::topic::run(args),
         Command::Produce(args) => cli::produce::run(args),

@@ -58,7 +58,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .next()
         .map_or(Err(ResponseError::InvalidRequest.code()), |(_, r)| r);
     let (c, error) = split(result);
-    let message = (error != 0 && version >= 1).then(|| StrBytes::from_static_str("coordinator unavailable"));
+    let message =
+        (error != 0 && version >= 1).then(|| StrBytes::from_static_str("coordinator unavailable"));
     req.respond(
         &response
             .with_node_id(BrokerId(c.node_id))

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_request::JoinGroupRequest;
 use kafka_protocol::messages::join_group_response::{JoinGroupResponse, JoinGroupResponseMember};
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Encodable, VersionRange};
-use kafka_protocol::ResponseError;
 use tidelog_protocol::header::encode_response;
 use tidelog_protocol::ProtocolError;
 use tokio::sync::oneshot;
@@ -51,13 +51,18 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let respond_to = Responder::of(&req);
     match ctx.groups.join(ctx, join) {
         Waiting::Now(outcome) => respond_to.send(&response(outcome, version)),
-        Waiting::Later(rx, wait) => Ok(later(ctx, rx, wait, respond_to, move |outcome| {
-            response(outcome, version)
-        }, |error| JoinOutcome {
-            error,
-            generation: -1,
-            ..JoinOutcome::default()
-        })),
+        Waiting::Later(rx, wait) => Ok(later(
+            ctx,
+            rx,
+            wait,
+            respond_to,
+            move |outcome| response(outcome, version),
+            |error| JoinOutcome {
+                error,
+                generation: -1,
+                ..JoinOutcome::default()
+            },
+        )),
     }
 }
 

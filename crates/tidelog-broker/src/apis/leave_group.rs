@@ -20,7 +20,12 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         request
             .members
             .iter()
-            .map(|m| (m.member_id.to_string(), m.group_instance_id.as_ref().map(|s| s.to_string())))
+            .map(|m| {
+                (
+                    m.member_id.to_string(),
+                    m.group_instance_id.as_ref().map(|s| s.to_string()),
+                )
+            })
             .collect()
     } else {
         vec![(request.member_id.to_string(), None)]

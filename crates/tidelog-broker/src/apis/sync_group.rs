@@ -9,7 +9,7 @@ use tidelog_protocol::ProtocolError;
 use super::join_group::{later, Responder};
 use super::Request;
 use crate::context::Ctx;
-use crate::group::{str_bytes, SyncOutcome, Waiting};
+use crate::group::{str_bytes, SyncOutcome, SyncRequest, Waiting};
 use crate::net::Reply;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
@@ -21,15 +21,18 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .iter()
         .map(|a| (a.member_id.to_string(), a.assignment.clone()))
         .collect();
+    let owned = |s: &Option<kafka_protocol::protocol::StrBytes>| s.as_ref().map(|s| s.to_string());
     let waiting = ctx.groups.sync(
         ctx,
-        &request.group_id.0,
-        &request.member_id,
-        request.group_instance_id.as_deref(),
-        request.generation_id,
-        request.protocol_type.as_deref(),
-        request.protocol_name.as_deref(),
-        assignments,
+        SyncRequest {
+            group_id: request.group_id.0.to_string(),
+            member_id: request.member_id.to_string(),
+            instance_id: owned(&request.group_instance_id),
+            generation: request.generation_id,
+            protocol_type: owned(&request.protocol_type),
+            protocol: owned(&request.protocol_name),
+            assignments,
+        },
     );
     let respond_to = Responder::of(&req);
     match waiting {

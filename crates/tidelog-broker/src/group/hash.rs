@@ -7,8 +7,9 @@
 
 /// Java's `String.hashCode` of `s`.
 pub(crate) fn java_string_hashcode(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
 }
 
 /// The partition (of `partitions`) that stores `key`'s records; 0 when there are none.

@@ -35,10 +35,10 @@ use kafka_protocol::records::{
 use tokio::sync::watch;
 
 pub(crate) use hash::partition_for;
-pub(crate) use offsets::{CommitRequest, DescribedGroup, ListedGroup};
-pub(crate) use rebalance::{JoinRequest, LeaveResult, Waiting};
+pub(crate) use offsets::{CommitRequest, FetchedOffsets};
+pub(crate) use rebalance::{JoinRequest, SyncRequest, Waiting};
 pub(crate) use state::{JoinOutcome, SyncOutcome};
-pub(crate) use topic::{ensure_offsets_topic, Coordinates};
+pub(crate) use topic::{coordinator_for, ensure_offsets_topic, Coordinates};
 
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
@@ -66,7 +66,8 @@ pub(crate) struct GroupConfig {
 
 impl GroupConfig {
     pub(crate) fn from_broker(config: &BrokerConfig) -> GroupConfig {
-        let ms = |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0));
+        let ms =
+            |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0));
         let int = |name: &str| i32::try_from(config.get_i64(name)).unwrap_or(i32::MAX);
         GroupConfig {
             min_session_timeout_ms: int("group.min.session.timeout.ms"),
@@ -162,7 +163,12 @@ impl GroupCoordinator {
             .unwrap_or_default();
         let todo: Vec<i32> = {
             let mut inner = self.lock();
-            let gone: Vec<i32> = inner.loaded.iter().copied().filter(|p| !led.contains(p)).collect();
+            let gone: Vec<i32> = inner
+                .loaded
+                .iter()
+                .copied()
+                .filter(|p| !led.contains(p))
+                .collect();
             for p in gone {
                 inner.loaded.remove(&p);
                 inner.groups.unload(p);
@@ -222,18 +228,21 @@ impl GroupCoordinator {
         let Some(p) = ctx.replicas.get(OFFSETS_TOPIC, partition) else {
             return Err(ResponseError::NotCoordinator.code());
         };
-        match p.append(&mut buf, now) {
-            Ok(_) => {}
-            Err(PartitionError::Closed) => return Err(ResponseError::NotCoordinator.code()),
-            Err(PartitionError::Storage(e)) => {
-                tracing::warn!(partition, error = %e, "writing to __consumer_offsets failed");
-                return Err(match e {
-                    tidelog_storage::StorageError::MessageTooLarge { .. } => {
-                        ResponseError::InvalidCommitOffsetSize.code()
-                    }
-                    _ => ResponseError::CoordinatorNotAvailable.code(),
-                });
+        if let Err(e) = p.append(&mut buf, now) {
+            // Matched with `matches!` so new PartitionError variants need no change here.
+            if matches!(e, PartitionError::Closed) {
+                return Err(ResponseError::NotCoordinator.code());
             }
+            tracing::warn!(partition, error = %e, "writing to __consumer_offsets failed");
+            let too_large = matches!(
+                e,
+                PartitionError::Storage(tidelog_storage::StorageError::MessageTooLarge { .. })
+            );
+            return Err(if too_large {
+                ResponseError::InvalidCommitOffsetSize.code()
+            } else {
+                ResponseError::CoordinatorNotAvailable.code()
+            });
         }
         let instant = Instant::now();
         for record in records {

@@ -166,7 +166,11 @@ impl GroupCoordinator {
         })
     }
 
-    pub(crate) fn describe(&self, ctx: &BrokerContext, group_id: &str) -> Result<DescribedGroup, i16> {
+    pub(crate) fn describe(
+        &self,
+        ctx: &BrokerContext,
+        group_id: &str,
+    ) -> Result<DescribedGroup, i16> {
         self.with_partition(ctx, group_id, |inner, _| {
             let Some(g) = inner.groups.map.get(group_id) else {
                 return DescribedGroup {
@@ -177,11 +181,18 @@ impl GroupCoordinator {
                 };
             };
             let protocol = g.protocol.clone().unwrap_or_default();
-            let settled = matches!(g.state, GroupState::Stable | GroupState::CompletingRebalance);
+            let settled = matches!(
+                g.state,
+                GroupState::Stable | GroupState::CompletingRebalance
+            );
             DescribedGroup {
                 state: g.state.name(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                protocol: if settled { protocol.clone() } else { String::new() },
+                protocol: if settled {
+                    protocol.clone()
+                } else {
+                    String::new()
+                },
                 members: g
                     .members
                     .values()
@@ -190,7 +201,11 @@ impl GroupCoordinator {
                         instance_id: m.instance_id.clone(),
                         client_id: m.client_id.clone(),
                         client_host: m.client_host.clone(),
-                        metadata: if settled { m.metadata_for(&protocol) } else { Bytes::new() },
+                        metadata: if settled {
+                            m.metadata_for(&protocol)
+                        } else {
+                            Bytes::new()
+                        },
                         assignment: if g.state == GroupState::Stable {
                             m.assignment.clone()
                         } else {
@@ -232,13 +247,23 @@ impl GroupCoordinator {
     ) -> (i16, Vec<i16>) {
         let result = self.with_partition(ctx, group_id, |inner, partition| {
             let Some(g) = inner.groups.map.get(group_id) else {
-                return (ResponseError::GroupIdNotFound.code(), vec![0; partitions.len()]);
+                return (
+                    ResponseError::GroupIdNotFound.code(),
+                    vec![0; partitions.len()],
+                );
             };
             let active = g.state != GroupState::Empty && !g.members.is_empty();
             if active && g.protocol_type.as_deref() != Some("consumer") {
-                return (ResponseError::NonEmptyGroup.code(), vec![0; partitions.len()]);
+                return (
+                    ResponseError::NonEmptyGroup.code(),
+                    vec![0; partitions.len()],
+                );
             }
-            let subscribed = if active { subscribed_topics(g) } else { Vec::new() };
+            let subscribed = if active {
+                subscribed_topics(g)
+            } else {
+                Vec::new()
+            };
             let mut codes = Vec::with_capacity(partitions.len());
             let mut records = Vec::new();
             for (topic, p) in partitions {
@@ -302,14 +327,20 @@ impl GroupCoordinator {
                         inner.groups.map.remove(&group_id);
                     }
                 }
-                Err(code) => tracing::warn!(group = %group_id, code, "offsets retention write failed"),
+                Err(code) => {
+                    tracing::warn!(group = %group_id, code, "offsets retention write failed")
+                }
             }
         }
     }
 }
 
 /// Tombstones for the offsets `expired` selects, plus the group's own key if asked.
-fn tombstones(g: &Group, expired: impl Fn(&OffsetValue) -> bool, group_too: bool) -> Vec<GroupRecord> {
+fn tombstones(
+    g: &Group,
+    expired: impl Fn(&OffsetValue) -> bool,
+    group_too: bool,
+) -> Vec<GroupRecord> {
     let mut records: Vec<GroupRecord> = g
         .offsets
         .iter()
@@ -321,7 +352,9 @@ fn tombstones(g: &Group, expired: impl Fn(&OffsetValue) -> bool, group_too: bool
         .collect();
     if group_too {
         records.push(GroupRecord {
-            key: RecordKey::Group { group: g.id.clone() },
+            key: RecordKey::Group {
+                group: g.id.clone(),
+            },
             value: None,
         });
     }
@@ -377,7 +410,10 @@ fn subscribed_topics(g: &Group) -> Vec<String> {
     for m in g.members.values() {
         let meta = m.metadata_for(&protocol);
         let mut rest: &[u8] = &meta;
-        let Some(count) = rest.get(2..6).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]])) else {
+        let Some(count) = rest
+            .get(2..6)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        else {
             continue;
         };
         rest = &rest[6..];
@@ -386,7 +422,9 @@ fn subscribed_topics(g: &Group) -> Vec<String> {
                 break;
             };
             let len = usize::try_from(len).unwrap_or(0);
-            let Some(name) = rest.get(2..2 + len) else { break };
+            let Some(name) = rest.get(2..2 + len) else {
+                break;
+            };
             topics.push(String::from_utf8_lossy(name).into_owned());
             rest = &rest[2 + len..];
         }

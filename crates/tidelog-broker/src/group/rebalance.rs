@@ -39,6 +39,19 @@ pub(crate) struct JoinRequest {
     pub(crate) require_known_member: bool,
 }
 
+/// A SyncGroup as the state machine sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct SyncRequest {
+    pub(crate) group_id: String,
+    pub(crate) member_id: String,
+    pub(crate) instance_id: Option<String>,
+    pub(crate) generation: i32,
+    pub(crate) protocol_type: Option<String>,
+    pub(crate) protocol: Option<String>,
+    /// (member id, assignment), from the leader only.
+    pub(crate) assignments: Vec<(String, Bytes)>,
+}
+
 /// An answer now, or a parked one with the longest it may take.
 pub(crate) enum Waiting<T> {
     Now(T),
@@ -109,7 +122,10 @@ impl GroupCoordinator {
     ) -> (Waiting<JoinOutcome>, Option<GroupRecord>) {
         let (now, now_ms) = (Instant::now(), now_ms());
         if !inner.groups.map.contains_key(&req.group_id) && !req.member_id.is_empty() {
-            return (join_error(ResponseError::UnknownMemberId, &req.member_id), None);
+            return (
+                join_error(ResponseError::UnknownMemberId, &req.member_id),
+                None,
+            );
         }
         let group = inner.groups.get_or_create(&req.group_id, partition, now_ms);
         if !supports_protocols(group, &req) {
@@ -133,13 +149,19 @@ impl GroupCoordinator {
                 group
                     .pending
                     .insert(member_id.clone(), (now, req.session_timeout_ms));
-                return (join_error(ResponseError::MemberIdRequired, &member_id), None);
+                return (
+                    join_error(ResponseError::MemberIdRequired, &member_id),
+                    None,
+                );
             }
             return self.add_member(group, member_id, req, now, now_ms);
         }
         if group.pending.remove(&req.member_id).is_some() {
             if group.members.len() >= self.config.max_size {
-                return (join_error(ResponseError::GroupMaxSizeReached, &req.member_id), None);
+                return (
+                    join_error(ResponseError::GroupMaxSizeReached, &req.member_id),
+                    None,
+                );
             }
             let member_id = req.member_id.clone();
             return self.add_member(group, member_id, req, now, now_ms);
@@ -153,9 +175,10 @@ impl GroupCoordinator {
             .get(&req.member_id)
             .is_some_and(|m| m.protocols != req.protocols);
         match group.state {
-            GroupState::Empty | GroupState::Dead => {
-                (join_error(ResponseError::UnknownMemberId, &req.member_id), None)
-            }
+            GroupState::Empty | GroupState::Dead => (
+                join_error(ResponseError::UnknownMemberId, &req.member_id),
+                None,
+            ),
             GroupState::CompletingRebalance if !changed => {
                 (Waiting::Now(current_outcome(group, &req.member_id)), None)
             }
@@ -174,7 +197,11 @@ impl GroupCoordinator {
         }
     }
 
-    fn later_join(&self, rx: oneshot::Receiver<JoinOutcome>, req: &JoinRequest) -> Waiting<JoinOutcome> {
+    fn later_join(
+        &self,
+        rx: oneshot::Receiver<JoinOutcome>,
+        req: &JoinRequest,
+    ) -> Waiting<JoinOutcome> {
         let wait = millis(req.rebalance_timeout_ms.max(req.session_timeout_ms))
             + self.config.initial_rebalance_delay
             + Duration::from_secs(5);
@@ -218,7 +245,8 @@ impl GroupCoordinator {
         if group.state == GroupState::PreparingRebalance {
             // New members arriving during the initial delay extend it, up to its limit.
             if let (Some(_), Some(limit)) = (group.join_not_before, group.initial_delay_limit) {
-                group.join_not_before = Some((now + self.config.initial_rebalance_delay).min(limit));
+                group.join_not_before =
+                    Some((now + self.config.initial_rebalance_delay).min(limit));
             }
         } else {
             self.prepare_rebalance(group, now, now_ms);
@@ -258,7 +286,9 @@ impl GroupCoordinator {
         member.last_heartbeat = now;
         group.members.insert(new_id.clone(), member);
         if let Some(instance) = &req.instance_id {
-            group.static_members.insert(instance.clone(), new_id.clone());
+            group
+                .static_members
+                .insert(instance.clone(), new_id.clone());
         }
         if group.leader.as_deref() == Some(old_id) {
             group.leader = Some(new_id.clone());
@@ -304,17 +334,22 @@ impl GroupCoordinator {
         group.set_state(GroupState::PreparingRebalance, now_ms);
     }
 
-    pub(crate) fn sync(
-        &self,
-        ctx: &BrokerContext,
-        group_id: &str,
-        member_id: &str,
-        instance_id: Option<&str>,
-        generation: i32,
-        protocol_type: Option<&str>,
-        protocol: Option<&str>,
-        assignments: Vec<(String, Bytes)>,
-    ) -> Waiting<SyncOutcome> {
+    pub(crate) fn sync(&self, ctx: &BrokerContext, req: SyncRequest) -> Waiting<SyncOutcome> {
+        let SyncRequest {
+            group_id,
+            member_id,
+            instance_id,
+            generation,
+            protocol_type,
+            protocol,
+            assignments,
+        } = req;
+        let (group_id, member_id) = (group_id.as_str(), member_id.as_str());
+        let (instance_id, protocol_type, protocol) = (
+            instance_id.as_deref(),
+            protocol_type.as_deref(),
+            protocol.as_deref(),
+        );
         let result = self.with_partition(ctx, group_id, |inner, partition| {
             let (now, now_ms) = (Instant::now(), now_ms());
             let Some(group) = inner.groups.map.get_mut(group_id) else {
@@ -399,10 +434,12 @@ impl GroupCoordinator {
             }
             Waiting::Later(rx, wait)
         });
-        result.unwrap_or_else(|code| Waiting::Now(SyncOutcome {
-            error: code,
-            ..SyncOutcome::default()
-        }))
+        result.unwrap_or_else(|code| {
+            Waiting::Now(SyncOutcome {
+                error: code,
+                ..SyncOutcome::default()
+            })
+        })
     }
 
     pub(crate) fn heartbeat(
@@ -548,9 +585,9 @@ impl GroupCoordinator {
                 tracing::info!(group = %id, member = %member_id, "member session expired");
                 self.remove_member(group, &member_id, now, now_ms);
             }
-            group
-                .pending
-                .retain(|_, (since, session)| now.saturating_duration_since(*since) <= millis(*session));
+            group.pending.retain(|_, (since, session)| {
+                now.saturating_duration_since(*since) <= millis(*session)
+            });
             let partition = group.partition;
             if let Some(record) = maybe_complete_join(group, now, now_ms) {
                 persist(ctx, &mut inner, partition, record);
@@ -631,7 +668,11 @@ fn fence_waiters(member: &mut Member) {
 }
 
 /// The member exists, and a static member's instance id still maps to it.
-fn check_member(group: &Group, member_id: &str, instance_id: Option<&str>) -> Result<(), ResponseError> {
+fn check_member(
+    group: &Group,
+    member_id: &str,
+    instance_id: Option<&str>,
+) -> Result<(), ResponseError> {
     if let Some(instance) = instance_id {
         match group.static_members.get(instance) {
             Some(id) if id != member_id => return Err(ResponseError::FencedInstanceId),
@@ -772,7 +813,13 @@ fn current_outcome(group: &Group, member_id: &str) -> JoinOutcome {
         group
             .members
             .values()
-            .map(|m| (m.id.clone(), m.instance_id.clone(), m.metadata_for(&protocol)))
+            .map(|m| {
+                (
+                    m.id.clone(),
+                    m.instance_id.clone(),
+                    m.metadata_for(&protocol),
+                )
+            })
             .collect()
     } else {
         Vec::new()

@@ -174,7 +174,12 @@ impl GroupRecord {
                 partition: k.i32()?,
             },
             2 => RecordKey::Group { group: k.string()? },
-            version => return Err(FormatError::Version { what: "key", version }),
+            version => {
+                return Err(FormatError::Version {
+                    what: "key",
+                    version,
+                })
+            }
         };
         let Some(value) = value else {
             return Ok(GroupRecord { key, value: None });
@@ -372,9 +377,7 @@ mod tests {
         let value = record.encode_value().unwrap();
         assert_eq!(
             value.as_ref(),
-            &[
-                0, 3, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 7, 0, 1, b'm', 0, 0, 0, 0, 0, 0, 3, 232
-            ]
+            &[0, 3, 0, 0, 0, 0, 0, 0, 0, 42, 0, 0, 0, 7, 0, 1, b'm', 0, 0, 0, 0, 0, 0, 3, 232]
         );
         assert_eq!(roundtrip(&record), record);
     }
@@ -419,7 +422,9 @@ mod tests {
         ));
         // Group value claiming i32::MAX members in a few bytes.
         let key = [0, 2, 0, 1, b'g'];
-        let value = [0, 3, 0, 0, 0, 0, 0, 1, 255, 255, 255, 255, 0, 0, 0, 0, 0, 0, 0, 0, 127, 255, 255, 255];
+        let value = [
+            0, 3, 0, 0, 0, 0, 0, 1, 255, 255, 255, 255, 0, 0, 0, 0, 0, 0, 0, 0, 127, 255, 255, 255,
+        ];
         assert_eq!(
             GroupRecord::decode(&key, Some(&value)),
             Err(FormatError::Short)

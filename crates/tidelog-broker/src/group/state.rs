@@ -93,7 +93,10 @@ impl Member {
             client_host: m.client_host.clone(),
             rebalance_timeout_ms: m.rebalance_timeout_ms,
             session_timeout_ms: m.session_timeout_ms,
-            protocols: vec![(protocol.unwrap_or_default().to_string(), m.subscription.clone())],
+            protocols: vec![(
+                protocol.unwrap_or_default().to_string(),
+                m.subscription.clone(),
+            )],
             assignment: m.assignment.clone(),
             last_heartbeat: now,
             join_waiter: None,
@@ -244,14 +247,34 @@ impl Groups {
     }
 
     /// Applies one record of `partition`; the only way durable state changes.
-    pub(crate) fn replay(&mut self, partition: i32, record: &GroupRecord, now: Instant, now_ms: i64) {
+    pub(crate) fn replay(
+        &mut self,
+        partition: i32,
+        record: &GroupRecord,
+        now: Instant,
+        now_ms: i64,
+    ) {
         let group_id = record.key.group().to_string();
         match (&record.key, &record.value) {
-            (RecordKey::Offset { topic, partition: p, .. }, Some(RecordValue::Offset(v))) => {
+            (
+                RecordKey::Offset {
+                    topic,
+                    partition: p,
+                    ..
+                },
+                Some(RecordValue::Offset(v)),
+            ) => {
                 let group = self.get_or_create(&group_id, partition, now_ms);
                 group.offsets.insert((topic.clone(), *p), v.clone());
             }
-            (RecordKey::Offset { topic, partition: p, .. }, None) => {
+            (
+                RecordKey::Offset {
+                    topic,
+                    partition: p,
+                    ..
+                },
+                None,
+            ) => {
                 if let Some(group) = self.map.get_mut(&group_id) {
                     group.offsets.remove(&(topic.clone(), *p));
                     if group.offsets.is_empty() && !group.stored && group.members.is_empty() {

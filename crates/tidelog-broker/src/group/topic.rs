@@ -25,7 +25,10 @@ pub(crate) fn ensure_offsets_topic(ctx: &BrokerContext) -> Result<(), i16> {
         .unwrap_or(50)
         .max(1);
     let live = ctx.metadata.image().live_broker_ids().len().max(1);
-    let wanted = ctx.config.get_i64("offsets.topic.replication.factor").max(1);
+    let wanted = ctx
+        .config
+        .get_i64("offsets.topic.replication.factor")
+        .max(1);
     let replication = i16::try_from(wanted.min(live as i64)).unwrap_or(1);
     let create = CreateTopic {
         name: OFFSETS_TOPIC.to_string(),
@@ -40,9 +43,9 @@ pub(crate) fn ensure_offsets_topic(ctx: &BrokerContext) -> Result<(), i16> {
             ),
         ],
     };
-    let outcome = ctx
-        .metadata
-        .change(&ctx.replicas, &ctx.config, |c| c.create_topic(create, false));
+    let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
+        c.create_topic(create, false)
+    });
     match outcome {
         Ok(_) => {
             tracing::info!(partitions, replication, "created {OFFSETS_TOPIC}");

@@ -1,0 +1,29 @@
+//! DeleteGroups: removes empty groups and all their committed offsets (tombstones).
+
+use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
+use kafka_protocol::messages::delete_groups_response::{
+    DeletableGroupResult, DeleteGroupsResponse,
+};
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: DeleteGroupsRequest = req.decode()?;
+    let results = request
+        .groups_names
+        .into_iter()
+        .map(|id| {
+            let error = ctx.groups.delete_group(ctx, &id.0);
+            DeletableGroupResult::default()
+                .with_group_id(id)
+                .with_error_code(error)
+        })
+        .collect();
+    req.respond(&DeleteGroupsResponse::default().with_results(results))
+}

@@ -1,0 +1,45 @@
+//! ListGroups: every group this node coordinates, optionally filtered by state (v4+)
+//! and type (v5+; all groups here are "classic").
+
+use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
+use kafka_protocol::messages::list_groups_response::{ListGroupsResponse, ListedGroup};
+use kafka_protocol::messages::GroupId;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::group::str_bytes;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: ListGroupsRequest = req.decode()?;
+    let wants_state = |state: &str| {
+        request.states_filter.is_empty()
+            || request
+                .states_filter
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(state))
+    };
+    let classic_wanted = request.types_filter.is_empty()
+        || request
+            .types_filter
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case("classic"));
+    let groups = ctx
+        .groups
+        .list_groups()
+        .into_iter()
+        .filter(|g| classic_wanted && wants_state(g.state))
+        .map(|g| {
+            ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(&g.group_id)))
+                .with_protocol_type(str_bytes(&g.protocol_type))
+                .with_group_state(str_bytes(g.state))
+                .with_group_type(str_bytes("classic"))
+        })
+        .collect();
+    req.respond(&ListGroupsResponse::default().with_groups(groups))
+}

@@ -1,0 +1,52 @@
+//! OffsetDelete: drops committed offsets of partitions a group no longer consumes.
+
+use kafka_protocol::messages::offset_delete_request::OffsetDeleteRequest;
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponse, OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: OffsetDeleteRequest = req.decode()?;
+    let wanted: Vec<(String, i32)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.0.to_string(), p.partition_index))
+        })
+        .collect();
+    let (error, codes) = ctx.groups.delete_offsets(ctx, &request.group_id.0, &wanted);
+    let response = OffsetDeleteResponse::default().with_error_code(error);
+    if error != 0 {
+        return req.respond(&response);
+    }
+    let mut codes = codes.into_iter();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(codes.next().unwrap_or(0))
+                })
+                .collect();
+            OffsetDeleteResponseTopic::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    req.respond(&response.with_topics(topics))
+}

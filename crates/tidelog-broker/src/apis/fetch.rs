@@ -110,6 +110,7 @@ async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
             || Instant::now() >= plan.deadline
             || *shutdown.borrow();
         if done {
+            count_fetch(&ctx, &plan, &response);
             return match encode_fetch_response(
                 plan.header.correlation_id,
                 plan.header.api_version,
@@ -215,6 +216,20 @@ fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponseParts, Vec<FileSlice>,
         ..FetchResponseParts::default()
     };
     (response, files, total, any_error)
+}
+
+/// Counts the final response: record bytes per topic, error codes per partition. The
+/// response lists one partition per wanted entry, in the same order.
+fn count_fetch(ctx: &Ctx, plan: &FetchPlan, response: &FetchResponseParts) {
+    let answered = response.topics.iter().flat_map(|t| t.partitions.iter());
+    for (w, data) in plan.wanted.iter().zip(answered) {
+        ctx.metrics
+            .requests
+            .error_code(kafka_protocol::messages::ApiKey::Fetch, data.error_code);
+        if let (Some(topic), RecordsPayload::External { len, .. }) = (&w.topic, &data.records) {
+            ctx.metrics.topics.fetched(topic, *len);
+        }
+    }
 }
 
 /// A partition's error code, with (high watermark, log start) where they are known.

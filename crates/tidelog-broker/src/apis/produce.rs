@@ -9,13 +9,14 @@ use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
     PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
 use crate::context::{now_ms, Ctx};
+use crate::metrics::StorageOperation;
 use crate::net::Reply;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
@@ -35,6 +36,12 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             } else {
                 append(ctx, &name, data.index, data.records.as_deref())
             };
+            if let Err((code, _)) = &result {
+                ctx.metrics.requests.error_code(ApiKey::Produce, *code);
+                if *code == ResponseError::KafkaStorageError.code() {
+                    ctx.metrics.storage.failed(StorageOperation::Append);
+                }
+            }
             partitions.push(match result {
                 Ok((base_offset, log_append_time_ms, log_start_offset)) => {
                     PartitionProduceResponse::default()
@@ -78,6 +85,7 @@ fn append(ctx: &Ctx, topic: &str, partition: i32, records: Option<&[u8]>) -> App
             Some("no records".to_string()),
         ));
     };
+    ctx.metrics.topics.produced_batches(topic, records);
     let mut batches = BytesMut::from(records);
     match p.append(&mut batches, now_ms()) {
         Ok(done) => Ok((

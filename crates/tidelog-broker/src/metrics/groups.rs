@@ -398,3 +398,7 @@ impl Collector for GroupCollector {
         )
     }
 }
+
+#[cfg(test)]
+#[path = "groups_tests.rs"]
+mod tests;

@@ -289,20 +289,41 @@ mod tests {
         assert!(text.contains("tidelog_connections_accepted_total 2\n"));
     }
 
+    /// The value of one series in rendered text.
+    fn value(text: &str, series: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("{series} missing in\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
     #[test]
     fn latency_phases_add_up_to_the_total() {
         let mut registry = Registry::with_prefix("tidelog");
         let probe = RequestProbe::register(&mut registry);
         let received = Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
         let timing = RequestTiming {
             api: ApiKey::Metadata,
             received,
-            dispatched: received,
+            dispatched: Instant::now(),
         };
-        probe.finished(timing, Instant::now(), Instant::now());
-        let h = probe.per_api.get(&(ApiKey::Metadata as i16)).unwrap();
-        assert_eq!(h.total.count(), 1);
-        let parts = h.process.sum() + h.queue.sum() + h.send.sum();
-        assert!(parts <= h.total.sum() + 1e-9, "{parts} > {}", h.total.sum());
+        let dequeued = Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        probe.finished(timing, dequeued, Instant::now());
+        let text = render(&registry);
+        let api = "{api=\"Metadata\"}";
+        assert_eq!(value(&text, &format!("tidelog_request_duration_seconds_count{api}")), 1.0);
+        let total = value(&text, &format!("tidelog_request_duration_seconds_sum{api}"));
+        let phase = |p: &str| {
+            value(
+                &text,
+                &format!("tidelog_request_phase_seconds_sum{{api=\"Metadata\",phase=\"{p}\"}}"),
+            )
+        };
+        assert!(phase("process") >= 0.004, "{text}");
+        let parts = phase("process") + phase("queue") + phase("send");
+        assert!((parts - total).abs() < 1e-6, "{parts} != {total}");
     }
 }

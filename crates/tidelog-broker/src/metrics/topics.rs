@@ -9,6 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 use tidelog_controller::MetadataImage;
+use tidelog_storage::BatchHeader;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TopicLabels {
@@ -67,6 +68,21 @@ impl TopicProbe {
         self.messages_in
             .get_or_create(&labels)
             .inc_by(u64::from(records));
+    }
+
+    /// A producer's record batches for one partition, as received: counted before the
+    /// append, so a refused or duplicate batch counts too (it crossed the network).
+    pub(crate) fn produced_batches(&self, topic: &str, batches: &[u8]) {
+        let mut records: u32 = 0;
+        let mut at = 0;
+        while let Some(h) = batches.get(at..).and_then(|b| BatchHeader::new(b).ok()) {
+            records = records.saturating_add(u32::try_from(h.record_count()).unwrap_or(0));
+            match h.total_size() {
+                Some(size) if size > 0 => at = at.saturating_add(size),
+                _ => break,
+            }
+        }
+        self.produced(topic, batches.len(), records);
     }
 
     /// Record bytes of one partition put into a Fetch response.

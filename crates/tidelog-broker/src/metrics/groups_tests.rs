@@ -1,0 +1,82 @@
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use super::{lag_figures, LogView, TrendTracker};
+
+const NOW: i64 = 1_700_000_000_000;
+
+fn view() -> LogView {
+    LogView {
+        log_start: 100,
+        high_watermark: 250,
+        first_unread_ts: Some(NOW - 90_000),
+        segment_max_ts: Some(NOW - 60_000),
+        retention_ms: Some(3_600_000),
+    }
+}
+
+#[test]
+fn lag_in_messages_seconds_and_retention_headroom() {
+    let (lag, seconds, headroom) = lag_figures(200, &view(), NOW);
+    assert_eq!(lag, 50);
+    assert_eq!(seconds, 90.0);
+    // The segment holding offset 200 goes at its newest timestamp + retention.ms.
+    assert_eq!(headroom, Some(3_540.0));
+}
+
+#[test]
+fn caught_up_group_has_no_lag_and_no_retention_risk() {
+    assert_eq!(lag_figures(250, &view(), NOW), (0, 0.0, None));
+    // A committed offset past the high watermark (a truncated log) is not negative lag.
+    assert_eq!(lag_figures(300, &view(), NOW), (0, 0.0, None));
+}
+
+#[test]
+fn retention_that_already_deleted_unread_records_leaves_zero_headroom() {
+    let (lag, _, headroom) = lag_figures(40, &view(), NOW);
+    assert_eq!(lag, 210);
+    assert_eq!(headroom, Some(0.0));
+    let overdue = LogView {
+        segment_max_ts: Some(NOW - 7_200_000),
+        ..view()
+    };
+    assert_eq!(lag_figures(200, &overdue, NOW).2, Some(0.0));
+}
+
+#[test]
+fn unbounded_retention_has_no_headroom_figure() {
+    let forever = LogView {
+        retention_ms: None,
+        ..view()
+    };
+    assert_eq!(lag_figures(200, &forever, NOW).2, None);
+}
+
+#[test]
+fn trend_is_the_slope_over_kept_samples() {
+    let mut t = TrendTracker::default();
+    let key = || ("g".to_string(), "t".to_string(), 0);
+    let start = Instant::now();
+    assert_eq!(t.observe(key(), start, 100), 0.0);
+    assert_eq!(t.observe(key(), start + Duration::from_secs(2), 120), 10.0);
+    // Too close to the newest sample: it replaces it, the slope uses the new value.
+    let s = t.observe(key(), start + Duration::from_millis(2_500), 110);
+    assert!((s - 4.0).abs() < 1e-9, "{s}");
+    assert_eq!(t.observe(key(), start + Duration::from_secs(5), 50), -10.0);
+}
+
+#[test]
+fn trend_keeps_a_bounded_window_and_forgets_vanished_partitions() {
+    let mut t = TrendTracker::default();
+    let key = || ("g".to_string(), "t".to_string(), 0);
+    let start = Instant::now();
+    for i in 0..40u64 {
+        t.observe(key(), start + Duration::from_secs(i * 2), i as i64 * 2);
+    }
+    assert_eq!(t.series.get(&key()).map(|s| s.len()), Some(16));
+    // Only the last 16 samples count: lag rose 1 per second throughout.
+    let slope = t.observe(key(), start + Duration::from_secs(80), 80);
+    assert!((slope - 1.0).abs() < 1e-9, "{slope}");
+    t.retain(&HashSet::new());
+    assert!(t.series.is_empty());
+}

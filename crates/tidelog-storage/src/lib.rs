@@ -13,6 +13,26 @@
 //! [`Log::read`] returns whole batches from one segment starting with the batch that
 //! contains the requested offset, stopping before any batch whose last offset reaches
 //! `upper_bound`, within `max_bytes` except that one batch is always returned.
+//!
+//! # What the owner of a `Log` calls periodically
+//! * [`Log::flush_if_due`] (`flush.ms`), [`Log::roll_if_due`] (`segment.ms`),
+//!   [`Log::apply_retention`], [`Log::compact`] (no-op unless the policy compacts; cleans
+//!   only below the high watermark and any open transaction),
+//!   [`Log::expire_producers`], and now and then [`Log::write_checkpoints`] so the high
+//!   watermark survives a crash.
+//! * [`Log::set_high_watermark`] after replication advances it.
+//!
+//! # Transactions
+//! Appending an ABORT control batch (origin [`AppendOrigin::Coordinator`]) records the
+//! aborted transaction in the active segment's `.txnindex` by itself; [`Log::aborted_txns`]
+//! answers `read_committed` fetches and
+//! [`ProducerStateTable::first_unstable_offset`] bounds the last stable offset.
+//!
+//! # Errors, as Kafka error codes
+//! `CorruptMessage` -> CORRUPT_MESSAGE, `InvalidRecord` -> INVALID_RECORD,
+//! `MessageTooLarge` -> MESSAGE_TOO_LARGE, `OffsetOutOfRange` -> OFFSET_OUT_OF_RANGE,
+//! `UnexpectedOffset` (follower) -> refetch/truncate, `Io` -> KAFKA_STORAGE_ERROR (take the
+//! log directory offline). `InvalidArgument` is a caller bug.
 
 mod batch;
 mod builder;

@@ -53,8 +53,8 @@ pub struct BrokerImage {
     pub epoch: i64,
     pub listeners: Vec<Endpoint>,
     pub rack: Option<String>,
-    /// Fenced brokers get no new replicas or leaderships. Always `false` until the
-    /// quorum work adds heartbeats and fencing records.
+    /// Fenced brokers get no new replicas or leaderships. Set by `FenceBroker` when
+    /// heartbeats stop, cleared by `UnfenceBroker` or a new registration.
     pub fenced: bool,
 }
 
@@ -114,6 +114,12 @@ impl MetadataImage {
                 };
                 self.brokers.insert(*broker_id, broker);
             }
+            MetadataRecord::FenceBroker { broker_id, epoch } => {
+                self.set_fenced(offset, *broker_id, *epoch, true);
+            }
+            MetadataRecord::UnfenceBroker { broker_id, epoch } => {
+                self.set_fenced(offset, *broker_id, *epoch, false);
+            }
             MetadataRecord::Topic { name, topic_id } => self.replay_topic(offset, name, *topic_id),
             MetadataRecord::Partition {
                 topic_id,
@@ -171,6 +177,19 @@ impl MetadataImage {
                 // Never move backwards: an id below the mark may already be in use.
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
             }
+        }
+    }
+
+    fn set_fenced(&mut self, offset: u64, broker_id: i32, epoch: i64, fenced: bool) {
+        match self.brokers.get_mut(&broker_id) {
+            Some(broker) if broker.epoch == epoch => broker.fenced = fenced,
+            Some(_) => tracing::debug!(
+                offset,
+                broker_id,
+                epoch,
+                "fencing change for a stale broker epoch"
+            ),
+            None => tracing::warn!(offset, broker_id, "fencing change for an unknown broker"),
         }
     }
 

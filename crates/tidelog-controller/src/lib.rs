@@ -8,6 +8,7 @@
 //! - [`Controller`] ties them together; it writes through the [`MetadataStore`] seam
 //!   ([`MetadataLog`] on one node, [`MemoryStore`] in tests, Raft later).
 //! - [`topic_config`] is the catalogue of supported topic configs.
+//! - [`quorum`] replicates the metadata log across controller voters with Raft.
 
 mod controller;
 mod durable;
@@ -18,6 +19,7 @@ mod meta_properties;
 mod metadata_log;
 pub mod ops;
 mod placement;
+pub mod quorum;
 mod record;
 mod snapshot;
 mod store;

@@ -22,6 +22,12 @@ pub enum MetadataRecord {
         listeners: Vec<Endpoint>,
         rack: Option<String>,
     },
+    /// The broker missed heartbeats for `broker.session.timeout.ms`: it gets no new
+    /// replicas or leaderships. Ignored unless `epoch` is the broker's current epoch, so
+    /// a late fence cannot hit a newer registration.
+    FenceBroker { broker_id: i32, epoch: i64 },
+    /// The fenced broker heartbeats again with its current `epoch`.
+    UnfenceBroker { broker_id: i32, epoch: i64 },
     /// A topic exists. Its partitions and configs follow as separate records.
     Topic { name: String, topic_id: Uuid },
     /// The full state of one partition (new partition, or reset after reassignment).

@@ -39,6 +39,12 @@ struct SnapshotBody {
 }
 
 pub(crate) fn write(dir: &Path, image: &MetadataImage) -> Result<(), ControllerError> {
+    write_atomically(dir, SNAPSHOT_FILE, &encode(image)?)
+}
+
+/// The snapshot file's bytes for `image` (also what the Raft quorum ships to a voter
+/// that fell behind its leader's log).
+pub(crate) fn encode(image: &MetadataImage) -> Result<Vec<u8>, ControllerError> {
     let body = SnapshotBody {
         last_offset: image.last_offset,
         topics: image.topics.values().cloned().collect(),
@@ -54,7 +60,7 @@ pub(crate) fn write(dir: &Path, image: &MetadataImage) -> Result<(), ControllerE
     bytes.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
     bytes.extend_from_slice(&(payload.len() as u64).to_be_bytes());
     bytes.extend_from_slice(&payload);
-    write_atomically(dir, SNAPSHOT_FILE, &bytes)
+    Ok(bytes)
 }
 
 /// Loads the snapshot in `dir` into an image for `cluster_id`; `Ok(None)` if none exists.
@@ -63,7 +69,16 @@ pub(crate) fn load(dir: &Path, cluster_id: &str) -> Result<Option<MetadataImage>
     let Some(bytes) = read_bounded(&path, MAX_SNAPSHOT_BYTES)? else {
         return Ok(None);
     };
-    let corrupt = |reason: &str| ControllerError::corrupt(&path, reason);
+    decode(&path, &bytes, cluster_id).map(Some)
+}
+
+/// Checks and decodes snapshot bytes made by [`encode`]; `path` names the source in errors.
+pub(crate) fn decode(
+    path: &Path,
+    bytes: &[u8],
+    cluster_id: &str,
+) -> Result<MetadataImage, ControllerError> {
+    let corrupt = |reason: &str| ControllerError::corrupt(path, reason);
     if bytes.len() < HEADER_BYTES || &bytes[..8] != MAGIC {
         return Err(corrupt("bad magic or short header"));
     }
@@ -103,5 +118,5 @@ pub(crate) fn load(dir: &Path, cluster_id: &str) -> Result<Option<MetadataImage>
     if image.topics.len() != image.topic_ids.len() {
         return Err(corrupt("two topics share one topic id"));
     }
-    Ok(Some(image))
+    Ok(image)
 }

@@ -1,0 +1,636 @@
+//! [`QuorumController`]: the controller requests on a Raft quorum.
+//!
+//! Writes are serialised on the leader: take the writer lock, confirm leadership and
+//! catch the image up ([`MetadataQuorum::sync_leader`]), plan with [`crate::ops`],
+//! propose the records, answer once they are applied. A follower forwards the request
+//! to the leader it knows (one hop) and relays the answer; with no known leader the
+//! answer is NOT_CONTROLLER.
+//!
+//! Broker liveness: the leader keeps each broker's last heartbeat in memory (not in
+//! the log, as Kafka does). A broker silent for the session timeout is fenced with a
+//! `FenceBroker` record; its next heartbeat unfences it. A newly elected leader grants
+//! every broker a fresh session, so a leader change never fences anyone by itself.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use super::error::{codes, QuorumError, RequestError};
+use super::forward::{ForwardReply, ForwardedCall};
+use super::network::{CallError, PeerConnection};
+use super::peers::QuorumPeers;
+use super::rpc::{RpcRequest, RpcResponse};
+use super::server::ForwardHandler;
+use super::types::to_node_id;
+use super::{MetadataQuorum, QuorumRole, QuorumStatus, RaftQuorum};
+use crate::image::{MetadataImage, TopicImage};
+use crate::ops::{self, CreateTopic, TopicDefaults};
+use crate::record::{Endpoint, MetadataRecord};
+
+/// Kafka's default `broker.session.timeout.ms`.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_millis(9000);
+
+/// The answer to a broker heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// Whether the broker is fenced after this heartbeat (it was unfenced if it was).
+    pub fenced: bool,
+    /// The leader's last applied metadata offset: the broker has caught up once its
+    /// own image reaches it.
+    pub metadata_offset: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Sessions {
+    /// The term in which this node last led; sessions reset when it changes.
+    term: Option<u64>,
+    leader_since: Option<Instant>,
+    last_seen: BTreeMap<i32, Instant>,
+}
+
+/// The controller of one voter; all requests may be made on any voter.
+pub struct QuorumController {
+    quorum: Arc<RaftQuorum>,
+    peers: QuorumPeers,
+    cluster_id: String,
+    defaults: TopicDefaults,
+    session_timeout: Duration,
+    /// Placement rotation; taken for every write so writes are serialised.
+    writer: tokio::sync::Mutex<Option<usize>>,
+    sessions: Mutex<Sessions>,
+    forwarders: tokio::sync::Mutex<BTreeMap<i32, PeerConnection>>,
+    stop: watch::Sender<bool>,
+    fencer: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for QuorumController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuorumController")
+            .field("node_id", &self.quorum.node_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl QuorumController {
+    /// Starts the controller on `quorum` (and its fencing task). `peers` and
+    /// `cluster_id` must be the quorum's own (they address forwarded requests).
+    pub fn start(
+        quorum: Arc<RaftQuorum>,
+        peers: QuorumPeers,
+        cluster_id: String,
+        defaults: TopicDefaults,
+        session_timeout: Duration,
+    ) -> Arc<QuorumController> {
+        let (stop, stop_rx) = watch::channel(false);
+        let controller = Arc::new(QuorumController {
+            quorum: Arc::clone(&quorum),
+            peers,
+            cluster_id,
+            defaults,
+            session_timeout,
+            writer: tokio::sync::Mutex::new(None),
+            sessions: Mutex::new(Sessions::default()),
+            forwarders: tokio::sync::Mutex::new(BTreeMap::new()),
+            stop,
+            fencer: Mutex::new(None),
+        });
+        let handler: Arc<dyn ForwardHandler> = Arc::new(Handler(Arc::downgrade(&controller)));
+        quorum.set_forward_handler(handler);
+        let task = tokio::spawn(fence_loop(
+            Arc::downgrade(&controller),
+            stop_rx,
+            session_timeout,
+        ));
+        *lock(&controller.fencer) = Some(task);
+        controller
+    }
+
+    pub fn quorum(&self) -> &Arc<RaftQuorum> {
+        &self.quorum
+    }
+
+    /// This voter's image (followers lag the leader by at most a heartbeat or so).
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.quorum.image()
+    }
+
+    /// Stops the fencing task. The quorum itself is shut down separately.
+    pub async fn shutdown(&self) {
+        self.stop.send_replace(true);
+        let task = lock(&self.fencer).take();
+        if let Some(task) = task {
+            let _ = tokio::time::timeout(self.quorum.write_timeout(), task).await;
+        }
+    }
+
+    /// Registers (or re-registers) a broker; returns its broker epoch.
+    pub async fn register_broker(
+        &self,
+        broker_id: i32,
+        incarnation: Uuid,
+        listeners: Vec<Endpoint>,
+        rack: Option<String>,
+    ) -> Result<i64, RequestError> {
+        let call = ForwardedCall::RegisterBroker {
+            broker_id,
+            incarnation,
+            listeners,
+            rack,
+        };
+        match self.call(call).await? {
+            ForwardReply::BrokerEpoch(epoch) => Ok(epoch),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Keeps a broker's session alive; unfences it if it was fenced.
+    pub async fn broker_heartbeat(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<HeartbeatReply, RequestError> {
+        match self
+            .call(ForwardedCall::BrokerHeartbeat {
+                broker_id,
+                broker_epoch,
+            })
+            .await?
+        {
+            ForwardReply::Heartbeat(reply) => Ok(reply),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub async fn create_topic(
+        &self,
+        req: CreateTopic,
+        validate_only: bool,
+    ) -> Result<TopicImage, RequestError> {
+        let call = ForwardedCall::CreateTopic {
+            name: req.name,
+            num_partitions: req.num_partitions,
+            replication_factor: req.replication_factor,
+            assignments: req.assignments,
+            configs: req.configs,
+            validate_only,
+        };
+        match self.call(call).await? {
+            ForwardReply::Topic(topic) => Ok(topic),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Deletes a topic; returns its id.
+    pub async fn delete_topic(&self, name: &str) -> Result<Uuid, RequestError> {
+        let call = ForwardedCall::DeleteTopic {
+            name: name.to_owned(),
+        };
+        match self.call(call).await? {
+            ForwardReply::TopicId(id) => Ok(id),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        new_total: i32,
+        validate_only: bool,
+    ) -> Result<(), RequestError> {
+        let call = ForwardedCall::CreatePartitions {
+            name: name.to_owned(),
+            new_total,
+            validate_only,
+        };
+        match self.call(call).await? {
+            ForwardReply::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    pub async fn alter_topic_configs(
+        &self,
+        name: &str,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    ) -> Result<(), RequestError> {
+        let call = ForwardedCall::AlterTopicConfigs {
+            name: name.to_owned(),
+            changes,
+            validate_only,
+        };
+        match self.call(call).await? {
+            ForwardReply::Done => Ok(()),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Hands a block of producer ids to a registered broker.
+    pub async fn allocate_producer_ids(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<Range<i64>, RequestError> {
+        let call = ForwardedCall::AllocateProducerIds {
+            broker_id,
+            broker_epoch,
+        };
+        match self.call(call).await? {
+            ForwardReply::ProducerIds { start, end } => Ok(start..end),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// The quorum as the leader sees it (every voter's log end and lag).
+    pub async fn describe_quorum(&self) -> Result<QuorumStatus, RequestError> {
+        match self.call(ForwardedCall::DescribeQuorum).await? {
+            ForwardReply::Status(status) => Ok(status),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Runs `call` here, or on the leader when this node is not it.
+    async fn call(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {
+        match self.execute(call.clone()).await {
+            Err(RequestError::Quorum(QuorumError::NotController {
+                leader: Some(leader),
+            })) if leader != self.quorum.node_id() => self.forward(leader, call).await,
+            other => other,
+        }
+    }
+
+    async fn forward(
+        &self,
+        leader: i32,
+        call: ForwardedCall,
+    ) -> Result<ForwardReply, RequestError> {
+        let not_controller = || {
+            RequestError::Quorum(QuorumError::NotController {
+                leader: Some(leader),
+            })
+        };
+        let Some(addr) = self.peers.address(leader) else {
+            return Err(not_controller());
+        };
+        // The leader may spend a write timeout confirming leadership and another
+        // committing.
+        let timeout = self.quorum.write_timeout() * 2 + Duration::from_secs(1);
+        let mut forwarders = self.forwarders.lock().await;
+        let conn = forwarders.entry(leader).or_insert_with(|| {
+            PeerConnection::new(
+                addr.to_owned(),
+                self.cluster_id.clone(),
+                to_node_id(self.quorum.node_id()),
+            )
+        });
+        match conn.call(RpcRequest::Forward(call), timeout).await {
+            Ok(RpcResponse::Forward(ForwardReply::Failed { code, message })) => {
+                Err(RequestError::Remote { code, message })
+            }
+            Ok(RpcResponse::Forward(reply)) => Ok(reply),
+            Ok(_) => Err(not_controller()),
+            Err(CallError::Timeout { timeout, .. }) => {
+                Err(RequestError::Quorum(QuorumError::Timeout(timeout)))
+            }
+            Err(e) => {
+                tracing::debug!(leader, error = %e, "forwarding to the controller leader failed");
+                Err(not_controller())
+            }
+        }
+    }
+
+    /// Runs `call` on this node, which must be the leader.
+    async fn execute(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {
+        match call {
+            ForwardedCall::BrokerHeartbeat {
+                broker_id,
+                broker_epoch,
+            } => self.heartbeat_here(broker_id, broker_epoch).await,
+            ForwardedCall::DescribeQuorum => {
+                let status = self.quorum.status();
+                if status.role != QuorumRole::Leader {
+                    return Err(QuorumError::NotController {
+                        leader: status.leader,
+                    }
+                    .into());
+                }
+                Ok(ForwardReply::Status(status))
+            }
+            other => self.write_here(other).await,
+        }
+    }
+
+    async fn write_here(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {
+        let mut cursor = self.writer.lock().await;
+        self.quorum.sync_leader().await?;
+        let image = self.quorum.image();
+        let placement = *cursor.get_or_insert(image.topic_count());
+        let (records, reply) = match call {
+            ForwardedCall::RegisterBroker {
+                broker_id,
+                incarnation,
+                listeners,
+                rack,
+            } => {
+                let epoch = image
+                    .last_offset()
+                    .map_or(0, |o| i64::try_from(o + 1).unwrap_or(i64::MAX));
+                let plan = ops::plan_register_broker(
+                    &image,
+                    broker_id,
+                    incarnation,
+                    epoch,
+                    listeners,
+                    rack,
+                );
+                let epoch = match plan.records.first() {
+                    Some(_) => epoch,
+                    None => image.broker(broker_id).map_or(epoch, |b| b.epoch),
+                };
+                lock(&self.sessions)
+                    .last_seen
+                    .insert(broker_id, Instant::now());
+                (plan.records, ForwardReply::BrokerEpoch(epoch))
+            }
+            ForwardedCall::CreateTopic {
+                name,
+                num_partitions,
+                replication_factor,
+                assignments,
+                configs,
+                validate_only,
+            } => {
+                let req = CreateTopic {
+                    name,
+                    num_partitions,
+                    replication_factor,
+                    assignments,
+                    configs,
+                };
+                let topic_id = fresh_topic_id(&image);
+                let plan =
+                    ops::plan_create_topic(&image, &req, self.defaults, topic_id, placement)?;
+                if validate_only {
+                    return Ok(ForwardReply::Topic(plan.response));
+                }
+                *cursor = Some(placement.wrapping_add(1));
+                (plan.records, ForwardReply::Topic(plan.response))
+            }
+            ForwardedCall::DeleteTopic { name } => {
+                let plan = ops::plan_delete_topic(&image, &name)?;
+                (plan.records, ForwardReply::TopicId(plan.response))
+            }
+            ForwardedCall::CreatePartitions {
+                name,
+                new_total,
+                validate_only,
+            } => {
+                let plan = ops::plan_create_partitions(&image, &name, new_total, placement)?;
+                let records = if validate_only {
+                    Vec::new()
+                } else {
+                    plan.records
+                };
+                (records, ForwardReply::Done)
+            }
+            ForwardedCall::AlterTopicConfigs {
+                name,
+                changes,
+                validate_only,
+            } => {
+                let plan = ops::plan_alter_topic_configs(&image, &name, &changes)?;
+                let records = if validate_only {
+                    Vec::new()
+                } else {
+                    plan.records
+                };
+                (records, ForwardReply::Done)
+            }
+            ForwardedCall::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+            } => {
+                check_epoch(&image, broker_id, broker_epoch)?;
+                let plan = ops::plan_producer_id_block(&image, broker_id, broker_epoch)?;
+                let block = plan.response;
+                (
+                    plan.records,
+                    ForwardReply::ProducerIds {
+                        start: block.start,
+                        end: block.end,
+                    },
+                )
+            }
+            ForwardedCall::BrokerHeartbeat { .. } | ForwardedCall::DescribeQuorum => {
+                return Err(RequestError::Remote {
+                    code: codes::UNKNOWN_SERVER_ERROR,
+                    message: "not a write".to_owned(),
+                })
+            }
+        };
+        if !records.is_empty() {
+            self.quorum.propose(records).await?;
+        }
+        Ok(match reply {
+            // Answer with the topic as applied (the same unless replay disagreed).
+            ForwardReply::Topic(planned) => ForwardReply::Topic(
+                self.quorum
+                    .image()
+                    .topic(&planned.name)
+                    .cloned()
+                    .unwrap_or(planned),
+            ),
+            other => other,
+        })
+    }
+
+    async fn heartbeat_here(
+        &self,
+        broker_id: i32,
+        epoch: i64,
+    ) -> Result<ForwardReply, RequestError> {
+        let status = self.quorum.status();
+        if status.role != QuorumRole::Leader {
+            return Err(QuorumError::NotController {
+                leader: status.leader,
+            }
+            .into());
+        }
+        let mut image = self.quorum.image();
+        if check_epoch(&image, broker_id, epoch).is_err() {
+            // A new leader's image may trail what it committed; look again once caught up.
+            self.quorum.sync_leader().await?;
+            image = self.quorum.image();
+            check_epoch(&image, broker_id, epoch)?;
+        }
+        lock(&self.sessions)
+            .last_seen
+            .insert(broker_id, Instant::now());
+        let fenced = image.broker(broker_id).is_some_and(|b| b.fenced);
+        if fenced {
+            let _writer = self.writer.lock().await;
+            self.quorum.sync_leader().await?;
+            let image = self.quorum.image();
+            check_epoch(&image, broker_id, epoch)?;
+            if image.broker(broker_id).is_some_and(|b| b.fenced) {
+                let record = MetadataRecord::UnfenceBroker { broker_id, epoch };
+                self.quorum.propose(vec![record]).await?;
+                tracing::info!(broker_id, epoch, "broker unfenced by its heartbeat");
+            }
+        }
+        let image = self.quorum.image();
+        Ok(ForwardReply::Heartbeat(HeartbeatReply {
+            fenced: image.broker(broker_id).is_some_and(|b| b.fenced),
+            metadata_offset: image.last_offset(),
+        }))
+    }
+
+    /// Fences every unfenced broker whose session expired (leader only).
+    async fn fence_expired(&self) -> Result<(), RequestError> {
+        let status = self.quorum.status();
+        let now = Instant::now();
+        let expired: Vec<(i32, i64)> = {
+            let mut sessions = lock(&self.sessions);
+            if status.role != QuorumRole::Leader {
+                *sessions = Sessions::default();
+                return Ok(());
+            }
+            if sessions.term != Some(status.term) {
+                // Newly leading: every broker starts a fresh session now.
+                *sessions = Sessions {
+                    term: Some(status.term),
+                    leader_since: Some(now),
+                    last_seen: BTreeMap::new(),
+                };
+            }
+            let since = sessions.leader_since.unwrap_or(now);
+            self.quorum
+                .image()
+                .brokers()
+                .filter(|b| !b.fenced)
+                .filter(|b| {
+                    let last = sessions
+                        .last_seen
+                        .get(&b.broker_id)
+                        .copied()
+                        .unwrap_or(since);
+                    now.saturating_duration_since(last) > self.session_timeout
+                })
+                .map(|b| (b.broker_id, b.epoch))
+                .collect()
+        };
+        if expired.is_empty() {
+            return Ok(());
+        }
+        let _writer = self.writer.lock().await;
+        self.quorum.sync_leader().await?;
+        let image = self.quorum.image();
+        let records: Vec<MetadataRecord> = expired
+            .into_iter()
+            .filter(|(id, epoch)| {
+                image
+                    .broker(*id)
+                    .is_some_and(|b| !b.fenced && b.epoch == *epoch)
+            })
+            .map(|(broker_id, epoch)| {
+                tracing::warn!(broker_id, epoch, timeout = ?self.session_timeout, "fencing a broker that stopped heartbeating");
+                MetadataRecord::FenceBroker { broker_id, epoch }
+            })
+            .collect();
+        if !records.is_empty() {
+            self.quorum.propose(records).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn fence_loop(
+    controller: Weak<QuorumController>,
+    mut stop: watch::Receiver<bool>,
+    session_timeout: Duration,
+) {
+    let period = (session_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(period) => {}
+        }
+        let Some(controller) = controller.upgrade() else {
+            return;
+        };
+        if let Err(e) = controller.fence_expired().await {
+            tracing::debug!(error = %e, "broker fencing check failed");
+        }
+    }
+}
+
+struct Handler(Weak<QuorumController>);
+
+impl ForwardHandler for Handler {
+    fn handle(
+        &self,
+        call: ForwardedCall,
+    ) -> Pin<Box<dyn Future<Output = ForwardReply> + Send + '_>> {
+        Box::pin(async move {
+            let Some(controller) = self.0.upgrade() else {
+                return ForwardReply::Failed {
+                    code: codes::NOT_CONTROLLER,
+                    message: "the controller is shut down".to_owned(),
+                };
+            };
+            // One hop only: a forwarded request is never forwarded again.
+            match controller.execute(call).await {
+                Ok(reply) => reply,
+                Err(e) => ForwardReply::Failed {
+                    code: e.error_code(),
+                    message: e.to_string(),
+                },
+            }
+        })
+    }
+}
+
+fn check_epoch(image: &MetadataImage, broker_id: i32, epoch: i64) -> Result<(), RequestError> {
+    match image.broker(broker_id) {
+        None => Err(RequestError::BrokerNotRegistered { broker_id }),
+        Some(b) if b.epoch != epoch => Err(RequestError::StaleBrokerEpoch {
+            broker_id,
+            given: epoch,
+            current: b.epoch,
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+fn fresh_topic_id(image: &MetadataImage) -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        // Kafka reserves the nil id and id 1 (the metadata topic's).
+        if id.as_u128() > 1 && image.topic_by_id(&id).is_none() {
+            return id;
+        }
+    }
+}
+
+fn unexpected(reply: &ForwardReply) -> RequestError {
+    RequestError::Remote {
+        code: codes::UNKNOWN_SERVER_ERROR,
+        message: format!("unexpected controller reply {reply:?}"),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,62 @@
+//! Controller requests a follower sends on to the leader (one hop: the leader never
+//! forwards again), and their answers.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::controller::HeartbeatReply;
+use super::QuorumStatus;
+use crate::image::TopicImage;
+use crate::record::Endpoint;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum ForwardedCall {
+    RegisterBroker {
+        broker_id: i32,
+        incarnation: Uuid,
+        listeners: Vec<Endpoint>,
+        rack: Option<String>,
+    },
+    BrokerHeartbeat {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    CreateTopic {
+        name: String,
+        num_partitions: i32,
+        replication_factor: i16,
+        assignments: Vec<(i32, Vec<i32>)>,
+        configs: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        new_total: i32,
+        validate_only: bool,
+    },
+    AlterTopicConfigs {
+        name: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
+    AllocateProducerIds {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    DescribeQuorum,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum ForwardReply {
+    BrokerEpoch(i64),
+    Heartbeat(HeartbeatReply),
+    Topic(TopicImage),
+    TopicId(Uuid),
+    Done,
+    ProducerIds { start: i64, end: i64 },
+    Status(QuorumStatus),
+    Failed { code: i16, message: String },
+}

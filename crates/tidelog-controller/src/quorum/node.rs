@@ -1,0 +1,389 @@
+//! [`RaftQuorum`]: one controller voter — openraft, its disk storage and its TCP
+//! server — behind the [`MetadataQuorum`] trait.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use openraft::error::{CheckIsLeaderError, ClientWriteError, Fatal, RaftError};
+use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+
+use super::error::QuorumError;
+use super::log_store::{remove_temp_files, LogStore};
+use super::peers::QuorumPeers;
+use super::server::{self, ForwardHandler, ServerShared};
+use super::state_machine::{Published, StateMachine};
+use super::types::{from_node_id, to_node_id, MetadataBatch, NodeId, TypeConfig};
+use super::{Committed, CommittedEvent, MetadataQuorum, QuorumRole, QuorumStatus, VoterStatus};
+use crate::durable::sync_dir;
+use crate::error::ControllerError;
+use crate::image::MetadataImage;
+use crate::record::MetadataRecord;
+
+/// Committed batches kept for slow subscribers before they see `Lagged` (and should
+/// resynchronise from [`MetadataQuorum::image`]).
+const EVENT_BUFFER: usize = 4096;
+
+/// How one voter runs. [`QuorumConfig::new`] fills in production defaults.
+#[derive(Debug, Clone)]
+pub struct QuorumConfig {
+    pub node_id: i32,
+    pub peers: QuorumPeers,
+    /// Address to bind (`--controller-listen`); peers reach this node at its entry in
+    /// `peers`, which may differ (e.g. `0.0.0.0:9093` here, a host name there).
+    pub listen: String,
+    /// Directory of the quorum's files (e.g. `<data-dir>/__cluster_metadata/quorum`).
+    pub dir: PathBuf,
+    /// Identical on every voter; RPCs from another cluster id are refused.
+    pub cluster_id: String,
+    pub heartbeat_interval: Duration,
+    /// A follower that hears no leader for a random time in this range starts an
+    /// election.
+    pub election_timeout_min: Duration,
+    pub election_timeout_max: Duration,
+    /// How long a write (or a leadership check) may wait for a majority.
+    pub write_timeout: Duration,
+    /// A snapshot of the image is taken after this many log entries.
+    pub snapshot_every_entries: u64,
+    /// Entries kept in the log behind the latest snapshot, so a briefly absent voter
+    /// catches up from the log rather than by a snapshot.
+    pub entries_kept_after_snapshot: u64,
+}
+
+impl QuorumConfig {
+    /// Defaults: heartbeats every 150 ms, elections after 1–2 s of silence, writes
+    /// bounded by 5 s, a snapshot every 10 000 entries keeping 1 000 behind it; the
+    /// cluster id derived from the voter list; listening on this node's own entry.
+    pub fn new(node_id: i32, peers: QuorumPeers, dir: impl Into<PathBuf>) -> QuorumConfig {
+        QuorumConfig {
+            node_id,
+            listen: peers.address(node_id).unwrap_or_default().to_owned(),
+            cluster_id: peers.derived_cluster_id(),
+            peers,
+            dir: dir.into(),
+            heartbeat_interval: Duration::from_millis(150),
+            election_timeout_min: Duration::from_millis(1000),
+            election_timeout_max: Duration::from_millis(2000),
+            write_timeout: Duration::from_secs(5),
+            snapshot_every_entries: 10_000,
+            entries_kept_after_snapshot: 1_000,
+        }
+    }
+
+    fn raft_config(&self) -> Result<Config, QuorumError> {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let config = Config {
+            cluster_name: self.cluster_id.clone(),
+            heartbeat_interval: millis(self.heartbeat_interval),
+            election_timeout_min: millis(self.election_timeout_min),
+            election_timeout_max: millis(self.election_timeout_max),
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_every_entries.max(1)),
+            max_in_snapshot_log_to_keep: self.entries_kept_after_snapshot,
+            // JSON makes a chunk about 3-4 times its size on the wire.
+            snapshot_max_chunk_size: 1024 * 1024,
+            install_snapshot_timeout: millis(self.write_timeout).max(1000),
+            ..Config::default()
+        };
+        config
+            .validate()
+            .map_err(|e| QuorumError::Config(e.to_string()))
+    }
+}
+
+/// One running voter of the controller quorum.
+pub struct RaftQuorum {
+    node_id: i32,
+    raft: Raft<TypeConfig>,
+    shared: Arc<ServerShared>,
+    published: Arc<Published>,
+    image_rx: watch::Receiver<Arc<MetadataImage>>,
+    write_timeout: Duration,
+    local_addr: std::net::SocketAddr,
+    shutdown_tx: watch::Sender<bool>,
+    server: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for RaftQuorum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftQuorum")
+            .field("node_id", &self.node_id)
+            .field("local_addr", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RaftQuorum {
+    /// Binds `config.listen` and starts the voter.
+    pub async fn start(config: QuorumConfig) -> Result<RaftQuorum, QuorumError> {
+        let listener =
+            TcpListener::bind(&config.listen)
+                .await
+                .map_err(|source| QuorumError::Bind {
+                    addr: config.listen.clone(),
+                    source,
+                })?;
+        RaftQuorum::start_on(config, listener).await
+    }
+
+    /// Starts the voter on an already bound listener (tests bind port 0 first to learn
+    /// the addresses that go into the voter list).
+    pub async fn start_on(
+        config: QuorumConfig,
+        listener: TcpListener,
+    ) -> Result<RaftQuorum, QuorumError> {
+        if !config.peers.contains(config.node_id) {
+            return Err(QuorumError::Config(format!(
+                "node id {} is not a voter of the quorum {}",
+                config.node_id, config.peers
+            )));
+        }
+        let raft_config = Arc::new(config.raft_config()?);
+        let dir = &config.dir;
+        let existed = dir.is_dir();
+        std::fs::create_dir_all(dir).map_err(|e| ControllerError::io(dir, e))?;
+        if !existed {
+            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+                sync_dir(parent)?;
+            }
+        }
+        remove_temp_files(dir)?;
+        let (image_tx, image_rx) = watch::channel(Arc::new(MetadataImage::new(&config.cluster_id)));
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let published = Arc::new(Published {
+            image: image_tx,
+            events,
+            snapshots_installed: Default::default(),
+        });
+        let log_store = LogStore::open(dir)?;
+        let state_machine = StateMachine::open(dir, &config.cluster_id, Arc::clone(&published))?;
+        let network = super::network::Network {
+            cluster_id: config.cluster_id.clone(),
+            node_id: to_node_id(config.node_id),
+        };
+        let node_id = to_node_id(config.node_id);
+        let raft = Raft::new(node_id, raft_config, network, log_store, state_machine)
+            .await
+            .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        let local_addr = listener.local_addr().map_err(|source| QuorumError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
+        let shared = Arc::new(ServerShared {
+            raft: raft.clone(),
+            cluster_id: config.cluster_id.clone(),
+            forward: OnceLock::new(),
+        });
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let server = tokio::spawn(server::serve(listener, Arc::clone(&shared), shutdown_rx));
+        let quorum = RaftQuorum {
+            node_id: config.node_id,
+            raft,
+            shared,
+            published,
+            image_rx,
+            write_timeout: config.write_timeout,
+            local_addr,
+            shutdown_tx,
+            server: Mutex::new(Some(server)),
+        };
+        quorum.initialize(&config.peers).await?;
+        tracing::info!(node_id = config.node_id, addr = %local_addr, quorum = %config.peers, "controller quorum voter started");
+        Ok(quorum)
+    }
+
+    /// A brand-new voter proposes the configured voter list as the first membership.
+    /// Every voter does so with the same list, which openraft allows; a voter with any
+    /// state on disk already has it.
+    async fn initialize(&self, peers: &QuorumPeers) -> Result<(), QuorumError> {
+        let initialized = self
+            .raft
+            .is_initialized()
+            .await
+            .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        if initialized {
+            return Ok(());
+        }
+        let members: BTreeMap<NodeId, BasicNode> = peers
+            .voters()
+            .map(|(id, addr)| (to_node_id(id), BasicNode::new(addr)))
+            .collect();
+        match self.raft.initialize(members).await {
+            Ok(()) => Ok(()),
+            // Another voter's election reached us first: we are initialized.
+            Err(RaftError::APIError(e)) => {
+                tracing::debug!(error = %e, "quorum already initialized");
+                Ok(())
+            }
+            Err(RaftError::Fatal(e)) => Err(QuorumError::Raft(e.to_string())),
+        }
+    }
+
+    /// The address the RPC server listens on.
+    pub fn local_addr(&self) -> std::net::SocketAddr {
+        self.local_addr
+    }
+
+    pub(crate) fn set_forward_handler(&self, handler: Arc<dyn ForwardHandler>) {
+        let _ = self.shared.forward.set(handler);
+    }
+
+    pub(crate) fn write_timeout(&self) -> Duration {
+        self.write_timeout
+    }
+
+    /// Stops the voter: the RPC server and its connections, then openraft (which
+    /// closes the files). Bounded by the write timeout.
+    pub async fn shutdown(&self) -> Result<(), QuorumError> {
+        self.shutdown_tx.send_replace(true);
+        let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(server) = server {
+            if tokio::time::timeout(self.write_timeout, server)
+                .await
+                .is_err()
+            {
+                tracing::warn!("controller RPC server did not stop in time");
+            }
+        }
+        match tokio::time::timeout(self.write_timeout, self.raft.shutdown()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(QuorumError::Raft(e.to_string())),
+            Err(_) => Err(QuorumError::Timeout(self.write_timeout)),
+        }
+    }
+
+    fn not_controller(&self) -> QuorumError {
+        QuorumError::NotController {
+            leader: self
+                .raft
+                .metrics()
+                .borrow()
+                .current_leader
+                .map(from_node_id),
+        }
+    }
+
+    fn fatal(e: Fatal<NodeId>) -> QuorumError {
+        match e {
+            Fatal::Stopped => QuorumError::ShuttingDown,
+            other => QuorumError::Raft(other.to_string()),
+        }
+    }
+}
+
+impl Drop for RaftQuorum {
+    fn drop(&mut self) {
+        self.shutdown_tx.send_replace(true);
+        if let Some(server) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            server.abort();
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let raft = self.raft.clone();
+            runtime.spawn(async move {
+                let _ = raft.shutdown().await;
+            });
+        }
+    }
+}
+
+impl MetadataQuorum for RaftQuorum {
+    fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    async fn propose(&self, records: Vec<MetadataRecord>) -> Result<Committed, QuorumError> {
+        let write = self.raft.client_write(MetadataBatch { records });
+        let response = match tokio::time::timeout(self.write_timeout, write).await {
+            Err(_) => return Err(QuorumError::Timeout(self.write_timeout)),
+            Ok(Ok(response)) => response,
+            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
+                return Err(self.not_controller())
+            }
+            Ok(Err(RaftError::APIError(e))) => return Err(QuorumError::Raft(e.to_string())),
+            Ok(Err(RaftError::Fatal(e))) => return Err(Self::fatal(e)),
+        };
+        Ok(Committed {
+            first_offset: response.data.first_offset,
+            last_offset: response.data.last_offset,
+            log_index: response.log_id.index,
+        })
+    }
+
+    async fn sync_leader(&self) -> Result<(), QuorumError> {
+        let check = self.raft.ensure_linearizable();
+        match tokio::time::timeout(self.write_timeout, check).await {
+            Err(_) => Err(QuorumError::Timeout(self.write_timeout)),
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))) => {
+                Err(self.not_controller())
+            }
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
+                Err(QuorumError::NoMajority(e.to_string()))
+            }
+            Ok(Err(RaftError::Fatal(e))) => Err(Self::fatal(e)),
+        }
+    }
+
+    fn image(&self) -> Arc<MetadataImage> {
+        Arc::clone(&self.image_rx.borrow())
+    }
+
+    fn watch_image(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.image_rx.clone()
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<CommittedEvent> {
+        self.published.events.subscribe()
+    }
+
+    fn status(&self) -> QuorumStatus {
+        let metrics = self.raft.metrics().borrow().clone();
+        let role = match metrics.state {
+            ServerState::Leader => QuorumRole::Leader,
+            ServerState::Follower => QuorumRole::Follower,
+            ServerState::Candidate => QuorumRole::Candidate,
+            ServerState::Learner => QuorumRole::Learner,
+            ServerState::Shutdown => QuorumRole::Shutdown,
+        };
+        let log_end = metrics.last_log_index.map_or(0, |i| i + 1);
+        let membership = metrics.membership_config.membership();
+        let voters = membership
+            .nodes()
+            .filter(|(id, _)| membership.voter_ids().any(|v| v == **id))
+            .map(|(id, node)| {
+                let (voter_log_end, lag) = if *id == to_node_id(self.node_id) {
+                    (Some(log_end), (role == QuorumRole::Leader).then_some(0))
+                } else {
+                    match metrics.replication.as_ref().and_then(|r| r.get(id)) {
+                        Some(matched) => {
+                            let end = matched.map_or(0, |m| m.index + 1);
+                            (Some(end), Some(log_end.saturating_sub(end)))
+                        }
+                        None => (None, None),
+                    }
+                };
+                VoterStatus {
+                    node_id: from_node_id(*id),
+                    address: node.addr.clone(),
+                    log_end: voter_log_end,
+                    lag,
+                }
+            })
+            .collect();
+        QuorumStatus {
+            node_id: self.node_id,
+            role,
+            term: metrics.current_term,
+            leader: metrics.current_leader.map(from_node_id),
+            log_end,
+            applied_end: metrics.last_applied.map_or(0, |l| l.index + 1),
+            snapshot_end: metrics.snapshot.map_or(0, |l| l.index + 1),
+            snapshots_installed: self.published.snapshots_installed.load(Ordering::Relaxed),
+            voters,
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Inbound RPCs on the `--controller-listen` address.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use openraft::Raft;
+use tokio::io::BufStream;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+use super::forward::{ForwardReply, ForwardedCall};
+use super::rpc::{self, RpcEnvelope, RpcRequest, RpcResponse, WireError};
+use super::types::TypeConfig;
+
+/// Inbound connections served at once; voters need one each (plus forwarding), so
+/// this only bounds what a misbehaving client can take.
+const MAX_CONNECTIONS: usize = 64;
+
+/// Handles a controller request forwarded by another voter (the controller registers
+/// itself here once it exists).
+pub(crate) trait ForwardHandler: Send + Sync + 'static {
+    fn handle(
+        &self,
+        call: ForwardedCall,
+    ) -> Pin<Box<dyn Future<Output = ForwardReply> + Send + '_>>;
+}
+
+pub(crate) struct ServerShared {
+    pub(crate) raft: Raft<TypeConfig>,
+    pub(crate) cluster_id: String,
+    pub(crate) forward: OnceLock<Arc<dyn ForwardHandler>>,
+}
+
+/// Accepts connections until `shutdown` flips (or its sender is dropped), then closes
+/// every connection it opened.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<ServerShared>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let limit = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    break;
+                }
+            }
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let Ok(permit) = Arc::clone(&limit).try_acquire_owned() else {
+                        tracing::warn!(%peer, "too many controller connections; closing this one");
+                        continue;
+                    };
+                    let _ = stream.set_nodelay(true);
+                    tasks.spawn(serve_connection(stream, Arc::clone(&shared), permit));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "controller listener accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    tasks.shutdown().await;
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    shared: Arc<ServerShared>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let peer = stream.peer_addr().ok();
+    let mut stream = BufStream::new(stream);
+    loop {
+        let envelope: RpcEnvelope =
+            match tokio::time::timeout(rpc::IDLE_TIMEOUT, rpc::read_message(&mut stream)).await {
+                Ok(Ok(envelope)) => envelope,
+                Ok(Err(WireError::Closed)) | Err(_) => return,
+                Ok(Err(e)) => {
+                    tracing::debug!(?peer, error = %e, "dropping a controller connection");
+                    return;
+                }
+            };
+        let response = if envelope.cluster_id == shared.cluster_id {
+            dispatch(&shared, envelope.request).await
+        } else {
+            tracing::warn!(?peer, theirs = %envelope.cluster_id, "request for another cluster refused");
+            RpcResponse::Refused(format!(
+                "this controller belongs to cluster {}, not {}",
+                shared.cluster_id, envelope.cluster_id
+            ))
+        };
+        let frame = match rpc::encode(&response) {
+            Ok(frame) => frame,
+            Err(e) => {
+                tracing::warn!(?peer, error = %e, "controller response could not be encoded");
+                return;
+            }
+        };
+        if rpc::write_frame(&mut stream, &frame).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn dispatch(shared: &ServerShared, request: RpcRequest) -> RpcResponse {
+    match request {
+        RpcRequest::AppendEntries(req) => {
+            RpcResponse::AppendEntries(shared.raft.append_entries(req).await)
+        }
+        RpcRequest::Vote(req) => RpcResponse::Vote(shared.raft.vote(req).await),
+        RpcRequest::InstallSnapshot(req) => {
+            RpcResponse::InstallSnapshot(shared.raft.install_snapshot(req).await)
+        }
+        RpcRequest::Forward(call) => match shared.forward.get() {
+            Some(handler) => RpcResponse::Forward(handler.handle(call).await),
+            None => RpcResponse::Refused("no controller runs on this node yet".to_owned()),
+        },
+    }
+}

@@ -114,9 +114,10 @@ impl Log {
             checkpoint::write_offset(&self.dir, checkpoint::RECOVERY_POINT, self.recovery_point)?;
             None
         };
-        self.producers.write_snapshot(&self.dir, base)?;
         let segment = Segment::create(&self.dir, base, self.index_params())?;
         self.segments.insert(base, segment);
+        // Its directory fsync also makes the new segment's file names durable.
+        self.producers.write_snapshot(&self.dir, base)?;
         if let Some(old) = replaced_empty.and_then(|b| self.segments.remove(&b)) {
             old.delete_files()?;
         }

@@ -46,7 +46,12 @@ fn remove_orphans(dir: &Path, logs: &[i64]) -> Result<(), StorageError> {
 }
 
 pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
-    std::fs::create_dir_all(dir)?;
+    if !dir.is_dir() {
+        std::fs::create_dir_all(dir)?;
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            checkpoint::sync_dir(parent)?;
+        }
+    }
     let marker = dir.join(CLEAN_SHUTDOWN);
     let clean = marker.exists();
     if clean {

@@ -1,0 +1,233 @@
+//! In-process controller quorums on 127.0.0.1 ephemeral ports, for the quorum tests.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, dead_code, unreachable_pub)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use tidelog_controller::quorum::{
+    MetadataQuorum, QuorumConfig, QuorumController, QuorumPeers, QuorumRole, RaftQuorum,
+};
+use tidelog_controller::{CreateTopic, Endpoint, TopicDefaults, Uuid};
+use tokio::net::TcpListener;
+
+pub const DEFAULTS: TopicDefaults = TopicDefaults {
+    num_partitions: 2,
+    replication_factor: 1,
+};
+
+pub struct Node {
+    pub quorum: Arc<RaftQuorum>,
+    pub controller: Arc<QuorumController>,
+}
+
+/// Tunables a test may change before starting its cluster.
+#[derive(Clone)]
+pub struct Tuning {
+    pub snapshot_every_entries: u64,
+    pub entries_kept_after_snapshot: u64,
+    pub session_timeout: Duration,
+    pub write_timeout: Duration,
+    /// Register one broker per voter (same ids) once a leader is elected, so topics
+    /// can be placed.
+    pub register_brokers: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            snapshot_every_entries: 10_000,
+            entries_kept_after_snapshot: 1_000,
+            session_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(2),
+            register_brokers: true,
+        }
+    }
+}
+
+pub struct Cluster {
+    pub peers: QuorumPeers,
+    pub addrs: BTreeMap<i32, SocketAddr>,
+    pub dirs: BTreeMap<i32, TempDir>,
+    pub nodes: BTreeMap<i32, Node>,
+    pub tuning: Tuning,
+}
+
+impl Cluster {
+    pub async fn start(voters: i32, tuning: Tuning) -> Cluster {
+        let mut listeners = BTreeMap::new();
+        let mut addrs = BTreeMap::new();
+        for id in 1..=voters {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addrs.insert(id, listener.local_addr().unwrap());
+            listeners.insert(id, listener);
+        }
+        let text: Vec<String> = addrs.iter().map(|(id, a)| format!("{id}@{a}")).collect();
+        let peers = QuorumPeers::parse(&text.join(",")).unwrap();
+        let mut cluster = Cluster {
+            peers,
+            addrs,
+            dirs: (1..=voters)
+                .map(|id| (id, tempfile::tempdir().unwrap()))
+                .collect(),
+            nodes: BTreeMap::new(),
+            tuning,
+        };
+        for (id, listener) in listeners {
+            let node = cluster.start_node(id, listener).await;
+            cluster.nodes.insert(id, node);
+        }
+        if cluster.tuning.register_brokers {
+            let leader = cluster.leader(Duration::from_secs(5)).await;
+            for id in 1..=voters {
+                let port = 9000 + u16::try_from(id).unwrap();
+                let incarnation = Uuid::from_u128(u128::try_from(id).unwrap());
+                cluster.nodes[&leader]
+                    .controller
+                    .register_broker(id, incarnation, endpoint(port), None)
+                    .await
+                    .unwrap();
+            }
+        }
+        cluster
+    }
+
+    pub fn dir(&self, id: i32) -> PathBuf {
+        self.dirs[&id].path().join("quorum")
+    }
+
+    fn config(&self, id: i32) -> QuorumConfig {
+        let mut config = QuorumConfig::new(id, self.peers.clone(), self.dir(id));
+        config.heartbeat_interval = Duration::from_millis(50);
+        config.election_timeout_min = Duration::from_millis(300);
+        config.election_timeout_max = Duration::from_millis(600);
+        config.write_timeout = self.tuning.write_timeout;
+        config.snapshot_every_entries = self.tuning.snapshot_every_entries;
+        config.entries_kept_after_snapshot = self.tuning.entries_kept_after_snapshot;
+        config
+    }
+
+    async fn start_node(&self, id: i32, listener: TcpListener) -> Node {
+        let config = self.config(id);
+        let quorum = Arc::new(
+            RaftQuorum::start_on(config.clone(), listener)
+                .await
+                .unwrap(),
+        );
+        let controller = QuorumController::start(
+            Arc::clone(&quorum),
+            config.peers,
+            config.cluster_id,
+            DEFAULTS,
+            self.tuning.session_timeout,
+        );
+        Node { quorum, controller }
+    }
+
+    /// Stops a node as a crash would, minus the lost page cache: its sockets close.
+    pub async fn kill(&mut self, id: i32) {
+        let node = self.nodes.remove(&id).expect("node is running");
+        node.controller.shutdown().await;
+        node.quorum.shutdown().await.unwrap();
+    }
+
+    /// Starts a stopped node again on its old port and directory.
+    pub async fn restart(&mut self, id: i32) {
+        let addr = self.addrs[&id];
+        let listener = within(Duration::from_secs(5), "rebind the old port", async {
+            loop {
+                match TcpListener::bind(addr).await {
+                    Ok(listener) => return listener,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        })
+        .await;
+        let node = self.start_node(id, listener).await;
+        self.nodes.insert(id, node);
+    }
+
+    pub fn node(&self, id: i32) -> &Node {
+        &self.nodes[&id]
+    }
+
+    /// Waits until every running node agrees on one running leader; returns it.
+    pub async fn leader(&self, timeout: Duration) -> i32 {
+        let mut found = None;
+        wait_until(timeout, "all running nodes agree on a leader", || {
+            let statuses: Vec<_> = self.nodes.values().map(|n| n.quorum.status()).collect();
+            let leader = statuses[0].leader;
+            let agreed = leader.is_some_and(|l| self.nodes.contains_key(&l))
+                && statuses.iter().all(|s| s.leader == leader)
+                && statuses
+                    .iter()
+                    .any(|s| s.role == QuorumRole::Leader && Some(s.node_id) == leader);
+            if agreed {
+                found = leader;
+            }
+            agreed
+        })
+        .await;
+        found.unwrap()
+    }
+
+    /// Waits until every running node's image equals the given node's.
+    pub async fn converged_on(&self, id: i32, timeout: Duration) {
+        wait_until(timeout, "all images equal", || {
+            let want = self.nodes[&id].quorum.image();
+            self.nodes.values().all(|n| *n.quorum.image() == *want)
+        })
+        .await;
+    }
+
+    pub fn followers(&self, leader: i32) -> Vec<i32> {
+        self.nodes
+            .keys()
+            .copied()
+            .filter(|id| *id != leader)
+            .collect()
+    }
+}
+
+pub fn topic(name: &str) -> CreateTopic {
+    CreateTopic {
+        name: name.into(),
+        num_partitions: -1,
+        replication_factor: -1,
+        assignments: vec![],
+        configs: vec![],
+    }
+}
+
+pub fn endpoint(port: u16) -> Vec<Endpoint> {
+    vec![Endpoint {
+        name: "PLAINTEXT".into(),
+        host: "127.0.0.1".into(),
+        port,
+    }]
+}
+
+/// Polls `condition` every 20 ms; fails the test after `timeout`.
+pub async fn wait_until(timeout: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !condition() {
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Runs `future`, failing the test if it takes longer than `timeout`.
+pub async fn within<T>(timeout: Duration, what: &str, future: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(timeout, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {timeout:?}: {what}"),
+    }
+}

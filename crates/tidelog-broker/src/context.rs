@@ -10,6 +10,7 @@ use crate::group::GroupCoordinator;
 use crate::metadata::MetadataManager;
 use crate::metrics::Metrics;
 use crate::replica::ReplicaManager;
+use crate::txn::TxnCoordinator;
 
 pub(crate) struct BrokerContext {
     pub(crate) config: BrokerConfig,
@@ -17,6 +18,8 @@ pub(crate) struct BrokerContext {
     pub(crate) replicas: ReplicaManager,
     /// Consumer groups and committed offsets (`__consumer_offsets`).
     pub(crate) groups: GroupCoordinator,
+    /// Transactions (`__transaction_state`).
+    pub(crate) txns: TxnCoordinator,
     /// Every probe of this node (served on the admin port's `/metrics`).
     pub(crate) metrics: Arc<Metrics>,
     /// Flips to true when the node begins shutting down; long polls end early on it.

@@ -18,6 +18,7 @@ mod net;
 mod replica;
 mod server;
 mod topic_config;
+mod txn;
 
 pub use config::{BrokerConfig, ConfigError};
 pub use server::{Broker, StartError};

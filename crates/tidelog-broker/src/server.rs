@@ -16,6 +16,7 @@ use crate::group::{GroupConfig, GroupCoordinator};
 use crate::metadata::MetadataManager;
 use crate::metrics::Metrics;
 use crate::replica::ReplicaManager;
+use crate::txn::{TxnConfig, TxnCoordinator};
 use crate::{admin_http, net};
 
 #[derive(Debug, thiserror::Error)]
@@ -103,11 +104,13 @@ impl Broker {
         );
 
         let group_config = GroupConfig::from_broker(&config);
+        let txn_config = TxnConfig::from_broker(&config);
         let ctx: Ctx = Arc::new(BrokerContext {
             config,
             metadata: MetadataManager::new(controller),
             replicas,
             groups: GroupCoordinator::new(group_config),
+            txns: TxnCoordinator::new(txn_config),
             metrics,
             shutdown: shutdown_rx.clone(),
         });
@@ -122,6 +125,10 @@ impl Broker {
             shutdown_rx.clone(),
         )));
         tasks.push(tokio::spawn(crate::group::run_background(
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        )));
+        tasks.push(tokio::spawn(crate::txn::run_background(
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         )));

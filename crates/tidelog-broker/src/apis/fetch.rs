@@ -11,14 +11,15 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
-use kafka_protocol::messages::TopicName;
+use kafka_protocol::messages::fetch_response::AbortedTransaction;
+use kafka_protocol::messages::{ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::fetch_encode::{
     encode_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts, RecordsPayload,
 };
 use tidelog_protocol::{DecodedHeader, ProtocolError};
-use tidelog_storage::FileSlice;
+use tidelog_storage::{AbortedTxn, FileSlice};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
@@ -156,10 +157,22 @@ fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponseParts, Vec<FileSlice>,
             ..FetchPartitionParts::default()
         };
         match read_one(ctx, w, remaining, total == 0, plan.read_committed, version) {
-            Ok((slice, hw, lso, log_start)) => {
+            Ok((slice, hw, lso, log_start, aborted)) => {
                 data.high_watermark = hw;
                 data.last_stable_offset = lso;
                 data.log_start_offset = log_start;
+                if plan.read_committed {
+                    data.aborted_transactions = Some(
+                        aborted
+                            .iter()
+                            .map(|t| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(t.producer_id))
+                                    .with_first_offset(t.first_offset)
+                            })
+                            .collect(),
+                    );
+                }
                 data.records = match slice {
                     Some(slice) => {
                         let len = usize::try_from(slice.len).unwrap_or(usize::MAX);
@@ -235,7 +248,11 @@ fn count_fetch(ctx: &Ctx, plan: &FetchPlan, response: &FetchResponseParts) {
 /// A partition's error code, with (high watermark, log start) where they are known.
 type ReadError = (i16, Option<(i64, i64)>);
 
-/// (records, high watermark, last stable offset, log start) or a Kafka error.
+/// What one partition's read produced.
+type ReadOk = (Option<FileSlice>, i64, i64, i64, Vec<AbortedTxn>);
+
+/// (records, high watermark, last stable offset, log start, aborted transactions in the
+/// range for read_committed) or a Kafka error.
 fn read_one(
     ctx: &Ctx,
     w: &Wanted,
@@ -243,7 +260,7 @@ fn read_one(
     first: bool,
     read_committed: bool,
     version: i16,
-) -> Result<(Option<FileSlice>, i64, i64, i64), ReadError> {
+) -> Result<ReadOk, ReadError> {
     let unknown = if version >= 13 {
         ResponseError::UnknownTopicId
     } else {
@@ -282,5 +299,6 @@ fn read_one(
         read.high_watermark,
         read.last_stable_offset,
         read.log_start_offset,
+        read.aborted,
     ))
 }

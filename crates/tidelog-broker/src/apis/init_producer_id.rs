@@ -1,9 +1,10 @@
-//! InitProducerId for the idempotent producer: a producer id from the controller's
-//! never-reused blocks, epoch 0; a producer that re-initialises with its id gets the
-//! epoch bumped (a fresh id once the epoch would overflow).
+//! InitProducerId. Without a transactional id (idempotent producer): a producer id from
+//! the controller's never-reused blocks, epoch 0; a producer that re-initialises with
+//! its id gets the epoch bumped (a fresh id once the epoch would overflow).
 //!
-//! Transactional ids need the transaction coordinator, which does not exist yet; they
-//! are refused with a clear error rather than handed a non-transactional id.
+//! With a transactional id the transaction coordinator answers: the id keeps its
+//! producer id across sessions and each InitProducerId bumps the epoch, fencing the
+//! previous producer and aborting its open transaction.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
@@ -21,12 +22,39 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: InitProducerIdRequest = req.decode()?;
     let response = InitProducerIdResponse::default();
-    if request.transactional_id.is_some() {
-        let refused = response
-            .with_error_code(ResponseError::TransactionalIdAuthorizationFailed.code())
+    let failed = |code: i16| {
+        InitProducerIdResponse::default()
+            .with_error_code(code)
             .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1);
-        return req.respond(&refused);
+            .with_producer_epoch(-1)
+    };
+    if let Some(id) = request
+        .transactional_id
+        .as_ref()
+        .filter(|t| !t.0.is_empty())
+    {
+        let current = (request.producer_id.0 >= 0 && request.producer_epoch >= 0)
+            .then_some((request.producer_id.0, request.producer_epoch));
+        // PRODUCER_FENCED exists on the wire from v4; older clients know INVALID_PRODUCER_EPOCH.
+        let fenced = if req.version() >= 4 {
+            ResponseError::ProducerFenced
+        } else {
+            ResponseError::InvalidProducerEpoch
+        };
+        let outcome = ctx.txns.init_producer_id(
+            ctx,
+            id.0.as_str(),
+            request.transaction_timeout_ms,
+            current,
+            fenced.code(),
+        );
+        let answer = match outcome {
+            Ok((producer_id, epoch)) => response
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(epoch),
+            Err(code) => failed(code),
+        };
+        return req.respond(&answer);
     }
     let bump = request.producer_id.0 >= 0
         && request.producer_epoch >= 0
@@ -45,10 +73,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .with_producer_epoch(0),
             Err(e) => {
                 tracing::error!(error = %e, "allocating a producer id failed");
-                response
-                    .with_error_code(ResponseError::KafkaStorageError.code())
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1)
+                failed(ResponseError::KafkaStorageError.code())
             }
         }
     };

@@ -2,6 +2,8 @@
 //! table below is the only list of them: routing and the ApiVersions answer are both
 //! generated from it, so what is advertised is exactly what is implemented.
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
 mod alter_configs;
 pub(crate) mod api_versions;
 mod create_partitions;
@@ -12,6 +14,9 @@ mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_producers;
+mod describe_transactions;
+mod end_txn;
 mod fetch;
 mod find_coordinator;
 mod heartbeat;
@@ -21,12 +26,15 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_transactions;
 mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod produce;
 mod sync_group;
+mod txn_offset_commit;
+mod write_txn_markers;
 
 use std::net::SocketAddr;
 
@@ -106,6 +114,14 @@ apis! {
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
     InitProducerId => init_producer_id,
+    AddPartitionsToTxn => add_partitions_to_txn,
+    AddOffsetsToTxn => add_offsets_to_txn,
+    EndTxn => end_txn,
+    TxnOffsetCommit => txn_offset_commit,
+    WriteTxnMarkers => write_txn_markers,
+    DescribeTransactions => describe_transactions,
+    ListTransactions => list_transactions,
+    DescribeProducers => describe_producers,
     FindCoordinator => find_coordinator,
     JoinGroup => join_group,
     SyncGroup => sync_group,

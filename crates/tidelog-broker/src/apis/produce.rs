@@ -24,6 +24,7 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ProduceRequest = req.decode()?;
     let acks = request.acks;
+    let txn_id = request.transactional_id.as_ref().map(|t| t.0.to_string());
     // Error messages exist on the wire from v8.
     let with_messages = req.version() >= 8;
     let mut topics = Vec::with_capacity(request.topic_data.len());
@@ -34,7 +35,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             let result = if !(-1..=1).contains(&acks) {
                 Err((ResponseError::InvalidRequiredAcks.code(), None))
             } else {
-                append(ctx, &name, data.index, data.records.as_deref())
+                append(
+                    ctx,
+                    &name,
+                    data.index,
+                    data.records.as_deref(),
+                    txn_id.as_deref(),
+                )
             };
             if let Err((code, _)) = &result {
                 ctx.metrics.requests.error_code(ApiKey::Produce, *code);
@@ -75,7 +82,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
 
 type AppendResult = Result<(i64, i64, i64), (i16, Option<String>)>;
 
-fn append(ctx: &Ctx, topic: &str, partition: i32, records: Option<&[u8]>) -> AppendResult {
+fn append(
+    ctx: &Ctx,
+    topic: &str,
+    partition: i32,
+    records: Option<&[u8]>,
+    transactional_id: Option<&str>,
+) -> AppendResult {
     let Some(p) = ctx.replicas.get(topic, partition) else {
         return Err((ResponseError::UnknownTopicOrPartition.code(), None));
     };
@@ -87,7 +100,31 @@ fn append(ctx: &Ctx, topic: &str, partition: i32, records: Option<&[u8]>) -> App
     };
     ctx.metrics.topics.produced_batches(topic, records);
     let mut batches = BytesMut::from(records);
-    match p.append(&mut batches, now_ms()) {
+    // Transactional batches only into a partition of the producer's open transaction
+    // (checked with the coordinator, which cannot decide the transaction meanwhile).
+    let transactional = tidelog_storage::BatchHeader::new(&batches)
+        .ok()
+        .filter(|h| h.is_transactional())
+        .map(|h| (h.producer_id(), h.producer_epoch()));
+    let appended = match transactional {
+        Some((producer_id, epoch)) => ctx
+            .txns
+            .with_verified_produce(
+                ctx,
+                transactional_id.unwrap_or(""),
+                producer_id,
+                epoch,
+                topic,
+                partition,
+                || p.append(&mut batches, now_ms()),
+            )
+            .map_err(|code| {
+                let why = "partition is not part of the producer's open transaction";
+                (code, Some(why.to_string()))
+            })?,
+        None => p.append(&mut batches, now_ms()),
+    };
+    match appended {
         Ok(done) => Ok((
             done.base_offset,
             done.log_append_time_ms,

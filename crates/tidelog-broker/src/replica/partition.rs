@@ -4,7 +4,9 @@
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tidelog_storage::{AppendOptions, AppendOrigin, FileSlice, Log, LogConfig, StorageError};
+use tidelog_storage::{
+    AbortedTxn, AppendOptions, AppendOrigin, FileSlice, Log, LogConfig, StorageError,
+};
 
 use super::idempotence::{self, CheckError, SequenceCheck, SequenceError};
 use tokio::sync::Notify;
@@ -16,6 +18,9 @@ pub(crate) struct PartitionRead {
     pub(crate) high_watermark: i64,
     pub(crate) last_stable_offset: i64,
     pub(crate) log_start_offset: i64,
+    /// For read_committed: the aborted transactions overlapping the read range, so the
+    /// client can drop their records (empty otherwise).
+    pub(crate) aborted: Vec<AbortedTxn>,
 }
 
 /// The offsets of a partition at one instant.
@@ -122,10 +127,29 @@ impl Partition {
         batches: &mut [u8],
         now_ms: i64,
     ) -> Result<Appended, PartitionError> {
+        self.append_from(batches, now_ms, AppendOrigin::Client)
+    }
+
+    /// Appends batches the broker wrote itself: transaction markers (control batches,
+    /// which a client may not send). Same checks and offsets as [`Partition::append`].
+    pub(crate) fn append_control(
+        &self,
+        batches: &mut [u8],
+        now_ms: i64,
+    ) -> Result<Appended, PartitionError> {
+        self.append_from(batches, now_ms, AppendOrigin::Coordinator)
+    }
+
+    fn append_from(
+        &self,
+        batches: &mut [u8],
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<Appended, PartitionError> {
         let opts = AppendOptions {
             leader_epoch: self.leader_epoch(),
             now_ms,
-            origin: AppendOrigin::Client,
+            origin,
         };
         let mut guard = self.lock();
         let log = guard.as_mut().ok_or(PartitionError::Closed)?;
@@ -135,7 +159,7 @@ impl Partition {
                     base_offset: first_offset,
                     log_append_time_ms: -1,
                     log_start_offset: log.log_start_offset(),
-                })
+                });
             }
             Ok(SequenceCheck::Append) => log.append(batches, &opts)?,
             Err(CheckError::Sequence(e)) => return Err(e.into()),
@@ -158,7 +182,7 @@ impl Partition {
             Ok(Offsets {
                 log_start: log.log_start_offset(),
                 high_watermark: hw,
-                last_stable: hw,
+                last_stable: last_stable_offset(log),
             })
         })
     }
@@ -173,14 +197,22 @@ impl Partition {
     ) -> Result<PartitionRead, PartitionError> {
         self.with_log(|log| {
             let hw = log.high_watermark();
-            let lso = hw;
+            let lso = last_stable_offset(log);
             let bound = if read_committed { lso } else { hw };
             let read = log.read(offset, max_bytes, bound)?;
+            // Everything returned lies below the bound, so the aborted transactions
+            // that matter are those overlapping [first batch, bound).
+            let aborted = if read_committed && read.slice.is_some() {
+                log.aborted_txns(read.first_batch_offset.min(offset), bound)
+            } else {
+                Vec::new()
+            };
             Ok(PartitionRead {
                 slice: read.slice,
                 high_watermark: hw,
                 last_stable_offset: lso,
                 log_start_offset: log.log_start_offset(),
+                aborted,
             })
         })
     }
@@ -224,4 +256,13 @@ impl Partition {
             None => Ok(()),
         }
     }
+}
+
+/// The last stable offset: below it every transaction is decided. It is the high
+/// watermark unless an open transaction started earlier.
+fn last_stable_offset(log: &Log) -> i64 {
+    let hw = log.high_watermark();
+    log.producer_state()
+        .first_unstable_offset()
+        .map_or(hw, |first| first.min(hw))
 }

@@ -1,0 +1,38 @@
+//! AddOffsetsToTxn: a consumer group's offsets join the producer's open transaction
+//! (its TxnOffsetCommits follow). Creates `__consumer_offsets` if needed, since the
+//! group's offsets will be written there when the transaction commits.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
+use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
+use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::group::ensure_offsets_topic;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: AddOffsetsToTxnRequest = req.decode()?;
+    let fenced = if req.version() >= 2 {
+        ResponseError::ProducerFenced
+    } else {
+        ResponseError::InvalidProducerEpoch
+    };
+    let code = ensure_offsets_topic(ctx)
+        .and_then(|()| {
+            ctx.txns.add_offsets(
+                ctx,
+                request.transactional_id.0.as_str(),
+                (request.producer_id.0, request.producer_epoch),
+                request.group_id.0.as_str(),
+                fenced.code(),
+            )
+        })
+        .err()
+        .unwrap_or(0);
+    req.respond(&AddOffsetsToTxnResponse::default().with_error_code(code))
+}

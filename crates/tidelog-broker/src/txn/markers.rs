@@ -1,0 +1,151 @@
+//! Completing a decided transaction on its partitions: a COMMIT or ABORT control batch
+//! (Kafka's transaction marker: key `version i16 = 0, type i16` with 0 = ABORT and
+//! 1 = COMMIT, value `version i16 = 0, coordinator_epoch i32`) appended to each
+//! partition, and on commit the transaction's consumer offsets made committed.
+//!
+//! Partitions hosted here are written directly; WriteTxnMarkers uses the same
+//! `write_marker` when another coordinator asks. A partition whose topic was deleted
+//! needs no marker. Anything else that fails is left for the next retry.
+
+use std::collections::BTreeSet;
+
+use kafka_protocol::error::ResponseError;
+use tidelog_storage::BatchBuilder;
+
+use super::state::TxnMeta;
+use crate::context::{now_ms, BrokerContext};
+use crate::group::CommitRequest;
+
+/// What of the current decision is already written (memory only: after a restart it
+/// is written again, and a repeated marker changes nothing).
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    partitions: BTreeSet<(String, i32)>,
+    groups: BTreeSet<String>,
+}
+
+/// Writes every marker (and, on commit, every group's offsets) not yet written.
+/// Returns true when nothing is left.
+pub(super) fn write_all(
+    ctx: &BrokerContext,
+    meta: &TxnMeta,
+    commit: bool,
+    coordinator_epoch: i32,
+    done: &mut Written,
+) -> bool {
+    let mut complete = true;
+    for (topic, partition) in &meta.partitions {
+        let key = (topic.clone(), *partition);
+        if done.partitions.contains(&key) {
+            continue;
+        }
+        match write_marker(
+            ctx,
+            topic,
+            *partition,
+            meta.producer_id,
+            meta.epoch,
+            commit,
+            coordinator_epoch,
+        ) {
+            Ok(()) => {
+                done.partitions.insert(key);
+            }
+            Err(code) => {
+                tracing::warn!(topic = %topic, partition, producer_id = meta.producer_id, code, "writing a transaction marker failed; will retry");
+                complete = false;
+            }
+        }
+    }
+    if !commit {
+        return complete;
+    }
+    for (group, committer) in &meta.groups {
+        if done.groups.contains(group) {
+            continue;
+        }
+        let offsets: Vec<(String, i32, i64, i32, Option<String>)> = meta
+            .offsets
+            .iter()
+            .filter(|((g, _, _), _)| g == group)
+            .map(|((_, topic, p), o)| {
+                (
+                    topic.clone(),
+                    *p,
+                    o.offset,
+                    o.leader_epoch,
+                    o.metadata.clone(),
+                )
+            })
+            .collect();
+        if offsets.is_empty() {
+            done.groups.insert(group.clone());
+            continue;
+        }
+        let codes = ctx.groups.commit(
+            ctx,
+            CommitRequest {
+                group_id: group.clone(),
+                generation: committer.generation,
+                member_id: committer.member_id.clone(),
+                instance_id: committer.instance_id.clone(),
+                offsets,
+            },
+        );
+        let retriable = [
+            ResponseError::CoordinatorLoadInProgress.code(),
+            ResponseError::CoordinatorNotAvailable.code(),
+            ResponseError::NotCoordinator.code(),
+            ResponseError::KafkaStorageError.code(),
+        ];
+        if codes.iter().any(|c| retriable.contains(c)) {
+            tracing::warn!(group = %group, ?codes, "committing transactional offsets failed; will retry");
+            complete = false;
+            continue;
+        }
+        if codes.iter().any(|c| *c != 0) {
+            // The group moved on (new generation, member gone): Kafka would still make
+            // these offsets visible; the group coordinator here refuses them, so they
+            // are dropped and the group re-reads from its last committed offsets.
+            tracing::error!(group = %group, ?codes, "transactional offsets refused by the group coordinator; dropped");
+        }
+        done.groups.insert(group.clone());
+    }
+    complete
+}
+
+/// Appends one transaction marker to a partition hosted here.
+pub(crate) fn write_marker(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> Result<(), i16> {
+    let image = ctx.metadata.image();
+    let Some(leader) = image
+        .topic(topic)
+        .and_then(|t| t.partitions.get(&partition))
+        .map(|p| p.leader)
+    else {
+        // Deleted: nothing left to mark.
+        return Ok(());
+    };
+    if leader != ctx.node_id() {
+        return Err(ResponseError::NotLeaderOrFollower.code());
+    }
+    let p = ctx
+        .replicas
+        .get(topic, partition)
+        .ok_or(ResponseError::NotLeaderOrFollower.code())?;
+    let now = now_ms();
+    let mut batch =
+        BatchBuilder::control_marker(producer_id, epoch, commit, coordinator_epoch, now)
+            .build()
+            .ok_or(ResponseError::UnknownServerError.code())?;
+    p.append_control(&mut batch, now)
+        .map(|_| ())
+        .map_err(|e| e.code())
+}

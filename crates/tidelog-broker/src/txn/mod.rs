@@ -1,0 +1,371 @@
+//! The transaction coordinator.
+//!
+//! A transactional id lives in partition `partition_for(id, 50)` of the compacted topic
+//! `__transaction_state` (same hash as consumer groups), created on first
+//! InitProducerId; its coordinator is that partition's leader. Every state change is a
+//! record (`records`) appended to the partition and then replayed into memory; loading a
+//! partition (start-up, or gaining leadership) replays it from the start, so recovery
+//! and normal operation run the same code. The rules for moving a transaction live in
+//! `state`, the request operations in `ops`, and marker writing in `markers`.
+//!
+//! A transaction decided (PrepareCommit / PrepareAbort / PrepareEpochFence) is completed
+//! by writing a COMMIT or ABORT control batch to every partition it wrote, committing
+//! its pending consumer offsets, and then writing the Complete state. A step that fails
+//! is retried by the background task (`run_background`) until it succeeds; the same
+//! task aborts transactions open past their timeout and drops ids idle past
+//! `transactional.id.expiration.ms`.
+
+mod load;
+mod markers;
+mod ops;
+mod records;
+mod state;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use tidelog_storage::BatchBuilder;
+use tokio::sync::watch;
+
+pub(crate) use markers::write_marker;
+pub(crate) use state::{Committer, PendingOffset, TxnMeta, TxnState};
+
+use crate::config::BrokerConfig;
+use crate::context::{now_ms, BrokerContext, Ctx};
+use crate::group::partition_for;
+use crate::replica::PartitionError;
+use records::TxnRecord;
+
+/// The internal topic holding transaction state.
+pub(crate) const TXN_TOPIC: &str = "__transaction_state";
+
+/// How often the background task looks at the clocks and at unfinished transactions.
+const TICK: Duration = Duration::from_millis(200);
+
+/// Broker settings the coordinator follows. Kafka's names; until the broker's settings
+/// table knows them, Kafka's defaults apply.
+#[derive(Debug, Clone)]
+pub(crate) struct TxnConfig {
+    pub(crate) num_partitions: i32,
+    pub(crate) replication_factor: i64,
+    pub(crate) max_timeout_ms: i32,
+    pub(crate) id_expiration_ms: i64,
+    pub(crate) timeout_check_every: Duration,
+}
+
+impl TxnConfig {
+    pub(crate) fn from_broker(config: &BrokerConfig) -> TxnConfig {
+        let positive = |name: &str, default: i64| {
+            let v = config.get_i64(name);
+            if v > 0 {
+                v
+            } else {
+                default
+            }
+        };
+        TxnConfig {
+            num_partitions: i32::try_from(positive("transaction.state.log.num.partitions", 50))
+                .unwrap_or(50),
+            replication_factor: positive("transaction.state.log.replication.factor", 3),
+            max_timeout_ms: i32::try_from(positive("transaction.max.timeout.ms", 900_000))
+                .unwrap_or(i32::MAX),
+            id_expiration_ms: positive("transactional.id.expiration.ms", 604_800_000),
+            timeout_check_every: Duration::from_millis(
+                u64::try_from(positive(
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                    1_000,
+                ))
+                .unwrap_or(1_000),
+            )
+            .max(TICK),
+        }
+    }
+}
+
+/// One transactional id and the partition of `__transaction_state` holding it.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) partition: i32,
+    pub(crate) meta: TxnMeta,
+}
+
+pub(crate) struct Inner {
+    pub(crate) txns: HashMap<String, Entry>,
+    /// What of each decided transaction is already written.
+    done: HashMap<String, markers::Written>,
+    loaded: HashSet<i32>,
+    loading: HashSet<i32>,
+}
+
+impl Inner {
+    fn replay(&mut self, partition: i32, record: TxnRecord) {
+        self.done.remove(&record.transactional_id);
+        match record.value {
+            Some(meta) => {
+                self.txns
+                    .insert(record.transactional_id, Entry { partition, meta });
+            }
+            None => {
+                self.txns.remove(&record.transactional_id);
+            }
+        }
+    }
+}
+
+pub(crate) struct TxnCoordinator {
+    inner: RwLock<Inner>,
+    pub(crate) config: TxnConfig,
+}
+
+impl TxnCoordinator {
+    pub(crate) fn new(config: TxnConfig) -> TxnCoordinator {
+        TxnCoordinator {
+            inner: RwLock::new(Inner {
+                txns: HashMap::new(),
+                done: HashMap::new(),
+                loaded: HashSet::new(),
+                loading: HashSet::new(),
+            }),
+            config,
+        }
+    }
+
+    // Every change to Inner completes before its guard drops, so a poisoned lock still
+    // holds consistent state.
+    fn write_lock(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read_lock(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The partition of `__transaction_state` for `id` if this node coordinates it and
+    /// has loaded it; else the error a client should see.
+    fn partition_of(ctx: &BrokerContext, inner: &Inner, id: &str) -> Result<i32, i16> {
+        if id.is_empty() {
+            return Err(ResponseError::InvalidRequest.code());
+        }
+        let image = ctx.metadata.image();
+        let Some(topic) = image.topic(TXN_TOPIC) else {
+            return Err(ResponseError::CoordinatorNotAvailable.code());
+        };
+        let partition = partition_for(id, topic.partition_count());
+        match topic.partitions.get(&partition) {
+            Some(p) if p.leader == ctx.node_id() => {}
+            Some(_) => return Err(ResponseError::NotCoordinator.code()),
+            None => return Err(ResponseError::CoordinatorNotAvailable.code()),
+        }
+        if !inner.loaded.contains(&partition) {
+            return Err(ResponseError::CoordinatorLoadInProgress.code());
+        }
+        Ok(partition)
+    }
+
+    /// The leader epoch of a `__transaction_state` partition: the coordinator epoch
+    /// stamped into markers.
+    fn coordinator_epoch(ctx: &BrokerContext, partition: i32) -> i32 {
+        ctx.replicas
+            .get(TXN_TOPIC, partition)
+            .map_or(0, |p| p.leader_epoch())
+    }
+
+    /// Appends the new state of `id` and replays it: the only way state changes.
+    fn write(
+        ctx: &BrokerContext,
+        inner: &mut Inner,
+        partition: i32,
+        id: &str,
+        meta: Option<TxnMeta>,
+    ) -> Result<(), i16> {
+        let record = TxnRecord {
+            transactional_id: id.to_string(),
+            value: meta,
+        };
+        let now = now_ms();
+        let encoded = record
+            .encode_key()
+            .and_then(|k| record.encode_value().map(|v| (k, v)));
+        let Ok((key, value)) = encoded else {
+            return Err(ResponseError::InvalidRequest.code());
+        };
+        let Some(mut batch) = BatchBuilder::new()
+            .kv(Some(&key), value.as_deref(), now)
+            .build()
+        else {
+            return Err(ResponseError::UnknownServerError.code());
+        };
+        let Some(p) = ctx.replicas.get(TXN_TOPIC, partition) else {
+            return Err(ResponseError::NotCoordinator.code());
+        };
+        match p.append(&mut batch, now) {
+            Ok(_) => {}
+            Err(PartitionError::Closed) => return Err(ResponseError::NotCoordinator.code()),
+            Err(e) => {
+                tracing::warn!(partition, error = %e, "writing to {TXN_TOPIC} failed");
+                return Err(ResponseError::CoordinatorNotAvailable.code());
+            }
+        }
+        inner.replay(partition, record);
+        Ok(())
+    }
+
+    /// Finishes a decided transaction: markers, offsets, then the Complete state.
+    /// Returns true when it is complete (or was not preparing).
+    fn complete(ctx: &BrokerContext, inner: &mut Inner, id: &str) -> bool {
+        let Some(entry) = inner.txns.get(id).cloned() else {
+            return true;
+        };
+        let Some(commit) = entry.meta.state.marker_commits() else {
+            return true;
+        };
+        let coordinator_epoch = Self::coordinator_epoch(ctx, entry.partition);
+        let done = inner.done.entry(id.to_string()).or_default();
+        let all_written = markers::write_all(ctx, &entry.meta, commit, coordinator_epoch, done);
+        if !all_written {
+            return false;
+        }
+        let Some(next) = entry.meta.completed(now_ms()) else {
+            return true;
+        };
+        match Self::write(ctx, inner, entry.partition, id, Some(next)) {
+            Ok(()) => true,
+            Err(code) => {
+                tracing::warn!(
+                    transactional_id = id,
+                    code,
+                    "recording a completed transaction failed; will retry"
+                );
+                false
+            }
+        }
+    }
+
+    /// Loads the `__transaction_state` partitions this node leads and has not loaded,
+    /// and forgets those it no longer leads. Blocking: reads logs.
+    pub(crate) fn load_owned(&self, ctx: &BrokerContext) {
+        let image = ctx.metadata.image();
+        let led: HashSet<i32> = image
+            .topic(TXN_TOPIC)
+            .map(|t| {
+                t.partitions
+                    .iter()
+                    .filter(|(_, p)| p.leader == ctx.node_id())
+                    .map(|(i, _)| *i)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let todo: Vec<i32> = {
+            let mut inner = self.write_lock();
+            let gone: Vec<i32> = inner
+                .loaded
+                .iter()
+                .copied()
+                .filter(|p| !led.contains(p))
+                .collect();
+            for p in gone {
+                inner.loaded.remove(&p);
+                inner.txns.retain(|_, e| e.partition != p);
+            }
+            let todo: Vec<i32> = led
+                .iter()
+                .copied()
+                .filter(|p| !inner.loaded.contains(p) && !inner.loading.contains(p))
+                .collect();
+            inner.loading.extend(todo.iter().copied());
+            todo
+        };
+        for index in todo {
+            let started = Instant::now();
+            let records = match ctx.replicas.get(TXN_TOPIC, index) {
+                Some(p) => load::read_partition(&p),
+                None => Err(PartitionError::Closed),
+            };
+            let mut inner = self.write_lock();
+            inner.loading.remove(&index);
+            match records {
+                Ok(records) => {
+                    let count = records.len();
+                    for record in records {
+                        inner.replay(index, record);
+                    }
+                    inner.loaded.insert(index);
+                    if count > 0 {
+                        tracing::info!(
+                            partition = index,
+                            records = count,
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            "loaded transaction coordinator state"
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(partition = index, error = %e, "loading {TXN_TOPIC} partition failed; will retry");
+                }
+            }
+        }
+    }
+
+    /// One pass of the clocks: finish decided transactions, abort those open past their
+    /// timeout, drop ids idle past their expiration.
+    pub(crate) fn tick(&self, ctx: &BrokerContext, check_timeouts: bool) {
+        let now = now_ms();
+        let mut inner = self.write_lock();
+        let ids: Vec<(String, TxnState, bool, bool)> = inner
+            .txns
+            .iter()
+            .map(|(id, e)| {
+                let idle = matches!(
+                    e.meta.state,
+                    TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                ) && now.saturating_sub(e.meta.last_update_ms)
+                    > self.config.id_expiration_ms;
+                (id.clone(), e.meta.state, e.meta.expired(now), idle)
+            })
+            .collect();
+        for (id, state, expired, idle) in ids {
+            if state.is_preparing() {
+                Self::complete(ctx, &mut inner, &id);
+            } else if expired && check_timeouts {
+                let Some(entry) = inner.txns.get(&id).cloned() else {
+                    continue;
+                };
+                tracing::info!(transactional_id = %id, producer_id = entry.meta.producer_id, "aborting a transaction open past its timeout");
+                let fenced = entry.meta.fence(now);
+                if Self::write(ctx, &mut inner, entry.partition, &id, Some(fenced)).is_ok() {
+                    Self::complete(ctx, &mut inner, &id);
+                }
+            } else if idle {
+                if let Some(entry) = inner.txns.get(&id).cloned() {
+                    tracing::info!(transactional_id = %id, "transactional id expired");
+                    let _ = Self::write(ctx, &mut inner, entry.partition, &id, None);
+                }
+            }
+        }
+    }
+}
+
+/// Drives the coordinator until shutdown: loading newly led partitions, finishing
+/// decided transactions and, every `transaction.abort.timed.out.transaction.cleanup.interval.ms`,
+/// aborting timed-out ones.
+pub(crate) async fn run_background(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
+    let mut last_timeout_check = Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(TICK) => {}
+            _ = shutdown.changed() => break,
+        }
+        let check_timeouts = last_timeout_check.elapsed() >= ctx.txns.config.timeout_check_every;
+        if check_timeouts {
+            last_timeout_check = Instant::now();
+        }
+        let worker = Arc::clone(&ctx);
+        let _ = tokio::task::spawn_blocking(move || {
+            worker.txns.load_owned(&worker);
+            worker.txns.tick(&worker, check_timeouts);
+        })
+        .await;
+    }
+}

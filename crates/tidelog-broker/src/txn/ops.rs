@@ -1,0 +1,266 @@
+//! The coordinator's request operations. Each takes the state lock, checks the request
+//! against the current state (`state`), writes the next state and answers; an error is
+//! the Kafka error code for the client.
+
+use kafka_protocol::error::ResponseError;
+use tidelog_controller::{CreateTopic, TopicError};
+
+use super::state::{Committer, PendingOffset, TxnMeta, TxnState};
+use super::{Inner, TxnCoordinator, TXN_TOPIC};
+use crate::context::{now_ms, BrokerContext};
+
+impl TxnCoordinator {
+    /// Creates `__transaction_state` if needed (compacted, `transaction.state.log.*`
+    /// partitions and replication capped by the live brokers) and loads its partitions.
+    pub(crate) fn ensure_topic(&self, ctx: &BrokerContext) -> Result<(), i16> {
+        if ctx.metadata.image().topic(TXN_TOPIC).is_some() {
+            return Ok(());
+        }
+        let live = ctx.metadata.image().live_broker_ids().len().max(1);
+        let replication =
+            i16::try_from(self.config.replication_factor.min(live as i64)).unwrap_or(1);
+        let create = CreateTopic {
+            name: TXN_TOPIC.to_string(),
+            num_partitions: self.config.num_partitions.max(1),
+            replication_factor: replication,
+            assignments: Vec::new(),
+            configs: vec![
+                ("cleanup.policy".to_string(), Some("compact".to_string())),
+                ("segment.bytes".to_string(), Some("104857600".to_string())),
+            ],
+        };
+        let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
+            c.create_topic(create, false)
+        });
+        match outcome {
+            Ok(_) | Err(TopicError::TopicAlreadyExists) => {
+                self.load_owned(ctx);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "creating {TXN_TOPIC} failed");
+                Err(ResponseError::CoordinatorNotAvailable.code())
+            }
+        }
+    }
+
+    /// InitProducerId with a transactional id: a new id gets a producer id from the
+    /// controller; a known one gets its epoch bumped, which fences the previous producer
+    /// (its open transaction is aborted first, with an epoch in between so the markers
+    /// already fence it on every partition).
+    pub(crate) fn init_producer_id(
+        &self,
+        ctx: &BrokerContext,
+        id: &str,
+        timeout_ms: i32,
+        current: Option<(i64, i16)>,
+        fenced_code: i16,
+    ) -> Result<(i64, i16), i16> {
+        if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
+            return Err(ResponseError::InvalidTransactionTimeout.code());
+        }
+        self.ensure_topic(ctx)?;
+        let mut inner = self.write_lock();
+        let partition = Self::partition_of(ctx, &inner, id)?;
+        let now = now_ms();
+        let Some(entry) = inner.txns.get(id).cloned() else {
+            if current.is_some() {
+                return Err(ResponseError::InvalidProducerIdMapping.code());
+            }
+            let producer_id = allocate_producer_id(ctx)?;
+            let meta = TxnMeta::new(producer_id, 0, timeout_ms, now);
+            Self::write(ctx, &mut inner, partition, id, Some(meta))?;
+            return Ok((producer_id, 0));
+        };
+        let meta = entry.meta;
+        if let Some((pid, epoch)) = current {
+            // A producer re-initialising itself (KIP-360) may do so at its own epoch, or
+            // one behind after the coordinator aborted its transaction on timeout.
+            let own = pid == meta.producer_id
+                && (epoch == meta.epoch
+                    || (epoch.saturating_add(1) == meta.epoch
+                        && meta.state == TxnState::CompleteAbort));
+            if !own {
+                return Err(fenced_code);
+            }
+        }
+        if meta.state == TxnState::Ongoing {
+            Self::write(ctx, &mut inner, partition, id, Some(meta.fence(now)))?;
+        }
+        if !Self::complete(ctx, &mut inner, id) {
+            return Err(ResponseError::ConcurrentTransactions.code());
+        }
+        let meta = inner
+            .txns
+            .get(id)
+            .map(|e| e.meta.clone())
+            .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+        let next = match meta.bumped(timeout_ms, now) {
+            Some(next) => next,
+            None => TxnMeta::new(allocate_producer_id(ctx)?, 0, timeout_ms, now),
+        };
+        let answer = (next.producer_id, next.epoch);
+        Self::write(ctx, &mut inner, partition, id, Some(next))?;
+        Ok(answer)
+    }
+
+    /// Runs `f` on the current state of `id` after checking the producer; `f` returns
+    /// the next state to write (`None`: nothing changes).
+    fn update(
+        &self,
+        ctx: &BrokerContext,
+        id: &str,
+        producer: (i64, i16),
+        fenced_code: i16,
+        f: impl FnOnce(&TxnMeta, i64) -> Result<Option<TxnMeta>, i16>,
+    ) -> Result<(), i16> {
+        let mut inner = self.write_lock();
+        let partition = Self::partition_of(ctx, &inner, id)?;
+        let meta = current(&inner, id)?;
+        meta.check_producer(producer.0, producer.1, fenced_code)?;
+        match f(&meta, now_ms())? {
+            Some(next) => Self::write(ctx, &mut inner, partition, id, Some(next)),
+            None => Ok(()),
+        }
+    }
+
+    /// AddPartitionsToTxn: the partitions take part in the open transaction (opening it).
+    pub(crate) fn add_partitions(
+        &self,
+        ctx: &BrokerContext,
+        id: &str,
+        producer: (i64, i16),
+        partitions: &[(String, i32)],
+        fenced_code: i16,
+    ) -> Result<(), i16> {
+        self.update(ctx, id, producer, fenced_code, |meta, now| {
+            meta.add(partitions, None, now)
+        })
+    }
+
+    /// AddOffsetsToTxn: the group's offsets take part in the open transaction.
+    pub(crate) fn add_offsets(
+        &self,
+        ctx: &BrokerContext,
+        id: &str,
+        producer: (i64, i16),
+        group: &str,
+        fenced_code: i16,
+    ) -> Result<(), i16> {
+        if group.is_empty() {
+            return Err(ResponseError::InvalidGroupId.code());
+        }
+        self.update(ctx, id, producer, fenced_code, |meta, now| {
+            meta.add(&[], Some(group), now)
+        })
+    }
+
+    /// TxnOffsetCommit: offsets that become the group's committed offsets when the
+    /// transaction commits, and are dropped if it aborts.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn txn_offset_commit(
+        &self,
+        ctx: &BrokerContext,
+        id: &str,
+        producer: (i64, i16),
+        group: &str,
+        committer: Committer,
+        offsets: &[(String, i32, PendingOffset)],
+        fenced_code: i16,
+    ) -> Result<(), i16> {
+        self.update(ctx, id, producer, fenced_code, |meta, now| {
+            meta.with_offsets(group, committer, offsets, now).map(Some)
+        })
+    }
+
+    /// EndTxn: records the decision, then writes the markers at once (a failure there
+    /// is retried in the background; the decision already stands).
+    pub(crate) fn end_txn(
+        &self,
+        ctx: &BrokerContext,
+        id: &str,
+        producer: (i64, i16),
+        commit: bool,
+        fenced_code: i16,
+    ) -> Result<(), i16> {
+        let mut inner = self.write_lock();
+        let partition = Self::partition_of(ctx, &inner, id)?;
+        let meta = current(&inner, id)?;
+        meta.check_producer(producer.0, producer.1, fenced_code)?;
+        if let Some(next) = meta.end(commit, now_ms())? {
+            Self::write(ctx, &mut inner, partition, id, Some(next))?;
+            Self::complete(ctx, &mut inner, id);
+        }
+        Ok(())
+    }
+
+    /// Runs `append` only if `topic`/`partition` is part of `id`'s open transaction
+    /// with this producer, and keeps the transaction from being decided meanwhile, so
+    /// no transactional batch can land after its transaction's marker. A transaction
+    /// coordinated by another node cannot be checked here and is let through.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn with_verified_produce<T>(
+        &self,
+        ctx: &BrokerContext,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: i32,
+        append: impl FnOnce() -> T,
+    ) -> Result<T, i16> {
+        let inner = self.read_lock();
+        match Self::partition_of(ctx, &inner, id) {
+            Ok(_) => {}
+            Err(code) if code == ResponseError::NotCoordinator.code() => return Ok(append()),
+            Err(code) if code == ResponseError::CoordinatorNotAvailable.code() => {
+                return Err(ResponseError::InvalidTxnState.code());
+            }
+            Err(code) => return Err(code),
+        }
+        let meta = current(&inner, id).map_err(|_| ResponseError::InvalidTxnState.code())?;
+        if meta.producer_id == producer_id && epoch < meta.epoch {
+            return Err(ResponseError::InvalidProducerEpoch.code());
+        }
+        if !meta.accepts(producer_id, epoch, topic, partition) {
+            return Err(ResponseError::InvalidTxnState.code());
+        }
+        Ok(append())
+    }
+
+    /// DescribeTransactions: the state of one transactional id.
+    pub(crate) fn describe(&self, ctx: &BrokerContext, id: &str) -> Result<TxnMeta, i16> {
+        let inner = self.read_lock();
+        Self::partition_of(ctx, &inner, id)?;
+        current(&inner, id).map_err(|_| ResponseError::TransactionalIdNotFound.code())
+    }
+
+    /// ListTransactions: every transactional id this node coordinates.
+    pub(crate) fn list(&self) -> Vec<(String, TxnMeta)> {
+        let inner = self.read_lock();
+        let mut all: Vec<(String, TxnMeta)> = inner
+            .txns
+            .iter()
+            .map(|(id, e)| (id.clone(), e.meta.clone()))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+}
+
+fn current(inner: &Inner, id: &str) -> Result<TxnMeta, i16> {
+    inner
+        .txns
+        .get(id)
+        .map(|e| e.meta.clone())
+        .ok_or(ResponseError::InvalidProducerIdMapping.code())
+}
+
+fn allocate_producer_id(ctx: &BrokerContext) -> Result<i64, i16> {
+    ctx.metadata
+        .change(&ctx.replicas, &ctx.config, |c| c.allocate_producer_id())
+        .map_err(|e| {
+            tracing::error!(error = %e, "allocating a producer id failed");
+            ResponseError::KafkaStorageError.code()
+        })
+}

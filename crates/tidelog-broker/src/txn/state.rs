@@ -1,0 +1,443 @@
+//! A transactional id's state and the rules for moving it. Every function here is pure:
+//! it looks at the current state and a request and answers with the next state to
+//! write (or a Kafka error code). The coordinator writes that state as a record and only
+//! replaying the record changes memory.
+//!
+//! ```text
+//! Empty / CompleteCommit / CompleteAbort --AddPartitions/AddOffsets--> Ongoing
+//! Ongoing --EndTxn(commit)--> PrepareCommit --markers written--> CompleteCommit
+//! Ongoing --EndTxn(abort)--> PrepareAbort --markers written--> CompleteAbort
+//! Ongoing --timeout, or InitProducerId fencing--> PrepareEpochFence (epoch + 1)
+//!         --ABORT markers with the new epoch written--> CompleteAbort
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::error::ResponseError;
+
+/// Kafka's transaction states, with the codes its transaction log uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxnState {
+    Empty,
+    Ongoing,
+    PrepareCommit,
+    PrepareAbort,
+    CompleteCommit,
+    CompleteAbort,
+    Dead,
+    PrepareEpochFence,
+}
+
+impl TxnState {
+    pub(crate) fn code(self) -> i8 {
+        match self {
+            TxnState::Empty => 0,
+            TxnState::Ongoing => 1,
+            TxnState::PrepareCommit => 2,
+            TxnState::PrepareAbort => 3,
+            TxnState::CompleteCommit => 4,
+            TxnState::CompleteAbort => 5,
+            TxnState::Dead => 6,
+            TxnState::PrepareEpochFence => 7,
+        }
+    }
+
+    pub(crate) fn from_code(code: i8) -> Option<TxnState> {
+        Some(match code {
+            0 => TxnState::Empty,
+            1 => TxnState::Ongoing,
+            2 => TxnState::PrepareCommit,
+            3 => TxnState::PrepareAbort,
+            4 => TxnState::CompleteCommit,
+            5 => TxnState::CompleteAbort,
+            6 => TxnState::Dead,
+            7 => TxnState::PrepareEpochFence,
+            _ => return None,
+        })
+    }
+
+    /// The name DescribeTransactions and ListTransactions use.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+            TxnState::Dead => "Dead",
+            TxnState::PrepareEpochFence => "PrepareEpochFence",
+        }
+    }
+
+    pub(crate) fn from_name(name: &str) -> Option<TxnState> {
+        (0..=7)
+            .filter_map(TxnState::from_code)
+            .find(|s| s.name() == name)
+    }
+
+    /// Decided but its markers are not all written yet.
+    pub(crate) fn is_preparing(self) -> bool {
+        matches!(
+            self,
+            TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence
+        )
+    }
+
+    /// What the markers of a preparing transaction say: `Some(true)` for COMMIT.
+    pub(crate) fn marker_commits(self) -> Option<bool> {
+        match self {
+            TxnState::PrepareCommit => Some(true),
+            TxnState::PrepareAbort | TxnState::PrepareEpochFence => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// A TxnOffsetCommit waiting for its transaction to commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PendingOffset {
+    pub(crate) offset: i64,
+    pub(crate) leader_epoch: i32,
+    pub(crate) metadata: Option<String>,
+}
+
+/// (group, topic, partition).
+pub(crate) type OffsetKey = (String, String, i32);
+
+/// The group member that sent a group's TxnOffsetCommits; the offsets are committed in
+/// its name when the transaction commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Committer {
+    pub(crate) generation: i32,
+    pub(crate) member_id: String,
+    pub(crate) instance_id: Option<String>,
+}
+
+impl Default for Committer {
+    fn default() -> Self {
+        Committer {
+            generation: -1,
+            member_id: String::new(),
+            instance_id: None,
+        }
+    }
+}
+
+/// What the coordinator remembers about one transactional id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TxnMeta {
+    pub(crate) producer_id: i64,
+    pub(crate) epoch: i16,
+    pub(crate) timeout_ms: i32,
+    pub(crate) state: TxnState,
+    /// Partitions written in the current transaction (they get markers).
+    pub(crate) partitions: BTreeSet<(String, i32)>,
+    /// Consumer groups added with AddOffsetsToTxn, and who commits for each.
+    pub(crate) groups: BTreeMap<String, Committer>,
+    pub(crate) offsets: BTreeMap<OffsetKey, PendingOffset>,
+    pub(crate) last_update_ms: i64,
+    /// When the current transaction began (-1 when none is open).
+    pub(crate) start_ms: i64,
+}
+
+impl TxnMeta {
+    pub(crate) fn new(producer_id: i64, epoch: i16, timeout_ms: i32, now_ms: i64) -> TxnMeta {
+        TxnMeta {
+            producer_id,
+            epoch,
+            timeout_ms,
+            state: TxnState::Empty,
+            partitions: BTreeSet::new(),
+            groups: BTreeMap::new(),
+            offsets: BTreeMap::new(),
+            last_update_ms: now_ms,
+            start_ms: -1,
+        }
+    }
+
+    fn touched(&self, now_ms: i64) -> TxnMeta {
+        let mut next = self.clone();
+        next.last_update_ms = now_ms;
+        next
+    }
+
+    /// The error for a request carrying `producer_id`/`epoch`, if they are not current.
+    /// `fenced_code` is PRODUCER_FENCED for request versions that know it.
+    pub(crate) fn check_producer(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        fenced_code: i16,
+    ) -> Result<(), i16> {
+        if producer_id != self.producer_id {
+            return Err(ResponseError::InvalidProducerIdMapping.code());
+        }
+        if epoch != self.epoch {
+            return Err(fenced_code);
+        }
+        Ok(())
+    }
+
+    /// The state after adding partitions or a consumer group; `None` when nothing changes.
+    pub(crate) fn add(
+        &self,
+        partitions: &[(String, i32)],
+        group: Option<&str>,
+        now_ms: i64,
+    ) -> Result<Option<TxnMeta>, i16> {
+        match self.state {
+            TxnState::Ongoing => {
+                let known = partitions.iter().all(|p| self.partitions.contains(p))
+                    && group.is_none_or(|g| self.groups.contains_key(g));
+                if known {
+                    return Ok(None);
+                }
+                let mut next = self.touched(now_ms);
+                next.partitions.extend(partitions.iter().cloned());
+                if let Some(g) = group {
+                    next.groups.entry(g.to_string()).or_default();
+                }
+                Ok(Some(next))
+            }
+            TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort => {
+                let mut next = self.touched(now_ms);
+                next.state = TxnState::Ongoing;
+                next.start_ms = now_ms;
+                next.partitions = partitions.iter().cloned().collect();
+                next.groups = group
+                    .map(|g| (g.to_string(), Committer::default()))
+                    .into_iter()
+                    .collect();
+                next.offsets.clear();
+                Ok(Some(next))
+            }
+            TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
+                Err(ResponseError::ConcurrentTransactions.code())
+            }
+            TxnState::Dead => Err(ResponseError::InvalidTxnState.code()),
+        }
+    }
+
+    /// The state after a TxnOffsetCommit of `offsets` for `group`.
+    pub(crate) fn with_offsets(
+        &self,
+        group: &str,
+        committer: Committer,
+        offsets: &[(String, i32, PendingOffset)],
+        now_ms: i64,
+    ) -> Result<TxnMeta, i16> {
+        if self.state != TxnState::Ongoing || !self.groups.contains_key(group) {
+            return Err(ResponseError::InvalidTxnState.code());
+        }
+        let mut next = self.touched(now_ms);
+        next.groups.insert(group.to_string(), committer);
+        for (topic, partition, o) in offsets {
+            next.offsets
+                .insert((group.to_string(), topic.clone(), *partition), o.clone());
+        }
+        Ok(next)
+    }
+
+    /// The state after EndTxn; `None` when the same decision was already completed (a
+    /// retried EndTxn), which is answered with success.
+    pub(crate) fn end(&self, commit: bool, now_ms: i64) -> Result<Option<TxnMeta>, i16> {
+        match (self.state, commit) {
+            (TxnState::Ongoing, _) => {
+                let mut next = self.touched(now_ms);
+                next.state = if commit {
+                    TxnState::PrepareCommit
+                } else {
+                    TxnState::PrepareAbort
+                };
+                Ok(Some(next))
+            }
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(None),
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                Err(ResponseError::ConcurrentTransactions.code())
+            }
+            _ => Err(ResponseError::InvalidTxnState.code()),
+        }
+    }
+
+    /// The abort the coordinator forces on an open transaction (timeout, or a new
+    /// producer with the same transactional id): the epoch moves on so the old producer
+    /// is fenced at the coordinator and, through the markers, at every partition.
+    pub(crate) fn fence(&self, now_ms: i64) -> TxnMeta {
+        let mut next = self.touched(now_ms);
+        next.state = TxnState::PrepareEpochFence;
+        next.epoch = self.epoch.saturating_add(1);
+        next
+    }
+
+    /// The state once every marker of a preparing transaction is written.
+    pub(crate) fn completed(&self, now_ms: i64) -> Option<TxnMeta> {
+        let commit = self.state.marker_commits()?;
+        let mut next = self.touched(now_ms);
+        next.state = if commit {
+            TxnState::CompleteCommit
+        } else {
+            TxnState::CompleteAbort
+        };
+        next.partitions.clear();
+        next.groups.clear();
+        next.offsets.clear();
+        next.start_ms = -1;
+        Some(next)
+    }
+
+    /// A new producer session for this id (InitProducerId): the epoch moves on, or a new
+    /// producer id is needed (`None`) when the epoch is exhausted.
+    pub(crate) fn bumped(&self, timeout_ms: i32, now_ms: i64) -> Option<TxnMeta> {
+        if self.epoch >= i16::MAX - 1 {
+            return None;
+        }
+        let mut next = TxnMeta::new(self.producer_id, self.epoch + 1, timeout_ms, now_ms);
+        next.state = TxnState::Empty;
+        Some(next)
+    }
+
+    /// Whether an open transaction has run past its timeout at `now_ms`.
+    pub(crate) fn expired(&self, now_ms: i64) -> bool {
+        self.state == TxnState::Ongoing
+            && self.start_ms >= 0
+            && now_ms.saturating_sub(self.start_ms) > i64::from(self.timeout_ms)
+    }
+
+    /// Whether `topic`/`partition` may take this producer's transactional batches now.
+    pub(crate) fn accepts(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: i32,
+    ) -> bool {
+        self.state == TxnState::Ongoing
+            && self.producer_id == producer_id
+            && self.epoch == epoch
+            && self.partitions.contains(&(topic.to_string(), partition))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(t: &str, p: i32) -> (String, i32) {
+        (t.to_string(), p)
+    }
+
+    #[test]
+    fn commit_path() {
+        let m = TxnMeta::new(7, 0, 1000, 10);
+        let on = m.add(&[part("a", 0)], None, 20).unwrap().unwrap();
+        assert_eq!(on.state, TxnState::Ongoing);
+        assert_eq!(on.start_ms, 20);
+        assert!(on.accepts(7, 0, "a", 0));
+        assert!(!on.accepts(7, 0, "a", 1));
+        assert!(!on.accepts(7, 1, "a", 0));
+        assert_eq!(on.add(&[part("a", 0)], None, 30).unwrap(), None);
+        let on = on.add(&[part("b", 1)], Some("g"), 30).unwrap().unwrap();
+        assert_eq!(on.start_ms, 20, "adding more keeps the start time");
+        let on = on
+            .with_offsets(
+                "g",
+                Committer::default(),
+                &[(
+                    "in".into(),
+                    3,
+                    PendingOffset {
+                        offset: 5,
+                        leader_epoch: -1,
+                        metadata: None,
+                    },
+                )],
+                35,
+            )
+            .unwrap();
+        assert_eq!(on.offsets.len(), 1);
+        let prep = on.end(true, 40).unwrap().unwrap();
+        assert_eq!(prep.state, TxnState::PrepareCommit);
+        assert_eq!(prep.partitions.len(), 2);
+        assert_eq!(prep.state.marker_commits(), Some(true));
+        assert_eq!(
+            prep.end(true, 41),
+            Err(ResponseError::ConcurrentTransactions.code())
+        );
+        assert_eq!(
+            prep.add(&[part("a", 0)], None, 41),
+            Err(ResponseError::ConcurrentTransactions.code())
+        );
+        let done = prep.completed(50).unwrap();
+        assert_eq!(done.state, TxnState::CompleteCommit);
+        assert!(done.partitions.is_empty() && done.offsets.is_empty());
+        assert_eq!(done.end(true, 60).unwrap(), None, "retried commit succeeds");
+        assert_eq!(
+            done.end(false, 60),
+            Err(ResponseError::InvalidTxnState.code())
+        );
+        let again = done.add(&[part("c", 0)], None, 70).unwrap().unwrap();
+        assert_eq!(again.partitions.len(), 1);
+        assert_eq!(again.start_ms, 70);
+    }
+
+    #[test]
+    fn offsets_need_the_group_added_and_an_open_transaction() {
+        let m = TxnMeta::new(7, 0, 1000, 10);
+        let o = [(
+            "in".to_string(),
+            0,
+            PendingOffset {
+                offset: 1,
+                leader_epoch: -1,
+                metadata: None,
+            },
+        )];
+        assert_eq!(
+            m.with_offsets("g", Committer::default(), &o, 11),
+            Err(ResponseError::InvalidTxnState.code())
+        );
+        let on = m.add(&[part("a", 0)], None, 20).unwrap().unwrap();
+        assert_eq!(
+            on.with_offsets("g", Committer::default(), &o, 21),
+            Err(ResponseError::InvalidTxnState.code())
+        );
+    }
+
+    #[test]
+    fn fencing_and_timeouts_abort_with_a_new_epoch() {
+        let m = TxnMeta::new(7, 4, 1000, 0);
+        let on = m.add(&[part("a", 0)], None, 100).unwrap().unwrap();
+        assert!(!on.expired(1100));
+        assert!(on.expired(1101));
+        let fenced = on.fence(1200);
+        assert_eq!(fenced.epoch, 5);
+        assert_eq!(fenced.state, TxnState::PrepareEpochFence);
+        assert_eq!(fenced.state.marker_commits(), Some(false));
+        assert_eq!(fenced.check_producer(7, 4, 90), Err(90));
+        assert_eq!(
+            fenced.check_producer(8, 5, 90),
+            Err(ResponseError::InvalidProducerIdMapping.code())
+        );
+        let done = fenced.completed(1300).unwrap();
+        assert_eq!(done.state, TxnState::CompleteAbort);
+        let next = done.bumped(5000, 1400).unwrap();
+        assert_eq!(
+            (next.producer_id, next.epoch, next.timeout_ms),
+            (7, 6, 5000)
+        );
+        assert_eq!(next.state, TxnState::Empty);
+        let worn = TxnMeta::new(7, i16::MAX - 1, 1000, 0);
+        assert_eq!(worn.bumped(1000, 1), None);
+    }
+
+    #[test]
+    fn state_codes_and_names_round_trip() {
+        for code in 0..=7 {
+            let s = TxnState::from_code(code).unwrap();
+            assert_eq!(s.code(), code);
+            assert_eq!(TxnState::from_name(s.name()), Some(s));
+        }
+        assert_eq!(TxnState::from_code(8), None);
+    }
+}

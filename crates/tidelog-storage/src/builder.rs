@@ -102,7 +102,7 @@ impl BatchBuilder {
         let mut body = Vec::new();
         for (i, r) in self.records.iter().enumerate() {
             let mut rec = vec![0u8];
-            put_varlong(&mut rec, r.timestamp - base_ts);
+            put_varlong(&mut rec, r.timestamp.wrapping_sub(base_ts));
             put_varlong(&mut rec, i as i64);
             put_bytes(&mut rec, r.key.as_deref());
             put_bytes(&mut rec, r.value.as_deref());

@@ -154,7 +154,9 @@ impl Log {
             for record in RecordIter::new(&block, h.record_count()) {
                 let record = record?;
                 total += 1;
-                let offset = h.base_offset() + i64::from(record.offset_delta);
+                let offset = h
+                    .base_offset()
+                    .saturating_add(i64::from(record.offset_delta));
                 let ts = if h.is_log_append_time() {
                     h.max_timestamp()
                 } else {
@@ -245,7 +247,9 @@ fn map_keys(
         for record in RecordIter::new(&block, h.record_count()) {
             let record = record?;
             let Some(key) = record.key else { continue };
-            let offset = h.base_offset() + i64::from(record.offset_delta);
+            let offset = h
+                .base_offset()
+                .saturating_add(i64::from(record.offset_delta));
             if let Some(slot) = latest.get_mut(key) {
                 *slot = offset;
             } else {

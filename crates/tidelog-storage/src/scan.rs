@@ -117,8 +117,18 @@ pub(crate) fn crc_matches(file: &File, batch: &ScannedBatch) -> Result<bool, Sto
     Ok(crc == batch.header().crc())
 }
 
-/// Reads a whole batch into memory (callers bound `size` first).
+/// Largest batch loaded whole into memory (compaction, timestamp search); a larger
+/// declared size is reported as corrupt instead of allocated.
+pub(crate) const MAX_LOADED_BATCH: u64 = 64 << 20;
+
+/// Reads a whole batch into memory.
 pub(crate) fn read_batch(file: &File, batch: &ScannedBatch) -> Result<Vec<u8>, StorageError> {
+    if batch.size > MAX_LOADED_BATCH {
+        return Err(StorageError::corrupt(format!(
+            "batch of {} bytes at position {} is too large to load",
+            batch.size, batch.position
+        )));
+    }
     let mut buf = vec![0u8; batch.size as usize];
     file.read_exact_at(&mut buf, batch.position)?;
     Ok(buf)

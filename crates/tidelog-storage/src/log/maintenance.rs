@@ -265,7 +265,7 @@ impl Log {
                     if done.aborted && !known && done.marker_offset >= reindex_from {
                         let lso = table
                             .first_unstable_offset()
-                            .unwrap_or(done.marker_offset + 1);
+                            .unwrap_or(done.marker_offset.saturating_add(1));
                         restored.push((
                             base,
                             AbortedTxn {

@@ -207,7 +207,7 @@ impl Log {
             if log_append_time {
                 write::stamp_log_append_time(batch, opts.now_ms);
             }
-            next += i64::from(BatchHeader::new(batch)?.last_offset_delta()) + 1;
+            next = next.saturating_add(i64::from(BatchHeader::new(batch)?.last_offset_delta()) + 1);
         }
         let mut info = self.write_batches(batches, &ranges, opts.now_ms)?;
         if self.epochs.assign(opts.leader_epoch, first_offset) {
@@ -231,7 +231,7 @@ impl Log {
                     got: h.base_offset(),
                 });
             }
-            expected = h.last_offset() + 1;
+            expected = h.last_offset().saturating_add(1);
         }
         let now = self.last_now_ms;
         let info = self.write_batches(batches, &ranges, now)?;
@@ -335,7 +335,7 @@ impl Log {
         let lso = self
             .producers
             .first_unstable_offset()
-            .unwrap_or(done.marker_offset + 1);
+            .unwrap_or(done.marker_offset.saturating_add(1));
         self.add_aborted_txn(AbortedTxn {
             producer_id: done.producer_id,
             first_offset: done.first_offset,

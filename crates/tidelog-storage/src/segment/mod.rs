@@ -183,7 +183,7 @@ impl Segment {
             }
         }
         if let Some(b) = last {
-            self.next_offset = b.header().last_offset() + 1;
+            self.next_offset = b.header().last_offset().saturating_add(1);
         }
         self.bytes_since_index = self.size - from;
         if let Some((ts, rel)) = self.time_index.last() {
@@ -243,7 +243,7 @@ impl Segment {
             self.max_timestamp = h.max_timestamp();
             self.offset_of_max_timestamp = h.last_offset();
         }
-        self.next_offset = h.last_offset() + 1;
+        self.next_offset = h.last_offset().saturating_add(1);
     }
 
     fn rel(&self, offset: i64) -> u32 {

@@ -79,7 +79,9 @@ pub(crate) fn first_record_at_or_after(
         let record_ts = header
             .base_timestamp()
             .saturating_add(record.timestamp_delta);
-        let offset = header.base_offset() + i64::from(record.offset_delta);
+        let offset = header
+            .base_offset()
+            .saturating_add(i64::from(record.offset_delta));
         if record_ts >= ts && offset >= min_offset {
             return Ok(Some((offset, record_ts)));
         }

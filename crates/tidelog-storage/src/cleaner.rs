@@ -7,8 +7,9 @@
 //! which every record survives are copied byte for byte; batches that lose records are
 //! rewritten *uncompressed* with the surviving records' bytes unchanged (same base offset,
 //! offset deltas, timestamps, producer fields, lastOffsetDelta), so offsets are preserved
-//! and the CRC is recomputed; batches that lose every record are dropped. Control batches
-//! are kept. A segment that loses everything stays as an empty file until retention.
+//! and the CRC is recomputed; batches that lose every record are dropped. Batches of
+//! aborted transactions are dropped and never count as a key's newest value. Control
+//! batches are kept. A segment that loses everything stays as an empty file until retention.
 //!
 //! Crash-safe swap for segment `B`: write `B.log.cleaned`, fsync, rename to `B.log.swap`,
 //! fsync the directory (the commit point), delete `B.index`/`B.timeindex`, rename
@@ -28,6 +29,7 @@ use crate::log::Log;
 use crate::records::{records_block, RecordIter, MAX_DECOMPRESSED};
 use crate::scan::{read_batch, BatchScan};
 use crate::segment::{file_name, Segment};
+use crate::txn_index::AbortedTxn;
 
 /// Key bytes the cleaner holds in memory per pass; segments beyond are left for next time.
 const MAX_KEY_MAP_BYTES: usize = 256 << 20;
@@ -105,6 +107,7 @@ impl Log {
             cleanable.push(pair[0]);
             stats.horizon = pair[1];
         }
+        let aborted = self.aborted_txns(i64::MIN, stats.horizon);
         let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
         let mut key_bytes = 0usize;
         let mut mapped = Vec::new();
@@ -112,7 +115,7 @@ impl Log {
             let Some(seg) = self.segments.get(&base) else {
                 break;
             };
-            let complete = map_keys(seg, &mut latest, &mut key_bytes)?;
+            let complete = map_keys(seg, &aborted, &mut latest, &mut key_bytes)?;
             if !complete {
                 stats.horizon = base;
                 break;
@@ -120,7 +123,7 @@ impl Log {
             mapped.push(base);
         }
         for base in mapped {
-            self.clean_segment(base, &latest, now_ms, &mut stats)?;
+            self.clean_segment(base, &latest, &aborted, now_ms, &mut stats)?;
         }
         Ok(stats)
     }
@@ -129,6 +132,7 @@ impl Log {
         &mut self,
         base: i64,
         latest: &HashMap<Vec<u8>, i64>,
+        aborted: &[AbortedTxn],
         now_ms: i64,
         stats: &mut CompactionStats,
     ) -> Result<(), StorageError> {
@@ -146,6 +150,10 @@ impl Log {
             if h.is_control() {
                 out.write_all(&bytes)?;
                 written += bytes.len() as u64;
+                continue;
+            }
+            if is_aborted(&h, aborted) {
+                removed += h.record_count().max(0) as u64;
                 continue;
             }
             let block = records_block(&bytes, MAX_DECOMPRESSED)?;
@@ -230,15 +238,27 @@ impl Log {
     }
 }
 
+/// Data of an aborted transaction: never visible to read_committed readers, so it must
+/// neither supersede older values nor survive cleaning.
+fn is_aborted(h: &BatchHeader<'_>, aborted: &[AbortedTxn]) -> bool {
+    h.is_transactional()
+        && aborted.iter().any(|t| {
+            t.producer_id == h.producer_id()
+                && h.base_offset() >= t.first_offset
+                && h.base_offset() <= t.last_offset
+        })
+}
+
 /// Adds every keyed record of `seg` to the map; false if the memory bound was hit.
 fn map_keys(
     seg: &Segment,
+    aborted: &[AbortedTxn],
     latest: &mut HashMap<Vec<u8>, i64>,
     key_bytes: &mut usize,
 ) -> Result<bool, StorageError> {
     let mut scan = BatchScan::new(seg.log_file(), 0, seg.size());
     while let Some(batch) = scan.next_batch()? {
-        if batch.header().is_control() {
+        if batch.header().is_control() || is_aborted(&batch.header(), aborted) {
             continue;
         }
         let bytes = read_batch(seg.log_file(), &batch)?;

@@ -171,3 +171,43 @@ fn interrupted_swaps_are_completed_or_discarded() {
     assert!(files_with_ext(copy.path(), "cleaned").is_empty());
     assert!(files_with_ext(copy.path(), "swap").is_empty());
 }
+
+#[test]
+fn aborted_transactions_neither_supersede_nor_survive() {
+    use tidelog_storage::{AppendOptions, AppendOrigin};
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    let mut committed = BatchBuilder::new()
+        .kv(Some(b"k"), Some(b"committed"), 1)
+        .build()
+        .unwrap();
+    log.append(&mut committed, &opts(0)).unwrap();
+    let mut txn = BatchBuilder::new()
+        .producer(7, 0, 0)
+        .transactional(true)
+        .kv(Some(b"k"), Some(b"aborted"), 2)
+        .build()
+        .unwrap();
+    log.append(&mut txn, &opts(0)).unwrap();
+    let coordinator = AppendOptions {
+        origin: AppendOrigin::Coordinator,
+        ..opts(0)
+    };
+    let mut abort = BatchBuilder::control_marker(7, 0, false, 0, 3)
+        .build()
+        .unwrap();
+    log.append(&mut abort, &coordinator).unwrap();
+    assert_eq!(log.aborted_txns(0, 10).len(), 1);
+    log.roll_if_due(i64::MAX).unwrap();
+    log.append(&mut common::batch(1, 9, "tail", 1), &opts(0))
+        .unwrap();
+    log.set_high_watermark(log.log_end_offset());
+    let stats = log.compact(0).unwrap();
+    assert_eq!(stats.records_removed, 1);
+    let got = decode_records(&read_all(&log, 0));
+    assert_eq!(
+        got[0],
+        (0, Some(b"k".to_vec()), Some(b"committed".to_vec()), 1)
+    );
+    assert!(got.iter().all(|r| r.2.as_deref() != Some(&b"aborted"[..])));
+}

@@ -192,6 +192,28 @@ fn truncate_removes_whole_batches_and_offsets_continue() {
             .first_offset,
         3
     );
+    // Restarting at the base of an existing segment reuses it, emptied.
+    log.append(&mut batch(2, 0, "y", 1), &opts(0)).unwrap();
+    log.delete_records_before(5).unwrap();
+    log.truncate_to(3).unwrap();
+    assert_eq!(
+        (
+            log.log_start_offset(),
+            log.log_end_offset(),
+            log.segment_count()
+        ),
+        (3, 3, 1)
+    );
+    assert_eq!(log.size_bytes(), 0);
+    assert_eq!(
+        log.append(&mut batch(1, 0, "x", 1), &opts(0))
+            .unwrap()
+            .first_offset,
+        3
+    );
+    log.close().unwrap();
+    let log = Log::open(dir.path(), small_segments()).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 4));
 }
 
 #[test]

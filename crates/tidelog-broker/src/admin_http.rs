@@ -1,5 +1,5 @@
 //! The HTTP admin port: `/healthz` (the process is up), `/readyz` (metadata loaded,
-//! logs recovered, Kafka listener accepting), `/metrics` (Prometheus text format) and
+//! logs recovered, Kafka listener accepting), `/metrics` (OpenMetrics text, which Prometheus scrapes) and
 //! the JSON views `/v1/cluster`, `/v1/topics`, `/v1/groups`. A deliberately tiny
 //! HTTP/1.1 responder: GET only, one request per connection, bounded request size and
 //! time.
@@ -21,8 +21,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_CONCURRENT_ANSWERS: usize = 8;
 
 const TEXT: &str = "text/plain; charset=utf-8";
-/// The Prometheus text exposition format, version 0.0.4.
-const PROMETHEUS: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// What `prometheus_client` writes: OpenMetrics text (counter families named without
+/// `_total`, a final `# EOF`), which Prometheus parses by this content type.
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const JSON: &str = "application/json";
 
 pub(crate) async fn serve(
@@ -112,7 +113,7 @@ async fn route(path: &str, ready: &AtomicBool, metrics: Arc<Metrics>) -> Respons
         "/readyz" => Response::new("503 Service Unavailable", TEXT, "not ready\n"),
         // Scrape-time gauges lock partitions and may read from disk: off the runtime.
         "/metrics" => match tokio::task::spawn_blocking(move || metrics.render()).await {
-            Ok(body) => Response::new("200 OK", PROMETHEUS, body),
+            Ok(body) => Response::new("200 OK", OPENMETRICS, body),
             Err(_) => Response::new("500 Internal Server Error", TEXT, "metrics failed\n"),
         },
         "/v1/cluster" | "/v1/topics" | "/v1/groups" => json_view(path.to_string(), metrics).await,

@@ -203,7 +203,7 @@ fn scrape(node: &Node) -> HashMap<String, f64> {
     let (status, content_type, body) = http_get(node.admin, "/metrics");
     assert_eq!(status, 200);
     assert!(
-        content_type.starts_with("text/plain; version=0.0.4"),
+        content_type.starts_with("application/openmetrics-text; version=1.0.0"),
         "{content_type}"
     );
     parse_exposition(&body).unwrap_or_else(|e| panic!("{e}\n{body}"))

@@ -3,6 +3,7 @@
 //! spend its time in).
 
 use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use kafka_protocol::messages::ApiKey;
@@ -74,7 +75,8 @@ pub(crate) struct RequestProbe {
     sizes: HistogramFamily<ApiLabels>,
     latency: HistogramFamily<ApiLabels>,
     phases: HistogramFamily<PhaseLabels>,
-    per_api: HashMap<i16, ApiHandles>,
+    /// Made on an API's first request, so idle APIs add no series.
+    per_api: RwLock<HashMap<i16, Arc<ApiHandles>>>,
     connections_active: Gauge,
     connections_accepted: Counter,
     connections_refused: Counter,
@@ -90,7 +92,7 @@ impl RequestProbe {
             sizes: Family::new_with_constructor(size_histogram),
             latency: Family::new_with_constructor(latency_histogram),
             phases: Family::new_with_constructor(latency_histogram),
-            per_api: HashMap::new(),
+            per_api: RwLock::new(HashMap::new()),
             connections_active: Gauge::default(),
             connections_accepted: Counter::default(),
             connections_refused: Counter::default(),
@@ -147,11 +149,6 @@ impl RequestProbe {
             "Bytes of response frames written, size prefixes included",
             probe.bytes_sent.clone(),
         );
-        let mut probe = probe;
-        for (key, _) in crate::apis::SUPPORTED {
-            let handles = probe.handles_for(*key);
-            probe.per_api.insert(*key as i16, handles);
-        }
         probe
     }
 
@@ -172,11 +169,24 @@ impl RequestProbe {
     }
 
     fn with_handles(&self, key: ApiKey, f: impl FnOnce(&ApiHandles)) {
-        match self.per_api.get(&(key as i16)) {
-            Some(handles) => f(handles),
-            // An API we do not implement: rare, so building its labels here is fine.
-            None => f(&self.handles_for(key)),
-        }
+        let known = self
+            .per_api
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&(key as i16))
+            .cloned();
+        let handles = match known {
+            Some(handles) => handles,
+            None => {
+                let mut map = self.per_api.write().unwrap_or_else(|p| p.into_inner());
+                // Bounded: ApiKey has a fixed set of values.
+                Arc::clone(
+                    map.entry(key as i16)
+                        .or_insert_with(|| Arc::new(self.handles_for(key))),
+                )
+            }
+        };
+        f(&handles);
     }
 
     pub(crate) fn connection_opened(&self) {
@@ -274,7 +284,7 @@ mod tests {
             text.contains("tidelog_requests_total{api=\"Produce\"} 2\n"),
             "{text}"
         );
-        assert!(text.contains("tidelog_requests_total{api=\"Fetch\"} 0\n"));
+        assert!(!text.contains("api=\"Metadata\""), "idle APIs have no series");
         assert!(text.contains(
             "tidelog_request_errors_total{api=\"Produce\",error=\"UNKNOWN_TOPIC_OR_PARTITION\"} 1\n"
         ));

@@ -38,6 +38,7 @@ mod connection;
 mod error;
 mod facade;
 mod fetch;
+pub mod groups;
 mod metadata;
 mod partitioner;
 mod producer;

@@ -24,6 +24,8 @@ enum Command {
     Produce(cli::produce::ProduceArgs),
     /// Consume records and print them.
     Consume(cli::consume::ConsumeArgs),
+    /// List, describe (lag), reset offsets of, and delete consumer groups.
+    Group(cli::group::GroupArgs),
     /// Back-of-envelope capacity plan from stated assumptions.
     Plan(plan::PlanArgs),
 }
@@ -44,6 +46,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Topic(args) => cli::topic::run(args),
         Command::Produce(args) => cli::produce::run(args),
         Command::Consume(args) => cli::consume::run(args),
+        Command::Group(args) => cli::group::run(args),
         Command::Plan(args) => plan::run(args),
     }
 }

@@ -2,6 +2,7 @@
 
 pub(crate) mod consume;
 pub(crate) mod format;
+pub(crate) mod group;
 pub(crate) mod produce;
 pub(crate) mod topic;
 mod when;

@@ -1,0 +1,592 @@
+//! Consumer groups from the operator's side: list, describe, committed offsets, lag,
+//! offset resets and deletion. Group requests go to the group's coordinator, found with
+//! FindCoordinator.
+//!
+//! Lag is measured, not guessed: two samples `window` apart of the committed offsets
+//! and log end offsets give the consumed rate, the produced rate and the trend
+//! d(lag)/dt; lag in seconds is the lag divided by the consumed rate (how long the
+//! group needs to catch up at its current pace), and the retention headroom is how long
+//! until retention deletes the oldest record the group has not read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
+use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
+use kafka_protocol::messages::{ApiKey, GroupId, TopicName};
+use kafka_protocol::protocol::{Request, StrBytes};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use crate::client::Client;
+use crate::error::{ClientError, Result};
+use crate::fetch::{FetchOptions, OffsetSpec};
+
+/// One line of `list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupListing {
+    pub group_id: String,
+    /// "consumer" for consumer groups; empty for groups that only store offsets.
+    pub protocol_type: String,
+    pub state: String,
+}
+
+/// A member and the partitions it was assigned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub assignment: Vec<(String, Vec<i32>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub group_id: String,
+    pub state: String,
+    pub protocol_type: String,
+    /// The assignor chosen for the current generation.
+    pub protocol: String,
+    pub members: Vec<GroupMember>,
+}
+
+/// Lag of one partition for one group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    /// The next offset the group will read; -1 when it never committed.
+    pub committed: i64,
+    pub log_start: i64,
+    pub log_end: i64,
+    /// Messages between the committed offset and the log end.
+    pub lag: i64,
+    /// Committed offsets per second over the sampling window.
+    pub consume_rate: f64,
+    /// d(lag)/dt in messages per second: positive means falling behind.
+    pub trend: f64,
+    /// Seconds to catch up at the consumed rate; `None` while not consuming with lag.
+    pub lag_seconds: Option<f64>,
+    /// Ms until retention may delete the oldest unread record (negative: overdue;
+    /// `None`: nothing unread or no time retention).
+    pub retention_left_ms: Option<i64>,
+    /// Whether records the group never read were already deleted.
+    pub lost: bool,
+    /// The member the partition is assigned to.
+    pub owner: Option<String>,
+}
+
+const RESPONSE_LIMIT: usize = 100 * 1024 * 1024;
+
+impl Client {
+    /// Every group in the cluster, asked of each broker.
+    pub async fn list_groups(&mut self) -> Result<Vec<GroupListing>> {
+        let addresses: Vec<String> = self
+            .refresh_metadata(Some(&[]), false)
+            .await?
+            .brokers
+            .values()
+            .map(|b| b.address())
+            .collect();
+        let mut out = Vec::new();
+        for addr in addresses {
+            let mut conn = RawConnection::connect(&addr, self).await?;
+            let response = conn.call(&ListGroupsRequest::default(), 4).await?;
+            ClientError::check(response.error_code, None, || "list groups".to_string())?;
+            out.extend(response.groups.into_iter().map(|g| GroupListing {
+                group_id: g.group_id.0.to_string(),
+                protocol_type: g.protocol_type.to_string(),
+                state: g.group_state.to_string(),
+            }));
+        }
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(out)
+    }
+
+    async fn coordinator(&mut self, group: &str) -> Result<RawConnection> {
+        let request = FindCoordinatorRequest::default()
+            .with_key(text(group))
+            .with_key_type(0);
+        let mut attempts = 0;
+        loop {
+            let response = self.send_any(&request).await?;
+            match ClientError::check(response.error_code, None, || {
+                format!("find coordinator of group {group}")
+            }) {
+                Err(e) if retriable(&e) && attempts < 20 => {
+                    attempts += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(e),
+                Ok(()) => {
+                    let addr = format!("{}:{}", response.host.as_str(), response.port);
+                    return RawConnection::connect(&addr, self).await;
+                }
+            }
+        }
+    }
+
+    /// State, protocol and members (with their assignments) of a group.
+    pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription> {
+        let mut conn = self.coordinator(group).await?;
+        let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
+        let response = conn
+            .call_retrying(&request, 5, |r| {
+                r.groups.first().map_or(0, |g| g.error_code)
+            })
+            .await?;
+        let g = response
+            .groups
+            .into_iter()
+            .next()
+            .ok_or_else(|| ClientError::Protocol("describe groups response is empty".into()))?;
+        ClientError::check(g.error_code, None, || format!("describe group {group}"))?;
+        Ok(GroupDescription {
+            group_id: group.to_string(),
+            state: g.group_state.to_string(),
+            protocol_type: g.protocol_type.to_string(),
+            protocol: g.protocol_data.to_string(),
+            members: g
+                .members
+                .into_iter()
+                .map(|m| GroupMember {
+                    member_id: m.member_id.to_string(),
+                    instance_id: m.group_instance_id.map(|s| s.to_string()),
+                    client_id: m.client_id.to_string(),
+                    client_host: m.client_host.to_string(),
+                    assignment: parse_assignment(&m.member_assignment),
+                })
+                .collect(),
+        })
+    }
+
+    /// Every committed offset of a group: (topic, partition) -> next offset to read.
+    pub async fn committed_offsets(&mut self, group: &str) -> Result<BTreeMap<(String, i32), i64>> {
+        let mut conn = self.coordinator(group).await?;
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(text(group)))
+            .with_topics(None);
+        let response = conn.call_retrying(&request, 7, |r| r.error_code).await?;
+        ClientError::check(response.error_code, None, || {
+            format!("offsets of group {group}")
+        })?;
+        let mut out = BTreeMap::new();
+        for t in response.topics {
+            for p in t.partitions {
+                ClientError::check(p.error_code, None, || {
+                    format!("offset of {}-{}", t.name.0.as_str(), p.partition_index)
+                })?;
+                if p.committed_offset >= 0 {
+                    out.insert(
+                        (t.name.0.to_string(), p.partition_index),
+                        p.committed_offset,
+                    );
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits offsets for a group without members (generation -1), as an operator's
+    /// reset does. The coordinator refuses it while the group has members.
+    pub async fn commit_offsets(
+        &mut self,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<()> {
+        let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+        for (topic, partition, offset) in offsets {
+            by_topic.entry(topic).or_default().push(
+                OffsetCommitRequestPartition::default()
+                    .with_partition_index(*partition)
+                    .with_committed_offset(*offset)
+                    .with_committed_leader_epoch(-1)
+                    .with_committed_metadata(Some(text(""))),
+            );
+        }
+        let request = OffsetCommitRequest::default()
+            .with_group_id(GroupId(text(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_member_id(text(""))
+            .with_retention_time_ms(-1)
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetCommitRequestTopic::default()
+                            .with_name(TopicName(text(t)))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let mut conn = self.coordinator(group).await?;
+        let response = conn.call(&request, 7).await?;
+        for t in response.topics {
+            for p in t.partitions {
+                ClientError::check(p.error_code, None, || {
+                    format!(
+                        "commit {}-{} for group {group}",
+                        t.name.0.as_str(),
+                        p.partition_index
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a group without members, with its committed offsets.
+    pub async fn delete_group(&mut self, group: &str) -> Result<()> {
+        let mut conn = self.coordinator(group).await?;
+        let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text(group))]);
+        let response = conn.call(&request, 2).await?;
+        let code = response.results.first().map_or(0, |r| r.error_code);
+        ClientError::check(code, None, || format!("delete group {group}"))
+    }
+
+    /// Lag per partition the group has committed or been assigned, sampled twice
+    /// `window` apart (see the module docs).
+    pub async fn group_lag(&mut self, group: &str, window: Duration) -> Result<Vec<PartitionLag>> {
+        let description = self.describe_group(group).await?;
+        let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
+        for m in &description.members {
+            for (topic, partitions) in &m.assignment {
+                for p in partitions {
+                    owners.insert((topic.clone(), *p), m.member_id.clone());
+                }
+            }
+        }
+        let first = self.lag_sample(group, &owners).await?;
+        let started = Instant::now();
+        tokio::time::sleep(window).await;
+        let second = self.lag_sample(group, &owners).await?;
+        let seconds = started.elapsed().as_secs_f64().max(1e-3);
+        let now_ms = crate::producer::now_ms();
+        let mut retention: BTreeMap<String, Option<i64>> = BTreeMap::new();
+        let mut out = Vec::with_capacity(second.len());
+        for (key, (committed, log_start, log_end)) in &second {
+            let (c0, _, e0) = first
+                .get(key)
+                .copied()
+                .unwrap_or((*committed, *log_start, *log_end));
+            let lag = lag_of(*committed, *log_start, *log_end);
+            let consume_rate = (committed.max(&0) - c0.max(0)) as f64 / seconds;
+            let trend = (lag - lag_of(c0, *log_start, e0)) as f64 / seconds;
+            let lag_seconds = match (lag, consume_rate > 0.0) {
+                (0, _) => Some(0.0),
+                (_, true) => Some(lag as f64 / consume_rate),
+                (_, false) => None,
+            };
+            let lost = *committed >= 0 && *committed < *log_start;
+            let retention_left_ms = if lag == 0 {
+                None
+            } else {
+                if !retention.contains_key(&key.0) {
+                    let ms = self.retention_ms(&key.0).await?;
+                    retention.insert(key.0.clone(), ms);
+                }
+                match retention.get(&key.0).copied().flatten() {
+                    None => None,
+                    Some(ms) => {
+                        let oldest = (*committed).max(*log_start);
+                        self.timestamp_at(&key.0, key.1, oldest)
+                            .await?
+                            .map(|ts| ts.saturating_add(ms).saturating_sub(now_ms))
+                    }
+                }
+            };
+            out.push(PartitionLag {
+                topic: key.0.clone(),
+                partition: key.1,
+                committed: *committed,
+                log_start: *log_start,
+                log_end: *log_end,
+                lag,
+                consume_rate,
+                trend,
+                lag_seconds,
+                retention_left_ms,
+                lost,
+                owner: owners.get(key).cloned(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// (committed, log start, log end) per partition.
+    async fn lag_sample(
+        &mut self,
+        group: &str,
+        owners: &BTreeMap<(String, i32), String>,
+    ) -> Result<BTreeMap<(String, i32), (i64, i64, i64)>> {
+        let committed = self.committed_offsets(group).await?;
+        let keys: BTreeSet<(String, i32)> =
+            committed.keys().chain(owners.keys()).cloned().collect();
+        let mut out = BTreeMap::new();
+        for key in keys {
+            let start = self
+                .list_offsets(&key.0, key.1, OffsetSpec::Earliest)
+                .await?;
+            let end = self.list_offsets(&key.0, key.1, OffsetSpec::Latest).await?;
+            let c = committed.get(&key).copied().unwrap_or(-1);
+            out.insert(key, (c, start, end));
+        }
+        Ok(out)
+    }
+
+    async fn retention_ms(&mut self, topic: &str) -> Result<Option<i64>> {
+        let configs = self.describe_topic_configs(topic).await?;
+        Ok(configs
+            .iter()
+            .find(|c| c.name == "retention.ms")
+            .and_then(|c| c.value.as_deref())
+            .and_then(|v| v.parse::<i64>().ok())
+            .filter(|ms| *ms >= 0))
+    }
+
+    async fn timestamp_at(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+    ) -> Result<Option<i64>> {
+        let options = FetchOptions {
+            max_wait: Duration::from_millis(0),
+            max_bytes: 64 * 1024,
+            partition_max_bytes: 64 * 1024,
+            ..FetchOptions::default()
+        };
+        let fetched = self.fetch(topic, partition, offset, &options).await?;
+        Ok(fetched
+            .records
+            .iter()
+            .find(|r| r.offset >= offset)
+            .map(|r| r.timestamp))
+    }
+}
+
+fn lag_of(committed: i64, log_start: i64, log_end: i64) -> i64 {
+    // Without a commit the group would start at the log start (earliest reset).
+    let from = if committed < 0 {
+        log_start
+    } else {
+        committed.max(log_start)
+    };
+    (log_end - from).max(0)
+}
+
+fn retriable(e: &ClientError) -> bool {
+    e.response_error().is_some_and(|r| {
+        matches!(
+            r,
+            kafka_protocol::ResponseError::CoordinatorLoadInProgress
+                | kafka_protocol::ResponseError::CoordinatorNotAvailable
+                | kafka_protocol::ResponseError::NotCoordinator
+        )
+    })
+}
+
+fn text(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Parses a consumer-protocol assignment: `i16 version, i32 topic count, per topic
+/// (string topic, i32 count, i32 partitions...)`, user data after. Anything
+/// malformed yields what was parsed so far.
+pub fn parse_assignment(bytes: &Bytes) -> Vec<(String, Vec<i32>)> {
+    let mut r = Cursor(bytes);
+    let mut out = Vec::new();
+    let (Some(_version), Some(topics)) = (r.i16(), r.i32()) else {
+        return out;
+    };
+    for _ in 0..topics.max(0) {
+        let Some(topic) = r.string() else { break };
+        let Some(count) = r.i32() else { break };
+        let mut partitions = Vec::new();
+        for _ in 0..count.max(0) {
+            match r.i32() {
+                Some(p) => partitions.push(p),
+                None => break,
+            }
+        }
+        out.push((topic, partitions));
+    }
+    out
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn i16(&mut self) -> Option<i16> {
+        self.take(2).map(|b| i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn i32(&mut self) -> Option<i32> {
+        self.take(4)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn string(&mut self) -> Option<String> {
+        let len = usize::try_from(self.i16()?).ok()?;
+        self.take(len)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    }
+}
+
+/// A connection for the group APIs at fixed versions every Kafka since 2.x and tidelog
+/// speak (the shared connection's version table covers the produce/fetch/admin APIs).
+struct RawConnection {
+    addr: String,
+    stream: TcpStream,
+    correlation_id: i32,
+    client_id: String,
+    limit: Duration,
+}
+
+impl RawConnection {
+    async fn connect(addr: &str, client: &Client) -> Result<RawConnection> {
+        let limit = client.config().connection.request_timeout;
+        let io = |source| ClientError::Io {
+            addr: addr.to_string(),
+            source,
+        };
+        let stream = match timeout(limit, TcpStream::connect(addr)).await {
+            Ok(stream) => stream.map_err(io)?,
+            Err(_) => {
+                return Err(ClientError::Timeout {
+                    addr: addr.to_string(),
+                    api: "connect".into(),
+                    timeout_ms: u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
+                })
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        Ok(RawConnection {
+            addr: addr.to_string(),
+            stream,
+            correlation_id: 0,
+            client_id: client.config().connection.client_id.clone(),
+            limit,
+        })
+    }
+
+    async fn call<R: Request>(&mut self, request: &R, version: i16) -> Result<R::Response> {
+        let key = ApiKey::try_from(R::KEY)
+            .map_err(|_| ClientError::Protocol(format!("unknown api key {}", R::KEY)))?;
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let frame = tidelog_protocol::client::encode_request(
+            key,
+            version,
+            self.correlation_id,
+            Some(&self.client_id),
+            request,
+        )
+        .map_err(|e| ClientError::Protocol(format!("encoding {key:?} v{version}: {e}")))?;
+        let addr = self.addr.clone();
+        let exchange = async {
+            self.stream
+                .write_all(&frame)
+                .await
+                .map_err(|source| ClientError::Io {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            match tidelog_protocol::frame::read_frame(&mut self.stream, RESPONSE_LIMIT).await {
+                Ok(Some(body)) => Ok(body.freeze()),
+                Ok(None) => Err(ClientError::Closed { addr: addr.clone() }),
+                Err(e) => Err(ClientError::Protocol(format!("reading from {addr}: {e}"))),
+            }
+        };
+        let body = timeout(self.limit, exchange)
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: self.addr.clone(),
+                api: format!("{key:?}"),
+                timeout_ms: u64::try_from(self.limit.as_millis()).unwrap_or(u64::MAX),
+            })??;
+        let (correlation_id, response) =
+            tidelog_protocol::client::decode_response::<R::Response>(body, key, version)
+                .map_err(|e| ClientError::Protocol(format!("decoding {key:?} v{version}: {e}")))?;
+        if correlation_id != self.correlation_id {
+            return Err(ClientError::Protocol(format!(
+                "{} answered correlation id {correlation_id}, expected {}",
+                self.addr, self.correlation_id
+            )));
+        }
+        Ok(response)
+    }
+
+    /// Retries while the coordinator is loading (bounded: about 5 s).
+    async fn call_retrying<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+        error_of: impl Fn(&R::Response) -> i16,
+    ) -> Result<R::Response> {
+        let loading = kafka_protocol::ResponseError::CoordinatorLoadInProgress.code();
+        for _ in 0..25 {
+            let response = self.call(request, version).await?;
+            if error_of(&response) != loading {
+                return Ok(response);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.call(request, version).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignment_parses_topics_and_partitions() {
+        let mut b = vec![0, 1, 0, 0, 0, 2];
+        for (topic, parts) in [("a", vec![0i32, 2]), ("bb", vec![1])] {
+            b.extend((topic.len() as i16).to_be_bytes());
+            b.extend(topic.as_bytes());
+            b.extend((parts.len() as i32).to_be_bytes());
+            for p in parts {
+                b.extend(p.to_be_bytes());
+            }
+        }
+        b.extend([255, 255, 255, 255]); // null user data
+        let parsed = parse_assignment(&Bytes::from(b));
+        assert_eq!(
+            parsed,
+            vec![("a".to_string(), vec![0, 2]), ("bb".to_string(), vec![1])]
+        );
+        // Truncated: keeps what was whole, no panic.
+        assert_eq!(
+            parse_assignment(&Bytes::from_static(&[0, 1, 0, 0, 0, 9, 0])),
+            vec![]
+        );
+        assert_eq!(parse_assignment(&Bytes::new()), vec![]);
+    }
+
+    #[test]
+    fn lag_counts_from_the_log_start_when_nothing_was_committed() {
+        assert_eq!(lag_of(-1, 10, 25), 15);
+        assert_eq!(lag_of(20, 10, 25), 5);
+        assert_eq!(lag_of(5, 10, 25), 15); // committed offset already deleted
+        assert_eq!(lag_of(30, 10, 25), 0);
+    }
+}

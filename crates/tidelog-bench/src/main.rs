@@ -1,3 +1,21 @@
-fn main() {
-    println!("{}", rdkafka::util::get_rdkafka_version().1);
+//! `tidelog-bench`: load any Kafka-compatible broker with librdkafka and print every
+//! figure next to this machine's ceilings measured in the same run.
+
+mod broker;
+mod ceilings;
+mod cli;
+mod commands;
+mod load;
+mod plot;
+mod procfs;
+mod report;
+mod stats;
+mod targets;
+mod targets_fleet;
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    let args = cli::Args::parse();
+    commands::run(args)
 }

@@ -1,0 +1,283 @@
+//! `--spawn`: start `tidelog serve` on ephemeral loopback ports with a temporary data
+//! dir, optionally pinned to CPU 0 with `taskset`, and read its CPU and memory from /proc.
+//! The process is killed when the handle drops, so no broker outlives the bench.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::procfs;
+
+/// Where to find `tidelog`: an explicit path, `TIDELOG_BIN`, or beside this binary
+/// (`target/<profile>/tidelog-bench` sits next to `target/<profile>/tidelog`).
+pub(crate) fn locate_tidelog(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(path) = explicit {
+        return Some(path.to_path_buf());
+    }
+    if let Some(path) = std::env::var_os("TIDELOG_BIN") {
+        return Some(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let mut dir = exe.parent()?;
+    // Test binaries live one level down, in target/<profile>/deps.
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir = dir.parent()?;
+    }
+    let sibling = dir.join("tidelog");
+    if sibling.is_file() {
+        return Some(sibling);
+    }
+    let target = dir.parent()?;
+    ["release", "debug"]
+        .iter()
+        .map(|profile| target.join(profile).join("tidelog"))
+        .find(|p| p.is_file())
+}
+
+/// How to start the broker.
+#[derive(Clone, Debug)]
+pub(crate) struct SpawnOptions {
+    pub(crate) binary: PathBuf,
+    /// Parent of the temporary data dir (its filesystem is the one the disk ceilings measure).
+    pub(crate) work_root: PathBuf,
+    /// CPU to pin the broker to, when `taskset` exists.
+    pub(crate) cpu: Option<usize>,
+    /// Extra `--set name=value` broker settings.
+    pub(crate) settings: Vec<String>,
+}
+
+/// A running `tidelog serve`.
+pub(crate) struct SpawnedBroker {
+    options: SpawnOptions,
+    child: Option<Child>,
+    listen: SocketAddr,
+    admin: SocketAddr,
+    root: tempfile::TempDir,
+}
+
+impl SpawnedBroker {
+    /// Starts the broker and waits (up to 30 s) until `/readyz` answers 200.
+    pub(crate) fn start(options: SpawnOptions) -> anyhow::Result<Self> {
+        let root = tempfile::Builder::new()
+            .prefix("tidelog-bench-")
+            .tempdir_in(&options.work_root)
+            .with_context(|| format!("temp dir in {}", options.work_root.display()))?;
+        std::fs::create_dir_all(root.path().join("data"))?;
+        let mut broker = Self {
+            listen: free_port()?,
+            admin: free_port()?,
+            options,
+            child: None,
+            root,
+        };
+        broker.launch()?;
+        broker.wait_ready(Duration::from_secs(30))?;
+        Ok(broker)
+    }
+
+    pub(crate) fn bootstrap(&self) -> String {
+        self.listen.to_string()
+    }
+
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub(crate) fn data_dir(&self) -> PathBuf {
+        self.root.path().join("data")
+    }
+
+    pub(crate) fn cpu_seconds(&self) -> Option<f64> {
+        procfs::cpu_seconds(self.pid()?)
+    }
+
+    pub(crate) fn rss_bytes(&self) -> Option<u64> {
+        procfs::rss_bytes(self.pid()?)
+    }
+
+    /// Open files inside partition directories of topics whose name starts with
+    /// `topic_prefix` (so the metadata log and other topics do not count).
+    pub(crate) fn open_partition_files(&self, topic_prefix: &str) -> Option<usize> {
+        let dir = self.data_dir().canonicalize().ok()?;
+        let files = procfs::open_files_under(self.pid()?, &dir)?;
+        Some(
+            files
+                .iter()
+                .filter(|path| {
+                    path.ancestors().any(|a| {
+                        a.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with(topic_prefix))
+                    })
+                })
+                .count(),
+        )
+    }
+
+    fn launch(&mut self) -> anyhow::Result<()> {
+        let log = File::create(self.root.path().join("broker.log"))?;
+        let mut command = match self.options.cpu.filter(|_| taskset_available()) {
+            Some(cpu) => {
+                // taskset execs the broker, so the child's pid is the broker's.
+                let mut c = Command::new("taskset");
+                c.arg("-c").arg(cpu.to_string()).arg(&self.options.binary);
+                c
+            }
+            None => Command::new(&self.options.binary),
+        };
+        command
+            .arg("serve")
+            .arg("--listen")
+            .arg(self.listen.to_string())
+            .arg("--admin-listen")
+            .arg(self.admin.to_string())
+            .arg("--data-dir")
+            .arg(self.data_dir());
+        for setting in &self.options.settings {
+            command.arg("--set").arg(setting);
+        }
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", self.options.binary.display()))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Polls `/readyz`; fails early if the process exits. Returns how long it took.
+    pub(crate) fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    bail!("broker exited with {status}; log: {}", self.log_tail());
+                }
+            }
+            if http_status(self.admin, "/readyz").is_some_and(|code| code == 200) {
+                return Ok(start.elapsed());
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+        bail!(
+            "broker not ready after {timeout:?}; log: {}",
+            self.log_tail()
+        )
+    }
+
+    /// SIGTERM, then wait (up to 60 s) for a clean exit.
+    pub(crate) fn stop_clean(&mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()?;
+        if !status.success() {
+            bail!("kill -TERM failed");
+        }
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(60) {
+            if child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("broker ignored SIGTERM for 60 s; killed")
+    }
+
+    /// SIGKILL: no chance to write a clean-shutdown marker.
+    pub(crate) fn kill_hard(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Starts again on the same ports and data dir; returns the time to ready.
+    pub(crate) fn restart(&mut self, timeout: Duration) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        self.launch()?;
+        self.wait_ready(timeout)?;
+        Ok(start.elapsed())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.root.path().join("broker.log")).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(20).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Drop for SpawnedBroker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub(crate) fn taskset_available() -> bool {
+    Command::new("taskset")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Pins this whole process (every thread, and threads created later) to one CPU.
+pub(crate) fn pin_self(cpu: usize) -> anyhow::Result<()> {
+    let status = Command::new("taskset")
+        .args([
+            "-a",
+            "-p",
+            "-c",
+            &cpu.to_string(),
+            &std::process::id().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("taskset could not pin the load to CPU {cpu}");
+    }
+    Ok(())
+}
+
+/// A port the kernel just handed out; the tiny window before the broker binds it is
+/// acceptable on a machine where nothing else picks ephemeral ports for listening.
+fn free_port() -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?)
+}
+
+/// The status code of `GET path`, or `None` if the server did not answer in 1 s.
+fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut head = [0u8; 32];
+    let mut filled = 0;
+    while filled < 12 {
+        let n = stream.read(&mut head[filled..]).ok()?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    let text = std::str::from_utf8(&head[..filled]).ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}

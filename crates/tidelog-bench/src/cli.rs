@@ -1,0 +1,174 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "tidelog-bench",
+    about = "Benchmarks a Kafka-compatible broker (librdkafka load) against this machine's ceilings"
+)]
+pub(crate) struct Args {
+    /// Broker to load (ignored with --spawn).
+    #[arg(long, global = true, default_value = "127.0.0.1:9092")]
+    pub(crate) bootstrap: String,
+    /// Start `tidelog serve` with a temporary data dir, pinned to CPU 0 (load on CPU 1).
+    #[arg(long, global = true)]
+    pub(crate) spawn: bool,
+    /// The `tidelog` binary for --spawn (default: TIDELOG_BIN, else beside this binary).
+    #[arg(long, global = true)]
+    pub(crate) tidelog_bin: Option<PathBuf>,
+    /// Extra broker setting for --spawn, `name=value`; repeatable.
+    #[arg(long = "broker-set", global = true, value_name = "NAME=VALUE")]
+    pub(crate) broker_set: Vec<String>,
+    /// Directory for spawned data dirs and disk ceilings (default: the system temp dir).
+    #[arg(long, global = true)]
+    pub(crate) work_dir: Option<PathBuf>,
+    /// Do not pin broker and load to separate CPUs.
+    #[arg(long, global = true)]
+    pub(crate) no_pin: bool,
+    /// Measure the ceilings briefly (less accurate; for smoke runs).
+    #[arg(long, global = true)]
+    pub(crate) quick_ceilings: bool,
+    /// Write the figures as a JSON array here.
+    #[arg(long, global = true)]
+    pub(crate) json: Option<PathBuf>,
+    /// Write a latency-percentile plot here (for workloads that measure latency).
+    #[arg(long, global = true)]
+    pub(crate) svg: Option<PathBuf>,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Only the machine's ceilings: loopback TCP, round trip, disk write, fdatasync.
+    Ceilings,
+    /// Produce fixed-size records as fast as possible.
+    Produce(ProduceArgs),
+    /// Fill a topic, then read it from the beginning (page-cache resident).
+    Consume(ConsumeArgs),
+    /// End-to-end latency at a fixed rate.
+    E2e(E2eArgs),
+    /// Produce one small record at a time: request latency.
+    Ping(PingArgs),
+    /// OpenMessaging Benchmark workload presets.
+    Omb(OmbArgs),
+    /// The targets table (T1–T10) with verdicts.
+    Targets(TargetsArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct ProduceArgs {
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) record_size: usize,
+    /// Records in total (across producers).
+    #[arg(long, default_value_t = 200_000)]
+    pub(crate) count: u64,
+    /// Stop after this many seconds even if --count is not reached.
+    #[arg(long)]
+    pub(crate) duration_secs: Option<f64>,
+    #[arg(long, default_value_t = 4)]
+    pub(crate) partitions: i32,
+    #[arg(long, default_value = "1")]
+    pub(crate) acks: String,
+    #[arg(long, default_value_t = 5)]
+    pub(crate) linger_ms: u32,
+    #[arg(long, default_value_t = 262_144)]
+    pub(crate) batch_size: usize,
+    /// none, gzip, snappy, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    pub(crate) compression: String,
+    #[arg(long)]
+    pub(crate) keyed: bool,
+    #[arg(long, default_value_t = 1)]
+    pub(crate) producers: usize,
+    /// Wait for each record's acknowledgement before sending the next.
+    #[arg(long)]
+    pub(crate) one_in_flight: bool,
+    /// Topic-level config for the created topic, `name=value`; repeatable.
+    #[arg(long = "topic-config", value_name = "NAME=VALUE")]
+    pub(crate) topic_config: Vec<String>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct ConsumeArgs {
+    /// Read this existing topic instead of filling a new one.
+    #[arg(long)]
+    pub(crate) topic: Option<String>,
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) record_size: usize,
+    #[arg(long, default_value_t = 200_000)]
+    pub(crate) count: u64,
+    #[arg(long, default_value_t = 4)]
+    pub(crate) partitions: i32,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct E2eArgs {
+    /// Records per second.
+    #[arg(long, default_value_t = 1_000.0)]
+    pub(crate) rate: f64,
+    #[arg(long, default_value_t = 10.0)]
+    pub(crate) duration_secs: f64,
+    #[arg(long, default_value_t = 1)]
+    pub(crate) partitions: i32,
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) record_size: usize,
+    #[arg(long, default_value = "1")]
+    pub(crate) acks: String,
+    #[arg(long, default_value_t = 0)]
+    pub(crate) linger_ms: u32,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct PingArgs {
+    #[arg(long, default_value_t = 2_000)]
+    pub(crate) count: u64,
+    #[arg(long, default_value_t = 100)]
+    pub(crate) record_size: usize,
+    #[arg(long, default_value = "1")]
+    pub(crate) acks: String,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum OmbPreset {
+    /// 1 topic, 16 partitions, 1 KiB records, 50,000 msg/s.
+    #[value(name = "1-topic-16-partitions-1kb")]
+    Topic16Partitions1kb,
+    /// 1 topic, 100 partitions, 1 KiB records, 50,000 msg/s.
+    #[value(name = "1-topic-100-partitions-1kb")]
+    Topic100Partitions1kb,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct OmbArgs {
+    #[arg(value_enum)]
+    pub(crate) preset: OmbPreset,
+    /// Override the preset's rate (msg/s).
+    #[arg(long)]
+    pub(crate) rate: Option<f64>,
+    #[arg(long, default_value_t = 30.0)]
+    pub(crate) duration_secs: f64,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum ScaleName {
+    /// A few minutes; what docs/performance.md reports.
+    Small,
+    /// Seconds; proves the tool runs (CI), figures meaningless.
+    Tiny,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct TargetsArgs {
+    #[arg(long, value_enum, default_value = "small")]
+    pub(crate) scale: ScaleName,
+    /// Runs per target (the table reports medians); default from the scale.
+    #[arg(long)]
+    pub(crate) runs: Option<usize>,
+    /// Bytes of data for T9's restart (default from the scale).
+    #[arg(long)]
+    pub(crate) t9_bytes: Option<u64>,
+}

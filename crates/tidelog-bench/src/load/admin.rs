@@ -1,0 +1,86 @@
+//! Topic creation through the Kafka admin API (CreateTopics), then a wait until every
+//! partition has a leader in Metadata, so the load never measures auto-creation.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+
+use super::base_config;
+
+/// Creates `topic` with `partitions` partitions, replication factor `replication` and
+/// topic-level `configs`; returns once Metadata shows every partition led.
+pub(crate) fn create_topic(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication: i32,
+    configs: &[(String, String)],
+) -> anyhow::Result<()> {
+    let admin: AdminClient<DefaultClientContext> = base_config(bootstrap)
+        .create()
+        .context("creating the admin client")?;
+    let mut new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(replication));
+    for (name, value) in configs {
+        new_topic = new_topic.set(name, value);
+    }
+    let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(60)));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let results = runtime
+        .block_on(admin.create_topics([&new_topic], &options))
+        .context("CreateTopics")?;
+    for result in results {
+        if let Err((name, code)) = result {
+            bail!("CreateTopics {name}: {code}");
+        }
+    }
+    wait_for_leaders(bootstrap, topic, partitions, Duration::from_secs(60))
+}
+
+fn wait_for_leaders(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let client: BaseConsumer = base_config(bootstrap).create()?;
+    let start = Instant::now();
+    let mut last = String::from("no answer");
+    while start.elapsed() < timeout {
+        match client.fetch_metadata(Some(topic), Duration::from_secs(10)) {
+            Ok(metadata) => {
+                let led = metadata
+                    .topics()
+                    .iter()
+                    .filter(|t| t.name() == topic && t.error().is_none())
+                    .flat_map(|t| t.partitions())
+                    .filter(|p| p.error().is_none() && p.leader() >= 0)
+                    .count();
+                if led == usize::try_from(partitions).unwrap_or(0) {
+                    return Ok(());
+                }
+                last = format!("{led} of {partitions} partitions led");
+            }
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(anyhow!("topic {topic} not ready after {timeout:?}: {last}"))
+}
+
+/// The partition count of an existing topic.
+pub(crate) fn partition_count(bootstrap: &str, topic: &str) -> anyhow::Result<i32> {
+    let client: BaseConsumer = base_config(bootstrap).create()?;
+    let metadata = client.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    let count = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .map(|t| t.partitions().len())
+        .ok_or_else(|| anyhow!("topic {topic} not in metadata"))?;
+    Ok(i32::try_from(count)?)
+}

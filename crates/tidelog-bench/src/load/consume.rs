@@ -1,0 +1,101 @@
+//! The consume workload: read a filled topic from the beginning with one librdkafka
+//! consumer (manual assignment, no group membership), until every record up to the high
+//! watermark arrived.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::Serialize;
+
+use super::{admin, base_config, progress};
+use crate::stats::mb_per_s;
+
+#[derive(Clone, Debug, Serialize)]
+pub(crate) struct ConsumeResult {
+    pub(crate) records: u64,
+    /// Key plus value bytes delivered to the application.
+    pub(crate) bytes: u64,
+    pub(crate) seconds: f64,
+    pub(crate) mb_s: f64,
+    pub(crate) records_s: f64,
+}
+
+/// A consumer for `topic` assigned every partition at `offset`, without a group.
+pub(crate) fn assigned_consumer(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    offset: Offset,
+    low_latency: bool,
+) -> anyhow::Result<BaseConsumer> {
+    let mut config = base_config(bootstrap);
+    // librdkafka refuses assign() without a group.id; with auto-commit off the group is
+    // never joined, so the broker needs no group APIs.
+    config
+        .set("group.id", super::fresh_topic("group"))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("fetch.max.bytes", "52428800")
+        .set("max.partition.fetch.bytes", "10485760")
+        .set("queued.max.messages.kbytes", "262144")
+        .set("check.crcs", "false");
+    if low_latency {
+        config
+            .set("fetch.wait.max.ms", "100")
+            .set("fetch.min.bytes", "1");
+    }
+    let consumer: BaseConsumer = config.create()?;
+    let mut assignment = TopicPartitionList::new();
+    for partition in 0..partitions {
+        assignment.add_partition_offset(topic, partition, offset)?;
+    }
+    consumer.assign(&assignment)?;
+    Ok(consumer)
+}
+
+/// Reads `topic` from the beginning to its current end.
+pub(crate) fn run(
+    bootstrap: &str,
+    topic: &str,
+    timeout: Duration,
+) -> anyhow::Result<ConsumeResult> {
+    let partitions = admin::partition_count(bootstrap, topic)?;
+    let consumer = assigned_consumer(bootstrap, topic, partitions, Offset::Beginning, false)?;
+    let mut expected = 0u64;
+    for partition in 0..partitions {
+        let (low, high) = consumer.fetch_watermarks(topic, partition, Duration::from_secs(10))?;
+        expected += u64::try_from(high - low).map_err(|_| anyhow!("watermarks {low}..{high}"))?;
+    }
+    let bar = progress("consume", Some(expected));
+    let mut records = 0u64;
+    let mut bytes = 0u64;
+    let start = Instant::now();
+    while records < expected {
+        if start.elapsed() > timeout {
+            bail!("consumed {records} of {expected} records in {timeout:?}");
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                records += 1;
+                bytes += (message.payload_len() + message.key().map_or(0, <[u8]>::len)) as u64;
+                if records % 4096 == 0 {
+                    bar.set_position(records);
+                }
+            }
+            Some(Err(error)) => bail!("consume error: {error}"),
+            None => {}
+        }
+    }
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    Ok(ConsumeResult {
+        records,
+        bytes,
+        seconds: elapsed.as_secs_f64(),
+        mb_s: mb_per_s(bytes, elapsed),
+        records_s: records as f64 / elapsed.as_secs_f64().max(1e-9),
+    })
+}

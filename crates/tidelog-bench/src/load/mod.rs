@@ -1,0 +1,70 @@
+//! Load generated with librdkafka (through `rdkafka`), so figures compare with any
+//! Kafka-compatible broker: topic setup, producers, consumers, end-to-end latency.
+
+pub(crate) mod admin;
+pub(crate) mod consume;
+pub(crate) mod e2e;
+pub(crate) mod produce;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rdkafka::config::ClientConfig;
+
+/// A client config with the bootstrap address and quiet, bench-friendly defaults.
+pub(crate) fn base_config(bootstrap: &str) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "tidelog-bench")
+        .set("broker.address.family", "v4")
+        // librdkafka leaves Nagle on by default; with one request in flight that adds
+        // delayed-ACK stalls (~40 ms) that are the client's, not the broker's.
+        .set("socket.nagle.disable", "true")
+        .set("log_level", "3");
+    config
+}
+
+/// A topic name no earlier run used, so every run starts from an empty topic.
+pub(crate) fn fresh_topic(workload: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("bench-{workload}-{}-{nanos:x}-{n}", std::process::id())
+}
+
+/// Bytes that neither compress nor repeat (xorshift), so compression figures are honest.
+pub(crate) fn incompressible(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal) fed from a counter.
+pub(crate) fn progress(label: &str, total: Option<u64>) -> ProgressBar {
+    let bar = match total {
+        Some(total) => ProgressBar::new(total),
+        None => ProgressBar::new_spinner(),
+    };
+    let template = if total.is_some() {
+        "{prefix:>12} [{bar:30}] {pos}/{len} {per_sec} {elapsed}"
+    } else {
+        "{prefix:>12} {spinner} {pos} {per_sec} {elapsed}"
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(label.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}

@@ -1,0 +1,107 @@
+//! CI check that the bench runs end to end: `targets --spawn --scale tiny` against a
+//! spawned `tidelog serve`, then the JSON has one well-formed object per target.
+//! Figures at tiny sizes mean nothing; only the shape is checked.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `TIDELOG_BIN`, else `target/<profile>/tidelog` beside the bench binary.
+fn tidelog_binary(bench: &Path) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("TIDELOG_BIN") {
+        return Some(PathBuf::from(path));
+    }
+    let sibling = bench.parent()?.join("tidelog");
+    sibling.is_file().then_some(sibling)
+}
+
+#[test]
+fn tiny_targets_run_writes_every_target() {
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_tidelog-bench"));
+    let Some(tidelog) = tidelog_binary(&bench) else {
+        eprintln!(
+            "SKIPPED: no tidelog binary beside {} and TIDELOG_BIN unset; build it with `cargo build -p tidelog`",
+            bench.display()
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("targets.json");
+    let svg = dir.path().join("latency.svg");
+    let mut child = Command::new(&bench)
+        .args(["targets", "--spawn", "--scale", "tiny", "--json"])
+        .arg(&json)
+        .arg("--svg")
+        .arg(&svg)
+        .arg("--work-dir")
+        .arg(dir.path())
+        .arg("--tidelog-bin")
+        .arg(&tidelog)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("tidelog-bench did not finish in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        status.success(),
+        "bench failed: {status}\n{stdout}\n{stderr}"
+    );
+
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = figures.as_array().expect("a JSON array");
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    for expected in [
+        "T1", "T2", "T3a", "T3b", "T4", "T5a", "T5b", "T6", "T7", "T8a", "T8b", "T8c", "T9a",
+        "T9b", "T10",
+    ] {
+        assert!(ids.contains(&expected), "{expected} missing from {ids:?}");
+    }
+    for row in rows {
+        for key in [
+            "id", "workload", "value", "unit", "ceiling", "ratio", "target", "met",
+        ] {
+            assert!(row.get(key).is_some(), "{key} missing in {row}");
+        }
+        assert!(row["met"].is_boolean(), "{row}");
+        assert!(!row["target"].as_str().unwrap().is_empty(), "{row}");
+    }
+    let by_id = |id: &str| rows.iter().find(|r| r["id"] == id).unwrap();
+    let t1 = by_id("T1");
+    assert!(t1["value"].as_f64().unwrap() > 0.0, "{t1}");
+    assert!(t1["ceiling"].as_f64().unwrap() > 0.0, "{t1}");
+    let ratio = t1["ratio"].as_f64().unwrap();
+    let expected = t1["value"].as_f64().unwrap() / t1["ceiling"].as_f64().unwrap();
+    assert!((ratio - expected).abs() < 1e-9, "{t1}");
+    assert!(
+        by_id("T8b")["met"].as_bool().unwrap(),
+        "every partition took a write"
+    );
+    let t10 = by_id("T10");
+    assert!(
+        t10["value"].is_null() && !t10["met"].as_bool().unwrap(),
+        "{t10}"
+    );
+    assert_eq!(t10["note"], "not run: needs a 3-node cluster");
+    assert!(stdout.contains("T10"), "human table printed:\n{stdout}");
+
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        plot.starts_with("<svg") && plot.contains("<polyline"),
+        "{plot}"
+    );
+}

@@ -24,9 +24,6 @@ pub enum QuorumError {
     /// voters return), as with any Raft write whose outcome was not observed.
     #[error("the controller quorum did not commit within {0:?}: a majority of the voters may be unreachable")]
     Timeout(Duration),
-    /// The leader could not reach a majority to confirm it still leads.
-    #[error("the controller quorum has no reachable majority: {0}")]
-    NoMajority(String),
     #[error("the controller quorum is shut down")]
     ShuttingDown,
     #[error("invalid quorum configuration: {0}")]
@@ -47,7 +44,7 @@ impl QuorumError {
     pub fn error_code(&self) -> i16 {
         match self {
             QuorumError::NotController { .. } | QuorumError::ShuttingDown => codes::NOT_CONTROLLER,
-            QuorumError::Timeout(_) | QuorumError::NoMajority(_) => codes::REQUEST_TIMED_OUT,
+            QuorumError::Timeout(_) => codes::REQUEST_TIMED_OUT,
             _ => codes::UNKNOWN_SERVER_ERROR,
         }
     }

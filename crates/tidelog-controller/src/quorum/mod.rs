@@ -51,8 +51,9 @@ pub trait MetadataQuorum: Send + Sync + 'static {
         records: Vec<MetadataRecord>,
     ) -> impl Future<Output = Result<Committed, QuorumError>> + Send;
 
-    /// Confirms that this node still leads (a majority answered) and that its image
-    /// includes every record committed before now: plan against the image only after.
+    /// Checks that this node leads and waits until its image includes every entry of
+    /// its log (so every record committed before now): plan against the image only
+    /// after. A deposed leader may pass this check, but its proposals cannot commit.
     fn sync_leader(&self) -> impl Future<Output = Result<(), QuorumError>> + Send;
 
     /// The image as of the last applied record.

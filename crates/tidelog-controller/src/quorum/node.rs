@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, Fatal, RaftError};
+use openraft::error::{ClientWriteError, Fatal, RaftError};
+use openraft::metrics::WaitError;
 use openraft::{BasicNode, Config, Raft, ServerState, SnapshotPolicy};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
@@ -314,17 +315,38 @@ impl MetadataQuorum for RaftQuorum {
     }
 
     async fn sync_leader(&self) -> Result<(), QuorumError> {
-        let check = self.raft.ensure_linearizable();
-        match tokio::time::timeout(self.write_timeout, check).await {
-            Err(_) => Err(QuorumError::Timeout(self.write_timeout)),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))) => {
-                Err(self.not_controller())
+        // Writes are safe without a round trip to a majority: a deposed leader's
+        // proposal can never commit. What planning needs is an image that includes
+        // every entry this leader holds (its term's first entry, and any write that
+        // timed out but may still commit), so wait until all of them are applied.
+        let (term, target) = {
+            let m = self.raft.metrics().borrow().clone();
+            if m.state != ServerState::Leader {
+                return Err(QuorumError::NotController {
+                    leader: m.current_leader.map(from_node_id),
+                });
             }
-            Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(e)))) => {
-                Err(QuorumError::NoMajority(e.to_string()))
-            }
-            Ok(Err(RaftError::Fatal(e))) => Err(Self::fatal(e)),
+            (m.current_term, m.last_log_index)
+        };
+        let waited = self
+            .raft
+            .wait(Some(self.write_timeout))
+            .metrics(
+                move |m| {
+                    m.state != ServerState::Leader
+                        || m.current_term != term
+                        || m.last_applied.map(|l| l.index) >= target
+                },
+                "leader applied its own log",
+            )
+            .await;
+        match waited {
+            Err(WaitError::Timeout(..)) => Err(QuorumError::Timeout(self.write_timeout)),
+            Err(WaitError::ShuttingDown) => Err(QuorumError::ShuttingDown),
+            Ok(m) if m.state == ServerState::Leader && m.current_term == term => Ok(()),
+            Ok(m) => Err(QuorumError::NotController {
+                leader: m.current_leader.map(from_node_id),
+            }),
         }
     }
 

@@ -364,3 +364,79 @@ def test_compaction_keeps_consumer_offsets_small(broker_factory):
         lambda: (lambda v: v if v == total else None)(committed(broker.bootstrap, group, topic)),
         30, "committed offset after compaction and restart",
     ) == total
+
+
+def tidelog(broker, *args, timeout=60):
+    return subprocess.run(
+        [str(broker.binary), *args, "--bootstrap", broker.bootstrap],
+        capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def lag_row(text, topic):
+    """The describe row of `topic` partition 0 as a dict keyed by the header."""
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("TOPIC\t"))
+    names = lines[header].split("\t")
+    for line in lines[header + 1:]:
+        cells = line.split("\t")
+        if cells[0] == topic and cells[1] == "0":
+            return dict(zip(names, cells))
+    raise AssertionError(f"no row for {topic}-0 in:\n{text}")
+
+
+def test_cli_describe_shows_lag_in_messages_and_seconds_then_reset_and_delete(broker_factory):
+    import threading
+
+    broker = broker_factory(GROUP_SETTINGS)
+    topic = create_topic(broker.bootstrap, unique("lag"))
+    fill(broker.bootstrap, topic, 3000)
+    group = unique("g")
+    stop = threading.Event()
+    progress = []
+
+    def slow_consumer():
+        # About 200 records/s: 20 records, a commit, a pause.
+        c = group_consumer(broker.bootstrap, group, **{"client.id": "slow-reader"})
+        c.subscribe([topic])
+        try:
+            while not stop.is_set():
+                msgs = [m for m in c.consume(num_messages=20, timeout=0.5) if m.error() is None]
+                if msgs:
+                    c.commit(asynchronous=False)
+                    progress.append((time.monotonic(), msgs[-1].offset() + 1))
+                time.sleep(0.1)
+        finally:
+            c.close()
+
+    reader = threading.Thread(target=slow_consumer, daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: progress and progress[-1][1] >= 200, 30, "the slow consumer committing")
+        before = progress[-1][1]
+        out = tidelog(broker, "group", "describe", group, "--window-ms", "2000")
+        after = progress[-1][1]
+        assert out.returncode == 0, out.stderr
+        row = lag_row(out.stdout, topic)
+        lag, lag_seconds, rate = int(row["LAG"]), float(row["LAG-SECONDS"]), float(row["CONSUMED/S"])
+        assert 3000 - after <= lag <= 3000 - before, out.stdout
+        (t0, o0), (t1, o1) = progress[0], progress[-1]
+        observed_rate = (o1 - o0) / (t1 - t0)
+        assert 0.4 * observed_rate < rate < 2.5 * observed_rate, (rate, observed_rate, out.stdout)
+        assert lag_seconds == pytest.approx(lag / rate, rel=0.05), out.stdout
+        assert "slow-reader" in out.stdout and f"{topic}:0" in out.stdout, out.stdout
+
+        refused = tidelog(broker, "group", "reset-offsets", group, "--topic", topic, "--to-earliest")
+        assert refused.returncode != 0 and "active members" in refused.stderr, refused
+    finally:
+        stop.set()
+        reader.join(timeout=20)
+
+    wait_until(lambda: f"{group}\tEmpty" in tidelog(broker, "group", "list").stdout, 30, "group empty")
+    reset = tidelog(broker, "group", "reset-offsets", group, "--topic", topic, "--to-offset", "42")
+    assert reset.returncode == 0, reset.stderr
+    assert committed(broker.bootstrap, group, topic) == 42
+    deleted = tidelog(broker, "group", "delete", group)
+    assert deleted.returncode == 0, deleted.stderr
+    assert group not in tidelog(broker, "group", "list").stdout
+    assert committed(broker.bootstrap, group, topic) < 0

@@ -173,6 +173,7 @@ fn load_state(dir: &Path) -> Result<HardState, ControllerError> {
     }
 }
 
+#[allow(clippy::result_large_err)] // openraft's error type, fixed by its traits
 fn save_state(inner: &LogInner) -> Result<(), StorageError> {
     let json = serde_json::to_vec(&inner.state).map_err(io_write_error)?;
     write_atomically(

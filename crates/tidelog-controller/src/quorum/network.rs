@@ -161,6 +161,7 @@ impl RaftPeer {
         }
     }
 
+    #[allow(clippy::result_large_err)] // openraft's error type, fixed by its traits
     fn remote<T, E: std::error::Error>(
         &self,
         result: Result<T, RaftError<NodeId, E>>,

@@ -127,6 +127,7 @@ fn decode_snapshot_file(
 }
 
 /// Writes `snap` as `raft.snapshot` unless the one on disk is at least as new.
+#[allow(clippy::result_large_err)] // openraft's error type, fixed by its traits
 fn store_snapshot(
     dir: &Path,
     slot: &Mutex<Option<StoredSnapshot>>,

@@ -266,3 +266,99 @@ fn last_stable_offset(log: &Log) -> i64 {
         .first_unstable_offset()
         .map_or(hw, |first| first.min(hw))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidelog_storage::BatchBuilder;
+
+    fn partition() -> (tempfile::TempDir, Partition) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(&dir.path().join("t-0"), LogConfig::default()).unwrap();
+        (dir, Partition::new("t".into(), Uuid::nil(), 0, 0, log))
+    }
+
+    fn txn_batch(producer_id: i64, first_seq: i32, values: &[&str]) -> Vec<u8> {
+        let mut b = BatchBuilder::new()
+            .producer(producer_id, 0, first_seq)
+            .transactional(true);
+        for v in values {
+            b = b.kv(Some(b"k"), Some(v.as_bytes()), 1000);
+        }
+        b.build().unwrap()
+    }
+
+    fn marker(producer_id: i64, commit: bool) -> Vec<u8> {
+        BatchBuilder::control_marker(producer_id, 0, commit, 0, 1000)
+            .build()
+            .unwrap()
+    }
+
+    fn plain(values: &[&str]) -> Vec<u8> {
+        let mut b = BatchBuilder::new();
+        for v in values {
+            b = b.kv(Some(b"k"), Some(v.as_bytes()), 1000);
+        }
+        b.build().unwrap()
+    }
+
+    #[test]
+    fn read_committed_stops_at_the_first_open_transaction() {
+        let (_dir, p) = partition();
+        p.append(&mut plain(&["a", "b"]), 1000).unwrap(); // offsets 0-1
+        p.append(&mut txn_batch(7, 0, &["t1", "t2", "t3"]), 1000)
+            .unwrap(); // 2-4
+        p.append(&mut plain(&["c"]), 1000).unwrap(); // 5
+        let o = p.offsets().unwrap();
+        assert_eq!((o.high_watermark, o.last_stable), (6, 2));
+        let committed = p.read(0, 1 << 20, true).unwrap();
+        assert_eq!(committed.last_stable_offset, 2);
+        assert_eq!(committed.high_watermark, 6);
+        // Only the batch below the LSO comes back.
+        assert!(committed.slice.is_some());
+        assert!(p.read(2, 1 << 20, true).unwrap().slice.is_none());
+        assert!(p.read(2, 1 << 20, false).unwrap().slice.is_some());
+
+        p.append_control(&mut marker(7, true), 1000).unwrap(); // 6
+        let o = p.offsets().unwrap();
+        assert_eq!((o.high_watermark, o.last_stable), (7, 7));
+        let after = p.read(2, 1 << 20, true).unwrap();
+        assert!(after.slice.is_some());
+        assert!(after.aborted.is_empty(), "a commit is not an abort");
+    }
+
+    #[test]
+    fn aborted_transactions_of_the_read_range_are_reported() {
+        let (_dir, p) = partition();
+        p.append(&mut txn_batch(7, 0, &["x", "y"]), 1000).unwrap(); // 0-1
+        p.append(&mut txn_batch(8, 0, &["z"]), 1000).unwrap(); // 2
+        p.append_control(&mut marker(7, false), 1000).unwrap(); // 3
+                                                                // Producer 8 is still open: the LSO stays at its first offset.
+        assert_eq!(p.offsets().unwrap().last_stable, 2);
+        let read = p.read(0, 1 << 20, true).unwrap();
+        assert_eq!(read.last_stable_offset, 2);
+        assert_eq!(read.aborted.len(), 1);
+        assert_eq!(
+            (read.aborted[0].producer_id, read.aborted[0].first_offset),
+            (7, 0)
+        );
+        p.append_control(&mut marker(8, false), 1000).unwrap(); // 4
+        let read = p.read(0, 1 << 20, true).unwrap();
+        assert_eq!(read.last_stable_offset, 5);
+        let aborted: Vec<(i64, i64)> = read
+            .aborted
+            .iter()
+            .map(|t| (t.producer_id, t.first_offset))
+            .collect();
+        assert_eq!(aborted, vec![(7, 0), (8, 2)]);
+        // read_uncommitted gets no aborted list.
+        assert!(p.read(0, 1 << 20, false).unwrap().aborted.is_empty());
+    }
+
+    #[test]
+    fn clients_may_not_append_markers() {
+        let (_dir, p) = partition();
+        assert!(p.append(&mut marker(7, true), 1000).is_err());
+        assert!(p.append_control(&mut marker(7, true), 1000).is_ok());
+    }
+}

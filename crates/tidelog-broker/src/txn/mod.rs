@@ -26,7 +26,6 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
-use tidelog_storage::BatchBuilder;
 use tokio::sync::watch;
 
 pub(crate) use markers::write_marker;
@@ -185,17 +184,8 @@ impl TxnCoordinator {
             value: meta,
         };
         let now = now_ms();
-        let encoded = record
-            .encode_key()
-            .and_then(|k| record.encode_value().map(|v| (k, v)));
-        let Ok((key, value)) = encoded else {
+        let Ok(mut batch) = record.to_batch(now) else {
             return Err(ResponseError::InvalidRequest.code());
-        };
-        let Some(mut batch) = BatchBuilder::new()
-            .kv(Some(&key), value.as_deref(), now)
-            .build()
-        else {
-            return Err(ResponseError::UnknownServerError.code());
         };
         let Some(p) = ctx.replicas.get(TXN_TOPIC, partition) else {
             return Err(ResponseError::NotCoordinator.code());

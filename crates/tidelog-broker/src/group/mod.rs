@@ -15,11 +15,15 @@
 //! initial rebalance delay, offsets retention, and loading of newly led partitions.
 
 mod hash;
+mod join;
 mod load;
+mod members;
 mod offsets;
 mod rebalance;
 mod records;
 mod state;
+#[cfg(test)]
+mod tests;
 mod topic;
 
 use std::collections::HashSet;
@@ -35,8 +39,10 @@ use kafka_protocol::records::{
 use tokio::sync::watch;
 
 pub(crate) use hash::partition_for;
+pub(crate) use join::JoinRequest;
+pub(crate) use members::SyncRequest;
 pub(crate) use offsets::{CommitRequest, FetchedOffsets};
-pub(crate) use rebalance::{JoinRequest, SyncRequest, Waiting};
+pub(crate) use rebalance::Waiting;
 pub(crate) use state::{JoinOutcome, SyncOutcome};
 pub(crate) use topic::{coordinator_for, ensure_offsets_topic, Coordinates};
 

@@ -1,0 +1,316 @@
+//! The group state machine without a network: joins, elections, static members,
+//! timeouts, replay, and loading a partition back from a real log.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use tokio::sync::oneshot;
+
+use super::join::JoinRequest;
+use super::load::read_partition;
+use super::rebalance::{maybe_complete_join, select_protocol, Waiting};
+use super::records::{GroupRecord, GroupValue, OffsetValue, RecordKey, RecordValue, StoredMember};
+use super::state::{Group, GroupState, JoinOutcome, Member};
+use super::{encode_batch, GroupConfig, GroupCoordinator};
+use crate::replica::Partition;
+
+fn coordinator(initial_delay_ms: u64) -> GroupCoordinator {
+    GroupCoordinator::new(GroupConfig {
+        min_session_timeout_ms: 1000,
+        max_session_timeout_ms: 60_000,
+        initial_rebalance_delay: Duration::from_millis(initial_delay_ms),
+        max_size: 3,
+        offsets_retention_ms: 60_000,
+        retention_check_every: Duration::from_secs(1),
+        metadata_max_bytes: 4096,
+    })
+}
+
+fn request(member_id: &str, instance: Option<&str>, protocols: &[(&str, &[u8])]) -> JoinRequest {
+    JoinRequest {
+        group_id: "g".into(),
+        member_id: member_id.into(),
+        instance_id: instance.map(str::to_string),
+        client_id: "c".into(),
+        client_host: String::new(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 30_000,
+        protocol_type: "consumer".into(),
+        protocols: protocols
+            .iter()
+            .map(|(n, m)| (n.to_string(), Bytes::copy_from_slice(m)))
+            .collect(),
+        require_known_member: true,
+    }
+}
+
+const RANGE: &[(&str, &[u8])] = &[("range", b"sub")];
+
+/// Joins as a new dynamic member (MEMBER_ID_REQUIRED, then again with the id) and
+/// returns the member id and the parked answer.
+fn join_new(
+    c: &GroupCoordinator,
+    protocols: &[(&str, &[u8])],
+) -> (String, oneshot::Receiver<JoinOutcome>) {
+    let mut inner = c.lock();
+    let (first, _) = c.join_locked(&mut inner, 0, request("", None, protocols));
+    let Waiting::Now(required) = first else {
+        panic!("first join must answer at once")
+    };
+    assert_eq!(required.error, ResponseError::MemberIdRequired.code());
+    let id = required.member_id;
+    assert!(id.starts_with("c-"));
+    let (second, _) = c.join_locked(&mut inner, 0, request(&id, None, protocols));
+    let Waiting::Later(rx, _) = second else {
+        panic!("second join must wait for the rebalance")
+    };
+    (id, rx)
+}
+
+fn state(c: &GroupCoordinator) -> GroupState {
+    c.lock().groups.map["g"].state
+}
+
+#[test]
+fn a_lone_member_gets_generation_one_and_leads() {
+    let c = coordinator(0);
+    let (id, mut rx) = join_new(&c, RANGE);
+    let outcome = rx.try_recv().unwrap();
+    assert_eq!(outcome.error, 0);
+    assert_eq!(outcome.generation, 1);
+    assert_eq!(outcome.leader, id);
+    assert_eq!(outcome.protocol.as_deref(), Some("range"));
+    assert_eq!(outcome.members.len(), 1);
+    assert_eq!(outcome.members[0].2.as_ref(), b"sub");
+    assert_eq!(state(&c), GroupState::CompletingRebalance);
+}
+
+#[test]
+fn a_second_member_waits_until_the_first_rejoins() {
+    let c = coordinator(0);
+    let (first, mut rx1) = join_new(&c, RANGE);
+    rx1.try_recv().unwrap();
+    let (second, mut rx2) = join_new(&c, RANGE);
+    assert_eq!(state(&c), GroupState::PreparingRebalance);
+    assert!(rx2.try_recv().is_err(), "must wait for the first member");
+    let mut inner = c.lock();
+    let (again, _) = c.join_locked(&mut inner, 0, request(&first, None, RANGE));
+    drop(inner);
+    let Waiting::Later(mut rx1, _) = again else {
+        panic!()
+    };
+    let (o1, o2) = (rx1.try_recv().unwrap(), rx2.try_recv().unwrap());
+    assert_eq!((o1.generation, o2.generation), (2, 2));
+    assert_eq!(o1.leader, first, "the old leader keeps leading");
+    assert_eq!(o1.members.len(), 2);
+    assert!(o2.members.is_empty(), "followers get no member list");
+    assert_eq!(o2.member_id, second);
+}
+
+#[test]
+fn the_group_size_limit_and_unknown_members_are_refused() {
+    let c = coordinator(0);
+    for _ in 0..3 {
+        join_new(&c, RANGE);
+    }
+    let mut inner = c.lock();
+    let (full, _) = c.join_locked(&mut inner, 0, request("", None, RANGE));
+    let Waiting::Now(full) = full else { panic!() };
+    assert_eq!(full.error, ResponseError::GroupMaxSizeReached.code());
+    let (unknown, _) = c.join_locked(&mut inner, 0, request("nobody", None, RANGE));
+    let Waiting::Now(unknown) = unknown else {
+        panic!()
+    };
+    assert_eq!(unknown.error, ResponseError::UnknownMemberId.code());
+    let (other, _) = c.join_locked(&mut inner, 0, request("", None, &[("roundrobin", b"")]));
+    let Waiting::Now(other) = other else { panic!() };
+    assert_eq!(other.error, ResponseError::InconsistentGroupProtocol.code());
+}
+
+#[test]
+fn the_initial_delay_holds_the_first_rebalance() {
+    let c = coordinator(500);
+    let (_, mut rx) = join_new(&c, RANGE);
+    assert!(rx.try_recv().is_err());
+    let mut inner = c.lock();
+    let group = inner.groups.map.get_mut("g").unwrap();
+    assert!(maybe_complete_join(group, Instant::now(), 0).is_none());
+    assert!(maybe_complete_join(group, Instant::now() + Duration::from_millis(600), 0).is_none());
+    drop(inner);
+    assert_eq!(rx.try_recv().unwrap().generation, 1);
+}
+
+#[test]
+fn members_that_miss_the_rebalance_timeout_are_dropped_static_ones_kept() {
+    let c = coordinator(0);
+    let (dynamic, mut rx) = join_new(&c, RANGE);
+    rx.try_recv().unwrap();
+    let mut inner = c.lock();
+    let (r, _) = c.join_locked(&mut inner, 0, request("", Some("static-1"), RANGE));
+    let Waiting::Later(_static_rx, _) = r else {
+        panic!()
+    };
+    let group = inner.groups.map.get_mut("g").unwrap();
+    assert_eq!(group.state, GroupState::PreparingRebalance);
+    // Nobody else rejoins: the join phase ends at the rebalance timeout.
+    assert!(maybe_complete_join(group, Instant::now(), 0).is_none());
+    let late = Instant::now() + Duration::from_secs(31);
+    assert!(maybe_complete_join(group, late, 0).is_none());
+    assert_eq!(group.state, GroupState::CompletingRebalance);
+    assert!(!group.members.contains_key(&dynamic));
+    assert_eq!(group.members.len(), 1);
+    assert_eq!(group.generation, 2);
+}
+
+/// A Stable group as loaded from the log: one static member holding `assignment`.
+fn stable_static_group(c: &GroupCoordinator) {
+    let value = GroupValue {
+        protocol_type: "consumer".into(),
+        generation: 7,
+        protocol: Some("range".into()),
+        leader: Some("old".into()),
+        state_timestamp_ms: 1,
+        members: vec![StoredMember {
+            member_id: "old".into(),
+            instance_id: Some("i1".into()),
+            client_id: "c".into(),
+            client_host: String::new(),
+            rebalance_timeout_ms: 30_000,
+            session_timeout_ms: 10_000,
+            subscription: Bytes::from_static(b"sub"),
+            assignment: Bytes::from_static(b"A"),
+        }],
+    };
+    let record = GroupRecord {
+        key: RecordKey::Group { group: "g".into() },
+        value: Some(RecordValue::Group(value)),
+    };
+    c.lock().groups.replay(0, &record, Instant::now(), 1);
+}
+
+#[test]
+fn a_restarted_static_member_gets_its_slot_back_without_a_rebalance() {
+    let c = coordinator(0);
+    stable_static_group(&c);
+    assert_eq!(state(&c), GroupState::Stable);
+    let mut inner = c.lock();
+    let (reply, record) = c.join_locked(&mut inner, 0, request("", Some("i1"), RANGE));
+    let Waiting::Now(outcome) = reply else {
+        panic!("no rebalance expected")
+    };
+    assert_eq!(outcome.error, 0);
+    assert_eq!(outcome.generation, 7);
+    assert_ne!(outcome.member_id, "old");
+    assert!(record.is_some(), "the new member id is stored");
+    let group = &inner.groups.map["g"];
+    assert_eq!(group.state, GroupState::Stable);
+    assert_eq!(group.members[&outcome.member_id].assignment.as_ref(), b"A");
+    assert_eq!(group.static_members["i1"], outcome.member_id);
+    // The old incarnation is fenced.
+    let (stale, _) = c.join_locked(&mut inner, 0, request("old", Some("i1"), RANGE));
+    let Waiting::Now(stale) = stale else { panic!() };
+    assert_eq!(stale.error, ResponseError::FencedInstanceId.code());
+}
+
+#[test]
+fn a_static_member_with_a_new_subscription_triggers_a_rebalance() {
+    let c = coordinator(0);
+    stable_static_group(&c);
+    let mut inner = c.lock();
+    let (reply, _) = c.join_locked(
+        &mut inner,
+        0,
+        request("", Some("i1"), &[("range", b"other")]),
+    );
+    let Waiting::Later(mut rx, _) = reply else {
+        panic!("a rebalance was expected")
+    };
+    assert_eq!(rx.try_recv().unwrap().generation, 8);
+}
+
+fn member(id: &str, protocols: &[&str]) -> Member {
+    Member {
+        id: id.into(),
+        instance_id: None,
+        client_id: String::new(),
+        client_host: String::new(),
+        rebalance_timeout_ms: 1,
+        session_timeout_ms: 1,
+        protocols: protocols
+            .iter()
+            .map(|p| (p.to_string(), Bytes::new()))
+            .collect(),
+        assignment: Bytes::new(),
+        last_heartbeat: Instant::now(),
+        join_waiter: None,
+        sync_waiter: None,
+    }
+}
+
+#[test]
+fn the_protocol_most_members_prefer_among_common_ones_wins() {
+    let mut g = Group::new("g".into(), 0, 0);
+    for (id, p) in [
+        ("a", &["range", "roundrobin", "sticky"][..]),
+        ("b", &["roundrobin", "range"][..]),
+        ("c", &["sticky", "roundrobin", "range"][..]),
+    ] {
+        g.members.insert(id.into(), member(id, p));
+    }
+    // sticky is not common; of range/roundrobin, b and c prefer roundrobin.
+    assert_eq!(select_protocol(&g).as_deref(), Some("roundrobin"));
+}
+
+fn offset_record(partition: i32, offset: Option<i64>) -> GroupRecord {
+    GroupRecord {
+        key: RecordKey::Offset {
+            group: "g".into(),
+            topic: "t".into(),
+            partition,
+        },
+        value: offset.map(|offset| {
+            RecordValue::Offset(OffsetValue {
+                offset,
+                leader_epoch: -1,
+                metadata: String::new(),
+                commit_timestamp_ms: 5,
+            })
+        }),
+    }
+}
+
+#[test]
+fn a_partition_loads_back_by_replay_from_its_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log =
+        tidelog_storage::Log::open(dir.path(), tidelog_storage::LogConfig::default()).unwrap();
+    let p = Partition::new("__consumer_offsets".into(), uuid::Uuid::nil(), 0, 0, log);
+    let batches = [
+        vec![offset_record(0, Some(10)), offset_record(1, Some(20))],
+        vec![offset_record(0, Some(11))],
+        vec![offset_record(1, None)],
+    ];
+    for records in &batches {
+        let mut buf = encode_batch(records, 5).unwrap();
+        p.append(&mut buf, 5).unwrap();
+    }
+    let records = read_partition(&p).unwrap();
+    assert_eq!(records.len(), 4);
+    let c = coordinator(0);
+    let mut inner = c.lock();
+    for r in &records {
+        inner.groups.replay(0, r, Instant::now(), 5);
+    }
+    let group = &inner.groups.map["g"];
+    assert_eq!(group.offsets.len(), 1);
+    assert_eq!(group.offsets[&("t".to_string(), 0)].offset, 11);
+    assert_eq!(group.state, GroupState::Empty);
+    // A group tombstone removes the group.
+    let tombstone = GroupRecord {
+        key: RecordKey::Group { group: "g".into() },
+        value: None,
+    };
+    inner.groups.replay(0, &tombstone, Instant::now(), 5);
+    assert!(inner.groups.map.is_empty());
+}

@@ -221,7 +221,8 @@ fn json(node: &Node, path: &str) -> serde_json::Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_bytes_and_offsets_exactly() {
-    let node = Node::start(&[]);
+    // An fsync after every append, so the flush histogram's count is exact too.
+    let node = Node::start(&["log.flush.interval.messages=1"]);
     let mut conn = Conn::connect(node.kafka).await;
     create_topic(&mut conn, "metered").await;
     let before = scrape(&node);
@@ -245,6 +246,7 @@ async fn metrics_count_requests_bytes_and_offsets_exactly() {
         delta("tidelog_request_size_bytes_count{api=\"Produce\"}"),
         4.0
     );
+    assert_eq!(delta("tidelog_log_flush_seconds_count"), 3.0);
     assert_eq!(
         delta("tidelog_request_errors_total{api=\"Produce\",error=\"UNKNOWN_TOPIC_OR_PARTITION\"}"),
         1.0

@@ -1,7 +1,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use super::{lag_figures, LogView, TrendTracker};
+use super::super::trend::TrendTracker;
+use super::{lag_figures, LogView};
 
 const NOW: i64 = 1_700_000_000_000;
 

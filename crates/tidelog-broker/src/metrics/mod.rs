@@ -21,6 +21,7 @@ mod replication;
 mod requests;
 mod storage;
 mod topics;
+mod trend;
 pub(crate) mod views;
 
 use std::sync::{Arc, OnceLock, Weak};

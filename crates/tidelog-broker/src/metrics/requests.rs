@@ -215,6 +215,15 @@ impl RequestProbe {
         });
     }
 
+    /// A request of an API or version this node does not implement, refused before
+    /// its body was read: answered UNSUPPORTED_VERSION (ApiVersions) or closed.
+    pub(crate) fn unsupported_version(&self, key: ApiKey) {
+        self.with_handles(key, |h| {
+            h.requests.inc();
+        });
+        self.error(key, error_name(35));
+    }
+
     /// A Kafka error code in a response (codes 0, NONE, are not errors).
     pub(crate) fn error_code(&self, key: ApiKey, code: i16) {
         if code != 0 {
@@ -276,6 +285,7 @@ mod tests {
         probe.error_code(ApiKey::Produce, 0);
         probe.error_code(ApiKey::Produce, 3);
         probe.closed_connection(ApiKey::Fetch);
+        probe.unsupported_version(ApiKey::Fetch);
         probe.connection_opened();
         probe.connection_opened();
         probe.connection_closed();
@@ -284,13 +294,20 @@ mod tests {
             text.contains("tidelog_requests_total{api=\"Produce\"} 2\n"),
             "{text}"
         );
-        assert!(!text.contains("api=\"Metadata\""), "idle APIs have no series");
+        assert!(
+            !text.contains("api=\"Metadata\""),
+            "idle APIs have no series"
+        );
         assert!(text.contains(
             "tidelog_request_errors_total{api=\"Produce\",error=\"UNKNOWN_TOPIC_OR_PARTITION\"} 1\n"
         ));
         assert!(text.contains(
             "tidelog_request_errors_total{api=\"Fetch\",error=\"connection_closed\"} 1\n"
         ));
+        assert!(text.contains(
+            "tidelog_request_errors_total{api=\"Fetch\",error=\"UNSUPPORTED_VERSION\"} 1\n"
+        ));
+        assert!(text.contains("tidelog_requests_total{api=\"Fetch\"} 1\n"));
         assert!(!text.contains("error=\"NONE\""));
         assert!(text.contains("tidelog_network_received_bytes_total 100\n"));
         assert!(text.contains("tidelog_request_size_bytes_count{api=\"Produce\"} 2\n"));
@@ -324,7 +341,13 @@ mod tests {
         probe.finished(timing, dequeued, Instant::now());
         let text = render(&registry);
         let api = "{api=\"Metadata\"}";
-        assert_eq!(value(&text, &format!("tidelog_request_duration_seconds_count{api}")), 1.0);
+        assert_eq!(
+            value(
+                &text,
+                &format!("tidelog_request_duration_seconds_count{api}")
+            ),
+            1.0
+        );
         let total = value(&text, &format!("tidelog_request_duration_seconds_sum{api}"));
         let phase = |p: &str| {
             value(

@@ -152,7 +152,10 @@ mod tests {
         probe.failed(StorageOperation::Compaction);
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-        assert!(text.contains("tidelog_log_flush_seconds_count 2\n"), "{text}");
+        assert!(
+            text.contains("tidelog_log_flush_seconds_count 2\n"),
+            "{text}"
+        );
         assert!(text.contains("tidelog_log_flush_seconds_sum 0.006\n"));
         assert!(text.contains("tidelog_compaction_runs_total 1\n"));
         assert!(text.contains("tidelog_compaction_reclaimed_bytes_total 600\n"));

@@ -2,6 +2,8 @@
 //! `/v1/cluster`, `/v1/topics` and `/v1/groups`. Field names are part of the admin
 //! API (docs/operations.md shows them): add fields freely, never rename one.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use super::cluster::{partition_health, partition_stats, PartitionHealth, PartitionStats};
@@ -87,11 +89,13 @@ struct TopicView {
 /// their offsets and size.
 pub(crate) fn topics(ctx: &BrokerContext) -> serde_json::Value {
     let image = ctx.metadata.image();
-    let stats = partition_stats(ctx);
+    let stats: HashMap<(String, i32), PartitionStats> = partition_stats(ctx)
+        .into_iter()
+        .map(|s| ((s.topic.clone(), s.partition), s))
+        .collect();
     let local = |topic: &str, partition: i32| -> Option<LocalLog> {
         stats
-            .iter()
-            .find(|s: &&PartitionStats| s.topic == topic && s.partition == partition)
+            .get(&(topic.to_string(), partition))
             .map(|s| LocalLog {
                 log_start_offset: s.log_start_offset,
                 log_end_offset: s.log_end_offset,

@@ -107,6 +107,9 @@ async fn serve_connection(
                 api_version,
                 correlation_id,
             })) => {
+                if let Ok(key) = ApiKey::try_from(api_key) {
+                    ctx.metrics.requests.unsupported_version(key);
+                }
                 if api_key == ApiKey::ApiVersions as i16 {
                     let reply = apis::api_versions::unsupported_version(correlation_id);
                     if tx.send(reply).await.is_err() {

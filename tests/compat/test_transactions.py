@@ -459,3 +459,145 @@ def test_broker_kill9_with_transactions_in_flight(broker_factory):
         assert key[1] % 4 != 3, f"aborted transaction {key} is visible"
     missing = [key for key in survivors if key not in seen]
     assert not missing, f"committed transactions lost: {missing[:5]}"
+
+
+# ---------------------------------------------------------------- admin views (raw wire)
+
+API_DESCRIBE_PRODUCERS = 61
+API_DESCRIBE_TRANSACTIONS = 65
+API_LIST_TRANSACTIONS = 66
+
+
+def uvarint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def cstring(s):
+    raw = s.encode()
+    return uvarint(len(raw) + 1) + raw
+
+
+def carray(items):
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+def read_uvarint(r):
+    shift = value = 0
+    while True:
+        byte = r.i8() & 0xFF
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift += 7
+
+
+def read_cstring(r):
+    n = read_uvarint(r)
+    return None if n == 0 else r.take(n - 1).decode()
+
+
+def read_carray(r, item):
+    n = read_uvarint(r)
+    return [] if n == 0 else [item(r) for _ in range(n - 1)]
+
+
+def skip_tags(r):
+    assert read_uvarint(r) == 0, "unexpected tagged fields"
+
+
+def flexible_call(conn, api_key, body):
+    """A flexible-version (v0) call: request header v2, response header v1."""
+    from kafka_wire import Reader
+
+    r = Reader(conn.call(api_key, 0, b"\x00" + body + b"\x00"))
+    skip_tags(r)  # response header tagged fields
+    return r
+
+
+def test_list_and_describe_transactions_and_producers(broker):
+    from kafka_wire import Connection
+
+    topic = create_topic(broker.bootstrap, unique("views"), partitions=2)
+    txn_id = unique("tx")
+    prod = txn_producer(broker.bootstrap, txn_id, **{"transaction.timeout.ms": 30000})
+    prod.init_transactions(30)
+    prod.begin_transaction()
+    for i in range(4):
+        prod.produce(topic, value=f"v{i}".encode(), partition=1)
+    prod.flush(30)
+    try:
+        with Connection.to(broker.bootstrap) as conn:
+            r = flexible_call(conn, API_LIST_TRANSACTIONS, carray([cstring("Ongoing")]) + carray([]))
+            assert r.i32() == 0 and r.i16() == 0  # throttle, error
+            assert read_carray(r, read_cstring) == []
+
+            def listed(r):
+                item = (read_cstring(r), r.i64(), read_cstring(r))
+                skip_tags(r)
+                return item
+
+            states = read_carray(r, listed)
+            mine = [s for s in states if s[0] == txn_id]
+            assert len(mine) == 1 and mine[0][2] == "Ongoing", states
+            producer_id = mine[0][1]
+
+            r = flexible_call(conn, API_DESCRIBE_TRANSACTIONS, carray([cstring(txn_id), cstring("nope")]))
+            r.i32()
+
+            def described(r):
+                error, tid, state, timeout_ms, start_ms = r.i16(), read_cstring(r), read_cstring(r), r.i32(), r.i64()
+                pid, epoch = r.i64(), r.i16()
+
+                def topic_data(r):
+                    item = (read_cstring(r), read_carray(r, lambda r: r.i32()))
+                    skip_tags(r)
+                    return item
+
+                topics = read_carray(r, topic_data)
+                skip_tags(r)
+                return error, tid, state, timeout_ms, start_ms, pid, epoch, topics
+
+            found, missing = read_carray(r, described)
+            assert found[:4] == (0, txn_id, "Ongoing", 30000)
+            assert found[4] > 0 and found[5] == producer_id and found[6] == 0
+            assert found[7] == [(topic, [1])]
+            assert missing[0] == 105  # TRANSACTIONAL_ID_NOT_FOUND
+
+            body = carray([cstring(topic) + carray([struct.pack(">i", 0), struct.pack(">i", 1)]) + b"\x00"])
+            r = flexible_call(conn, API_DESCRIBE_PRODUCERS, body)
+            r.i32()
+
+            def producer_state(r):
+                item = (r.i64(), r.i32(), r.i32(), r.i64(), r.i32(), r.i64())
+                skip_tags(r)
+                return item
+
+            def partition(r):
+                index, error, _message = r.i32(), r.i16(), read_cstring(r)
+                active = read_carray(r, producer_state)
+                skip_tags(r)
+                return index, error, active
+
+            def topic_response(r):
+                item = (read_cstring(r), read_carray(r, partition))
+                skip_tags(r)
+                return item
+
+            [(name, parts)] = read_carray(r, topic_response)
+            assert name == topic
+            by_index = {index: (error, active) for index, error, active in parts}
+            assert by_index[0] == (0, [])
+            error, active = by_index[1]
+            assert error == 0 and len(active) == 1
+            pid, epoch, last_seq, _ts, _coord, txn_start = active[0]
+            assert (pid, epoch, last_seq, txn_start) == (producer_id, 0, 3, 0)
+    finally:
+        prod.abort_transaction(30)

@@ -35,6 +35,9 @@ use crate::image::{MetadataImage, TopicImage};
 use crate::ops::{self, CreateTopic, TopicDefaults};
 use crate::record::{Endpoint, MetadataRecord};
 
+/// Idle connections kept per leader for forwarded requests.
+const MAX_IDLE_FORWARD_CONNECTIONS: usize = 4;
+
 /// Kafka's default `broker.session.timeout.ms`.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_millis(9000);
 
@@ -66,7 +69,8 @@ pub struct QuorumController {
     /// Placement rotation; taken for every write so writes are serialised.
     writer: tokio::sync::Mutex<Option<usize>>,
     sessions: Mutex<Sessions>,
-    forwarders: tokio::sync::Mutex<BTreeMap<i32, PeerConnection>>,
+    /// Idle connections to each leader this node forwarded to.
+    forwarders: Mutex<BTreeMap<i32, Vec<PeerConnection>>>,
     stop: watch::Sender<bool>,
     fencer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -98,7 +102,7 @@ impl QuorumController {
             session_timeout,
             writer: tokio::sync::Mutex::new(None),
             sessions: Mutex::new(Sessions::default()),
-            forwarders: tokio::sync::Mutex::new(BTreeMap::new()),
+            forwarders: Mutex::new(BTreeMap::new()),
             stop,
             fencer: Mutex::new(None),
         });
@@ -283,15 +287,25 @@ impl QuorumController {
         // The leader may spend a write timeout confirming leadership and another
         // committing.
         let timeout = self.quorum.write_timeout() * 2 + Duration::from_secs(1);
-        let mut forwarders = self.forwarders.lock().await;
-        let conn = forwarders.entry(leader).or_insert_with(|| {
+        // Take a cached connection out (or open another) so concurrent forwards, e.g.
+        // heartbeats behind a slow topic creation, do not queue behind each other.
+        let cached = lock(&self.forwarders).get_mut(&leader).and_then(Vec::pop);
+        let mut conn = cached.unwrap_or_else(|| {
             PeerConnection::new(
                 addr.to_owned(),
                 self.cluster_id.clone(),
                 to_node_id(self.quorum.node_id()),
             )
         });
-        match conn.call(RpcRequest::Forward(call), timeout).await {
+        let result = conn.call(RpcRequest::Forward(call), timeout).await;
+        if result.is_ok() {
+            let mut forwarders = lock(&self.forwarders);
+            let idle = forwarders.entry(leader).or_default();
+            if idle.len() < MAX_IDLE_FORWARD_CONNECTIONS {
+                idle.push(conn);
+            }
+        }
+        match result {
             Ok(RpcResponse::Forward(ForwardReply::Failed { code, message })) => {
                 Err(RequestError::Remote { code, message })
             }

@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 
 use super::forward::{ForwardReply, ForwardedCall};
 use super::rpc::{self, RpcEnvelope, RpcRequest, RpcResponse, WireError};
+use super::state_machine::MAX_SNAPSHOT_BYTES;
 use super::types::TypeConfig;
 
 /// Inbound connections served at once; voters need one each (plus forwarding), so
@@ -116,6 +117,14 @@ async fn dispatch(shared: &ServerShared, request: RpcRequest) -> RpcResponse {
         }
         RpcRequest::Vote(req) => RpcResponse::Vote(shared.raft.vote(req).await),
         RpcRequest::InstallSnapshot(req) => {
+            // openraft writes each chunk at its declared offset into a growable buffer:
+            // bound the end before it allocates.
+            let end = req.offset.saturating_add(req.data.len() as u64);
+            if end > MAX_SNAPSHOT_BYTES {
+                return RpcResponse::Refused(format!(
+                    "snapshot chunk ends at byte {end}, beyond the limit of {MAX_SNAPSHOT_BYTES}"
+                ));
+            }
             RpcResponse::InstallSnapshot(shared.raft.install_snapshot(req).await)
         }
         RpcRequest::Forward(call) => match shared.forward.get() {

@@ -38,7 +38,8 @@ use crate::snapshot;
 
 const SNAPSHOT_FILE: &str = "raft.snapshot";
 const KIND_SNAPSHOT: u8 = 4;
-const MAX_SNAPSHOT_BYTES: usize = 1024 * 1024 * 1024;
+/// Largest snapshot accepted from disk or from a leader.
+pub(crate) const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024 * 1024;
 
 #[derive(Debug, Clone)]
 struct StoredSnapshot {
@@ -84,7 +85,7 @@ impl StateMachine {
             published,
             snapshot_counter: 0,
         };
-        if let Some(bytes) = read_bounded(&path, MAX_SNAPSHOT_BYTES as u64)? {
+        if let Some(bytes) = read_bounded(&path, MAX_SNAPSHOT_BYTES)? {
             let (meta, data) = decode_snapshot_file(&path, &bytes)?;
             let image = snapshot::decode(&path, &data, cluster_id)?;
             machine.image = Arc::new(image);
@@ -112,7 +113,8 @@ fn decode_snapshot_file(
     bytes: &[u8],
 ) -> Result<(SnapshotMeta, Vec<u8>), ControllerError> {
     let corrupt = |reason: String| ControllerError::corrupt(path, reason);
-    let (kind, payload) = file_frame::decode_single(bytes, MAX_SNAPSHOT_BYTES).map_err(corrupt)?;
+    let (kind, payload) =
+        file_frame::decode_single(bytes, MAX_SNAPSHOT_BYTES as usize).map_err(corrupt)?;
     if kind != KIND_SNAPSHOT || payload.len() < 4 {
         return Err(corrupt(format!("unexpected frame kind {kind}")));
     }

@@ -15,6 +15,7 @@ impl Log {
 
     /// Flushes when `flush.ms` has passed since the last flush and data is pending.
     pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        self.last_now_ms = self.last_now_ms.max(now_ms);
         let Some(last) = self.last_flush_ms else {
             self.last_flush_ms = Some(now_ms);
             return Ok(());
@@ -90,6 +91,7 @@ impl Log {
 
     /// Rolls the active segment when `segment.ms` has passed since its first append.
     pub fn roll_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        self.last_now_ms = self.last_now_ms.max(now_ms);
         if self.segment_ms_due(now_ms) {
             let end = self.log_end_offset();
             self.roll_at(end)?;

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 import kafka_wire
-from compat_helpers import DeliveryLog, consume_n, consumer, create_topic, producer, unique
+from compat_helpers import DeliveryLog, consume_n, consumer, create_topic, producer, unique, wait_until
 
 CLOSE_TIMEOUT_S = 5.0
 
@@ -72,6 +72,11 @@ class Traffic:
         finally:
             cons.close()
 
+    def wait_consumed(self, count, timeout=30):
+        """Block until the consumer has read `count` records (bounded by `timeout`)."""
+        wait_until(lambda: len(self.consumed) >= count or self.errors, timeout,
+                   f"{count} records through the concurrent producer and consumer")
+
     def check(self):
         assert not self.errors, f"client threads failed: {self.errors}"
         assert not self.log.failed, f"deliveries failed: {list(self.log.failed.items())[:5]}"
@@ -85,8 +90,11 @@ class Traffic:
 @pytest.fixture
 def traffic(broker):
     with Traffic(broker.bootstrap) as running:
-        time.sleep(0.5)
+        # Both clients connected and records flowing before the bad input starts.
+        running.wait_consumed(5)
         yield running
+        # ...and still flowing after it.
+        running.wait_consumed(len(running.consumed) + 10)
     running.check()
     assert broker.alive(), "broker process died"
     assert broker.is_ready(), "broker not ready any more"

@@ -466,3 +466,43 @@ async fn silent_brokers_are_fenced_and_a_heartbeat_unfences_them() {
     let unknown = c.broker_heartbeat(9, 0).await.unwrap_err();
     assert_eq!(unknown.error_code(), 102, "{unknown}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_voter_restarted_alone_rebuilds_its_image_from_disk() {
+    let mut cluster = Cluster::start(3, Tuning::default()).await;
+    let leader = cluster.leader(ELECTION).await;
+    for name in ["p", "q"] {
+        cluster
+            .node(leader)
+            .controller
+            .create_topic(topic(name), false)
+            .await
+            .unwrap();
+    }
+    cluster.converged_on(leader, CONVERGE).await;
+    let before = cluster.node(leader).quorum.image();
+    for id in [1, 2, 3] {
+        cluster.kill(id).await;
+    }
+
+    // Alone it can elect no leader, yet its image is back from its own files.
+    cluster.restart(2).await;
+    quorum_support::wait_until(CONVERGE, "node 2 rebuilt its image", || {
+        *cluster.node(2).quorum.image() == *before
+    })
+    .await;
+    assert_ne!(cluster.node(2).quorum.status().role, QuorumRole::Leader);
+
+    cluster.restart(1).await;
+    cluster.restart(3).await;
+    let leader = cluster.leader(ELECTION).await;
+    cluster
+        .node(leader)
+        .controller
+        .create_topic(topic("r"), false)
+        .await
+        .unwrap();
+    cluster.converged_on(leader, CONVERGE).await;
+    let image = cluster.node(2).quorum.image();
+    assert_eq!(image.topic_count(), 3);
+}

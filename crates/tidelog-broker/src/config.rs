@@ -38,6 +38,7 @@ const KNOWN_SETTINGS: &[(&str, &str)] = &[
     ("max.connections", "10000"),
     ("offsets.topic.num.partitions", "50"),
     ("offsets.topic.replication.factor", "3"),
+    ("producer.id.expiration.ms", "86400000"),
     ("transaction.state.log.num.partitions", "50"),
     ("transaction.state.log.replication.factor", "3"),
     ("group.initial.rebalance.delay.ms", "3000"),

@@ -230,9 +230,14 @@ async fn housekeeping(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
             last_retention = tokio::time::Instant::now();
         }
         let ctx = Arc::clone(&ctx);
-        let _ =
-            tokio::task::spawn_blocking(move || ctx.replicas.housekeeping(now_ms(), retention_due))
-                .await;
+        let _ = tokio::task::spawn_blocking(move || {
+            ctx.replicas.housekeeping(
+                now_ms(),
+                retention_due,
+                ctx.config.get_i64("producer.id.expiration.ms"),
+            )
+        })
+        .await;
     }
 }
 

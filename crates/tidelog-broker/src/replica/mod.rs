@@ -126,7 +126,14 @@ impl ReplicaManager {
     }
 
     /// One pass of the background housekeeping: segment.ms rolls, retention, flush.ms.
-    pub(crate) fn housekeeping(&self, now_ms: i64, retention_due: bool) {
+    /// On retention passes it also checkpoints the offsets (so a crash rescans little)
+    /// and forgets producers idle past `producer_expiration_ms`.
+    pub(crate) fn housekeeping(
+        &self,
+        now_ms: i64,
+        retention_due: bool,
+        producer_expiration_ms: i64,
+    ) {
         for p in self.all() {
             let result = p.with_log(|log| {
                 log.roll_if_due(now_ms)?;
@@ -136,6 +143,8 @@ impl ReplicaManager {
                         self.probe.retention_deleted(deleted);
                         tracing::info!(dir = %log.dir().display(), deleted, "retention deleted segments");
                     }
+                    log.expire_producers(now_ms, producer_expiration_ms);
+                    log.write_checkpoints()?;
                 }
                 log.flush_if_due(now_ms)
             });

@@ -316,8 +316,12 @@ impl TxnCoordinator {
             })
             .collect();
         for (id, state, expired, idle) in ids {
+            // Unfinished markers are retried once per timeout check, not every tick: a
+            // partition that keeps refusing should not flood the log.
             if state.is_preparing() {
-                Self::complete(ctx, &mut inner, &id);
+                if check_timeouts {
+                    Self::complete(ctx, &mut inner, &id);
+                }
             } else if expired && check_timeouts {
                 let Some(entry) = inner.txns.get(&id).cloned() else {
                     continue;

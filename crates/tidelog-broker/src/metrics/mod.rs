@@ -26,6 +26,7 @@ pub(crate) mod views;
 
 use std::sync::{Arc, OnceLock, Weak};
 
+use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use crate::context::{BrokerContext, Ctx};
@@ -60,6 +61,11 @@ impl Metrics {
         let storage = Arc::new(StorageProbe::register(&mut registry));
         let replication = ReplicationProbe::register(&mut registry);
         let groups = Arc::new(GroupProbe::new());
+        registry.register(
+            "build",
+            "The running tidelog version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
         registry.register_collector(Box::new(cluster::ClusterCollector::new(Arc::clone(
             &context,
         ))));
@@ -117,5 +123,10 @@ mod tests {
         assert!(text.contains("tidelog_topic_messages_in_total{topic=\"orders\"} 3\n"));
         assert!(text.contains("# TYPE tidelog_log_flush_seconds histogram\n"));
         assert!(text.contains("tidelog_connections_active 0\n"));
+        let version = env!("CARGO_PKG_VERSION");
+        assert!(
+            text.contains(&format!("tidelog_build_info{{version=\"{version}\"}} 1\n")),
+            "{text}"
+        );
     }
 }

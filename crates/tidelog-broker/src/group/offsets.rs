@@ -8,7 +8,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
 use super::records::{GroupRecord, OffsetValue, RecordKey, RecordValue};
-use super::state::{Group, GroupState};
+use super::state::{Group, GroupState, Groups};
 use super::GroupCoordinator;
 use crate::context::{now_ms, BrokerContext};
 
@@ -63,12 +63,25 @@ impl GroupCoordinator {
     /// Validates the committer, then writes one record per partition. Returns one error
     /// code per requested offset, in order.
     pub(crate) fn commit(&self, ctx: &BrokerContext, req: CommitRequest) -> Vec<i16> {
+        self.commit_checked(ctx, req, true)
+    }
+
+    /// Writes offsets whose committer was already validated elsewhere: a committed
+    /// transaction's offsets (validated at TxnOffsetCommit) become visible even if the
+    /// group has moved to a new generation since, as in Kafka.
+    pub(crate) fn commit_materialized(&self, ctx: &BrokerContext, req: CommitRequest) -> Vec<i16> {
+        self.commit_checked(ctx, req, false)
+    }
+
+    fn commit_checked(&self, ctx: &BrokerContext, req: CommitRequest, validate: bool) -> Vec<i16> {
         let count = req.offsets.len();
         let image = ctx.metadata.image();
         let result = self.with_partition(ctx, &req.group_id, |inner, partition| {
             let now_ms = now_ms();
-            if let Err(e) = validate_committer(inner.groups.map.get_mut(&req.group_id), &req) {
-                return vec![e.code(); count];
+            if validate {
+                if let Err(e) = validate_committer(inner.groups.map.get_mut(&req.group_id), &req) {
+                    return vec![e.code(); count];
+                }
             }
             let mut codes = Vec::with_capacity(count);
             let mut records = Vec::with_capacity(count);
@@ -291,39 +304,13 @@ impl GroupCoordinator {
     /// loses its offsets (a group that never had members: each offset that old), and an
     /// empty group without offsets is removed.
     pub(crate) fn expire_offsets(&self, ctx: &BrokerContext) {
-        let now_ms = now_ms();
-        let retention = self.config.offsets_retention_ms;
         let mut inner = self.lock();
-        let mut work: Vec<(i32, String, Vec<GroupRecord>)> = Vec::new();
-        for g in inner.groups.map.values() {
-            if g.state != GroupState::Empty || !g.members.is_empty() {
-                continue;
-            }
-            let emptied_long_ago = now_ms.saturating_sub(g.state_since_ms) >= retention;
-            let standalone = g.protocol_type.is_none();
-            let expired = |v: &OffsetValue| {
-                if standalone {
-                    now_ms.saturating_sub(v.commit_timestamp_ms) >= retention
-                } else {
-                    emptied_long_ago
-                }
-            };
-            let all_expire = g.offsets.values().all(expired);
-            let records = tombstones(g, expired, all_expire && g.stored);
-            if !records.is_empty() || (all_expire && !g.stored) {
-                work.push((g.partition, g.id.clone(), records));
-            }
-        }
-        for (partition, group_id, records) in work {
+        let work = retention_work(&inner.groups, now_ms(), self.config.offsets_retention_ms);
+        for (partition, group_id, records, drop_group) in work {
             match GroupCoordinator::write(ctx, &mut inner, partition, &records) {
                 Ok(()) => {
                     tracing::info!(group = %group_id, records = records.len(), "offsets retention expired group offsets");
-                    if inner
-                        .groups
-                        .map
-                        .get(&group_id)
-                        .is_some_and(|g| g.offsets.is_empty() && g.members.is_empty())
-                    {
+                    if drop_group {
                         inner.groups.map.remove(&group_id);
                     }
                 }
@@ -333,6 +320,39 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// What offsets retention removes at `now_ms`: per group, its partition, the
+/// tombstones to write, and whether the group itself goes. Only groups without members
+/// qualify; a group that had members loses its offsets `retention_ms` after it emptied,
+/// a group that only ever stored offsets loses each one `retention_ms` after its commit.
+pub(super) fn retention_work(
+    groups: &Groups,
+    now_ms: i64,
+    retention_ms: i64,
+) -> Vec<(i32, String, Vec<GroupRecord>, bool)> {
+    let mut work = Vec::new();
+    for g in groups.map.values() {
+        if g.state != GroupState::Empty || !g.members.is_empty() || !g.pending.is_empty() {
+            continue;
+        }
+        let emptied_long_ago = now_ms.saturating_sub(g.state_since_ms) >= retention_ms;
+        let standalone = g.protocol_type.is_none();
+        let expired = |v: &OffsetValue| {
+            if standalone {
+                now_ms.saturating_sub(v.commit_timestamp_ms) >= retention_ms
+            } else {
+                emptied_long_ago
+            }
+        };
+        let remaining = g.offsets.values().filter(|v| !expired(v)).count();
+        let drop_group = remaining == 0 && (standalone || emptied_long_ago);
+        let records = tombstones(g, expired, drop_group && g.stored);
+        if !records.is_empty() || drop_group {
+            work.push((g.partition, g.id.clone(), records, drop_group));
+        }
+    }
+    work
 }
 
 /// Tombstones for the offsets `expired` selects, plus the group's own key if asked.

@@ -9,9 +9,10 @@ use tokio::sync::oneshot;
 
 use super::join::JoinRequest;
 use super::load::read_partition;
+use super::offsets::retention_work;
 use super::rebalance::{maybe_complete_join, select_protocol, Waiting};
 use super::records::{GroupRecord, GroupValue, OffsetValue, RecordKey, RecordValue, StoredMember};
-use super::state::{Group, GroupState, JoinOutcome, Member};
+use super::state::{Group, GroupState, Groups, JoinOutcome, Member};
 use super::{encode_batch, GroupConfig, GroupCoordinator};
 use crate::replica::Partition;
 
@@ -165,6 +166,10 @@ fn members_that_miss_the_rebalance_timeout_are_dropped_static_ones_kept() {
 
 /// A Stable group as loaded from the log: one static member holding `assignment`.
 fn stable_static_group(c: &GroupCoordinator) {
+    stable_static_group_into(&mut c.lock().groups);
+}
+
+fn stable_static_group_into(groups: &mut Groups) {
     let value = GroupValue {
         protocol_type: "consumer".into(),
         generation: 7,
@@ -186,7 +191,7 @@ fn stable_static_group(c: &GroupCoordinator) {
         key: RecordKey::Group { group: "g".into() },
         value: Some(RecordValue::Group(value)),
     };
-    c.lock().groups.replay(0, &record, Instant::now(), 1);
+    groups.replay(0, &record, Instant::now(), 1);
 }
 
 #[test]
@@ -313,4 +318,55 @@ fn a_partition_loads_back_by_replay_from_its_log() {
     };
     inner.groups.replay(0, &tombstone, Instant::now(), 5);
     assert!(inner.groups.map.is_empty());
+}
+
+#[test]
+fn retention_expires_offsets_only_after_the_group_emptied_long_enough() {
+    let c = coordinator(0);
+    let mut inner = c.lock();
+    // A consumer group that emptied at t=1000 with one offset, and an offsets-only
+    // group whose two commits happened at t=5 and t=50_000.
+    stable_static_group_into(&mut inner.groups);
+    inner
+        .groups
+        .replay(0, &offset_record(0, Some(3)), Instant::now(), 5);
+    let g = inner.groups.map.get_mut("g").unwrap();
+    g.members.clear();
+    g.state = GroupState::Empty;
+    g.state_since_ms = 1000;
+    let mut standalone = offset_record(0, Some(1));
+    let mut later = offset_record(1, Some(2));
+    for (r, ts) in [(&mut standalone, 5), (&mut later, 50_000)] {
+        if let RecordKey::Offset { group, .. } = &mut r.key {
+            *group = "solo".into();
+        }
+        if let Some(RecordValue::Offset(v)) = &mut r.value {
+            v.commit_timestamp_ms = ts;
+        }
+        inner.groups.replay(1, r, Instant::now(), ts);
+    }
+    let work = |now| {
+        let mut w = retention_work(&inner.groups, now, 60_000);
+        w.sort_by(|a, b| a.1.cmp(&b.1));
+        w.into_iter()
+            .map(|(p, id, records, drop)| (p, id, records.len(), drop))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(work(30_000), vec![]);
+    // t=61_000: the consumer group emptied 60 s ago: its offset and its metadata go;
+    // only the solo group's first commit is old enough.
+    assert_eq!(
+        work(61_000),
+        vec![
+            (0, "g".to_string(), 2, true),
+            (1, "solo".to_string(), 1, false)
+        ]
+    );
+    assert_eq!(
+        work(200_000),
+        vec![
+            (0, "g".to_string(), 2, true),
+            (1, "solo".to_string(), 2, true)
+        ]
+    );
 }

@@ -1,5 +1,7 @@
 """Client-side helpers shared by the compatibility tests. Every wait is bounded."""
 
+import logging
+import sys
 import time
 import uuid
 
@@ -19,6 +21,33 @@ TRANSIENT_CONSUMER_ERRORS = {
     KafkaError.UNSUPPORTED_VERSION,
     KafkaError._UNSUPPORTED_FEATURE,
 }
+
+
+class CappedStderr(logging.Handler):
+    """Writes the first `limit` librdkafka log lines to stderr, then only counts them.
+
+    A client stuck on a protocol error logs in a tight loop (hundreds of MB per test
+    otherwise), and pytest would print all of it with the failure.
+    """
+
+    def __init__(self, limit=100):
+        super().__init__()
+        self.limit = limit
+        self.count = 0
+
+    def emit(self, record):
+        self.count += 1
+        if self.count <= self.limit:
+            sys.stderr.write(f"{record.name}: {record.getMessage()}\n")
+        elif self.count == self.limit + 1:
+            sys.stderr.write(f"{record.name}: further log lines suppressed\n")
+
+
+def client_logger(kind):
+    """A logger of its own per client (not in the global registry, no propagation)."""
+    logger = logging.Logger(f"librdkafka-{kind}", logging.DEBUG)
+    logger.addHandler(CappedStderr())
+    return logger
 
 
 def unique(prefix):
@@ -44,7 +73,8 @@ def wait_until(predicate, timeout, what):
 
 
 def admin(bootstrap):
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000})
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10000},
+                       logger=client_logger("admin"))
 
 
 def create_topic(bootstrap, name, partitions=1, config=None, timeout=20):
@@ -77,7 +107,7 @@ def producer(bootstrap, **extra):
         "enable.idempotence": False,
     }
     conf.update(extra)
-    return Producer(conf)
+    return Producer(conf, logger=client_logger("producer"))
 
 
 def consumer(bootstrap, **extra):
@@ -90,7 +120,7 @@ def consumer(bootstrap, **extra):
         "auto.offset.reset": "earliest",
     }
     conf.update(extra)
-    return Consumer(conf)
+    return Consumer(conf, logger=client_logger("consumer"))
 
 
 class DeliveryLog:

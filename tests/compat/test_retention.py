@@ -69,8 +69,10 @@ def test_retention_bytes_deletes_old_segments(retention_broker):
     cons = consumer(bootstrap, **{"auto.offset.reset": "earliest"})
     try:
         cons.assign([TopicPartition(topic, 0, 0)])
-        messages, _ = consume_n(cons, RECORDS - start, 60)
+        messages, errors = consume_n(cons, RECORDS - start, 60)
     finally:
         cons.close()
-    assert [m.offset() for m in messages] == list(range(start, RECORDS))
+    assert [m.offset() for m in messages] == list(range(start, RECORDS)), (
+        f"auto.offset.reset=earliest from offset 0 (below log start {start}) read {len(messages)} of "
+        f"{RECORDS - start} records; errors {errors[:3]}; see the librdkafka log in captured stderr")
     assert all(m.value() == records[m.offset()][2] for m in messages)

@@ -239,7 +239,7 @@ impl GroupCoordinator {
             if !g.members.is_empty() || g.state != GroupState::Empty {
                 return ResponseError::NonEmptyGroup.code();
             }
-            let records = tombstones(g, |_| true, true);
+            let records = tombstones(g, |_, _| true, true);
             match GroupCoordinator::write(ctx, inner, partition, &records) {
                 Ok(()) => {
                     inner.groups.map.remove(group_id);
@@ -305,7 +305,14 @@ impl GroupCoordinator {
     /// empty group without offsets is removed.
     pub(crate) fn expire_offsets(&self, ctx: &BrokerContext) {
         let mut inner = self.lock();
-        let work = retention_work(&inner.groups, now_ms(), self.config.offsets_retention_ms);
+        let image = ctx.metadata.image();
+        let exists = |topic: &str| image.topic(topic).is_some();
+        let work = retention_work(
+            &inner.groups,
+            now_ms(),
+            self.config.offsets_retention_ms,
+            exists,
+        );
         for (partition, group_id, records, drop_group) in work {
             match GroupCoordinator::write(ctx, &mut inner, partition, &records) {
                 Ok(()) => {
@@ -326,26 +333,38 @@ impl GroupCoordinator {
 /// tombstones to write, and whether the group itself goes. Only groups without members
 /// qualify; a group that had members loses its offsets `retention_ms` after it emptied,
 /// a group that only ever stored offsets loses each one `retention_ms` after its commit.
+/// Offsets of topics that no longer exist go from any group.
 pub(super) fn retention_work(
     groups: &Groups,
     now_ms: i64,
     retention_ms: i64,
+    topic_exists: impl Fn(&str) -> bool,
 ) -> Vec<(i32, String, Vec<GroupRecord>, bool)> {
     let mut work = Vec::new();
     for g in groups.map.values() {
         if g.state != GroupState::Empty || !g.members.is_empty() || !g.pending.is_empty() {
+            let orphans = tombstones(g, |topic, _| !topic_exists(topic), false);
+            if !orphans.is_empty() {
+                work.push((g.partition, g.id.clone(), orphans, false));
+            }
             continue;
         }
         let emptied_long_ago = now_ms.saturating_sub(g.state_since_ms) >= retention_ms;
         let standalone = g.protocol_type.is_none();
-        let expired = |v: &OffsetValue| {
-            if standalone {
+        let expired = |topic: &str, v: &OffsetValue| {
+            if !topic_exists(topic) {
+                true
+            } else if standalone {
                 now_ms.saturating_sub(v.commit_timestamp_ms) >= retention_ms
             } else {
                 emptied_long_ago
             }
         };
-        let remaining = g.offsets.values().filter(|v| !expired(v)).count();
+        let remaining = g
+            .offsets
+            .iter()
+            .filter(|((topic, _), v)| !expired(topic, v))
+            .count();
         let drop_group = remaining == 0 && (standalone || emptied_long_ago);
         let records = tombstones(g, expired, drop_group && g.stored);
         if !records.is_empty() || drop_group {
@@ -358,13 +377,13 @@ pub(super) fn retention_work(
 /// Tombstones for the offsets `expired` selects, plus the group's own key if asked.
 fn tombstones(
     g: &Group,
-    expired: impl Fn(&OffsetValue) -> bool,
+    expired: impl Fn(&str, &OffsetValue) -> bool,
     group_too: bool,
 ) -> Vec<GroupRecord> {
     let mut records: Vec<GroupRecord> = g
         .offsets
         .iter()
-        .filter(|(_, v)| expired(v))
+        .filter(|((topic, _), v)| expired(topic, v))
         .map(|((topic, p), _)| GroupRecord {
             key: offset_key(&g.id, topic, *p),
             value: None,

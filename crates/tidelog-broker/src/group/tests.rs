@@ -345,14 +345,23 @@ fn retention_expires_offsets_only_after_the_group_emptied_long_enough() {
         }
         inner.groups.replay(1, r, Instant::now(), ts);
     }
-    let work = |now| {
-        let mut w = retention_work(&inner.groups, now, 60_000);
+    let work_with = |now, exists: &dyn Fn(&str) -> bool| {
+        let mut w = retention_work(&inner.groups, now, 60_000, exists);
         w.sort_by(|a, b| a.1.cmp(&b.1));
         w.into_iter()
             .map(|(p, id, records, drop)| (p, id, records.len(), drop))
             .collect::<Vec<_>>()
     };
+    let work = |now| work_with(now, &|_| true);
     assert_eq!(work(30_000), vec![]);
+    // Offsets of a deleted topic go at once; the group itself waits for its retention.
+    assert_eq!(
+        work_with(30_000, &|t| t != "t"),
+        vec![
+            (0, "g".to_string(), 1, false),
+            (1, "solo".to_string(), 2, true)
+        ]
+    );
     // t=61_000: the consumer group emptied 60 s ago: its offset and its metadata go;
     // only the solo group's first commit is old enough.
     assert_eq!(

@@ -66,13 +66,6 @@ impl GroupCoordinator {
         self.commit_checked(ctx, req, true)
     }
 
-    /// Writes offsets whose committer was already validated elsewhere: a committed
-    /// transaction's offsets (validated at TxnOffsetCommit) become visible even if the
-    /// group has moved to a new generation since, as in Kafka.
-    pub(crate) fn commit_materialized(&self, ctx: &BrokerContext, req: CommitRequest) -> Vec<i16> {
-        self.commit_checked(ctx, req, false)
-    }
-
     fn commit_checked(&self, ctx: &BrokerContext, req: CommitRequest, validate: bool) -> Vec<i16> {
         let count = req.offsets.len();
         let image = ctx.metadata.image();

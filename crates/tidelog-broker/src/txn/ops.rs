@@ -32,6 +32,9 @@ impl TxnCoordinator {
         let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
             c.create_topic(create, false)
         });
+        if outcome.is_ok() {
+            tracing::info!(replication, "created {TXN_TOPIC}");
+        }
         match outcome {
             Ok(_) | Err(TopicError::TopicAlreadyExists) => {
                 self.load_owned(ctx);

@@ -50,6 +50,9 @@ pub(crate) struct SpawnOptions {
     pub(crate) cpu: Option<usize>,
     /// Extra `--set name=value` broker settings.
     pub(crate) settings: Vec<String>,
+    /// Open-file limit for the broker (via `prlimit`), when the default is too low for
+    /// the partition counts under test.
+    pub(crate) nofile: Option<u64>,
 }
 
 /// A running `tidelog serve`.
@@ -122,15 +125,21 @@ impl SpawnedBroker {
 
     fn launch(&mut self) -> anyhow::Result<()> {
         let log = File::create(self.root.path().join("broker.log"))?;
-        let mut command = match self.options.cpu.filter(|_| taskset_available()) {
-            Some(cpu) => {
-                // taskset execs the broker, so the child's pid is the broker's.
-                let mut c = Command::new("taskset");
-                c.arg("-c").arg(cpu.to_string()).arg(&self.options.binary);
-                c
-            }
-            None => Command::new(&self.options.binary),
-        };
+        // prlimit and taskset both exec what follows, so the child's pid is the broker's.
+        let mut words: Vec<std::ffi::OsString> = Vec::new();
+        if let Some(limit) = self.options.nofile {
+            words.extend([
+                "prlimit".into(),
+                format!("--nofile={limit}:{limit}").into(),
+                "--".into(),
+            ]);
+        }
+        if let Some(cpu) = self.options.cpu.filter(|_| taskset_available()) {
+            words.extend(["taskset".into(), "-c".into(), cpu.to_string().into()]);
+        }
+        words.push(self.options.binary.clone().into_os_string());
+        let mut command = Command::new(&words[0]);
+        command.args(&words[1..]);
         command
             .arg("serve")
             .arg("--listen")

@@ -22,6 +22,9 @@ pub(crate) struct Args {
     /// Extra broker setting for --spawn, `name=value`; repeatable.
     #[arg(long = "broker-set", global = true, value_name = "NAME=VALUE")]
     pub(crate) broker_set: Vec<String>,
+    /// Open-file limit for spawned brokers (`prlimit --nofile`); default: inherited.
+    #[arg(long, global = true)]
+    pub(crate) broker_nofile: Option<u64>,
     /// Directory for spawned data dirs and disk ceilings (default: the system temp dir).
     #[arg(long, global = true)]
     pub(crate) work_dir: Option<PathBuf>,
@@ -168,6 +171,9 @@ pub(crate) struct TargetsArgs {
     /// Runs per target (the table reports medians); default from the scale.
     #[arg(long)]
     pub(crate) runs: Option<usize>,
+    /// Run only these targets (id prefixes, e.g. `T1,T8`).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
     /// Bytes of data for T9's restart (default from the scale).
     #[arg(long)]
     pub(crate) t9_bytes: Option<u64>,

@@ -40,6 +40,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             work_root: work_root.clone(),
             cpu: pin.then_some(0),
             settings: args.broker_set.clone(),
+            nofile: args.broker_nofile,
         })
     } else {
         None
@@ -155,8 +156,9 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 bootstrap: bootstrap.clone(),
                 broker: broker.as_ref(),
                 spawn: spawn.clone(),
+                only: t.only.clone(),
             };
-            let outcome = targets::run(&target, &ceilings, &scale)?;
+            let outcome = targets::run(&target, &ceilings, &scale);
             (outcome.figures, outcome.curves)
         }
     };

@@ -46,6 +46,13 @@ pub(crate) fn open_fds(pid: u32) -> Option<usize> {
     Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
 }
 
+/// The soft limit on open files (`Max open files` in /proc/<pid>/limits).
+pub(crate) fn max_open_files(pid: u32) -> Option<u64> {
+    let limits = fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// Paths of the open descriptors that point under `dir` (segments, indexes), which is
 /// what "open files per partition replica" counts.
 pub(crate) fn open_files_under(pid: u32, dir: &std::path::Path) -> Option<Vec<std::path::PathBuf>> {
@@ -75,6 +82,7 @@ mod tests {
         let rss = rss_bytes(pid).unwrap_or(0);
         assert!(rss > 1024 * 1024, "rss {rss}");
         assert!(open_fds(pid).unwrap_or(0) >= 3);
+        assert!(max_open_files(pid).unwrap_or(0) >= 3);
     }
 
     #[test]

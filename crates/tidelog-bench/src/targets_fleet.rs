@@ -21,19 +21,34 @@ pub(crate) fn partitions(options: &SpawnOptions, scale: &Scale) -> anyhow::Resul
     std::thread::sleep(Duration::from_secs(1));
     let rss_mb = broker.rss_bytes().map_or(f64::NAN, |b| b as f64 / 1e6);
 
-    // Up to `many` partitions, in topics of at most 1,000 each.
+    // Up to `many` partitions, in topics of at most 1,000 each; a failure stops the
+    // growth and is reported with how far it got.
     let mut total = idle;
     let mut acked = acked_first;
+    let mut failure = String::new();
+    let growth_started = std::time::Instant::now();
     while total < many {
         let count = (many - total).min(1_000);
         let topic = load::fresh_topic("t8");
-        admin::create_topic(&bootstrap, &topic, count, 1, &[])?;
-        acked += produce::touch_partitions(&bootstrap, &topic, count)?;
+        let grown = admin::create_topic(&bootstrap, &topic, count, 1, &[])
+            .and_then(|()| produce::touch_partitions(&bootstrap, &topic, count));
+        match grown {
+            Ok(n) => acked += n,
+            Err(error) => {
+                failure = format!("; stopped at {total} partitions: {error:#}");
+                break;
+            }
+        }
         total += count;
     }
+    let growth_seconds = growth_started.elapsed().as_secs_f64();
     let files = broker
         .open_partition_files("bench-t8-")
         .map_or(f64::NAN, |f| f as f64);
+    let limit = broker
+        .pid()
+        .and_then(crate::procfs::max_open_files)
+        .map_or("unknown".to_string(), |l| l.to_string());
     let descriptors = broker
         .pid()
         .and_then(crate::procfs::open_fds)
@@ -50,11 +65,16 @@ pub(crate) fn partitions(options: &SpawnOptions, scale: &Scale) -> anyhow::Resul
             .note(format!("each partition holds one 100 B record{scaled}")),
         Figure::new("T8b", &format!("{many} partitions accept a write"), acked as f64, "partitions")
             .bound(f64::from(many), false, "10,000 partitions work")
-            .note(format!("RSS at {many} partitions: {} MB{scaled}", crate::report::number(rss_many_mb))),
-        Figure::new("T8c", &format!("open data files per partition at {many}"), files / f64::from(many), "files")
+            .note(format!(
+                "RSS at {total} partitions: {} MB; creating and writing {} partitions took {:.1} s{scaled}{failure}",
+                crate::report::number(rss_many_mb),
+                total - idle,
+                growth_seconds
+            )),
+        Figure::new("T8c", &format!("open data files per partition at {total}"), files / f64::from(total), "files")
             .bound(3.0, true, "≤ 3 open files per partition replica")
             .note(format!(
-                "{files} files open in the bench topics' partition dirs; {descriptors} descriptors in all"
+                "{files} files open in the bench topics' partition dirs; {descriptors} descriptors in all; the broker's open-file limit is {limit}"
             )),
     ])
 }

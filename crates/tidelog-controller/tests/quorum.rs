@@ -491,7 +491,16 @@ async fn a_voter_restarted_alone_rebuilds_its_image_from_disk() {
         *cluster.node(2).quorum.image() == *before
     })
     .await;
-    assert_ne!(cluster.node(2).quorum.status().role, QuorumRole::Leader);
+    // It may even resume as leader of its old term (its vote says a majority granted
+    // it), but without a majority it commits nothing.
+    let alone = cluster
+        .node(2)
+        .controller
+        .create_topic(topic("alone"), false)
+        .await
+        .unwrap_err();
+    assert!(matches!(alone.error_code(), 7 | 41), "{alone}");
+    assert!(cluster.node(2).quorum.image().topic("alone").is_none());
 
     cluster.restart(1).await;
     cluster.restart(3).await;
@@ -504,5 +513,55 @@ async fn a_voter_restarted_alone_rebuilds_its_image_from_disk() {
         .unwrap();
     cluster.converged_on(leader, CONVERGE).await;
     let image = cluster.node(2).quorum.image();
-    assert_eq!(image.topic_count(), 3);
+    for name in ["p", "q", "r"] {
+        assert!(image.topic(name).is_some(), "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_voters_survive_losing_two_including_a_dropped_leader() {
+    let mut cluster = Cluster::start(5, Tuning::default()).await;
+    let leader = cluster.leader(ELECTION).await;
+    cluster
+        .node(leader)
+        .controller
+        .create_topic(topic("five"), false)
+        .await
+        .unwrap();
+    // The leader is dropped without a shutdown call (its Drop must stop it), and one
+    // follower is shut down.
+    let follower = cluster.followers(leader)[0];
+    drop(cluster.nodes.remove(&leader));
+    cluster.kill(follower).await;
+
+    let new_leader = cluster.leader(ELECTION).await;
+    assert_ne!(new_leader, leader);
+    let asker = cluster.followers(new_leader)[0];
+    cluster
+        .node(asker)
+        .controller
+        .create_topic(topic("six"), false)
+        .await
+        .unwrap();
+    cluster.converged_on(new_leader, CONVERGE).await;
+    for node in cluster.nodes.values() {
+        let image = node.quorum.image();
+        assert!(image.topic("five").is_some() && image.topic("six").is_some());
+    }
+    let status = cluster
+        .node(asker)
+        .controller
+        .describe_quorum()
+        .await
+        .unwrap();
+    assert_eq!(status.voters.len(), 5);
+    let down: Vec<i32> = status
+        .voters
+        .iter()
+        .filter(|v| v.log_end < Some(status.log_end))
+        .map(|v| v.node_id)
+        .collect();
+    let mut expected = vec![leader, follower];
+    expected.sort_unstable();
+    assert_eq!(down, expected, "{status:?}");
 }

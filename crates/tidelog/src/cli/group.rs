@@ -107,6 +107,9 @@ pub(crate) fn run(args: GroupArgs) -> anyhow::Result<()> {
 async fn describe(client: &mut Client, group: &str, window: Duration) -> anyhow::Result<()> {
     let description = client.describe_group(group).await?;
     let lags = client.group_lag(group, window).await?;
+    if description.state == "Dead" && lags.is_empty() {
+        bail!("group {group} does not exist");
+    }
     print!("{}", render(&description, &lags));
     Ok(())
 }

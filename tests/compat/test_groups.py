@@ -200,11 +200,13 @@ STATIC_MEMBER = textwrap.dedent(
     """
     import json, sys
     from confluent_kafka import Consumer
-    bootstrap, group, topic, instance = sys.argv[1:5]
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "group.instance.id": instance, "session.timeout.ms": 15000,
-                  "heartbeat.interval.ms": 500, "enable.auto.commit": False,
-                  "partition.assignment.strategy": "range"})
+    bootstrap, group, topic, instance, session_ms = sys.argv[1:6]
+    conf = {"bootstrap.servers": bootstrap, "group.id": group,
+            "session.timeout.ms": int(session_ms), "heartbeat.interval.ms": 500,
+            "enable.auto.commit": False, "partition.assignment.strategy": "range"}
+    if instance:
+        conf["group.instance.id"] = instance
+    c = Consumer(conf)
     def event(kind, parts):
         print(json.dumps([kind, sorted(p.partition for p in parts)]), flush=True)
     c.subscribe([topic], on_assign=lambda _c, p: event("assign", p),
@@ -216,12 +218,12 @@ STATIC_MEMBER = textwrap.dedent(
 
 
 class StaticMember:
-    def __init__(self, tmp_path, bootstrap, group, topic, instance):
+    def __init__(self, tmp_path, bootstrap, group, topic, instance, session_ms=15000):
         script = tmp_path / "static_member.py"
         script.write_text(STATIC_MEMBER)
-        self.out = tmp_path / f"{instance}-{time.monotonic_ns()}.jsonl"
+        self.out = tmp_path / f"{instance or 'dynamic'}-{time.monotonic_ns()}.jsonl"
         self.proc = subprocess.Popen(
-            [sys.executable, str(script), bootstrap, group, topic, instance],
+            [sys.executable, str(script), bootstrap, group, topic, instance, str(session_ms)],
             stdout=open(self.out, "w"), stderr=subprocess.DEVNULL, start_new_session=True,
         )
 
@@ -263,6 +265,27 @@ def test_static_member_restarted_within_session_timeout_keeps_assignment_without
             assert len(b.events()) == events_b, f"the other member rebalanced: {b.events()}"
         finally:
             a2.kill()
+    finally:
+        a.kill()
+        b.kill()
+
+
+def test_a_killed_member_is_expired_after_its_session_timeout(broker_factory, tmp_path):
+    broker = broker_factory(GROUP_SETTINGS)
+    topic = create_topic(broker.bootstrap, unique("expiry"), partitions=4)
+    group = unique("g")
+    a = StaticMember(tmp_path, broker.bootstrap, group, topic, "", session_ms=6000)
+    b = StaticMember(tmp_path, broker.bootstrap, group, topic, "", session_ms=6000)
+    try:
+        wait_until(
+            lambda: a.assigned() and b.assigned() and len(a.assigned() + b.assigned()) == 4,
+            40, "both members assigned",
+        )
+        a.kill()  # SIGKILL: no LeaveGroup, only the missing heartbeats tell
+        killed = time.monotonic()
+        wait_until(lambda: b.assigned() == [0, 1, 2, 3], 30, "the survivor taking every partition")
+        # The last heartbeat was at most 0.5 s before the kill; the session is 6 s.
+        assert time.monotonic() - killed >= 5.0
     finally:
         a.kill()
         b.kill()

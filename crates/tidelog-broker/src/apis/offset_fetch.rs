@@ -1,7 +1,8 @@
 //! OffsetFetch: committed offsets of one group (v1–7) or several (v8+); -1 where none.
-//! `require_stable` needs no wait here: no transactional offset commit can be pending
-//! until the transaction coordinator exists.
+//! With `require_stable` (v7+), a partition whose offset an unfinished transaction may
+//! still change answers UNSTABLE_OFFSET_COMMIT, and the client asks again later.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponse, OffsetFetchResponseGroup, OffsetFetchResponsePartition,
@@ -13,16 +14,20 @@ use tidelog_protocol::ProtocolError;
 
 use super::Request;
 use crate::context::Ctx;
-use crate::group::{str_bytes, FetchedOffsets};
+use crate::group::str_bytes;
 use crate::net::Reply;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
 
 type Wanted = Option<Vec<(String, Vec<i32>)>>;
 
+/// One partition's answer: index, offset, leader epoch, metadata, error code.
+type Answer = (i32, i64, i32, String, i16);
+
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: OffsetFetchRequest = req.decode()?;
     let version = req.version();
+    let stable = request.require_stable;
     if version >= 8 {
         let groups = request
             .groups
@@ -34,7 +39,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                         .collect()
                 });
                 let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match ctx.groups.fetch_offsets(ctx, &g.group_id.0, wanted) {
+                match lookup(ctx, &g.group_id.0, wanted, stable) {
                     Err(code) => group.with_error_code(code),
                     Ok(found) => group.with_topics(
                         found
@@ -42,18 +47,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                             .map(|(topic, parts)| {
                                 OffsetFetchResponseTopics::default()
                                     .with_name(TopicName(str_bytes(&topic)))
-                                    .with_partitions(
-                                        parts
-                                            .into_iter()
-                                            .map(|(p, offset, epoch, meta)| {
-                                                OffsetFetchResponsePartitions::default()
-                                                    .with_partition_index(p)
-                                                    .with_committed_offset(offset)
-                                                    .with_committed_leader_epoch(epoch)
-                                                    .with_metadata(Some(str_bytes(&meta)))
-                                            })
-                                            .collect(),
-                                    )
+                                    .with_partitions(parts.into_iter().map(v8_partition).collect())
                             })
                             .collect(),
                     ),
@@ -68,31 +62,71 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .collect()
     });
     let response = OffsetFetchResponse::default();
-    let response = match ctx
-        .groups
-        .fetch_offsets(ctx, &request.group_id.0, wanted.clone())
-    {
-        Ok(found) => response.with_topics(v1_topics(found, 0)),
+    let response = match lookup(ctx, &request.group_id.0, wanted.clone(), stable) {
+        Ok(found) => response.with_topics(v1_topics(found)),
         // v1 has no top-level error: every partition carries it.
         Err(code) if version < 2 => {
             let found = wanted
                 .unwrap_or_default()
                 .into_iter()
                 .map(|(t, ps)| {
-                    (
-                        t,
-                        ps.into_iter().map(|p| (p, -1, -1, String::new())).collect(),
-                    )
+                    let parts = ps
+                        .into_iter()
+                        .map(|p| (p, -1, -1, String::new(), code))
+                        .collect();
+                    (t, parts)
                 })
                 .collect();
-            response.with_topics(v1_topics(found, code))
+            response.with_topics(v1_topics(found))
         }
         Err(code) => response.with_error_code(code),
     };
     req.respond(&response)
 }
 
-fn v1_topics(found: FetchedOffsets, error: i16) -> Vec<OffsetFetchResponseTopic> {
+/// The committed offsets, each unstable one replaced by UNSTABLE_OFFSET_COMMIT when
+/// `require_stable` asks for it.
+fn lookup(
+    ctx: &Ctx,
+    group: &str,
+    wanted: Wanted,
+    require_stable: bool,
+) -> Result<Vec<(String, Vec<Answer>)>, i16> {
+    let found = ctx.groups.fetch_offsets(ctx, group, wanted)?;
+    Ok(found
+        .into_iter()
+        .map(|(topic, parts)| {
+            let parts = parts
+                .into_iter()
+                .map(|(p, offset, epoch, meta)| {
+                    if require_stable && ctx.txns.offset_pending(group, &topic, p) {
+                        (
+                            p,
+                            -1,
+                            -1,
+                            String::new(),
+                            ResponseError::UnstableOffsetCommit.code(),
+                        )
+                    } else {
+                        (p, offset, epoch, meta, 0)
+                    }
+                })
+                .collect();
+            (topic, parts)
+        })
+        .collect())
+}
+
+fn v8_partition((p, offset, epoch, meta, error): Answer) -> OffsetFetchResponsePartitions {
+    OffsetFetchResponsePartitions::default()
+        .with_partition_index(p)
+        .with_committed_offset(offset)
+        .with_committed_leader_epoch(epoch)
+        .with_metadata(Some(str_bytes(&meta)))
+        .with_error_code(error)
+}
+
+fn v1_topics(found: Vec<(String, Vec<Answer>)>) -> Vec<OffsetFetchResponseTopic> {
     found
         .into_iter()
         .map(|(topic, parts)| {
@@ -101,7 +135,7 @@ fn v1_topics(found: FetchedOffsets, error: i16) -> Vec<OffsetFetchResponseTopic>
                 .with_partitions(
                     parts
                         .into_iter()
-                        .map(|(p, offset, epoch, meta)| {
+                        .map(|(p, offset, epoch, meta, error)| {
                             OffsetFetchResponsePartition::default()
                                 .with_partition_index(p)
                                 .with_committed_offset(offset)

@@ -41,7 +41,7 @@ use tokio::sync::watch;
 pub(crate) use hash::partition_for;
 pub(crate) use join::JoinRequest;
 pub(crate) use members::SyncRequest;
-pub(crate) use offsets::{CommitRequest, FetchedOffsets};
+pub(crate) use offsets::CommitRequest;
 pub(crate) use rebalance::Waiting;
 pub(crate) use state::{JoinOutcome, SyncOutcome};
 pub(crate) use topic::{coordinator_for, ensure_offsets_topic, Coordinates};

@@ -9,6 +9,7 @@
 //!   fencing after the session timeout live here too.
 //! - [`QuorumPeers`]: the `--quorum 1@host:port,...` voter list.
 
+mod config;
 mod controller;
 mod error;
 mod file_frame;
@@ -31,9 +32,10 @@ use tokio::sync::{broadcast, watch};
 use crate::image::MetadataImage;
 use crate::record::MetadataRecord;
 
+pub use config::QuorumConfig;
 pub use controller::{HeartbeatReply, QuorumController, DEFAULT_SESSION_TIMEOUT};
 pub use error::{QuorumError, RequestError};
-pub use node::{QuorumConfig, RaftQuorum};
+pub use node::RaftQuorum;
 pub use peers::{PeersError, QuorumPeers, MAX_VOTERS};
 
 /// A replicated, ordered log of metadata records and the image it builds.

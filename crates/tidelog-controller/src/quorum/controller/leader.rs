@@ -1,0 +1,338 @@
+//! The leader's side of [`QuorumController`]: requests run here, broker sessions
+//! and fencing.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Weak;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::{lock, HeartbeatReply, QuorumController, Sessions};
+use crate::image::MetadataImage;
+use crate::ops::{self, CreateTopic};
+use crate::quorum::error::{codes, QuorumError, RequestError};
+use crate::quorum::forward::{ForwardReply, ForwardedCall};
+use crate::quorum::server::ForwardHandler;
+use crate::quorum::{MetadataQuorum, QuorumRole};
+use crate::record::MetadataRecord;
+
+impl QuorumController {
+    /// Runs `call` on this node, which must be the leader.
+    pub(super) async fn execute(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {
+        match call {
+            ForwardedCall::BrokerHeartbeat {
+                broker_id,
+                broker_epoch,
+            } => self.heartbeat_here(broker_id, broker_epoch).await,
+            ForwardedCall::DescribeQuorum => {
+                let status = self.quorum.status();
+                if status.role != QuorumRole::Leader {
+                    return Err(QuorumError::NotController {
+                        leader: status.leader,
+                    }
+                    .into());
+                }
+                Ok(ForwardReply::Status(status))
+            }
+            other => self.write_here(other).await,
+        }
+    }
+
+    async fn write_here(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {
+        let mut cursor = self.writer.lock().await;
+        self.quorum.sync_leader().await?;
+        let image = self.quorum.image();
+        let placement = *cursor.get_or_insert(image.topic_count());
+        let (records, reply) = match call {
+            ForwardedCall::RegisterBroker {
+                broker_id,
+                incarnation,
+                listeners,
+                rack,
+            } => {
+                let epoch = image
+                    .last_offset()
+                    .map_or(0, |o| i64::try_from(o + 1).unwrap_or(i64::MAX));
+                let plan = ops::plan_register_broker(
+                    &image,
+                    broker_id,
+                    incarnation,
+                    epoch,
+                    listeners,
+                    rack,
+                );
+                let epoch = match plan.records.first() {
+                    Some(_) => epoch,
+                    None => image.broker(broker_id).map_or(epoch, |b| b.epoch),
+                };
+                lock(&self.sessions)
+                    .last_seen
+                    .insert(broker_id, Instant::now());
+                (plan.records, ForwardReply::BrokerEpoch(epoch))
+            }
+            ForwardedCall::CreateTopic {
+                name,
+                num_partitions,
+                replication_factor,
+                assignments,
+                configs,
+                validate_only,
+            } => {
+                let req = CreateTopic {
+                    name,
+                    num_partitions,
+                    replication_factor,
+                    assignments,
+                    configs,
+                };
+                let topic_id = fresh_topic_id(&image);
+                let plan =
+                    ops::plan_create_topic(&image, &req, self.defaults, topic_id, placement)?;
+                if validate_only {
+                    return Ok(ForwardReply::Topic(plan.response));
+                }
+                *cursor = Some(placement.wrapping_add(1));
+                (plan.records, ForwardReply::Topic(plan.response))
+            }
+            ForwardedCall::DeleteTopic { name } => {
+                let plan = ops::plan_delete_topic(&image, &name)?;
+                (plan.records, ForwardReply::TopicId(plan.response))
+            }
+            ForwardedCall::CreatePartitions {
+                name,
+                new_total,
+                validate_only,
+            } => {
+                let plan = ops::plan_create_partitions(&image, &name, new_total, placement)?;
+                let records = if validate_only {
+                    Vec::new()
+                } else {
+                    plan.records
+                };
+                (records, ForwardReply::Done)
+            }
+            ForwardedCall::AlterTopicConfigs {
+                name,
+                changes,
+                validate_only,
+            } => {
+                let plan = ops::plan_alter_topic_configs(&image, &name, &changes)?;
+                let records = if validate_only {
+                    Vec::new()
+                } else {
+                    plan.records
+                };
+                (records, ForwardReply::Done)
+            }
+            ForwardedCall::AllocateProducerIds {
+                broker_id,
+                broker_epoch,
+            } => {
+                check_epoch(&image, broker_id, broker_epoch)?;
+                let plan = ops::plan_producer_id_block(&image, broker_id, broker_epoch)?;
+                let block = plan.response;
+                (
+                    plan.records,
+                    ForwardReply::ProducerIds {
+                        start: block.start,
+                        end: block.end,
+                    },
+                )
+            }
+            ForwardedCall::BrokerHeartbeat { .. } | ForwardedCall::DescribeQuorum => {
+                return Err(RequestError::Remote {
+                    code: codes::UNKNOWN_SERVER_ERROR,
+                    message: "not a write".to_owned(),
+                })
+            }
+        };
+        if !records.is_empty() {
+            self.quorum.propose(records).await?;
+        }
+        Ok(match reply {
+            // Answer with the topic as applied (the same unless replay disagreed).
+            ForwardReply::Topic(planned) => ForwardReply::Topic(
+                self.quorum
+                    .image()
+                    .topic(&planned.name)
+                    .cloned()
+                    .unwrap_or(planned),
+            ),
+            other => other,
+        })
+    }
+
+    async fn heartbeat_here(
+        &self,
+        broker_id: i32,
+        epoch: i64,
+    ) -> Result<ForwardReply, RequestError> {
+        let status = self.quorum.status();
+        if status.role != QuorumRole::Leader {
+            return Err(QuorumError::NotController {
+                leader: status.leader,
+            }
+            .into());
+        }
+        let mut image = self.quorum.image();
+        if check_epoch(&image, broker_id, epoch).is_err() {
+            // A new leader's image may trail what it committed; look again once caught up.
+            self.quorum.sync_leader().await?;
+            image = self.quorum.image();
+            check_epoch(&image, broker_id, epoch)?;
+        }
+        lock(&self.sessions)
+            .last_seen
+            .insert(broker_id, Instant::now());
+        let fenced = image.broker(broker_id).is_some_and(|b| b.fenced);
+        if fenced {
+            let _writer = self.writer.lock().await;
+            self.quorum.sync_leader().await?;
+            let image = self.quorum.image();
+            check_epoch(&image, broker_id, epoch)?;
+            if image.broker(broker_id).is_some_and(|b| b.fenced) {
+                let record = MetadataRecord::UnfenceBroker { broker_id, epoch };
+                self.quorum.propose(vec![record]).await?;
+                tracing::info!(broker_id, epoch, "broker unfenced by its heartbeat");
+            }
+        }
+        let image = self.quorum.image();
+        Ok(ForwardReply::Heartbeat(HeartbeatReply {
+            fenced: image.broker(broker_id).is_some_and(|b| b.fenced),
+            metadata_offset: image.last_offset(),
+        }))
+    }
+
+    /// Fences every unfenced broker whose session expired (leader only).
+    async fn fence_expired(&self) -> Result<(), RequestError> {
+        let status = self.quorum.status();
+        let now = Instant::now();
+        let expired: Vec<(i32, i64)> = {
+            let mut sessions = lock(&self.sessions);
+            if status.role != QuorumRole::Leader {
+                *sessions = Sessions::default();
+                return Ok(());
+            }
+            if sessions.term != Some(status.term) {
+                // Newly leading: every broker starts a fresh session now.
+                *sessions = Sessions {
+                    term: Some(status.term),
+                    leader_since: Some(now),
+                    last_seen: BTreeMap::new(),
+                };
+            }
+            let since = sessions.leader_since.unwrap_or(now);
+            self.quorum
+                .image()
+                .brokers()
+                .filter(|b| !b.fenced)
+                .filter(|b| {
+                    let last = sessions
+                        .last_seen
+                        .get(&b.broker_id)
+                        .copied()
+                        .unwrap_or(since);
+                    now.saturating_duration_since(last) > self.session_timeout
+                })
+                .map(|b| (b.broker_id, b.epoch))
+                .collect()
+        };
+        if expired.is_empty() {
+            return Ok(());
+        }
+        let _writer = self.writer.lock().await;
+        self.quorum.sync_leader().await?;
+        let image = self.quorum.image();
+        let records: Vec<MetadataRecord> = expired
+            .into_iter()
+            .filter(|(id, epoch)| {
+                image
+                    .broker(*id)
+                    .is_some_and(|b| !b.fenced && b.epoch == *epoch)
+            })
+            .map(|(broker_id, epoch)| {
+                tracing::warn!(broker_id, epoch, timeout = ?self.session_timeout, "fencing a broker that stopped heartbeating");
+                MetadataRecord::FenceBroker { broker_id, epoch }
+            })
+            .collect();
+        if !records.is_empty() {
+            self.quorum.propose(records).await?;
+        }
+        Ok(())
+    }
+}
+
+pub(super) async fn fence_loop(
+    controller: Weak<QuorumController>,
+    mut stop: watch::Receiver<bool>,
+    session_timeout: Duration,
+) {
+    let period = (session_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(period) => {}
+        }
+        let Some(controller) = controller.upgrade() else {
+            return;
+        };
+        if let Err(e) = controller.fence_expired().await {
+            tracing::debug!(error = %e, "broker fencing check failed");
+        }
+    }
+}
+
+pub(super) struct Handler(pub(super) Weak<QuorumController>);
+
+impl ForwardHandler for Handler {
+    fn handle(
+        &self,
+        call: ForwardedCall,
+    ) -> Pin<Box<dyn Future<Output = ForwardReply> + Send + '_>> {
+        Box::pin(async move {
+            let Some(controller) = self.0.upgrade() else {
+                return ForwardReply::Failed {
+                    code: codes::NOT_CONTROLLER,
+                    message: "the controller is shut down".to_owned(),
+                };
+            };
+            // One hop only: a forwarded request is never forwarded again.
+            match controller.execute(call).await {
+                Ok(reply) => reply,
+                Err(e) => ForwardReply::Failed {
+                    code: e.error_code(),
+                    message: e.to_string(),
+                },
+            }
+        })
+    }
+}
+
+fn check_epoch(image: &MetadataImage, broker_id: i32, epoch: i64) -> Result<(), RequestError> {
+    match image.broker(broker_id) {
+        None => Err(RequestError::BrokerNotRegistered { broker_id }),
+        Some(b) if b.epoch != epoch => Err(RequestError::StaleBrokerEpoch {
+            broker_id,
+            given: epoch,
+            current: b.epoch,
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+fn fresh_topic_id(image: &MetadataImage) -> Uuid {
+    loop {
+        let id = Uuid::new_v4();
+        // Kafka reserves the nil id and id 1 (the metadata topic's).
+        if id.as_u128() > 1 && image.topic_by_id(&id).is_none() {
+            return id;
+        }
+    }
+}

@@ -233,8 +233,6 @@ impl TxnCoordinator {
 
     /// Whether a transaction not yet completed holds an offset for this group partition:
     /// OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for it.
-    // Called by OffsetFetch once it honours require_stable (see the transaction issue).
-    #[allow(dead_code)]
     pub(crate) fn offset_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
         let key = (group.to_string(), topic.to_string(), partition);
         self.read_lock().txns.values().any(|e| {

@@ -355,6 +355,7 @@ fn t3(
 ) -> anyhow::Result<Vec<Figure>> {
     let mut p50 = Vec::new();
     let mut p99 = Vec::new();
+    let mut rates = Vec::new();
     let mut last_curve = None;
     for _ in 0..scale.runs.max(1) {
         let result = e2e::run(&omb_spec(
@@ -365,6 +366,7 @@ fn t3(
         )?)?;
         p50.push(result.latency.p50_us / 1e3);
         p99.push(result.latency.p99_us / 1e3);
+        rates.push(result.achieved_rate);
         last_curve = Some(result.latency);
     }
     if let Some(curve) = last_curve {
@@ -380,8 +382,9 @@ fn t3(
             .ceiling(rtt_ms)
             .bound(1.0, true, "p50 ≤ 1 ms")
             .note(format!(
-                "runs {}; ceiling is the loopback round trip",
-                list(&p50)
+                "runs {}; sender reached {} msg/s; ceiling is the loopback round trip",
+                list(&p50),
+                list(&rates)
             )),
         Figure::new("T3b", &format!("{name}: e2e p99"), median(&p99), "ms")
             .ceiling(rtt_ms)

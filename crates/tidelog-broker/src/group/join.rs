@@ -36,6 +36,19 @@ pub(crate) struct JoinRequest {
     pub(crate) require_known_member: bool,
 }
 
+/// The longest group id, member id, instance id or protocol name accepted: stored
+/// records hold them as i16-length strings.
+pub(super) const MAX_NAME_BYTES: u16 = 32_767;
+
+/// `client_id-uuid`, as Kafka forms member ids, with the client id cut to 200 bytes.
+fn new_member_id(client_id: &str) -> String {
+    let mut end = client_id.len().min(200);
+    while !client_id.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}-{}", &client_id[..end], Uuid::new_v4())
+}
+
 fn join_error(error: ResponseError, member_id: &str) -> Waiting<JoinOutcome> {
     Waiting::Now(JoinOutcome {
         error: error.code(),
@@ -55,6 +68,14 @@ impl GroupCoordinator {
         }
         if req.protocol_type.is_empty() || req.protocols.is_empty() {
             return join_error(ResponseError::InconsistentGroupProtocol, &req.member_id);
+        }
+        let too_long = |s: &str| s.len() > usize::from(MAX_NAME_BYTES);
+        if too_long(&req.protocol_type)
+            || req.protocols.iter().any(|(name, _)| too_long(name))
+            || req.instance_id.as_deref().is_some_and(too_long)
+            || too_long(&req.member_id)
+        {
+            return join_error(ResponseError::InvalidRequest, "");
         }
         let group_id = req.group_id.clone();
         let result = self.with_partition(ctx, &group_id, |inner, partition| {
@@ -103,7 +124,7 @@ impl GroupCoordinator {
             if full {
                 return (join_error(ResponseError::GroupMaxSizeReached, ""), None);
             }
-            let member_id = format!("{}-{}", req.client_id, Uuid::new_v4());
+            let member_id = new_member_id(&req.client_id);
             if req.instance_id.is_none() && req.require_known_member {
                 group
                     .pending
@@ -226,7 +247,7 @@ impl GroupCoordinator {
         let Some(mut member) = group.members.remove(old_id) else {
             return (join_error(ResponseError::UnknownMemberId, ""), None);
         };
-        let new_id = format!("{}-{}", req.client_id, Uuid::new_v4());
+        let new_id = new_member_id(&req.client_id);
         fence_waiters(&mut member);
         let protocol = group.protocol.clone().unwrap_or_default();
         let changed = member.metadata_for(&protocol)

@@ -128,7 +128,8 @@ impl GroupCoordinator {
         group: &str,
         f: impl FnOnce(&mut Inner, i32) -> T,
     ) -> Result<T, i16> {
-        if group.is_empty() {
+        // Stored keys hold names as i16-length strings.
+        if group.is_empty() || group.len() > usize::from(join::MAX_NAME_BYTES) {
             return Err(ResponseError::InvalidGroupId.code());
         }
         let image = ctx.metadata.image();

@@ -275,10 +275,15 @@ fn decode_group(v: &mut Reader<'_>, version: i16) -> Result<GroupValue, FormatEr
 }
 
 fn put_string(buf: &mut BytesMut, s: &str) {
-    // Names are bounded by the request decoder (i16 lengths) before they get here.
-    let bytes = &s.as_bytes()[..s.len().min(i16::MAX as usize)];
-    buf.put_i16(bytes.len() as i16);
-    buf.put_slice(bytes);
+    // Longer text is refused before it gets here (see `MAX_NAME_BYTES` in join.rs and
+    // the group id check); cutting at a character boundary keeps a record decodable
+    // should anything longer slip through.
+    let mut end = s.len().min(i16::MAX as usize);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    buf.put_i16(end as i16);
+    buf.put_slice(&s.as_bytes()[..end]);
 }
 
 fn put_nullable_string(buf: &mut BytesMut, s: Option<&str>) {

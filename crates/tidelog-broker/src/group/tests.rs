@@ -379,3 +379,21 @@ fn retention_expires_offsets_only_after_the_group_emptied_long_enough() {
         ]
     );
 }
+
+#[test]
+fn over_long_names_are_refused_and_member_ids_stay_storable() {
+    let c = coordinator(0);
+    let mut inner = c.lock();
+    let long_client = "é".repeat(1000);
+    let mut req = request("", Some("i"), RANGE);
+    req.client_id = long_client;
+    let (reply, _) = c.join_locked(&mut inner, 0, req);
+    let Waiting::Later(mut rx, _) = reply else {
+        panic!()
+    };
+    let id = rx.try_recv().unwrap().member_id;
+    assert!(id.len() <= 200 + 37, "{}", id.len());
+    let record = inner.groups.map["g"].metadata_record(0);
+    let decoded = GroupRecord::decode(&record.encode_key(), record.encode_value().as_deref());
+    assert_eq!(decoded.unwrap(), record);
+}

@@ -293,7 +293,9 @@ def test_second_producer_fences_the_first_and_aborts_its_transaction(broker):
     assert sum(len(vs) for vs in everything.values()) == 40
 
 
-def test_transaction_open_past_its_timeout_is_aborted(broker):
+def test_transaction_open_past_its_timeout_is_aborted(broker_factory):
+    # Kafka's 10 s expiry sweep would make this test wait for it; check every second.
+    broker = broker_factory(settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"})
     topic = create_topic(broker.bootstrap, unique("timeout"), partitions=1)
     prod = txn_producer(broker.bootstrap, unique("tx"), **{"transaction.timeout.ms": 2000})
     prod.init_transactions(30)

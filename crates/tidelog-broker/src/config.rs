@@ -40,6 +40,12 @@ const KNOWN_SETTINGS: &[(&str, &str)] = &[
     ("offsets.topic.replication.factor", "3"),
     ("producer.id.expiration.ms", "86400000"),
     ("transaction.state.log.num.partitions", "50"),
+    ("transaction.max.timeout.ms", "900000"),
+    ("transactional.id.expiration.ms", "604800000"),
+    (
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "10000",
+    ),
     ("transaction.state.log.replication.factor", "3"),
     ("group.initial.rebalance.delay.ms", "3000"),
     ("group.min.session.timeout.ms", "6000"),

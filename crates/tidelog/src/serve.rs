@@ -66,8 +66,11 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TIDELOG_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only for a person at a terminal, never into log files.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(ansi)
         .try_init();
 }

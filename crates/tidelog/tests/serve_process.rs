@@ -243,3 +243,35 @@ async fn hostile_requests_close_only_their_connection() {
     }
     assert!(node.is_running());
 }
+
+/// A partition that answers with an error still carries an empty (not null) record set:
+/// librdkafka rejects a whole flexible Fetch response with a null one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_errors_carry_empty_records() {
+    let node = Node::start(&[]);
+    let mut conn = Conn::connect(node.kafka).await;
+    create_topic(&mut conn, "errs", 1).await;
+    produce(&mut conn, "errs", 0, batch(0, 10, Compression::None)).await;
+    for version in [11, 12] {
+        let resp: FetchResponse = conn
+            .call(ApiKey::Fetch, version, &fetch_request("errs", 0, 99, 0))
+            .await;
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!(p.error_code, 1, "OFFSET_OUT_OF_RANGE at v{version}");
+        assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0), "v{version}");
+    }
+    let meta: kafka_protocol::messages::MetadataResponse = conn
+        .call(
+            ApiKey::Metadata,
+            12,
+            &kafka_protocol::messages::MetadataRequest::default().with_topics(None),
+        )
+        .await;
+    let topic_id = meta.topics[0].topic_id;
+    let mut req = fetch_request("errs", 0, 99, 0);
+    req.topics[0].topic_id = topic_id;
+    let resp: FetchResponse = conn.call(ApiKey::Fetch, 16, &req).await;
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, 1, "OFFSET_OUT_OF_RANGE at v16");
+    assert_eq!(p.records.as_ref().map(|r| r.len()), Some(0), "v16");
+}

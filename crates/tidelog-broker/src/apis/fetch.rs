@@ -153,7 +153,8 @@ fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponseParts, Vec<FileSlice>,
             last_stable_offset: -1,
             log_start_offset: -1,
             aborted_transactions: plan.read_committed.then(Vec::new),
-            records: RecordsPayload::None,
+            // Empty, never null: librdkafka rejects a whole response with a null record set.
+            records: RecordsPayload::Bytes(bytes::Bytes::new()),
             ..FetchPartitionParts::default()
         };
         match read_one(ctx, w, remaining, total == 0, plan.read_committed, version) {

@@ -73,41 +73,53 @@ impl ReplicaManager {
                 }
             }
         }
-        let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
-        // Removed, or re-created under the same name with a new id: delete the old data first.
-        let stale: Vec<PartitionKey> = map
-            .iter()
-            .filter(|(key, p)| {
-                wanted
-                    .get(*key)
-                    .is_none_or(|(id, _, _, _)| *id != p.topic_id)
-            })
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in stale {
-            if let Some(p) = map.remove(&key) {
-                tracing::info!(topic = %key.0, partition = key.1, "deleting partition data");
-                p.delete()?;
-            }
-        }
-        for (key, (topic_id, epoch, sole_replica, config)) in wanted {
-            match map.get(&key) {
-                Some(p) => {
-                    p.set_config(config);
-                    p.set_leader_epoch(epoch);
-                }
-                None => {
-                    let mut log = Log::open(&self.log_dir(&key.0, key.1), config)?;
-                    log.set_flush_observer(Some(self.probe.flush_observer()));
-                    if sole_replica {
-                        // The only in-sync replica: everything in its log is committed.
-                        let end = log.log_end_offset();
-                        log.set_high_watermark(end);
+        // The map's lock is held only to swap entries: opening or deleting logs (disk
+        // work, 50 partitions when __consumer_offsets appears) happens outside it, so
+        // produces and fetches to other partitions carry on meanwhile. Calls are
+        // serialised by the metadata manager.
+        let mut to_open = Vec::new();
+        let stale: Vec<Arc<Partition>> = {
+            let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+            // Removed, or re-created under the same name with a new id: delete the old data.
+            let stale_keys: Vec<PartitionKey> = map
+                .iter()
+                .filter(|(key, p)| {
+                    wanted
+                        .get(*key)
+                        .is_none_or(|(id, _, _, _)| *id != p.topic_id)
+                })
+                .map(|(key, _)| key.clone())
+                .collect();
+            let stale = stale_keys
+                .iter()
+                .filter_map(|key| map.remove(key))
+                .collect();
+            for (key, (topic_id, epoch, sole_replica, config)) in wanted {
+                match map.get(&key) {
+                    Some(p) => {
+                        p.set_config(config);
+                        p.set_leader_epoch(epoch);
                     }
-                    let p = Partition::new(key.0.clone(), topic_id, key.1, epoch, log);
-                    map.insert(key, Arc::new(p));
+                    None => to_open.push((key, topic_id, epoch, sole_replica, config)),
                 }
             }
+            stale
+        };
+        for p in stale {
+            tracing::info!(topic = %p.topic, partition = p.index, "deleting partition data");
+            p.delete()?;
+        }
+        for (key, topic_id, epoch, sole_replica, config) in to_open {
+            let mut log = Log::open(&self.log_dir(&key.0, key.1), config)?;
+            log.set_flush_observer(Some(self.probe.flush_observer()));
+            if sole_replica {
+                // The only in-sync replica: everything in its log is committed.
+                let end = log.log_end_offset();
+                log.set_high_watermark(end);
+            }
+            let p = Partition::new(key.0.clone(), topic_id, key.1, epoch, log);
+            let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+            map.insert(key, Arc::new(p));
         }
         Ok(())
     }

@@ -258,16 +258,45 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        match self.write_entries(entries) {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                Err(io_write_error(e))
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        self.truncate_from(log_id.index).map_err(io_write_error)
+    }
+
+    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+        self.purge_upto(log_id).map_err(io_write_error)
+    }
+}
+
+impl LogStore {
+    /// Appends and fsyncs `entries`; nothing is visible in memory unless all of them
+    /// reached the disk.
+    fn write_entries(
+        &self,
+        entries: impl IntoIterator<Item = Entry>,
+    ) -> Result<(), ControllerError> {
         let mut inner = self.lock();
         let mut bytes = Vec::new();
         let mut placed = Vec::new();
         for entry in entries {
-            let json = serde_json::to_vec(&entry).map_err(io_write_error)?;
+            let json =
+                serde_json::to_vec(&entry).map_err(|e| ControllerError::Encode(e.to_string()))?;
             if json.len() >= MAX_ENTRY_BYTES {
-                return Err(io_write_error(ControllerError::BatchTooLarge {
+                return Err(ControllerError::BatchTooLarge {
                     size: json.len(),
                     limit: MAX_ENTRY_BYTES,
-                }));
+                });
             }
             placed.push((inner.file_len + bytes.len() as u64, entry));
             bytes.extend_from_slice(&file_frame::encode(KIND_ENTRY, &json));
@@ -280,34 +309,33 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             // Best effort: leave no partial frame for a later append to follow.
             let len = inner.file_len;
             let _ = inner.file.set_len(len);
-            callback.log_io_completed(Err(std::io::Error::new(e.kind(), e.to_string())));
-            return Err(io_write_error(e));
+            return Err(ControllerError::io(inner.dir.join(LOG_FILE), e));
         }
         inner.file_len += bytes.len() as u64;
         for (pos, entry) in placed {
             inner.entries.insert(entry.get_log_id().index, (pos, entry));
         }
-        drop(inner);
-        callback.log_io_completed(Ok(()));
         Ok(())
     }
 
-    async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
+    /// Removes the entry at `index` and every later one (a new leader overruled them).
+    fn truncate_from(&self, index: u64) -> Result<(), ControllerError> {
         let mut inner = self.lock();
-        let Some(pos) = inner.entries.get(&log_id.index).map(|(pos, _)| *pos) else {
+        let Some(pos) = inner.entries.get(&index).map(|(pos, _)| *pos) else {
             return Ok(());
         };
         inner
             .file
             .set_len(pos)
             .and_then(|()| inner.file.sync_data())
-            .map_err(io_write_error)?;
+            .map_err(|e| ControllerError::io(inner.dir.join(LOG_FILE), e))?;
         inner.file_len = pos;
-        inner.entries.split_off(&log_id.index);
+        inner.entries.split_off(&index);
         Ok(())
     }
 
-    async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
+    /// Drops every entry up to `log_id` (covered by a snapshot).
+    fn purge_upto(&self, log_id: LogId) -> Result<(), ControllerError> {
         let mut inner = self.lock();
         if inner.purged.is_some_and(|p| p.index >= log_id.index) {
             return Ok(());
@@ -315,7 +343,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let kept = inner.entries.split_off(&(log_id.index + 1));
         inner.entries = kept;
         inner.purged = Some(log_id);
-        rewrite(&mut inner).map_err(io_write_error)
+        rewrite(&mut inner)
     }
 }
 
@@ -362,3 +390,6 @@ pub(crate) fn remove_temp_files(dir: &Path) -> Result<(), ControllerError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

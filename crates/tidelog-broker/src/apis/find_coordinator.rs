@@ -1,5 +1,5 @@
-//! FindCoordinator: the node that coordinates a group (or, for the transaction
-//! coordinator, a transactional id). Creates `__consumer_offsets` on first use.
+//! FindCoordinator: the node that coordinates a group (or a transactional id). Creates
+//! `__consumer_offsets` (or `__transaction_state`) on first use.
 //! Versions 0–3 ask for one key; v4+ batch several.
 
 use kafka_protocol::error::ResponseError;
@@ -14,11 +14,9 @@ use super::Request;
 use crate::context::Ctx;
 use crate::group::{coordinator_for, ensure_offsets_topic, str_bytes, Coordinates, OFFSETS_TOPIC};
 use crate::net::Reply;
+use crate::txn::TXN_TOPIC;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
-
-/// The topic whose partition leaders coordinate transactional ids.
-const TRANSACTION_TOPIC: &str = "__transaction_state";
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: FindCoordinatorRequest = req.decode()?;
@@ -32,7 +30,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     for key in keys {
         let result = match request.key_type {
             0 => ensure_offsets_topic(ctx).and_then(|()| coordinator_for(ctx, OFFSETS_TOPIC, &key)),
-            1 => coordinator_for(ctx, TRANSACTION_TOPIC, &key),
+            1 => ctx
+                .txns
+                .ensure_topic(ctx)
+                .and_then(|()| coordinator_for(ctx, TXN_TOPIC, &key)),
             _ => Err(ResponseError::InvalidRequest.code()),
         };
         found.push((key, result));

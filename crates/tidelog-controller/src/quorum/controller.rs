@@ -25,7 +25,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use super::error::{codes, QuorumError, RequestError};
+use super::api::{self, Route};
+use super::error::{QuorumError, RequestError};
 use super::forward::{ForwardReply, ForwardedCall};
 use super::network::{CallError, PeerConnection};
 use super::peers::QuorumPeers;
@@ -145,16 +146,7 @@ impl QuorumController {
         listeners: Vec<Endpoint>,
         rack: Option<String>,
     ) -> Result<i64, RequestError> {
-        let call = ForwardedCall::RegisterBroker {
-            broker_id,
-            incarnation,
-            listeners,
-            rack,
-        };
-        match self.call(call).await? {
-            ForwardReply::BrokerEpoch(epoch) => Ok(epoch),
-            other => Err(unexpected(&other)),
-        }
+        api::register_broker(self, broker_id, incarnation, listeners, rack).await
     }
 
     /// Keeps a broker's session alive; unfences it if it was fenced.
@@ -163,16 +155,7 @@ impl QuorumController {
         broker_id: i32,
         broker_epoch: i64,
     ) -> Result<HeartbeatReply, RequestError> {
-        match self
-            .call(ForwardedCall::BrokerHeartbeat {
-                broker_id,
-                broker_epoch,
-            })
-            .await?
-        {
-            ForwardReply::Heartbeat(reply) => Ok(reply),
-            other => Err(unexpected(&other)),
-        }
+        api::broker_heartbeat(self, broker_id, broker_epoch).await
     }
 
     pub async fn create_topic(
@@ -180,29 +163,12 @@ impl QuorumController {
         req: CreateTopic,
         validate_only: bool,
     ) -> Result<TopicImage, RequestError> {
-        let call = ForwardedCall::CreateTopic {
-            name: req.name,
-            num_partitions: req.num_partitions,
-            replication_factor: req.replication_factor,
-            assignments: req.assignments,
-            configs: req.configs,
-            validate_only,
-        };
-        match self.call(call).await? {
-            ForwardReply::Topic(topic) => Ok(topic),
-            other => Err(unexpected(&other)),
-        }
+        api::create_topic(self, req, validate_only).await
     }
 
     /// Deletes a topic; returns its id.
     pub async fn delete_topic(&self, name: &str) -> Result<Uuid, RequestError> {
-        let call = ForwardedCall::DeleteTopic {
-            name: name.to_owned(),
-        };
-        match self.call(call).await? {
-            ForwardReply::TopicId(id) => Ok(id),
-            other => Err(unexpected(&other)),
-        }
+        api::delete_topic(self, name).await
     }
 
     pub async fn create_partitions(
@@ -211,15 +177,7 @@ impl QuorumController {
         new_total: i32,
         validate_only: bool,
     ) -> Result<(), RequestError> {
-        let call = ForwardedCall::CreatePartitions {
-            name: name.to_owned(),
-            new_total,
-            validate_only,
-        };
-        match self.call(call).await? {
-            ForwardReply::Done => Ok(()),
-            other => Err(unexpected(&other)),
-        }
+        api::create_partitions(self, name, new_total, validate_only).await
     }
 
     pub async fn alter_topic_configs(
@@ -228,15 +186,7 @@ impl QuorumController {
         changes: Vec<(String, Option<String>)>,
         validate_only: bool,
     ) -> Result<(), RequestError> {
-        let call = ForwardedCall::AlterTopicConfigs {
-            name: name.to_owned(),
-            changes,
-            validate_only,
-        };
-        match self.call(call).await? {
-            ForwardReply::Done => Ok(()),
-            other => Err(unexpected(&other)),
-        }
+        api::alter_topic_configs(self, name, changes, validate_only).await
     }
 
     /// Hands a block of producer ids to a registered broker.
@@ -245,22 +195,12 @@ impl QuorumController {
         broker_id: i32,
         broker_epoch: i64,
     ) -> Result<Range<i64>, RequestError> {
-        let call = ForwardedCall::AllocateProducerIds {
-            broker_id,
-            broker_epoch,
-        };
-        match self.call(call).await? {
-            ForwardReply::ProducerIds { start, end } => Ok(start..end),
-            other => Err(unexpected(&other)),
-        }
+        api::allocate_producer_ids(self, broker_id, broker_epoch).await
     }
 
     /// The quorum as the leader sees it (every voter's log end and lag).
     pub async fn describe_quorum(&self) -> Result<QuorumStatus, RequestError> {
-        match self.call(ForwardedCall::DescribeQuorum).await? {
-            ForwardReply::Status(status) => Ok(status),
-            other => Err(unexpected(&other)),
-        }
+        api::describe_quorum(self).await
     }
 
     /// Runs `call` here, or on the leader when this node is not it.
@@ -324,10 +264,9 @@ impl QuorumController {
     }
 }
 
-fn unexpected(reply: &ForwardReply) -> RequestError {
-    RequestError::Remote {
-        code: codes::UNKNOWN_SERVER_ERROR,
-        message: format!("unexpected controller reply {reply:?}"),
+impl Route for QuorumController {
+    async fn route(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {
+        self.call(call).await
     }
 }
 

@@ -9,6 +9,7 @@
 //!   fencing after the session timeout live here too.
 //! - [`QuorumPeers`]: the `--quorum 1@host:port,...` voter list.
 
+mod api;
 mod config;
 mod controller;
 mod error;

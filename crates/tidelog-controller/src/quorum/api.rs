@@ -1,0 +1,157 @@
+//! The typed controller requests, shared by [`super::QuorumController`] (on a voter)
+//! and [`super::ControllerClient`] (on a broker-only node): each builds a
+//! [`ForwardedCall`], routes it, and unpacks the reply.
+
+use std::future::Future;
+use std::ops::Range;
+
+use uuid::Uuid;
+
+use super::controller::HeartbeatReply;
+use super::error::{codes, RequestError};
+use super::forward::{ForwardReply, ForwardedCall};
+use super::QuorumStatus;
+use crate::image::TopicImage;
+use crate::ops::CreateTopic;
+use crate::record::Endpoint;
+
+/// Where a request goes: this voter (forwarding to the leader) or a remote voter.
+pub(crate) trait Route: Sync {
+    fn route(
+        &self,
+        call: ForwardedCall,
+    ) -> impl Future<Output = Result<ForwardReply, RequestError>> + Send;
+}
+
+/// Registers (or re-registers) a broker; returns its broker epoch.
+pub(crate) async fn register_broker(
+    route: &impl Route,
+    broker_id: i32,
+    incarnation: Uuid,
+    listeners: Vec<Endpoint>,
+    rack: Option<String>,
+) -> Result<i64, RequestError> {
+    let call = ForwardedCall::RegisterBroker {
+        broker_id,
+        incarnation,
+        listeners,
+        rack,
+    };
+    match route.route(call).await? {
+        ForwardReply::BrokerEpoch(epoch) => Ok(epoch),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Keeps a broker's session alive; unfences it if it was fenced.
+pub(crate) async fn broker_heartbeat(
+    route: &impl Route,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<HeartbeatReply, RequestError> {
+    match route
+        .route(ForwardedCall::BrokerHeartbeat {
+            broker_id,
+            broker_epoch,
+        })
+        .await?
+    {
+        ForwardReply::Heartbeat(reply) => Ok(reply),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) async fn create_topic(
+    route: &impl Route,
+    req: CreateTopic,
+    validate_only: bool,
+) -> Result<TopicImage, RequestError> {
+    let call = ForwardedCall::CreateTopic {
+        name: req.name,
+        num_partitions: req.num_partitions,
+        replication_factor: req.replication_factor,
+        assignments: req.assignments,
+        configs: req.configs,
+        validate_only,
+    };
+    match route.route(call).await? {
+        ForwardReply::Topic(topic) => Ok(topic),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Deletes a topic; returns its id.
+pub(crate) async fn delete_topic(route: &impl Route, name: &str) -> Result<Uuid, RequestError> {
+    let call = ForwardedCall::DeleteTopic {
+        name: name.to_owned(),
+    };
+    match route.route(call).await? {
+        ForwardReply::TopicId(id) => Ok(id),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) async fn create_partitions(
+    route: &impl Route,
+    name: &str,
+    new_total: i32,
+    validate_only: bool,
+) -> Result<(), RequestError> {
+    let call = ForwardedCall::CreatePartitions {
+        name: name.to_owned(),
+        new_total,
+        validate_only,
+    };
+    match route.route(call).await? {
+        ForwardReply::Done => Ok(()),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) async fn alter_topic_configs(
+    route: &impl Route,
+    name: &str,
+    changes: Vec<(String, Option<String>)>,
+    validate_only: bool,
+) -> Result<(), RequestError> {
+    let call = ForwardedCall::AlterTopicConfigs {
+        name: name.to_owned(),
+        changes,
+        validate_only,
+    };
+    match route.route(call).await? {
+        ForwardReply::Done => Ok(()),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Hands a block of producer ids to a registered broker.
+pub(crate) async fn allocate_producer_ids(
+    route: &impl Route,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<Range<i64>, RequestError> {
+    let call = ForwardedCall::AllocateProducerIds {
+        broker_id,
+        broker_epoch,
+    };
+    match route.route(call).await? {
+        ForwardReply::ProducerIds { start, end } => Ok(start..end),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// The quorum as the leader sees it (every voter's log end and lag).
+pub(crate) async fn describe_quorum(route: &impl Route) -> Result<QuorumStatus, RequestError> {
+    match route.route(ForwardedCall::DescribeQuorum).await? {
+        ForwardReply::Status(status) => Ok(status),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn unexpected(reply: &ForwardReply) -> RequestError {
+    RequestError::Remote {
+        code: codes::UNKNOWN_SERVER_ERROR,
+        message: format!("unexpected controller reply {reply:?}"),
+    }
+}

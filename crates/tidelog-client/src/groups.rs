@@ -74,7 +74,9 @@ impl Client {
         let mut out = Vec::new();
         for addr in addresses {
             let mut conn = RawConnection::connect(&addr, self).await?;
-            let response = conn.call(&ListGroupsRequest::default(), 4).await?;
+            let response = conn
+                .call_retrying(&ListGroupsRequest::default(), 4, |r| r.error_code)
+                .await?;
             ClientError::check(response.error_code, None, || "list groups".to_string())?;
             out.extend(response.groups.into_iter().map(|g| GroupListing {
                 group_id: g.group_id.0.to_string(),

@@ -1,6 +1,8 @@
 //! ListGroups: every group this node coordinates, optionally filtered by state (v4+)
-//! and type (v5+; all groups here are "classic").
+//! and type (v5+; all groups here are "classic"); COORDINATOR_LOAD_IN_PROGRESS while
+//! an offsets partition is still loading.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
 use kafka_protocol::messages::list_groups_response::{ListGroupsResponse, ListedGroup};
 use kafka_protocol::messages::GroupId;
@@ -28,6 +30,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .types_filter
             .iter()
             .any(|t| t.eq_ignore_ascii_case("classic"));
+    if ctx.groups.loading() {
+        let loading = ListGroupsResponse::default()
+            .with_error_code(ResponseError::CoordinatorLoadInProgress.code());
+        return req.respond(&loading);
+    }
     let groups = ctx
         .groups
         .list_groups()

@@ -149,6 +149,12 @@ impl GroupCoordinator {
         Ok(f(&mut inner, partition))
     }
 
+    /// Whether some offsets partition is still being loaded (ListGroups says so rather
+    /// than answer with a partial list).
+    pub(crate) fn loading(&self) -> bool {
+        !self.lock().loading.is_empty()
+    }
+
     /// Every loaded group, for ListGroups.
     pub(crate) fn with_all<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
         f(&mut self.lock())

@@ -1,4 +1,5 @@
 //! Process tests of `tidelog serve`: real binary, real sockets, real disk.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! A real `tidelog serve` process on ephemeral loopback ports with a temp data dir,
 //! and a minimal raw Kafka-protocol connection to talk to it.
-#![allow(dead_code, unreachable_pub)]
+#![allow(dead_code, unreachable_pub, clippy::expect_used, clippy::unwrap_used)]
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;

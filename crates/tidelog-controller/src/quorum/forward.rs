@@ -47,6 +47,12 @@ pub(crate) enum ForwardedCall {
         broker_epoch: i64,
     },
     DescribeQuorum,
+    /// The image, once it is newer than `after` or `max_wait_ms` passed (any voter
+    /// answers this one, leader or not).
+    FetchImage {
+        after: Option<u64>,
+        max_wait_ms: u64,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,7 +62,15 @@ pub(crate) enum ForwardReply {
     Topic(TopicImage),
     TopicId(Uuid),
     Done,
-    ProducerIds { start: i64, end: i64 },
+    ProducerIds {
+        start: i64,
+        end: i64,
+    },
     Status(QuorumStatus),
-    Failed { code: i16, message: String },
+    /// The image in the metadata snapshot format, `None` if not newer than asked.
+    Image(Option<Vec<u8>>),
+    Failed {
+        code: i16,
+        message: String,
+    },
 }

@@ -7,9 +7,12 @@
 //!   same [`crate::ops`] functions as the single-node controller and proposes their
 //!   records; followers forward them to the leader. Broker registration, heartbeats and
 //!   fencing after the session timeout live here too.
+//! - [`ControllerClient`]: the same requests from a broker-only node, over the
+//!   controller port, plus a long-poll fetch of the image to follow.
 //! - [`QuorumPeers`]: the `--quorum 1@host:port,...` voter list.
 
 mod api;
+mod client;
 mod config;
 mod controller;
 mod error;
@@ -33,6 +36,7 @@ use tokio::sync::{broadcast, watch};
 use crate::image::MetadataImage;
 use crate::record::MetadataRecord;
 
+pub use client::ControllerClient;
 pub use config::QuorumConfig;
 pub use controller::{HeartbeatReply, QuorumController, DEFAULT_SESSION_TIMEOUT};
 pub use error::{QuorumError, RequestError};

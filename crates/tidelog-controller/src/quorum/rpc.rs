@@ -41,8 +41,12 @@ pub(crate) enum RpcRequest {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
-    /// A controller request sent on by a node that is not the leader.
+    /// A controller request sent on by a voter that is not the leader: run it here,
+    /// never forward it again.
     Forward(ForwardedCall),
+    /// A controller request from a node that is not a voter (a broker-only node): the
+    /// receiving voter may forward it once, to its leader.
+    ClientCall(ForwardedCall),
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -20,12 +20,14 @@ use super::types::TypeConfig;
 /// this only bounds what a misbehaving client can take.
 const MAX_CONNECTIONS: usize = 64;
 
-/// Handles a controller request forwarded by another voter (the controller registers
-/// itself here once it exists).
+/// Handles a controller request from another voter or a broker-only node (the
+/// controller registers itself here once it exists). `may_forward`: whether this
+/// voter may send the call on to its leader.
 pub(crate) trait ForwardHandler: Send + Sync + 'static {
     fn handle(
         &self,
         call: ForwardedCall,
+        may_forward: bool,
     ) -> Pin<Box<dyn Future<Output = ForwardReply> + Send + '_>>;
 }
 
@@ -127,9 +129,14 @@ async fn dispatch(shared: &ServerShared, request: RpcRequest) -> RpcResponse {
             }
             RpcResponse::InstallSnapshot(shared.raft.install_snapshot(req).await)
         }
-        RpcRequest::Forward(call) => match shared.forward.get() {
-            Some(handler) => RpcResponse::Forward(handler.handle(call).await),
-            None => RpcResponse::Refused("no controller runs on this node yet".to_owned()),
-        },
+        RpcRequest::Forward(call) => forward(shared, call, false).await,
+        RpcRequest::ClientCall(call) => forward(shared, call, true).await,
+    }
+}
+
+async fn forward(shared: &ServerShared, call: ForwardedCall, may_forward: bool) -> RpcResponse {
+    match shared.forward.get() {
+        Some(handler) => RpcResponse::Forward(handler.handle(call, may_forward).await),
+        None => RpcResponse::Refused("no controller runs on this node yet".to_owned()),
     }
 }

@@ -18,9 +18,30 @@ use crate::quorum::forward::{ForwardReply, ForwardedCall};
 use crate::quorum::server::ForwardHandler;
 use crate::quorum::{MetadataQuorum, QuorumRole};
 use crate::record::MetadataRecord;
+use crate::snapshot;
+
+/// Longest a FetchImage request waits for a newer image.
+const MAX_FETCH_WAIT: Duration = Duration::from_secs(10);
 
 impl QuorumController {
     /// Runs `call` on this node, which must be the leader.
+    /// This voter's image once it is newer than `after`, waiting at most
+    /// `max_wait_ms` (capped at [`MAX_FETCH_WAIT`]).
+    async fn fetch_image(
+        &self,
+        after: Option<u64>,
+        max_wait_ms: u64,
+    ) -> Result<ForwardReply, RequestError> {
+        let wait = Duration::from_millis(max_wait_ms).min(MAX_FETCH_WAIT);
+        let mut images = self.quorum.watch_image();
+        let _ = tokio::time::timeout(wait, images.wait_for(|i| i.last_offset() > after)).await;
+        let image = self.quorum.image();
+        if image.last_offset() <= after {
+            return Ok(ForwardReply::Image(None));
+        }
+        Ok(ForwardReply::Image(Some(snapshot::encode(&image)?)))
+    }
+
     pub(super) async fn execute(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {
         match call {
             ForwardedCall::BrokerHeartbeat {
@@ -36,6 +57,9 @@ impl QuorumController {
                     .into());
                 }
                 Ok(ForwardReply::Status(status))
+            }
+            ForwardedCall::FetchImage { after, max_wait_ms } => {
+                self.fetch_image(after, max_wait_ms).await
             }
             other => self.write_here(other).await,
         }
@@ -142,7 +166,9 @@ impl QuorumController {
                     },
                 )
             }
-            ForwardedCall::BrokerHeartbeat { .. } | ForwardedCall::DescribeQuorum => {
+            ForwardedCall::BrokerHeartbeat { .. }
+            | ForwardedCall::DescribeQuorum
+            | ForwardedCall::FetchImage { .. } => {
                 return Err(RequestError::Remote {
                     code: codes::UNKNOWN_SERVER_ERROR,
                     message: "not a write".to_owned(),
@@ -295,6 +321,7 @@ impl ForwardHandler for Handler {
     fn handle(
         &self,
         call: ForwardedCall,
+        may_forward: bool,
     ) -> Pin<Box<dyn Future<Output = ForwardReply> + Send + '_>> {
         Box::pin(async move {
             let Some(controller) = self.0.upgrade() else {
@@ -303,8 +330,13 @@ impl ForwardHandler for Handler {
                     message: "the controller is shut down".to_owned(),
                 };
             };
-            // One hop only: a forwarded request is never forwarded again.
-            match controller.execute(call).await {
+            // One hop only: a request a voter forwarded is never forwarded again.
+            let result = if may_forward {
+                controller.call(call).await
+            } else {
+                controller.execute(call).await
+            };
+            match result {
                 Ok(reply) => reply,
                 Err(e) => ForwardReply::Failed {
                     code: e.error_code(),

@@ -1,0 +1,111 @@
+//! A broker-only node reaches the quorum through `ControllerClient`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod quorum_support;
+
+use std::time::{Duration, Instant};
+
+use quorum_support::{endpoint, topic, within, Cluster, Tuning};
+use tidelog_controller::quorum::{ControllerClient, MetadataQuorum};
+use tidelog_controller::Uuid;
+
+const STEP: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_only_node_registers_heartbeats_writes_and_follows_the_image() {
+    let mut cluster = Cluster::start(3, Tuning::default()).await;
+    let leader = cluster.leader(STEP).await;
+    let client = ControllerClient::new(
+        &cluster.peers,
+        cluster.peers.derived_cluster_id(),
+        Duration::from_secs(5),
+    );
+
+    let epoch = client
+        .register_broker(
+            7,
+            Uuid::from_u128(77),
+            endpoint(9777),
+            Some("rack-b".into()),
+        )
+        .await
+        .unwrap();
+    let reply = client.broker_heartbeat(7, epoch).await.unwrap();
+    assert!(!reply.fenced);
+    client
+        .create_topic(topic("from-broker"), false)
+        .await
+        .unwrap();
+    let status = client.describe_quorum().await.unwrap();
+    assert_eq!(status.leader, Some(leader));
+    let ids = client.allocate_producer_ids(7, epoch).await.unwrap();
+    assert_eq!(ids.end - ids.start, 1000);
+
+    // The whole image, equal to the leader's once it has caught up.
+    cluster.converged_on(leader, STEP).await;
+    let want = cluster.node(leader).quorum.image();
+    let image = client
+        .fetch_image(None, Duration::ZERO)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(image, *want);
+    assert_eq!(image.broker(7).unwrap().rack.as_deref(), Some("rack-b"));
+
+    // Nothing newer: the long poll ends empty after about its wait.
+    let started = Instant::now();
+    let none = client
+        .fetch_image(image.last_offset(), Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A change wakes the long poll well before its wait ends.
+    let after = image.last_offset();
+    let poll = client.fetch_image(after, Duration::from_secs(8));
+    let change = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cluster
+            .node(leader)
+            .controller
+            .create_topic(topic("wakes"), false)
+            .await
+            .unwrap();
+    };
+    let started = Instant::now();
+    let (newer, ()) = within(STEP, "the long poll", async { tokio::join!(poll, change) }).await;
+    assert!(started.elapsed() < Duration::from_secs(4));
+    let newer = newer.unwrap().expect("a newer image");
+    assert!(newer.last_offset() > after);
+    assert!(newer.topic("wakes").is_some());
+
+    // Requests still work with any one voter down, including the leader.
+    cluster.kill(leader).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match client.create_topic(topic("after-failover"), false).await {
+            Ok(_) => break,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "still failing: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    let reply = client.broker_heartbeat(7, epoch).await.unwrap();
+    assert!(!reply.fenced);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_cluster_is_refused() {
+    let cluster = Cluster::start(1, Tuning::default()).await;
+    let client = ControllerClient::new(&cluster.peers, "not-this-cluster", STEP);
+    let err = client.create_topic(topic("nope"), false).await.unwrap_err();
+    assert!(err.to_string().contains("not-this-cluster"), "{err}");
+    assert!(cluster.node(1).quorum.image().topic("nope").is_none());
+}

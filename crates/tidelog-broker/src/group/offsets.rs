@@ -66,6 +66,13 @@ impl GroupCoordinator {
         self.commit_checked(ctx, req, true)
     }
 
+    /// Writes the offsets of a committed transaction. The committer was checked when it
+    /// sent TxnOffsetCommit; once the transaction commits, Kafka makes its offsets visible
+    /// whatever generation the group has reached since, and so does this.
+    pub(crate) fn commit_materialized(&self, ctx: &BrokerContext, req: CommitRequest) -> Vec<i16> {
+        self.commit_checked(ctx, req, false)
+    }
+
     fn commit_checked(&self, ctx: &BrokerContext, req: CommitRequest, validate: bool) -> Vec<i16> {
         let count = req.offsets.len();
         let image = ctx.metadata.image();

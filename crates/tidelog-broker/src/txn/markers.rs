@@ -82,7 +82,7 @@ pub(super) fn write_all(
             done.groups.insert(group.clone());
             continue;
         }
-        let codes = ctx.groups.commit(
+        let codes = ctx.groups.commit_materialized(
             ctx,
             CommitRequest {
                 group_id: group.clone(),

@@ -202,7 +202,6 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     {
         let mut responses = Vec::new();
         let mut batches = Vec::new();
-        let image = Arc::make_mut(&mut self.image);
         for entry in entries {
             let log_id = *entry.get_log_id();
             self.last_applied = Some(log_id);
@@ -219,6 +218,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     });
                 }
                 EntryPayload::Normal(batch) => {
+                    // Copies the image only if a reader still holds the published one,
+                    // and then only once per call: Raft's own entries copy nothing.
+                    let image = Arc::make_mut(&mut self.image);
                     let first = image.last_offset().map_or(0, |o| o + 1);
                     for (offset, record) in (first..).zip(&batch.records) {
                         image.replay(offset, record);

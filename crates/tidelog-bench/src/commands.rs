@@ -215,6 +215,15 @@ fn produce_figures(
         figures.push(Figure::new("broker-rss", &name, rss as f64 / 1e6, "MB"));
     }
     let mut curves = Vec::new();
+    for (id, value) in [
+        ("librdkafka-rtt-p50", result.client_rtt_p50_us),
+        ("librdkafka-rtt-p99", result.client_rtt_p99_us),
+        ("librdkafka-queue-p99", result.client_queue_p99_us),
+    ] {
+        if let Some(value) = value {
+            figures.push(Figure::new(id, &name, value, "µs").ceiling(c.loopback_rtt_us));
+        }
+    }
     if let Some(latency) = result.latency {
         figures.push(
             Figure::new("latency-p50", &name, latency.p50_us, "µs").ceiling(c.loopback_rtt_us),

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::broker::{SpawnOptions, SpawnedBroker};
 use crate::ceilings::Ceilings;
 use crate::load::{self, admin, consume, e2e, produce};
-use crate::report::Figure;
+use crate::report::{number, Figure};
 use crate::stats::{median, LatencySummary};
 
 /// How big each target's workload is.
@@ -402,13 +402,20 @@ fn t4(
 ) -> anyhow::Result<Vec<Figure>> {
     let runs = scale.runs.max(1);
     let mut t4 = Vec::new();
+    let mut p50 = Vec::new();
+    let mut rtt_p50 = Vec::new();
+    let mut rtt_p99 = Vec::new();
     for _ in 0..runs {
         let topic = load::fresh_topic("t4");
         admin::create_topic(&target.bootstrap, &topic, 1, 1, &[])?;
         let mut spec = produce_spec(&target.bootstrap, &topic, 100, scale.t4_pings);
         spec.one_in_flight = true;
         spec.linger_ms = 0;
-        if let Some(latency) = produce::run(&spec)?.latency {
+        let result = produce::run(&spec)?;
+        rtt_p50.extend(result.client_rtt_p50_us);
+        rtt_p99.extend(result.client_rtt_p99_us);
+        if let Some(latency) = result.latency {
+            p50.push(latency.p50_us);
             t4.push(latency.p99_us);
             if t4.len() == runs {
                 curves.push(("ping (produce, 1 in flight)".to_string(), latency));
@@ -424,9 +431,13 @@ fn t4(
     .ceiling(c.loopback_rtt_us)
     .at_most_ratio(10.0, T4_TARGET)
     .note(format!(
-        "{} pings per run; runs {}",
+        "{} pings per run; runs {}; p50 {} µs; librdkafka's request round trip \
+         (request written to response read) p50 {} µs, p99 {} µs",
         scale.t4_pings,
-        list(&t4)
+        list(&t4),
+        number(median(&p50)),
+        number(median(&rtt_p50)),
+        number(median(&rtt_p99)),
     ))])
 }
 

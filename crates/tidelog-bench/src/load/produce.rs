@@ -3,18 +3,18 @@
 //! waiting for each acknowledgement, for request-latency and group-commit figures).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext, ThreadedProducer};
 use rdkafka::ClientContext;
 use serde::Serialize;
 
 use super::{base_config, incompressible, progress};
-use crate::stats::{mb_per_s, Latencies, LatencySummary};
+use crate::stats::{mb_per_s, median, Latencies, LatencySummary};
 
 /// What to send.
 #[derive(Clone, Debug)]
@@ -46,6 +46,12 @@ pub(crate) struct ProduceResult {
     pub(crate) records_s: f64,
     /// Per-record acknowledgement latency, only in one-in-flight mode.
     pub(crate) latency: Option<LatencySummary>,
+    /// librdkafka's request round trip to the broker (median over its statistics
+    /// windows of the window p50 and p99), µs; only in one-in-flight mode.
+    pub(crate) client_rtt_p50_us: Option<f64>,
+    pub(crate) client_rtt_p99_us: Option<f64>,
+    /// librdkafka's internal queue latency p99 (median over windows), µs.
+    pub(crate) client_queue_p99_us: Option<f64>,
 }
 
 #[derive(Default)]
@@ -53,18 +59,58 @@ struct Counters {
     acked: AtomicU64,
     failed: AtomicU64,
     first_error: Mutex<Option<String>>,
+    /// librdkafka's own view, one entry per statistics window with traffic:
+    /// (socket round trip p50, p99, internal queue p99), microseconds.
+    windows: Mutex<Vec<(f64, f64, f64)>>,
 }
 
 struct CountingContext {
     counters: Arc<Counters>,
+    /// Delivery reports this producer has had, with a condvar to wait on (one in flight).
+    settled: Arc<(Mutex<u64>, Condvar)>,
 }
 
-impl ClientContext for CountingContext {}
+impl CountingContext {
+    fn new(counters: Arc<Counters>) -> Self {
+        Self {
+            counters,
+            settled: Arc::new((Mutex::new(0), Condvar::new())),
+        }
+    }
+
+    fn settle(&self) {
+        let (count, changed) = &*self.settled;
+        if let Ok(mut count) = count.lock() {
+            *count += 1;
+            changed.notify_all();
+        }
+    }
+}
+
+impl ClientContext for CountingContext {
+    /// Keeps librdkafka's per-broker request round trip (request written to response
+    /// read) and internal queue latency, which split a produce's latency between the
+    /// client and the broker plus network.
+    fn stats(&self, statistics: rdkafka::Statistics) {
+        for broker in statistics.brokers.values().filter(|b| b.nodeid >= 0) {
+            let (Some(rtt), queue) = (&broker.rtt, &broker.int_latency) else {
+                continue;
+            };
+            if rtt.cnt > 0 {
+                let queue_p99 = queue.as_ref().map_or(f64::NAN, |q| q.p99 as f64);
+                if let Ok(mut windows) = self.counters.windows.lock() {
+                    windows.push((rtt.p50 as f64, rtt.p99 as f64, queue_p99));
+                }
+            }
+        }
+    }
+}
 
 impl ProducerContext for CountingContext {
     type DeliveryOpaque = ();
 
     fn delivery(&self, result: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+        self.settle();
         match result {
             Ok(_) => {
                 self.counters.acked.fetch_add(1, Ordering::Relaxed);
@@ -121,6 +167,14 @@ pub(crate) fn run(spec: &ProduceSpec) -> anyhow::Result<ProduceResult> {
     }
     let records = counters.acked.load(Ordering::Relaxed);
     let bytes = records * spec.record_size as u64;
+    let windows = counters
+        .windows
+        .lock()
+        .map(|w| w.clone())
+        .unwrap_or_default();
+    let window_median = |pick: fn(&(f64, f64, f64)) -> f64| {
+        (!windows.is_empty()).then(|| median(&windows.iter().map(pick).collect::<Vec<_>>()))
+    };
     Ok(ProduceResult {
         records,
         bytes,
@@ -128,6 +182,9 @@ pub(crate) fn run(spec: &ProduceSpec) -> anyhow::Result<ProduceResult> {
         mb_s: mb_per_s(bytes, elapsed),
         records_s: records as f64 / elapsed.as_secs_f64().max(1e-9),
         latency: spec.one_in_flight.then(|| latencies.summary()),
+        client_rtt_p50_us: window_median(|w| w.0),
+        client_rtt_p99_us: window_median(|w| w.1),
+        client_queue_p99_us: window_median(|w| w.2),
     })
 }
 
@@ -152,18 +209,20 @@ fn producer_thread(
         )
         .set("enable.idempotence", "false");
     if spec.one_in_flight {
-        config.set("max.in.flight.requests.per.connection", "1");
+        config
+            .set("max.in.flight.requests.per.connection", "1")
+            .set("statistics.interval.ms", "500");
     }
-    let context = CountingContext {
-        counters: Arc::clone(&counters),
-    };
+    if spec.one_in_flight {
+        return one_in_flight(spec, &config, index, count, counters, barrier);
+    }
+    let context = CountingContext::new(Arc::clone(&counters));
     let created = config.create_with_context::<_, BaseProducer<CountingContext>>(context);
     // Every thread must reach the barrier, or the others wait forever.
     barrier.wait();
     let producer = created?;
     let payload = incompressible(spec.record_size, index as u64 + 1);
     let deadline = spec.duration.map(|d| Instant::now() + d);
-    let mut latencies = Latencies::new();
     let mut key = String::new();
     for sequence in 0..count {
         if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -173,19 +232,66 @@ fn producer_thread(
             key.clear();
             key.push_str(&format!("key-{index}-{}", sequence % 10_000));
         }
-        let sent_at = Instant::now();
         send(
             &producer,
             &spec.topic,
             &payload,
             spec.keyed.then_some(key.as_str()),
         )?;
-        if spec.one_in_flight {
-            wait_for_delivery(&producer)?;
-            latencies.record(sent_at.elapsed());
-        } else if sequence % 1024 == 0 {
+        if sequence % 1024 == 0 {
             producer.poll(Duration::ZERO);
         }
+    }
+    producer.flush(Duration::from_secs(120))?;
+    Ok(Latencies::new())
+}
+
+/// One record at a time: send, then sleep on the delivery condvar. A `ThreadedProducer`
+/// serves callbacks on its own thread the moment they arrive; `BaseProducer::poll`
+/// instead blocks for its whole timeout even after serving one, which would add up to
+/// that timeout to every measured latency.
+fn one_in_flight(
+    spec: &ProduceSpec,
+    config: &rdkafka::ClientConfig,
+    index: usize,
+    count: u64,
+    counters: Arc<Counters>,
+    barrier: &Barrier,
+) -> anyhow::Result<Latencies> {
+    let context = CountingContext::new(counters);
+    let settled = Arc::clone(&context.settled);
+    let created = config.create_with_context::<_, ThreadedProducer<CountingContext>>(context);
+    barrier.wait();
+    let producer = created?;
+    let payload = incompressible(spec.record_size, index as u64 + 1);
+    let deadline = spec.duration.map(|d| Instant::now() + d);
+    let mut latencies = Latencies::new();
+    for sequence in 0..count {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let key = format!("key-{index}-{}", sequence % 10_000);
+        let mut record = BaseRecord::to(&spec.topic).payload(&payload[..]);
+        if spec.keyed {
+            record = record.key(key.as_str());
+        }
+        let sent_at = Instant::now();
+        producer.send(record).map_err(|(error, _)| error)?;
+        let (count_lock, changed) = &*settled;
+        let mut settled_count = count_lock
+            .lock()
+            .map_err(|_| anyhow!("delivery lock poisoned"))?;
+        while *settled_count <= sequence {
+            let (guard, timeout) = changed
+                .wait_timeout(settled_count, Duration::from_secs(60))
+                .map_err(|_| anyhow!("delivery lock poisoned"))?;
+            settled_count = guard;
+            if timeout.timed_out() && *settled_count <= sequence {
+                bail!("no acknowledgement within 60 s");
+            }
+        }
+        drop(settled_count);
+        latencies.record(sent_at.elapsed());
     }
     producer.flush(Duration::from_secs(120))?;
     Ok(latencies)
@@ -217,19 +323,6 @@ fn send(
     }
 }
 
-/// In one-in-flight mode: serve callbacks until this producer has nothing queued,
-/// in flight or unreported, i.e. its one record was acknowledged (or failed).
-fn wait_for_delivery(producer: &BaseProducer<CountingContext>) -> anyhow::Result<()> {
-    let started = Instant::now();
-    while producer.in_flight_count() > 0 {
-        producer.poll(Duration::from_millis(1));
-        if started.elapsed() > Duration::from_secs(60) {
-            bail!("no acknowledgement within 60 s");
-        }
-    }
-    Ok(())
-}
-
 /// Sends one small record to every partition of `topic` and waits for all of them to be
 /// acknowledged; returns how many were. Makes idle partitions real (files open) and
 /// proves each one accepts writes.
@@ -244,9 +337,9 @@ pub(crate) fn touch_partitions(
         .set("linger.ms", "5")
         .set("enable.idempotence", "false")
         .set("queue.buffering.max.messages", "1000000")
-        .create_with_context::<_, BaseProducer<CountingContext>>(CountingContext {
-            counters: Arc::clone(&counters),
-        })?;
+        .create_with_context::<_, BaseProducer<CountingContext>>(CountingContext::new(
+            Arc::clone(&counters),
+        ))?;
     let payload = incompressible(100, 7);
     for partition in 0..partitions {
         let started = Instant::now();

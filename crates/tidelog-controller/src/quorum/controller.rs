@@ -87,20 +87,18 @@ impl std::fmt::Debug for QuorumController {
 }
 
 impl QuorumController {
-    /// Starts the controller on `quorum` (and its fencing task). `peers` and
-    /// `cluster_id` must be the quorum's own (they address forwarded requests).
+    /// Starts the controller on `quorum` (and its fencing task, which fences brokers
+    /// silent for `session_timeout`, i.e. `broker.session.timeout.ms`).
     pub fn start(
         quorum: Arc<RaftQuorum>,
-        peers: QuorumPeers,
-        cluster_id: String,
         defaults: TopicDefaults,
         session_timeout: Duration,
     ) -> Arc<QuorumController> {
         let (stop, stop_rx) = watch::channel(false);
         let controller = Arc::new(QuorumController {
+            peers: quorum.peers().clone(),
+            cluster_id: quorum.cluster_id().to_owned(),
             quorum: Arc::clone(&quorum),
-            peers,
-            cluster_id,
             defaults,
             session_timeout,
             writer: tokio::sync::Mutex::new(None),

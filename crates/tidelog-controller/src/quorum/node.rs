@@ -33,6 +33,8 @@ const EVENT_BUFFER: usize = 4096;
 /// One running voter of the controller quorum.
 pub struct RaftQuorum {
     node_id: i32,
+    peers: QuorumPeers,
+    cluster_id: String,
     raft: Raft<TypeConfig>,
     shared: Arc<ServerShared>,
     published: Arc<Published>,
@@ -117,6 +119,8 @@ impl RaftQuorum {
         let server = tokio::spawn(server::serve(listener, Arc::clone(&shared), shutdown_rx));
         let quorum = RaftQuorum {
             node_id: config.node_id,
+            peers: config.peers.clone(),
+            cluster_id: config.cluster_id.clone(),
             raft,
             shared,
             published,
@@ -156,6 +160,15 @@ impl RaftQuorum {
             }
             Err(RaftError::Fatal(e)) => Err(QuorumError::Raft(e.to_string())),
         }
+    }
+
+    /// The voters, as configured.
+    pub fn peers(&self) -> &QuorumPeers {
+        &self.peers
+    }
+
+    pub fn cluster_id(&self) -> &str {
+        &self.cluster_id
     }
 
     /// The address the RPC server listens on.

@@ -119,13 +119,8 @@ impl Cluster {
                 .await
                 .unwrap(),
         );
-        let controller = QuorumController::start(
-            Arc::clone(&quorum),
-            config.peers,
-            config.cluster_id,
-            DEFAULTS,
-            self.tuning.session_timeout,
-        );
+        let controller =
+            QuorumController::start(Arc::clone(&quorum), DEFAULTS, self.tuning.session_timeout);
         Node { quorum, controller }
     }
 

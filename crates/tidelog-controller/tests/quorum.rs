@@ -565,3 +565,34 @@ async fn five_voters_survive_losing_two_including_a_dropped_leader() {
     expected.sort_unstable();
     assert_eq!(down, expected, "{status:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_without_a_reachable_leader_answers_not_controller() {
+    let mut cluster = Cluster::start(3, Tuning::default()).await;
+    let leader = cluster.leader(ELECTION).await;
+    let followers = cluster.followers(leader);
+    cluster.kill(leader).await;
+    cluster.kill(followers[0]).await;
+    let lone = followers[1];
+    let started = Instant::now();
+    let err = cluster
+        .node(lone)
+        .controller
+        .create_topic(topic("nobody-leads"), false)
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(err.error_code(), 41, "NOT_CONTROLLER expected, got {err}");
+    // Past an election timeout it campaigns without a majority: still NOT_CONTROLLER,
+    // answered promptly.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let started = Instant::now();
+    let err = cluster
+        .node(lone)
+        .controller
+        .delete_topic("nobody-leads")
+        .await
+        .unwrap_err();
+    assert_eq!(err.error_code(), 41, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}

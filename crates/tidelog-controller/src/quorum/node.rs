@@ -144,13 +144,25 @@ impl RaftQuorum {
             .is_initialized()
             .await
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
-        if initialized {
-            return Ok(());
-        }
         let members: BTreeMap<NodeId, BasicNode> = peers
             .voters()
             .map(|(id, addr)| (to_node_id(id), BasicNode::new(addr)))
             .collect();
+        if initialized {
+            // The membership in the log wins; a different --quorum is only reported
+            // (changing voters needs a membership change, not a new flag).
+            let metrics = self.raft.metrics().borrow().clone();
+            let stored: BTreeMap<NodeId, BasicNode> = metrics
+                .membership_config
+                .membership()
+                .nodes()
+                .map(|(id, node)| (*id, node.clone()))
+                .collect();
+            if stored != members {
+                tracing::warn!(configured = %peers, stored = ?stored, "the configured quorum differs from the voters recorded in the metadata log; using the recorded ones");
+            }
+            return Ok(());
+        }
         match self.raft.initialize(members).await {
             Ok(()) => Ok(()),
             // Another voter's election reached us first: we are initialized.

@@ -12,6 +12,7 @@ pub mod config;
 mod context;
 mod errors;
 mod group;
+mod internal_topic;
 mod metadata;
 mod metrics;
 mod net;

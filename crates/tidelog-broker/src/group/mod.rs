@@ -14,7 +14,6 @@
 //! (`run_background`) drives the clocks: session expiry, rebalance timeouts, the
 //! initial rebalance delay, offsets retention, and loading of newly led partitions.
 
-mod hash;
 mod join;
 mod load;
 mod members;
@@ -26,7 +25,6 @@ mod state;
 mod tests;
 mod topic;
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -38,16 +36,17 @@ use kafka_protocol::records::{
 };
 use tokio::sync::watch;
 
-pub(crate) use hash::partition_for;
+pub(crate) use crate::internal_topic::{coordinator_for, Coordinates};
 pub(crate) use join::JoinRequest;
 pub(crate) use members::SyncRequest;
 pub(crate) use offsets::CommitRequest;
 pub(crate) use rebalance::Waiting;
 pub(crate) use state::{JoinOutcome, SyncOutcome};
-pub(crate) use topic::{coordinator_for, ensure_offsets_topic, Coordinates};
+pub(crate) use topic::ensure_offsets_topic;
 
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
+use crate::internal_topic::{led_partition_of, Loads, Replayed};
 use crate::replica::PartitionError;
 use records::GroupRecord;
 use state::Groups;
@@ -92,8 +91,26 @@ impl GroupConfig {
 
 pub(crate) struct Inner {
     pub(crate) groups: Groups,
-    loaded: HashSet<i32>,
-    loading: HashSet<i32>,
+    loads: Loads,
+}
+
+impl Replayed for Inner {
+    type Record = GroupRecord;
+
+    fn loads(&mut self) -> &mut Loads {
+        &mut self.loads
+    }
+
+    fn forget(&mut self, partition: i32) {
+        self.groups.unload(partition);
+    }
+
+    fn replay_loaded(&mut self, partition: i32, records: Vec<GroupRecord>) {
+        let (now, now_ms) = (Instant::now(), now_ms());
+        for record in &records {
+            self.groups.replay(partition, record, now, now_ms);
+        }
+    }
 }
 
 pub(crate) struct GroupCoordinator {
@@ -106,8 +123,7 @@ impl GroupCoordinator {
         GroupCoordinator {
             inner: Mutex::new(Inner {
                 groups: Groups::default(),
-                loaded: HashSet::new(),
-                loading: HashSet::new(),
+                loads: Loads::default(),
             }),
             config,
         }
@@ -132,18 +148,9 @@ impl GroupCoordinator {
         if group.is_empty() || group.len() > usize::from(join::MAX_NAME_BYTES) {
             return Err(ResponseError::InvalidGroupId.code());
         }
-        let image = ctx.metadata.image();
-        let Some(topic) = image.topic(OFFSETS_TOPIC) else {
-            return Err(ResponseError::CoordinatorNotAvailable.code());
-        };
-        let partition = partition_for(group, topic.partition_count());
-        match topic.partitions.get(&partition) {
-            Some(p) if p.leader == ctx.node_id() => {}
-            Some(_) => return Err(ResponseError::NotCoordinator.code()),
-            None => return Err(ResponseError::CoordinatorNotAvailable.code()),
-        }
+        let partition = led_partition_of(ctx, OFFSETS_TOPIC, group)?;
         let mut inner = self.lock();
-        if !inner.loaded.contains(&partition) {
+        if !inner.loads.is_loaded(partition) {
             return Err(ResponseError::CoordinatorLoadInProgress.code());
         }
         Ok(f(&mut inner, partition))
@@ -152,7 +159,7 @@ impl GroupCoordinator {
     /// Whether some offsets partition is still being loaded (ListGroups says so rather
     /// than answer with a partial list).
     pub(crate) fn loading(&self) -> bool {
-        !self.lock().loading.is_empty()
+        self.lock().loads.any_loading()
     }
 
     /// Every loaded group, for ListGroups.
@@ -163,66 +170,7 @@ impl GroupCoordinator {
     /// Loads the offsets partitions this node leads and has not loaded yet, and forgets
     /// those it no longer leads. Blocking: reads logs.
     pub(crate) fn load_owned(&self, ctx: &BrokerContext) {
-        let image = ctx.metadata.image();
-        let led: HashSet<i32> = image
-            .topic(OFFSETS_TOPIC)
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .filter(|(_, p)| p.leader == ctx.node_id())
-                    .map(|(i, _)| *i)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let todo: Vec<i32> = {
-            let mut inner = self.lock();
-            let gone: Vec<i32> = inner
-                .loaded
-                .iter()
-                .copied()
-                .filter(|p| !led.contains(p))
-                .collect();
-            for p in gone {
-                inner.loaded.remove(&p);
-                inner.groups.unload(p);
-            }
-            let todo: Vec<i32> = led
-                .iter()
-                .copied()
-                .filter(|p| !inner.loaded.contains(p) && !inner.loading.contains(p))
-                .collect();
-            inner.loading.extend(todo.iter().copied());
-            todo
-        };
-        for index in todo {
-            let started = Instant::now();
-            let records = match ctx.replicas.get(OFFSETS_TOPIC, index) {
-                Some(p) => load::read_partition(&p),
-                None => Err(PartitionError::Closed),
-            };
-            let mut inner = self.lock();
-            inner.loading.remove(&index);
-            match records {
-                Ok(records) => {
-                    let (now, now_ms) = (Instant::now(), now_ms());
-                    for record in &records {
-                        inner.groups.replay(index, record, now, now_ms);
-                    }
-                    inner.loaded.insert(index);
-                    if !records.is_empty() {
-                        tracing::info!(
-                            partition = index,
-                            records = records.len(),
-                            elapsed_ms = started.elapsed().as_millis() as u64,
-                            "loaded group coordinator state"
-                        );
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(partition = index, error = %e, "loading offsets partition failed; will retry");
-                }
-            }
-        }
+        crate::internal_topic::load_owned(ctx, OFFSETS_TOPIC, || self.lock(), load::read_partition);
     }
 
     /// Appends `records` to the group's offsets partition, then replays them: the only

@@ -1,8 +1,8 @@
 //! The transaction coordinator.
 //!
 //! A transactional id lives in partition `partition_for(id, 50)` of the compacted topic
-//! `__transaction_state` (same hash as consumer groups), created on first
-//! InitProducerId; its coordinator is that partition's leader. Every state change is a
+//! `__transaction_state` (placed as consumer groups are, `internal_topic`), created on
+//! first InitProducerId; its coordinator is that partition's leader. Every state change is a
 //! record (`records`) appended to the partition and then replayed into memory; loading a
 //! partition (start-up, or gaining leadership) replays it from the start, so recovery
 //! and normal operation run the same code. The rules for moving a transaction live in
@@ -21,7 +21,7 @@ mod ops;
 mod records;
 mod state;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ pub(crate) use state::{Committer, PendingOffset, TxnMeta, TxnState};
 
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
-use crate::group::partition_for;
+use crate::internal_topic::{led_partition_of, Loads, Replayed};
 use crate::replica::PartitionError;
 use records::TxnRecord;
 
@@ -94,8 +94,25 @@ pub(crate) struct Inner {
     pub(crate) txns: HashMap<String, Entry>,
     /// What of each decided transaction is already written.
     done: HashMap<String, markers::Written>,
-    loaded: HashSet<i32>,
-    loading: HashSet<i32>,
+    loads: Loads,
+}
+
+impl Replayed for Inner {
+    type Record = TxnRecord;
+
+    fn loads(&mut self) -> &mut Loads {
+        &mut self.loads
+    }
+
+    fn forget(&mut self, partition: i32) {
+        self.txns.retain(|_, e| e.partition != partition);
+    }
+
+    fn replay_loaded(&mut self, partition: i32, records: Vec<TxnRecord>) {
+        for record in records {
+            self.replay(partition, record);
+        }
+    }
 }
 
 impl Inner {
@@ -124,8 +141,7 @@ impl TxnCoordinator {
             inner: RwLock::new(Inner {
                 txns: HashMap::new(),
                 done: HashMap::new(),
-                loaded: HashSet::new(),
-                loading: HashSet::new(),
+                loads: Loads::default(),
             }),
             config,
         }
@@ -147,17 +163,8 @@ impl TxnCoordinator {
         if id.is_empty() {
             return Err(ResponseError::InvalidRequest.code());
         }
-        let image = ctx.metadata.image();
-        let Some(topic) = image.topic(TXN_TOPIC) else {
-            return Err(ResponseError::CoordinatorNotAvailable.code());
-        };
-        let partition = partition_for(id, topic.partition_count());
-        match topic.partitions.get(&partition) {
-            Some(p) if p.leader == ctx.node_id() => {}
-            Some(_) => return Err(ResponseError::NotCoordinator.code()),
-            None => return Err(ResponseError::CoordinatorNotAvailable.code()),
-        }
-        if !inner.loaded.contains(&partition) {
+        let partition = led_partition_of(ctx, TXN_TOPIC, id)?;
+        if !inner.loads.is_loaded(partition) {
             return Err(ResponseError::CoordinatorLoadInProgress.code());
         }
         Ok(partition)
@@ -236,66 +243,12 @@ impl TxnCoordinator {
     /// Loads the `__transaction_state` partitions this node leads and has not loaded,
     /// and forgets those it no longer leads. Blocking: reads logs.
     pub(crate) fn load_owned(&self, ctx: &BrokerContext) {
-        let image = ctx.metadata.image();
-        let led: HashSet<i32> = image
-            .topic(TXN_TOPIC)
-            .map(|t| {
-                t.partitions
-                    .iter()
-                    .filter(|(_, p)| p.leader == ctx.node_id())
-                    .map(|(i, _)| *i)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let todo: Vec<i32> = {
-            let mut inner = self.write_lock();
-            let gone: Vec<i32> = inner
-                .loaded
-                .iter()
-                .copied()
-                .filter(|p| !led.contains(p))
-                .collect();
-            for p in gone {
-                inner.loaded.remove(&p);
-                inner.txns.retain(|_, e| e.partition != p);
-            }
-            let todo: Vec<i32> = led
-                .iter()
-                .copied()
-                .filter(|p| !inner.loaded.contains(p) && !inner.loading.contains(p))
-                .collect();
-            inner.loading.extend(todo.iter().copied());
-            todo
-        };
-        for index in todo {
-            let started = Instant::now();
-            let records = match ctx.replicas.get(TXN_TOPIC, index) {
-                Some(p) => load::read_partition(&p),
-                None => Err(PartitionError::Closed),
-            };
-            let mut inner = self.write_lock();
-            inner.loading.remove(&index);
-            match records {
-                Ok(records) => {
-                    let count = records.len();
-                    for record in records {
-                        inner.replay(index, record);
-                    }
-                    inner.loaded.insert(index);
-                    if count > 0 {
-                        tracing::info!(
-                            partition = index,
-                            records = count,
-                            elapsed_ms = started.elapsed().as_millis() as u64,
-                            "loaded transaction coordinator state"
-                        );
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(partition = index, error = %e, "loading {TXN_TOPIC} partition failed; will retry");
-                }
-            }
-        }
+        crate::internal_topic::load_owned(
+            ctx,
+            TXN_TOPIC,
+            || self.write_lock(),
+            load::read_partition,
+        );
     }
 
     /// One pass of the clocks: finish decided transactions, abort those open past their

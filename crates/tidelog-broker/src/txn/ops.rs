@@ -3,48 +3,26 @@
 //! the Kafka error code for the client.
 
 use kafka_protocol::error::ResponseError;
-use tidelog_controller::{CreateTopic, TopicError};
 
 use super::state::{Committer, PendingOffset, TxnMeta, TxnState};
 use super::{Inner, TxnCoordinator, TXN_TOPIC};
 use crate::context::{now_ms, BrokerContext};
+use crate::internal_topic::{create_if_missing, Creation, TopicSpec};
 
 impl TxnCoordinator {
     /// Creates `__transaction_state` if needed (compacted, `transaction.state.log.*`
     /// partitions and replication capped by the live brokers) and loads its partitions.
     pub(crate) fn ensure_topic(&self, ctx: &BrokerContext) -> Result<(), i16> {
-        if ctx.metadata.image().topic(TXN_TOPIC).is_some() {
-            return Ok(());
-        }
-        let live = ctx.metadata.image().live_broker_ids().len().max(1);
-        let replication =
-            i16::try_from(self.config.replication_factor.min(live as i64)).unwrap_or(1);
-        let create = CreateTopic {
-            name: TXN_TOPIC.to_string(),
-            num_partitions: self.config.num_partitions.max(1),
-            replication_factor: replication,
-            assignments: Vec::new(),
-            configs: vec![
-                ("cleanup.policy".to_string(), Some("compact".to_string())),
-                ("segment.bytes".to_string(), Some("104857600".to_string())),
-            ],
+        let spec = TopicSpec {
+            name: TXN_TOPIC,
+            partitions: self.config.num_partitions,
+            replication: self.config.replication_factor,
+            segment_bytes: "104857600".to_string(),
         };
-        let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
-            c.create_topic(create, false)
-        });
-        if outcome.is_ok() {
-            tracing::info!(replication, "created {TXN_TOPIC}");
+        if create_if_missing(ctx, spec)? != Creation::Existed {
+            self.load_owned(ctx);
         }
-        match outcome {
-            Ok(_) | Err(TopicError::TopicAlreadyExists) => {
-                self.load_owned(ctx);
-                Ok(())
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "creating {TXN_TOPIC} failed");
-                Err(ResponseError::CoordinatorNotAvailable.code())
-            }
-        }
+        Ok(())
     }
 
     /// InitProducerId with a transactional id: a new id gets a producer id from the

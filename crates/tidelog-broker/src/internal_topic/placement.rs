@@ -1,4 +1,4 @@
-//! Which `__consumer_offsets` partition owns a group.
+//! Which partition of an internal topic owns a key (group id or transactional id).
 //!
 //! Kafka's rule, kept bit for bit so operators and tools agree on placement:
 //! `Utils.abs(group.hashCode()) % partitions`, where `hashCode` is Java's

@@ -181,10 +181,10 @@ impl SpawnedBroker {
         )
     }
 
-    /// SIGTERM, then wait (up to 60 s) for a clean exit.
-    pub(crate) fn stop_clean(&mut self) -> anyhow::Result<()> {
+    /// SIGTERM, then wait (up to 300 s) for a clean exit; returns how long it took.
+    pub(crate) fn stop_clean(&mut self) -> anyhow::Result<Duration> {
         let Some(mut child) = self.child.take() else {
-            return Ok(());
+            return Ok(Duration::ZERO);
         };
         let status = Command::new("kill")
             .arg("-TERM")
@@ -194,15 +194,15 @@ impl SpawnedBroker {
             bail!("kill -TERM failed");
         }
         let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(60) {
+        while start.elapsed() < Duration::from_secs(300) {
             if child.try_wait()?.is_some() {
-                return Ok(());
+                return Ok(start.elapsed());
             }
             thread::sleep(Duration::from_millis(10));
         }
         let _ = child.kill();
         let _ = child.wait();
-        bail!("broker ignored SIGTERM for 60 s; killed")
+        bail!("broker still running 300 s after SIGTERM; killed")
     }
 
     /// SIGKILL: no chance to write a clean-shutdown marker.

@@ -346,7 +346,7 @@ async fn metrics_text_parses_as_prometheus_exposition() {
             families.iter().any(|f| base == *f
                 || base
                     .strip_prefix(f)
-                    .is_some_and(|s| { matches!(s, "_total" | "_bucket" | "_sum" | "_count") })),
+                    .is_some_and(|s| { matches!(s, "_total" | "_bucket" | "_sum" | "_count" | "_info") })),
             "{name} has no # TYPE"
         );
     }

@@ -12,6 +12,7 @@ mod report;
 mod stats;
 mod targets;
 mod targets_fleet;
+mod targets_load;
 
 use clap::Parser;
 

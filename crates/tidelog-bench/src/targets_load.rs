@@ -1,0 +1,263 @@
+//! The targets that load one broker: T1 (with T7 from its CPU), T2, T3, T4, T5, T6.
+//! Each returns its rows or an error; `targets::run` turns an error into failed rows.
+
+use std::time::Duration;
+
+use crate::broker::SpawnedBroker;
+use crate::ceilings::Ceilings;
+use crate::load::{self, admin, consume, e2e, produce};
+use crate::report::{number, Figure};
+use crate::stats::{median, LatencySummary};
+use crate::targets::{list, omb_spec, produce_spec, Scale, Target};
+
+pub(crate) const T1_TARGET: &str = "≥ 0.5 × min(loopback TCP, buffered write)";
+pub(crate) const T2_TARGET: &str = "≥ 0.6 × loopback TCP";
+pub(crate) const T4_TARGET: &str = "p99 ≤ 10 × loopback round trip";
+pub(crate) const T5A_TARGET: &str = "≥ 0.7 × 1 MiB append+fdatasync MB/s";
+pub(crate) const T5B_TARGET: &str = "≥ 10 × single-writer 4 KiB fdatasync rate (group commit)";
+pub(crate) const T6_TARGET: &str = "≥ 500,000 records/s";
+pub(crate) const T7_TARGET: &str = "≤ 1 core-second per GB";
+
+/// T1 + T7: 1 KiB records, acks=1, 256 KiB batches; broker CPU per GB from /proc.
+pub(crate) fn t1_t7(
+    target: &Target<'_>,
+    c: &Ceilings,
+    scale: &Scale,
+    filled_topic: &mut Option<String>,
+) -> anyhow::Result<Vec<Figure>> {
+    let bootstrap = target.bootstrap.as_str();
+    let mut t1 = Vec::new();
+    let mut t7 = Vec::new();
+    for _ in 0..scale.runs.max(1) {
+        let topic = load::fresh_topic("t1");
+        admin::create_topic(bootstrap, &topic, 4, 1, &[])?;
+        let cpu_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        let result = produce::run(&produce_spec(bootstrap, &topic, 1024, scale.t1_records))?;
+        let cpu_after = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
+            t7.push((after - before) / (result.bytes as f64 / 1e9));
+        }
+        t1.push(result.mb_s);
+        *filled_topic = Some(topic);
+    }
+    let t1_ceiling = c.loopback_tcp_mb_s.min(c.buffered_write_mb_s);
+    let t7_figure = if t7.is_empty() {
+        Figure::not_run(
+            "T7",
+            "broker CPU per GB in T1",
+            "core-s/GB",
+            T7_TARGET,
+            "needs --spawn (the broker's /proc)",
+        )
+    } else {
+        Figure::new(
+            "T7",
+            "broker CPU per GB ingested in T1",
+            median(&t7),
+            "core-s/GB",
+        )
+        .bound(1.0, true, T7_TARGET)
+        .note(format!("runs {}", list(&t7)))
+    };
+    Ok(vec![
+        Figure::new(
+            "T1",
+            "produce 1 KiB, acks=1, 256 KiB batches, 4 partitions",
+            median(&t1),
+            "MB/s",
+        )
+        .ceiling(t1_ceiling)
+        .at_least_ratio(0.5, T1_TARGET)
+        .note(format!(
+            "{} records per run; runs {}",
+            scale.t1_records,
+            list(&t1)
+        )),
+        t7_figure,
+    ])
+}
+
+/// T2: read back T1's last topic, just written and so in the page cache.
+pub(crate) fn t2(
+    target: &Target<'_>,
+    c: &Ceilings,
+    scale: &Scale,
+    topic: Option<&str>,
+) -> anyhow::Result<Vec<Figure>> {
+    let topic = topic.ok_or_else(|| anyhow::anyhow!("T1 filled no topic to read"))?;
+    let mut t2 = Vec::new();
+    for _ in 0..scale.runs.max(1) {
+        t2.push(consume::run(&target.bootstrap, topic, Duration::from_secs(300))?.mb_s);
+    }
+    Ok(vec![Figure::new(
+        "T2",
+        "consume a page-cache-resident topic",
+        median(&t2),
+        "MB/s",
+    )
+    .ceiling(c.loopback_tcp_mb_s)
+    .at_least_ratio(0.6, T2_TARGET)
+    .note(format!("runs {}", list(&t2)))])
+}
+
+/// T3: OMB 1-topic-16-partitions-1kb at a fixed rate, end-to-end latency.
+pub(crate) fn t3(
+    target: &Target<'_>,
+    c: &Ceilings,
+    scale: &Scale,
+    curves: &mut Vec<(String, LatencySummary)>,
+) -> anyhow::Result<Vec<Figure>> {
+    let mut p50 = Vec::new();
+    let mut p99 = Vec::new();
+    let mut rates = Vec::new();
+    let mut last_curve = None;
+    for _ in 0..scale.runs.max(1) {
+        let result = e2e::run(&omb_spec(
+            &target.bootstrap,
+            16,
+            scale.t3_rate,
+            scale.t3_seconds,
+        )?)?;
+        p50.push(result.latency.p50_us / 1e3);
+        p99.push(result.latency.p99_us / 1e3);
+        rates.push(result.achieved_rate);
+        last_curve = Some(result.latency);
+    }
+    if let Some(curve) = last_curve {
+        curves.push((format!("e2e 16p 1kb @ {} msg/s", scale.t3_rate), curve));
+    }
+    let rtt_ms = c.loopback_rtt_us / 1e3;
+    let name = format!(
+        "1-topic-16-partitions-1kb at {} msg/s, acks=1",
+        scale.t3_rate
+    );
+    Ok(vec![
+        Figure::new("T3a", &format!("{name}: e2e p50"), median(&p50), "ms")
+            .ceiling(rtt_ms)
+            .bound(1.0, true, "p50 ≤ 1 ms")
+            .note(format!(
+                "runs {}; sender reached {} msg/s; ceiling is the loopback round trip",
+                list(&p50),
+                list(&rates)
+            )),
+        Figure::new("T3b", &format!("{name}: e2e p99"), median(&p99), "ms")
+            .ceiling(rtt_ms)
+            .bound(5.0, true, "p99 ≤ 5 ms")
+            .note(format!("runs {}", list(&p99))),
+    ])
+}
+
+/// T4: one small produce in flight at a time.
+pub(crate) fn t4(
+    target: &Target<'_>,
+    c: &Ceilings,
+    scale: &Scale,
+    curves: &mut Vec<(String, LatencySummary)>,
+) -> anyhow::Result<Vec<Figure>> {
+    let runs = scale.runs.max(1);
+    let mut t4 = Vec::new();
+    let mut p50 = Vec::new();
+    let mut rtt_p50 = Vec::new();
+    let mut rtt_p99 = Vec::new();
+    for _ in 0..runs {
+        let topic = load::fresh_topic("t4");
+        admin::create_topic(&target.bootstrap, &topic, 1, 1, &[])?;
+        let mut spec = produce_spec(&target.bootstrap, &topic, 100, scale.t4_pings);
+        spec.one_in_flight = true;
+        spec.linger_ms = 0;
+        let result = produce::run(&spec)?;
+        rtt_p50.extend(result.client_rtt_p50_us);
+        rtt_p99.extend(result.client_rtt_p99_us);
+        if let Some(latency) = result.latency {
+            p50.push(latency.p50_us);
+            t4.push(latency.p99_us);
+            if t4.len() == runs {
+                curves.push(("ping (produce, 1 in flight)".to_string(), latency));
+            }
+        }
+    }
+    Ok(vec![Figure::new(
+        "T4",
+        "ping: produce 100 B, one in flight, acks=1: p99",
+        median(&t4),
+        "µs",
+    )
+    .ceiling(c.loopback_rtt_us)
+    .at_most_ratio(10.0, T4_TARGET)
+    .note(format!(
+        "{} pings per run; runs {}; p50 {} µs; librdkafka's request round trip \
+         (request written to response read) p50 {} µs, p99 {} µs",
+        scale.t4_pings,
+        list(&t4),
+        number(median(&p50)),
+        number(median(&rtt_p50)),
+        number(median(&rtt_p99)),
+    ))])
+}
+
+/// T5: flush.messages=1 (fsync before ack): bulk MB/s, then 16 one-in-flight writers.
+pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Result<Vec<Figure>> {
+    let bootstrap = target.bootstrap.as_str();
+    let fsync_topic_config = [("flush.messages".to_string(), "1".to_string())];
+    let mut t5a = Vec::new();
+    let mut t5b = Vec::new();
+    for _ in 0..scale.runs.max(1) {
+        let topic = load::fresh_topic("t5a");
+        admin::create_topic(bootstrap, &topic, 1, 1, &fsync_topic_config)?;
+        let mut spec = produce_spec(bootstrap, &topic, 1024, scale.t5_records);
+        spec.batch_size = 1 << 20;
+        t5a.push(produce::run(&spec)?.mb_s);
+
+        let topic = load::fresh_topic("t5b");
+        admin::create_topic(bootstrap, &topic, 1, 1, &fsync_topic_config)?;
+        let mut spec = produce_spec(bootstrap, &topic, 100, u64::MAX / 2);
+        spec.producers = 16;
+        spec.one_in_flight = true;
+        spec.linger_ms = 0;
+        spec.duration = Some(Duration::from_secs_f64(scale.t5_group_seconds));
+        t5b.push(produce::run(&spec)?.records_s);
+    }
+    Ok(vec![
+        Figure::new(
+            "T5a",
+            "produce 1 KiB, flush.messages=1, 1 MiB batches",
+            median(&t5a),
+            "MB/s",
+        )
+        .ceiling(c.fsync_1m_mb_s)
+        .at_least_ratio(0.7, T5A_TARGET)
+        .note(format!("runs {}", list(&t5a))),
+        Figure::new(
+            "T5b",
+            "flush.messages=1, 16 producers one in flight: acked requests",
+            median(&t5b),
+            "req/s",
+        )
+        .ceiling(c.fsync_4k_per_s)
+        .at_least_ratio(10.0, T5B_TARGET)
+        .note(format!(
+            "ceiling = one writer's fdatasyncs/s; runs {}",
+            list(&t5b)
+        )),
+    ])
+}
+
+/// T6: 100-byte records.
+pub(crate) fn t6(target: &Target<'_>, scale: &Scale) -> anyhow::Result<Vec<Figure>> {
+    let mut t6 = Vec::new();
+    for _ in 0..scale.runs.max(1) {
+        let topic = load::fresh_topic("t6");
+        admin::create_topic(&target.bootstrap, &topic, 4, 1, &[])?;
+        let mut spec = produce_spec(&target.bootstrap, &topic, 100, scale.t6_records);
+        spec.batch_size = 1 << 20;
+        t6.push(produce::run(&spec)?.records_s);
+    }
+    Ok(vec![Figure::new(
+        "T6",
+        "produce 100 B records, acks=1",
+        median(&t6),
+        "records/s",
+    )
+    .bound(500_000.0, false, T6_TARGET)
+    .note(format!("runs {}", list(&t6)))])
+}

@@ -344,9 +344,9 @@ async fn metrics_text_parses_as_prometheus_exposition() {
         let base = name.split('{').next().unwrap();
         assert!(
             families.iter().any(|f| base == *f
-                || base
-                    .strip_prefix(f)
-                    .is_some_and(|s| { matches!(s, "_total" | "_bucket" | "_sum" | "_count" | "_info") })),
+                || base.strip_prefix(f).is_some_and(|s| {
+                    matches!(s, "_total" | "_bucket" | "_sum" | "_count" | "_info")
+                })),
             "{name} has no # TYPE"
         );
     }

@@ -125,7 +125,7 @@ impl From<std::io::Error> for FrameError {
 }
 
 /// Like `read_exact`, but reports how many bytes were read before end of file.
-fn read_full(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_full(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match input.read(&mut buf[filled..]) {

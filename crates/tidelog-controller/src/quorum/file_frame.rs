@@ -11,7 +11,9 @@
 //! The length is outside the CRC: a damaged length fails the bound or the CRC check,
 //! which is how a torn tail is recognised.
 
-use std::io::{ErrorKind, Read};
+use std::io::Read;
+
+use crate::frame::read_full;
 
 const HEADER_BYTES: usize = 8;
 
@@ -87,19 +89,6 @@ pub(crate) fn decode_single(bytes: &[u8], limit: usize) -> Result<(u8, Vec<u8>),
         FileFrame::End => Err("empty file".to_owned()),
         FileFrame::Torn(reason) => Err(reason),
     }
-}
-
-fn read_full(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 #[cfg(test)]

@@ -57,6 +57,21 @@ const KNOWN_SETTINGS: &[(&str, &str)] = &[
     ("offsets.topic.segment.bytes", "104857600"),
     ("offsets.retention.check.interval.ms", "600000"),
     ("offset.metadata.max.bytes", "4096"),
+    // The cluster: replication, ISR and the controller quorum.
+    ("replica.lag.time.max.ms", "30000"),
+    ("replica.fetch.max.bytes", "1048576"),
+    ("replica.fetch.response.max.bytes", "10485760"),
+    ("replica.fetch.wait.max.ms", "500"),
+    ("replica.fetch.backoff.ms", "1000"),
+    ("replica.high.watermark.checkpoint.interval.ms", "5000"),
+    ("follower.replication.throttled.rate", "9223372036854775807"),
+    ("broker.session.timeout.ms", "9000"),
+    ("broker.heartbeat.interval.ms", "2000"),
+    ("controlled.shutdown.enable", "true"),
+    ("controlled.shutdown.max.wait.ms", "30000"),
+    ("auto.leader.rebalance.enable", "true"),
+    ("leader.imbalance.check.interval.seconds", "300"),
+    ("controller.quorum.request.timeout.ms", "2000"),
 ];
 
 /// Environment variables that configure the process itself rather than a Kafka setting.

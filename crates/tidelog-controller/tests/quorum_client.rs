@@ -4,10 +4,11 @@
 
 mod quorum_support;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use quorum_support::{endpoint, topic, within, Cluster, Tuning};
-use tidelog_controller::quorum::{ControllerClient, MetadataQuorum};
+use tidelog_controller::quorum::{ControllerClient, ControllerHandle, MetadataQuorum};
 use tidelog_controller::Uuid;
 
 const STEP: Duration = Duration::from_secs(5);
@@ -108,4 +109,51 @@ async fn a_client_of_another_cluster_is_refused() {
     let err = client.create_topic(topic("nope"), false).await.unwrap_err();
     assert!(err.to_string().contains("not-this-cluster"), "{err}");
     assert!(cluster.node(1).quorum.image().topic("nope").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_handle_works_the_same_on_a_voter_and_remotely() {
+    let cluster = Cluster::start(3, Tuning::default()).await;
+    let leader = cluster.leader(STEP).await;
+    let follower = cluster.followers(leader)[0];
+    let voter = ControllerHandle::Voter(Arc::clone(&cluster.node(follower).controller));
+    let remote = ControllerHandle::Remote(Arc::new(ControllerClient::new(
+        &cluster.peers,
+        cluster.peers.derived_cluster_id(),
+        STEP,
+    )));
+    for (i, handle) in [voter, remote].iter().enumerate() {
+        let id = 10 + i32::try_from(i).unwrap();
+        let epoch = handle
+            .register_broker(id, Uuid::from_u128(500 + i as u128), endpoint(9500), None)
+            .await
+            .unwrap();
+        assert!(handle.broker_heartbeat(id, epoch).await.is_ok());
+        let name = format!("handle-{i}");
+        handle.create_topic(topic(&name), false).await.unwrap();
+        assert_eq!(handle.describe_quorum().await.unwrap().leader, Some(leader));
+        let image = handle
+            .image_after(None, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        let last = image.last_offset();
+        // The follower's image (or the one fetched) may trail the leader's by a beat.
+        let image = if image.topic(&name).is_none() {
+            handle.image_after(last, STEP).await.unwrap().unwrap()
+        } else {
+            image
+        };
+        assert!(image.topic(&name).is_some());
+        // Nothing newer: an empty answer after the wait.
+        let latest = image.last_offset();
+        let started = Instant::now();
+        let none = handle
+            .image_after(latest, Duration::from_millis(200))
+            .await
+            .unwrap();
+        assert!(none.is_none());
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        handle.delete_topic(&name).await.unwrap();
+    }
 }

@@ -9,6 +9,7 @@
 //!   fencing after the session timeout live here too.
 //! - [`ControllerClient`]: the same requests from a broker-only node, over the
 //!   controller port, plus a long-poll fetch of the image to follow.
+//! - [`ControllerHandle`]: either of the two, for the broker.
 //! - [`QuorumPeers`]: the `--quorum 1@host:port,...` voter list.
 
 mod api;
@@ -18,6 +19,7 @@ mod controller;
 mod error;
 mod file_frame;
 mod forward;
+mod handle;
 mod log_store;
 mod network;
 mod node;
@@ -40,6 +42,7 @@ pub use client::ControllerClient;
 pub use config::QuorumConfig;
 pub use controller::{HeartbeatReply, QuorumController, DEFAULT_SESSION_TIMEOUT};
 pub use error::{QuorumError, RequestError};
+pub use handle::ControllerHandle;
 pub use node::RaftQuorum;
 pub use peers::{PeersError, QuorumPeers, MAX_VOTERS};
 

@@ -34,6 +34,7 @@
 mod admin;
 mod batch;
 mod client;
+mod cluster;
 mod connection;
 mod error;
 mod facade;
@@ -47,6 +48,10 @@ mod versions;
 
 pub use admin::{ConfigEntry, ConfigOp, NewTopic};
 pub use client::{Client, ClientConfig};
+pub use cluster::{
+    ClusterBroker, ClusterDescription, ElectionType, PartitionOutcome, PartitionReassignment,
+    QuorumInfo, QuorumReplica, TopicPartition, METADATA_TOPIC,
+};
 pub use connection::{Connection, ConnectionConfig};
 pub use error::{kafka_error_name, ClientError, Result};
 pub use facade::SimpleLog;

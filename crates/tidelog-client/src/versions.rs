@@ -21,6 +21,11 @@ pub(crate) const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
+    (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 /// Our supported range for `key`, if we send that API at all.
@@ -111,6 +116,11 @@ mod tests {
             ApiKey::DescribeConfigs => DescribeConfigsRequest::VERSIONS,
             ApiKey::CreatePartitions => CreatePartitionsRequest::VERSIONS,
             ApiKey::IncrementalAlterConfigs => IncrementalAlterConfigsRequest::VERSIONS,
+            ApiKey::DescribeCluster => DescribeClusterRequest::VERSIONS,
+            ApiKey::DescribeQuorum => DescribeQuorumRequest::VERSIONS,
+            ApiKey::ElectLeaders => ElectLeadersRequest::VERSIONS,
+            ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
+            ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

@@ -59,7 +59,20 @@ pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::EpochEntry;
 pub use error::StorageError;
 pub use file_slice::FileSlice;
-pub use log::{AppendInfo, AppendOptions, AppendOrigin, FlushObserver, Log, ReadResult};
+pub use log::{
+    AppendInfo, AppendOptions, AppendOrigin, DurabilityHandle, FlushObserver, Log, PendingSync,
+    ReadResult,
+};
+
+/// Opens many partition logs in parallel on up to `threads` threads (bounded; at least
+/// one), e.g. every partition of a broker at start-up. Results are in the order of
+/// `logs`; one log failing to open does not stop the others.
+pub fn open_logs(
+    logs: Vec<(std::path::PathBuf, LogConfig)>,
+    threads: usize,
+) -> Vec<Result<Log, StorageError>> {
+    log::open_logs(logs, threads)
+}
 pub use producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_PER_PRODUCER};
 pub use txn_index::AbortedTxn;
 

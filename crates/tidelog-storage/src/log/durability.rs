@@ -1,9 +1,22 @@
 //! Durability: flush policy, checkpoints, rolling, clean shutdown.
 
+use std::sync::Arc;
+
 use super::{FlushObserver, Log};
 use crate::checkpoint;
 use crate::error::StorageError;
 use crate::segment::Segment;
+
+/// The checkpoint values known to be on disk (`None`: unknown or absent), so that
+/// [`Log::write_checkpoints`] rewrites only what changed: each rewrite costs a file and a
+/// directory fsync, and a broker checkpoints every partition periodically.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Checkpointed {
+    pub(crate) recovery_point: Option<i64>,
+    pub(crate) log_start: Option<i64>,
+    pub(crate) high_watermark: Option<i64>,
+    pub(crate) epochs: Option<Vec<(i32, i64)>>,
+}
 
 impl Log {
     /// fsync of everything up to the log end; advances and checkpoints the recovery point
@@ -62,15 +75,72 @@ impl Log {
         }
         self.recovery_point = self.log_end_offset();
         self.unflushed_records = 0;
+        self.durability.note_synced(self.recovery_point);
         Ok(())
     }
 
-    /// Persists recovery point, log start offset, high watermark and epoch cache.
-    pub fn write_checkpoints(&self) -> Result<(), StorageError> {
-        checkpoint::write_offset(&self.dir, checkpoint::RECOVERY_POINT, self.recovery_point)?;
-        checkpoint::write_offset(&self.dir, checkpoint::LOG_START, self.log_start_offset)?;
-        checkpoint::write_offset(&self.dir, checkpoint::HIGH_WATERMARK, self.high_watermark)?;
-        checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
+    /// Persists recovery point, log start offset, high watermark and epoch cache; a file
+    /// whose value is unchanged since it was last read or written is not rewritten.
+    /// The recovery point first catches up with what group-commit waiters synced.
+    pub fn write_checkpoints(&mut self) -> Result<(), StorageError> {
+        let durable = self.durability.durable_offset().min(self.log_end_offset());
+        self.recovery_point = self.recovery_point.max(durable);
+        let dir = &self.dir;
+        let ck = &mut self.checkpointed;
+        for (name, value, known) in [
+            (
+                checkpoint::RECOVERY_POINT,
+                self.recovery_point,
+                &mut ck.recovery_point,
+            ),
+            (
+                checkpoint::LOG_START,
+                self.log_start_offset,
+                &mut ck.log_start,
+            ),
+            (
+                checkpoint::HIGH_WATERMARK,
+                self.high_watermark,
+                &mut ck.high_watermark,
+            ),
+        ] {
+            if *known != Some(value) {
+                *known = None;
+                checkpoint::write_offset(dir, name, value)?;
+                *known = Some(value);
+            }
+        }
+        self.write_epochs_checkpoint()
+    }
+
+    /// Persists the leader-epoch cache unless the file already holds it.
+    pub(super) fn write_epochs_checkpoint(&mut self) -> Result<(), StorageError> {
+        let pairs = self.epochs.pairs();
+        if self.checkpointed.epochs.as_ref() != Some(&pairs) {
+            self.checkpointed.epochs = None;
+            checkpoint::write_epochs(&self.dir, &pairs)?;
+            self.checkpointed.epochs = Some(pairs);
+        }
+        Ok(())
+    }
+
+    /// Persists the recovery point alone (segment roll, truncation).
+    pub(super) fn write_recovery_checkpoint(&mut self) -> Result<(), StorageError> {
+        if self.checkpointed.recovery_point != Some(self.recovery_point) {
+            self.checkpointed.recovery_point = None;
+            checkpoint::write_offset(&self.dir, checkpoint::RECOVERY_POINT, self.recovery_point)?;
+            self.checkpointed.recovery_point = Some(self.recovery_point);
+        }
+        Ok(())
+    }
+
+    /// Persists the log start offset alone (retention, DeleteRecords).
+    pub(super) fn write_log_start_checkpoint(&mut self) -> Result<(), StorageError> {
+        if self.checkpointed.log_start != Some(self.log_start_offset) {
+            self.checkpointed.log_start = None;
+            checkpoint::write_offset(&self.dir, checkpoint::LOG_START, self.log_start_offset)?;
+            self.checkpointed.log_start = Some(self.log_start_offset);
+        }
         Ok(())
     }
 
@@ -86,6 +156,7 @@ impl Log {
 
     /// Installs (or removes) the observer told the duration of every fsync pass.
     pub fn set_flush_observer(&mut self, observer: Option<FlushObserver>) {
+        self.durability.set_observer(observer.clone());
         self.flush_observer = observer;
     }
 
@@ -101,6 +172,7 @@ impl Log {
 
     /// Closes the active segment and starts a new one at `base` (if it has data).
     pub(super) fn roll_at(&mut self, base: i64) -> Result<(), StorageError> {
+        self.mark_dirty()?;
         let replaced_empty = if self.active()?.size() == 0 {
             if self.active()?.base_offset() == base {
                 return Ok(());
@@ -113,11 +185,15 @@ impl Log {
             self.flush_data()?;
             self.active_mut()?.seal()?;
             self.active()?.sync()?;
-            checkpoint::write_offset(&self.dir, checkpoint::RECOVERY_POINT, self.recovery_point)?;
+            self.write_recovery_checkpoint()?;
             None
         };
         let segment = Segment::create(&self.dir, base, self.index_params())?;
+        let file = Arc::clone(segment.log_file());
         self.segments.insert(base, segment);
+        // Everything before the new segment is synced (or there was nothing).
+        self.durability
+            .switch_file(file, self.recovery_point.min(base));
         // Its directory fsync also makes the new segment's file names durable.
         self.producers.write_snapshot(&self.dir, base)?;
         if let Some(old) = replaced_empty.and_then(|b| self.segments.remove(&b)) {
@@ -143,7 +219,13 @@ impl Log {
 
     /// Flush, checkpoints, producer snapshot, trimmed indexes, clean-shutdown marker.
     pub fn close(mut self) -> Result<(), StorageError> {
+        if self.clean_marker {
+            // Opened clean and never changed: the files are as the last close left them.
+            self.durability.detach();
+            return self.write_checkpoints();
+        }
         self.flush_data()?;
+        self.durability.detach();
         self.active_mut()?.seal()?;
         self.active()?.sync()?;
         let end = self.log_end_offset();

@@ -1,7 +1,6 @@
 //! Retention, DeleteRecords, truncation, and producer-state rebuilding.
 
 use super::Log;
-use crate::checkpoint::{self, LOG_START, RECOVERY_POINT};
 use crate::error::StorageError;
 use crate::producer_state::ProducerStateTable;
 use crate::records::control_marker_is_abort;
@@ -115,9 +114,9 @@ impl Log {
         self.high_watermark = self.high_watermark.max(start);
         self.recovery_point = self.recovery_point.max(start);
         if self.epochs.truncate_from_start(start) {
-            checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
+            self.write_epochs_checkpoint()?;
         }
-        checkpoint::write_offset(&self.dir, LOG_START, start)?;
+        self.write_log_start_checkpoint()?;
         let first_base = self.segments.keys().next().copied().unwrap_or(start);
         for snap in super::open::list_bases(&self.dir, "snapshot")? {
             if snap < first_base {
@@ -142,6 +141,7 @@ impl Log {
         if offset < self.log_start_offset {
             return self.truncate_fully_and_start_at(offset);
         }
+        self.mark_dirty()?;
         let first_base = self.segments.keys().next().copied().unwrap_or(0);
         let doomed: Vec<i64> = self
             .segments
@@ -169,10 +169,12 @@ impl Log {
         let end = self.log_end_offset();
         self.high_watermark = self.high_watermark.min(end);
         self.recovery_point = self.recovery_point.min(end);
+        let file = std::sync::Arc::clone(self.active()?.log_file());
+        self.durability.reset(file, end, self.recovery_point);
         if self.epochs.truncate_from_end(end) {
-            checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
+            self.write_epochs_checkpoint()?;
         }
-        checkpoint::write_offset(&self.dir, RECOVERY_POINT, self.recovery_point)?;
+        self.write_recovery_checkpoint()?;
         for snap in super::open::list_bases(&self.dir, "snapshot")? {
             if snap > end {
                 std::fs::remove_file(self.dir.join(file_name(snap, "snapshot")))?;
@@ -187,6 +189,7 @@ impl Log {
         if offset < 0 {
             return Err(StorageError::InvalidArgument(format!("start at {offset}")));
         }
+        self.mark_dirty()?;
         // The new segment exists before the old ones go, so the log is never left empty.
         let mut old = std::mem::take(&mut self.segments);
         let fresh = match old.remove(&offset) {
@@ -211,6 +214,8 @@ impl Log {
         self.unflushed_records = 0;
         self.producers.clear();
         self.epochs.clear();
+        let file = std::sync::Arc::clone(self.active()?.log_file());
+        self.durability.reset(file, offset, offset);
         self.write_checkpoints()
     }
 

@@ -1,10 +1,13 @@
 //! The partition log: an ordered set of segments and the offsets that describe it.
 
 mod durability;
+mod group_commit;
 mod maintenance;
 mod open;
 mod read;
 
+pub use group_commit::{DurabilityHandle, PendingSync};
+pub(crate) use open::open_logs;
 pub(crate) use open::parse_base;
 
 use std::collections::BTreeMap;
@@ -90,6 +93,17 @@ pub struct Log {
     epochs: LeaderEpochCache,
     /// Told the duration of every fsync pass, for the broker's latency histogram.
     flush_observer: Option<FlushObserver>,
+    /// Written end, durable end and the active file, shared with group-commit waiters.
+    durability: DurabilityHandle,
+    /// Set by [`Log::append_group_commit`]: a due flush is left to the caller.
+    defer_flush: bool,
+    /// A due flush was left to the caller by the last append.
+    flush_deferred: bool,
+    /// The clean-shutdown marker is still on disk (this open was clean and nothing has
+    /// been modified since): it goes before the first write.
+    clean_marker: bool,
+    /// The checkpoint values last read from or written to disk, to skip rewrites.
+    checkpointed: durability::Checkpointed,
 }
 
 /// Receives how long each fsync pass of a log took (see [`Log::set_flush_observer`]).
@@ -211,7 +225,7 @@ impl Log {
         }
         let mut info = self.write_batches(batches, &ranges, opts.now_ms)?;
         if self.epochs.assign(opts.leader_epoch, first_offset) {
-            checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
+            self.write_epochs_checkpoint()?;
         }
         info.log_append_time_ms = if log_append_time { opts.now_ms } else { -1 };
         self.after_append(info.record_count, opts.now_ms)?;
@@ -243,7 +257,7 @@ impl Log {
                 .assign(h.partition_leader_epoch(), h.base_offset());
         }
         if epochs_changed {
-            checkpoint::write_epochs(&self.dir, &self.epochs.pairs())?;
+            self.write_epochs_checkpoint()?;
         }
         self.after_append(info.record_count, now)?;
         Ok(info)
@@ -288,6 +302,7 @@ impl Log {
         let first = BatchHeader::new(buf)?;
         let last_at = ranges.last().map_or(0, |r| r.0);
         let last = BatchHeader::new(&buf[last_at..])?;
+        self.prepare_write()?;
         let segment_bytes = self.config.effective_segment_bytes();
         let active = self.active()?;
         if !active.fits(last.last_offset(), buf.len() as u64, segment_bytes)
@@ -297,6 +312,7 @@ impl Log {
             self.roll_at(first.base_offset())?;
         }
         self.active_mut()?.append(buf, ranges, now_ms)?;
+        self.durability.note_written(self.log_end_offset());
         let mut info = AppendInfo {
             first_offset: first.base_offset(),
             last_offset: last.last_offset(),
@@ -363,14 +379,48 @@ impl Log {
     fn after_append(&mut self, records: u32, now_ms: i64) -> Result<(), StorageError> {
         self.unflushed_records = self.unflushed_records.saturating_add(u64::from(records));
         if self.unflushed_records >= self.config.flush_messages {
-            self.flush_data()?;
+            if self.defer_flush {
+                // The caller's PendingSync makes it durable; the recovery point catches
+                // up with the durable end at the next checkpoint.
+                self.flush_deferred = true;
+                self.unflushed_records = 0;
+            } else {
+                self.flush_data()?;
+            }
             self.last_flush_ms = Some(now_ms);
+        }
+        Ok(())
+    }
+
+    /// Before the first change to the files after a clean open: remove the clean-shutdown
+    /// marker (durably, so a crash from here on is recovered) and make the active
+    /// segment's indexes appendable again.
+    pub(super) fn prepare_write(&mut self) -> Result<(), StorageError> {
+        self.mark_dirty()?;
+        if self.active()?.indexes_full() {
+            // Trimmed at close; preallocating again is deferred to here so that opening
+            // a log writes nothing.
+            self.active_mut()?.unseal()?;
+        }
+        Ok(())
+    }
+
+    /// Removes the clean-shutdown marker before the first change to the files.
+    pub(super) fn mark_dirty(&mut self) -> Result<(), StorageError> {
+        if self.clean_marker {
+            match std::fs::remove_file(self.dir.join(checkpoint::CLEAN_SHUTDOWN)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+            checkpoint::sync_dir(&self.dir)?;
+            self.clean_marker = false;
         }
         Ok(())
     }
 
     /// Removes the whole partition directory.
     pub fn delete(self) -> Result<(), StorageError> {
+        self.durability.detach();
         let dir = self.dir.clone();
         drop(self);
         std::fs::remove_dir_all(&dir)?;

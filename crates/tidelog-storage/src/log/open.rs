@@ -1,8 +1,11 @@
 //! Opening a log directory: hygiene, segment loading, crash recovery.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::durability::Checkpointed;
+use super::group_commit::DurabilityHandle;
 use super::Log;
 use crate::checkpoint::{self, CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, RECOVERY_POINT};
 use crate::cleaner::finish_interrupted_swaps;
@@ -52,32 +55,30 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
             checkpoint::sync_dir(parent)?;
         }
     }
-    let marker = dir.join(CLEAN_SHUTDOWN);
-    let clean = marker.exists();
-    if clean {
-        // From here on a crash must look unclean.
-        std::fs::remove_file(&marker)?;
-        checkpoint::sync_dir(dir)?;
-    }
+    // The marker stays until the first change to the files (`Log::mark_dirty`), so a
+    // clean open writes and syncs nothing.
+    let clean = dir.join(CLEAN_SHUTDOWN).exists();
     finish_interrupted_swaps(dir)?;
     let bases = list_bases(dir, "log")?;
     remove_orphans(dir, &bases)?;
-    let recovery_ck = checkpoint::read_offset(dir, RECOVERY_POINT).unwrap_or(0);
+    let recovery_read = checkpoint::read_offset(dir, RECOVERY_POINT);
+    let recovery_ck = recovery_read.unwrap_or(0);
     let start_ck = checkpoint::read_offset(dir, LOG_START);
     let hw_ck = checkpoint::read_offset(dir, HIGH_WATERMARK);
-    let epochs = checkpoint::read_epochs(dir).unwrap_or_default();
+    let epochs_read = checkpoint::read_epochs(dir);
+    let epochs = epochs_read.clone().unwrap_or_default();
     let params = IndexParams {
         index_bytes: config.segment_index_bytes.max(64),
         interval_bytes: config.index_interval_bytes,
     };
 
     let mut segments = BTreeMap::new();
-    let mut recovered_any = false;
+    let mut truncated_any = false;
     for (i, &base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied();
         let recover = !clean && next_base.is_none_or(|n| n > recovery_ck);
         let (mut segment, outcome) = Segment::open(dir, base, params, recover)?;
-        recovered_any |= recover;
+        truncated_any |= outcome.truncated_bytes > 0;
         if outcome.truncated_bytes > 0 {
             let end = segment.next_offset();
             segment.txn_index_mut().truncate_to(end)?;
@@ -96,10 +97,16 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
             break;
         }
     }
-    if segments.is_empty() {
+    let created = segments.is_empty();
+    if created {
         let base = start_ck.unwrap_or(0).max(0);
         segments.insert(base, Segment::create(dir, base, params)?);
     }
+    let active_file = segments
+        .values()
+        .next_back()
+        .map(|s| std::sync::Arc::clone(s.log_file()))
+        .ok_or_else(super::no_segment)?;
     let mut log = Log {
         dir: dir.to_path_buf(),
         config,
@@ -113,8 +120,20 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         producers: ProducerStateTable::default(),
         epochs: LeaderEpochCache::from_pairs(&epochs),
         flush_observer: None,
+        durability: DurabilityHandle::new(active_file, 0),
+        defer_flush: false,
+        flush_deferred: false,
+        clean_marker: clean,
+        checkpointed: Checkpointed {
+            recovery_point: recovery_read,
+            log_start: start_ck,
+            high_watermark: hw_ck,
+            epochs: epochs_read,
+        },
     };
-    log.active_mut()?.unseal()?;
+    if created {
+        log.mark_dirty()?;
+    }
     let first_base = log.segments.keys().next().copied().unwrap_or(0);
     let log_end = log.log_end_offset();
     log.log_start_offset = start_ck.unwrap_or(first_base).max(first_base).min(log_end);
@@ -124,16 +143,67 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         recovery_ck.min(log_end)
     };
     let replay_from = log.recovery_point;
-    if recovered_any {
-        // What survived recovery is now made durable, so the recovery point can move.
+    if !clean && (truncated_any || log.recovery_point < log_end) {
+        // What survived recovery is now made durable, so the recovery point can move
+        // (the checkpoint follows at the next flush or housekeeping pass).
         log.flush_data()?;
     }
+    log.durability.note_synced(log.recovery_point);
     log.high_watermark = hw_ck
         .unwrap_or(log.log_start_offset)
         .clamp(log.log_start_offset, log_end);
     log.epochs.truncate_from_end(log_end);
     log.epochs.truncate_from_start(log.log_start_offset);
     log.rebuild_producer_state(replay_from)?;
-    log.write_checkpoints()?;
     Ok(log)
+}
+
+/// Opens many logs on up to `threads` threads at once (at least one), for a broker
+/// starting with many partitions: opening is mostly waiting for small reads, and after a
+/// crash for recovery scans. Results come back in the order of `logs`.
+pub(crate) fn open_logs(
+    logs: Vec<(PathBuf, LogConfig)>,
+    threads: usize,
+) -> Vec<Result<Log, StorageError>> {
+    let next = AtomicUsize::new(0);
+    let threads = threads.clamp(1, logs.len().max(1));
+    let opened: Vec<Vec<(usize, Result<Log, StorageError>)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((dir, config)) = logs.get(i) else {
+                            break;
+                        };
+                        mine.push((i, open(dir, config.clone())));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    let mut results: Vec<Option<Result<Log, StorageError>>> =
+        std::iter::repeat_with(|| None).take(logs.len()).collect();
+    for (i, result) in opened.into_iter().flatten() {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = Some(result);
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| {
+            // Only a panic inside `open` (a bug) leaves a slot empty.
+            r.unwrap_or_else(|| {
+                Err(StorageError::Io(std::io::Error::other(
+                    "opening the log panicked",
+                )))
+            })
+        })
+        .collect()
 }

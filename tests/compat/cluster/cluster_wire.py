@@ -1,0 +1,283 @@
+"""Hand-built Kafka requests the cluster tests send to one chosen node.
+
+confluent-kafka picks which broker answers a Metadata request and has no API for
+partition reassignment or DescribeQuorum; these calls go to the node the test names,
+so a test can ask a survivor (never a killed or stopped node) and compare what each
+node believes. Non-flexible versions use `kafka_wire`'s header v1; flexible ones add
+the header's empty tagged-field section and end the body with one.
+"""
+
+import struct
+from dataclasses import dataclass, field
+
+import kafka_wire
+from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka_wire import Reader, kstring
+
+API_PRODUCE = 0
+API_CREATE_TOPICS = 19
+API_FIND_COORDINATOR = 10
+API_ALTER_PARTITION_REASSIGNMENTS = 45
+API_LIST_PARTITION_REASSIGNMENTS = 46
+API_DESCRIBE_QUORUM = 55
+
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+
+
+@dataclass
+class PartitionState:
+    error: int
+    leader: int
+    replicas: list
+    isr: list
+    offline: list = field(default_factory=list)
+
+
+@dataclass
+class ClusterView:
+    brokers: dict  # node id -> (host, port)
+    controller: int
+    topics: dict  # name -> (error, {partition: PartitionState})
+
+
+def _host_port(address):
+    host, port = address.rsplit(":", 1)
+    return host, int(port)
+
+
+def _call(address, api_key, version, body, timeout):
+    host, port = _host_port(address)
+    with kafka_wire.Connection(host, port, timeout=timeout) as conn:
+        return conn.call(api_key, version, body, timeout=timeout)
+
+
+def metadata(address, topics=None, timeout=3.0):
+    """Metadata v5 from the node at `address` (all topics when `topics` is None)."""
+    if topics is None:
+        body = struct.pack(">i", -1)
+    else:
+        body = struct.pack(">i", len(topics)) + b"".join(kstring(t) for t in topics)
+    r = Reader(_call(address, kafka_wire.API_METADATA, 5, body + b"\x00", timeout))
+    r.i32()  # throttle
+    brokers = {}
+    for node_id, host, port in r.array(lambda: (r.i32(), r.string(), r.i32(), r.string())[:3]):
+        brokers[node_id] = (host, port)
+    r.string()  # cluster id
+    controller = r.i32()
+    out = {}
+
+    def partition():
+        error, index, leader = r.i16(), r.i32(), r.i32()
+        replicas = r.array(r.i32)
+        isr = r.array(r.i32)
+        offline = r.array(r.i32)
+        return index, PartitionState(error, leader, replicas, isr, offline)
+
+    def topic():
+        error, name = r.i16(), r.string()
+        r.i8()  # is_internal
+        out[name] = (error, dict(r.array(partition)))
+
+    r.array(topic)
+    return ClusterView(brokers, controller, out)
+
+
+def create_topic(address, name, partitions, replication_factor, config=None, timeout_ms=10000):
+    """CreateTopics v2 to one node; returns (error_code, error_message)."""
+    configs = config or {}
+    body = (
+        struct.pack(">i", 1) + kstring(name) + struct.pack(">ih", partitions, replication_factor)
+        + struct.pack(">i", 0)
+        + struct.pack(">i", len(configs)) + b"".join(kstring(k) + kstring(str(v)) for k, v in configs.items())
+        + struct.pack(">ib", timeout_ms, 0)
+    )
+    r = Reader(_call(address, API_CREATE_TOPICS, 2, body, timeout_ms / 1000 + 10))
+    r.i32()
+    [(got, error, message)] = r.array(lambda: (r.string(), r.i16(), r.string()))
+    assert got == name, f"CreateTopics answered for {got!r}, asked {name!r}"
+    return error, message
+
+
+def produce(address, topic, partition, values, acks=-1, timeout_ms=3000):
+    """Produce v3 of one uncompressed batch to exactly the node at `address` (no metadata,
+    no routing, no retries). Returns (error_code, base_offset); raises OSError/TimeoutError/
+    ConnectionClosed when no answer comes."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                        producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for offset, value in enumerate(values):
+        builder.append(offset, timestamp=None, key=None, value=value, headers=[])
+    records = bytes(builder.build())
+    body = (
+        kstring(None) + struct.pack(">hi", acks, timeout_ms) + struct.pack(">i", 1) + kstring(topic)
+        + struct.pack(">i", 1) + struct.pack(">ii", partition, len(records)) + records
+    )
+    r = Reader(_call(address, API_PRODUCE, 3, body, timeout_ms / 1000 + 5))
+    [(_, [(index, error, base_offset)])] = r.array(
+        lambda: (r.string(), r.array(lambda: (r.i32(), r.i16(), r.i64(), r.i64())[:3])))
+    assert index == partition
+    return error, base_offset
+
+
+def find_coordinator(address, key, key_type, timeout=5.0):
+    """FindCoordinator v1: (error_code, node_id)."""
+    body = kstring(key) + struct.pack(">b", key_type)
+    r = Reader(_call(address, API_FIND_COORDINATOR, 1, body, timeout))
+    r.i32()
+    error = r.i16()
+    r.string()
+    return error, r.i32()
+
+
+# ---------------------------------------------------------------- flexible versions
+
+
+def _uvarint(n):
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _cstring(s):
+    raw = s.encode()
+    return _uvarint(len(raw) + 1) + raw
+
+
+def _carray(items):
+    return _uvarint(len(items) + 1) + b"".join(items)
+
+
+def _read_uvarint(r):
+    shift = value = 0
+    while True:
+        byte = r.i8() & 0xFF
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value
+        shift += 7
+
+
+def _read_cstring(r):
+    n = _read_uvarint(r)
+    return None if n == 0 else r.take(n - 1).decode()
+
+
+def _read_carray(r, item):
+    n = _read_uvarint(r)
+    return None if n == 0 else [item() for _ in range(n - 1)]
+
+
+def _skip_tags(r):
+    for _ in range(_read_uvarint(r)):
+        _read_uvarint(r)
+        r.take(_read_uvarint(r))
+
+
+def _flexible_call(address, api_key, version, body, timeout):
+    r = Reader(_call(address, api_key, version, b"\x00" + body + b"\x00", timeout))
+    _skip_tags(r)  # response header v1
+    return r
+
+
+def alter_reassignments(address, moves, timeout_ms=30000):
+    """AlterPartitionReassignments v0. `moves`: {(topic, partition): [replica ids] or None (cancel)}.
+
+    Returns (top-level error, message, {(topic, partition): (error, message)}).
+    """
+    by_topic = {}
+    for (topic, partition), replicas in moves.items():
+        by_topic.setdefault(topic, []).append((partition, replicas))
+    topics = []
+    for topic, parts in by_topic.items():
+        items = []
+        for partition, replicas in parts:
+            if replicas is None:
+                encoded = _uvarint(0)
+            else:
+                encoded = _carray([struct.pack(">i", b) for b in replicas])
+            items.append(struct.pack(">i", partition) + encoded + b"\x00")
+        topics.append(_cstring(topic) + _carray(items) + b"\x00")
+    body = struct.pack(">i", timeout_ms) + _carray(topics)
+    r = _flexible_call(address, API_ALTER_PARTITION_REASSIGNMENTS, 0, body, timeout_ms / 1000 + 10)
+    r.i32()
+    error, message = r.i16(), _read_cstring(r)
+    results = {}
+
+    def partition(topic):
+        index, perr, pmsg = r.i32(), r.i16(), _read_cstring(r)
+        _skip_tags(r)
+        results[(topic, index)] = (perr, pmsg)
+
+    def topic_result():
+        name = _read_cstring(r)
+        _read_carray(r, lambda: partition(name))
+        _skip_tags(r)
+
+    _read_carray(r, topic_result)
+    return error, message, results
+
+
+def list_reassignments(address, timeout_ms=10000):
+    """ListPartitionReassignments v0 for every partition: {(topic, p): (replicas, adding, removing)}."""
+    body = struct.pack(">i", timeout_ms) + _uvarint(0)  # null topics: all in flight
+    r = _flexible_call(address, API_LIST_PARTITION_REASSIGNMENTS, 0, body, timeout_ms / 1000 + 10)
+    r.i32()
+    error, message = r.i16(), _read_cstring(r)
+    assert error == 0, f"ListPartitionReassignments failed: {error} {message}"
+    found = {}
+
+    def ints():
+        return _read_carray(r, r.i32) or []
+
+    def partition(topic):
+        index, replicas, adding, removing = r.i32(), ints(), ints(), ints()
+        _skip_tags(r)
+        found[(topic, index)] = (replicas, adding, removing)
+
+    def topic_entry():
+        name = _read_cstring(r)
+        _read_carray(r, lambda: partition(name))
+        _skip_tags(r)
+
+    _read_carray(r, topic_entry)
+    return found
+
+
+def describe_quorum_leader(address, timeout=5.0):
+    """The controller quorum's leader id by DescribeQuorum v0 (None if not answered)."""
+    body = _carray([_cstring("__cluster_metadata") + _carray([struct.pack(">i", 0) + b"\x00"]) + b"\x00"])
+    try:
+        r = _flexible_call(address, API_DESCRIBE_QUORUM, 0, body, timeout)
+    except (OSError, ValueError, kafka_wire.ConnectionClosed):
+        return None
+    if r.i16() != 0:
+        return None
+    leaders = []
+
+    def voter():
+        r.i32()
+        r.i64()
+        _skip_tags(r)
+
+    def partition():
+        r.i32()
+        error, leader = r.i16(), r.i32()
+        r.i32()
+        r.i64()
+        _read_carray(r, voter)
+        _read_carray(r, voter)
+        _skip_tags(r)
+        if error == 0 and leader >= 0:
+            leaders.append(leader)
+
+    def topic():
+        _read_cstring(r)
+        _read_carray(r, partition)
+        _skip_tags(r)
+
+    _read_carray(r, topic)
+    return leaders[0] if leaders else None

@@ -1,0 +1,179 @@
+"""Consumer groups and transactions on a 3-node cluster whose coordinator's broker is
+killed (-9) mid-test. Coordinators live with the leadership of their internal topic's
+partition (__consumer_offsets / __transaction_state, RF 3), so a new one must take over
+with the committed state intact.
+
+- A group of two members consumes a topic, committing as it goes; the group
+  coordinator's broker dies; every record is still consumed, committed offsets never go
+  back, and the group ends with everything committed.
+- A consume-transform-produce copier (transactions with send_offsets_to_transaction)
+  runs while the transaction coordinator's broker dies; the copier is restarted if it
+  gives up; read_committed output equals the input exactly once, per partition, in order.
+"""
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+import cluster_wire
+from cluster_load import read_log, values_of
+from cluster_meta import WIRE_ERRORS, create_topic
+from compat_helpers import (
+    TRANSIENT_CONSUMER_ERRORS, DeliveryLog, client_logger, produce_all, producer, unique, wait_until,
+)
+
+COPIER = Path(__file__).resolve().parent / "txn_copier.py"
+PARTITIONS = 4
+
+
+def fill(cluster, topic, count):
+    log = DeliveryLog()
+    records = [(i, str(i).encode(), f"r{i:06d}".encode(), None, None) for i in range(count)]
+    produce_all(producer(cluster.bootstrap, **{"enable.idempotence": True}), topic, records, log)
+    assert not log.failed and len(log.acked) == count
+    return log.acked
+
+
+def coordinator(cluster, key, key_type, exclude=()):
+    """The node FindCoordinator names (asked of serving nodes until one answers without error)."""
+    def ask():
+        for node in cluster.serving(exclude):
+            try:
+                error, node_id = cluster_wire.find_coordinator(node.bootstrap, key, key_type)
+            except WIRE_ERRORS:
+                continue
+            if error == 0 and node_id not in exclude:
+                return node_id
+        return None
+
+    return wait_until(ask, 30, f"a coordinator for {key!r}")
+
+
+def committed(cluster, group, topic):
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group}, logger=client_logger("committed"))
+    try:
+        tps = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=15)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        c.close()
+
+
+def group_member(cluster, group, topic, name):
+    c = Consumer({
+        "bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": name,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+    }, logger=client_logger(name))
+    c.subscribe([topic])
+    return c
+
+
+def poll_and_commit(member, seen):
+    got = 0
+    for msg in member.consume(num_messages=500, timeout=0.1):
+        err = msg.error()
+        if err is not None:
+            if err.fatal() or err.code() not in TRANSIENT_CONSUMER_ERRORS:
+                raise KafkaException(err)
+            continue
+        seen.add((msg.partition(), msg.offset()))
+        got += 1
+    if got:
+        try:
+            member.commit(asynchronous=False)
+        except KafkaException:
+            pass  # coordinator moving or generation changed: committed again with the next batch
+    return got
+
+
+def test_group_consumes_everything_with_the_coordinators_broker_killed(cluster):
+    topic = create_topic(cluster, unique("grp"), PARTITIONS, 3, {"min.insync.replicas": "2"})
+    acked = fill(cluster, topic, 20_000)
+    expected = {(p, o) for p, o, _ in acked.values()}
+    ends = {p: 1 + max(o for q, o in expected if q == p) for p in range(PARTITIONS)}
+    group = unique("g")
+    seen = set()
+    members = [group_member(cluster, group, topic, f"m{i}") for i in range(2)]
+    killed = None
+    try:
+        deadline = time.monotonic() + 150
+        while seen != expected and time.monotonic() < deadline:
+            for m in members:
+                poll_and_commit(m, seen)
+            if killed is None and len(seen) >= 6_000:
+                killed = coordinator(cluster, group, cluster_wire.COORDINATOR_GROUP)
+                before = committed(cluster, group, topic)
+                assert sum(max(o, 0) for o in before.values()) > 0, f"nothing committed before the kill: {before}"
+                cluster.node(killed).kill9()
+                moved_to = coordinator(cluster, group, cluster_wire.COORDINATOR_GROUP, exclude=(killed,))
+                after = committed(cluster, group, topic)
+                regressed = {p: (before[p], after[p]) for p in before if after[p] < before[p]}
+                assert not regressed, f"committed offsets went back when the coordinator moved: {regressed}"
+        assert killed is not None, "never got far enough to kill the coordinator"
+        assert seen == expected, f"{len(expected - seen)} records never consumed after the coordinator died"
+
+        def all_committed():
+            for m in members:
+                poll_and_commit(m, seen)
+                try:
+                    m.commit(asynchronous=False)
+                except KafkaException:
+                    pass
+            return committed(cluster, group, topic) == ends
+
+        wait_until(all_committed, 60, f"committed offsets reaching the ends {ends}")
+    finally:
+        for m in members:
+            m.close()
+    assert moved_to != killed
+
+
+def test_copier_exactly_once_with_the_transaction_coordinators_broker_killed(cluster, tmp_path):
+    source = create_topic(cluster, unique("eos-in"), PARTITIONS, 3, {"min.insync.replicas": "2"})
+    sink = create_topic(cluster, unique("eos-out"), PARTITIONS, 3, {"min.insync.replicas": "2"})
+    total = 6_000
+    acked = fill(cluster, source, total)
+    assert len(acked) == total
+    source_log = read_log(cluster.bootstrap, source, PARTITIONS)
+    group, txn_id = unique("copier"), unique("copier-tx")
+    ends = {p: len(source_log[p]) for p in range(PARTITIONS)}
+    out = open(tmp_path / "copier.log", "ab")
+    restarts = []
+
+    def start():
+        return subprocess.Popen(
+            [sys.executable, str(COPIER), cluster.bootstrap, source, sink, group, txn_id],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    copier = start()
+    killed = None
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            progress = committed(cluster, group, source)
+            if progress == ends:
+                break
+            if killed is None and sum(max(o, 0) for o in progress.values()) >= total // 4:
+                killed = coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION)
+                cluster.node(killed).kill9()
+            if copier.poll() is not None:
+                restarts.append(copier.returncode)
+                assert len(restarts) <= 10, f"the copier keeps failing: exit codes {restarts}"
+                copier = start()
+            time.sleep(0.5)
+        assert killed is not None, "the copier finished before the coordinator could be killed"
+        assert committed(cluster, group, source) == ends, "the copier did not finish within 180 s"
+    finally:
+        if copier.poll() is None:
+            copier.kill()
+            copier.wait(timeout=10)
+        out.close()
+    moved_to = coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION, exclude=(killed,))
+    assert moved_to != killed
+    got = read_log(cluster.bootstrap, sink, PARTITIONS, isolation="read_committed")
+    for p in range(PARTITIONS):
+        assert values_of(got, p) == values_of(source_log, p), (
+            f"partition {p}: {len(got[p])} committed records, {len(source_log[p])} in the source")

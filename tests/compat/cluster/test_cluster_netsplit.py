@@ -1,0 +1,91 @@
+"""A network partition: the leader cut off from the other two nodes.
+
+Each node runs in its own network namespace on a bridge (netns.py); the test stays in
+the root namespace and still reaches every node. The cut drops packets silently in both
+directions between the leader and its peers.
+
+- The isolated leader acknowledges no acks=all write sent to it after the cut (Produce
+  straight to it, no client routing: any success would be a write the majority never got).
+- The majority elects a new leader and keeps acknowledging writes.
+- After healing, the old leader truncates what it appended alone (counted in its
+  log_truncations metric), rejoins the ISR, and — made leader again by a preferred
+  election — serves exactly the records the majority acknowledged, none of its own.
+
+Needs root and `ip netns`; skipped otherwise.
+"""
+
+import time
+
+from confluent_kafka import ElectionType, KafkaError, TopicPartition
+
+import cluster_wire
+from cluster_load import produce_batch, read_log, values_of
+from cluster_meta import WIRE_ERRORS, create_topic, full_isr, partition, wait_partition
+from compat_helpers import admin, unique
+
+ISOLATED_WRITE_S = 8.0  # keep writing to the cut-off leader this long (4 session timeouts)
+ELECTION_TIMEOUT_S = 20.0
+TRUNCATIONS = "tidelog_log_truncations_total"
+
+
+def batch(tag, n=100):
+    return [f"{tag}-{i:04d}".encode() for i in range(n)]
+
+
+def test_isolated_leader_acknowledges_nothing_and_truncates_after_healing(netns_lab, cluster_factory):
+    cluster = cluster_factory(size=3, voters=3, lab=netns_lab)
+    topic = create_topic(cluster, unique("split"), config={"min.insync.replicas": "2"}, assignment=[[1, 2, 3]])
+    wait_partition(cluster, topic, 0, lambda s: s.leader == 1 and full_isr(s), 30, "leader 1, full ISR")
+    old = cluster.node(1)
+    majority = ",".join(cluster.node(n).bootstrap for n in (2, 3))
+
+    before = batch("before")
+    acked, failed = produce_batch(cluster.bootstrap, topic, before)
+    assert not failed and len(acked) == len(before), failed
+    truncations_before = old.metrics().get(TRUNCATIONS, 0.0)
+
+    netns_lab.isolate(1)
+    isolated_values, isolated_acks, outcomes = [], [], []
+    deadline = time.monotonic() + ISOLATED_WRITE_S
+    n = 0
+    while time.monotonic() < deadline:
+        values = [f"isolated-{n:04d}-{i}".encode() for i in range(5)]
+        n += 1
+        isolated_values += values
+        try:
+            error, offset = cluster_wire.produce(old.bootstrap, topic, 0, values, acks=-1, timeout_ms=2000)
+        except WIRE_ERRORS as err:
+            outcomes.append(type(err).__name__)
+            continue
+        outcomes.append(error)
+        if error == 0:
+            isolated_acks.append((values, offset))
+        time.sleep(0.05)
+    assert not isolated_acks, f"the cut-off leader acknowledged acks=all writes: {isolated_acks[:3]}"
+    assert outcomes, "no write reached the isolated leader"
+
+    # Meanwhile the majority has elected one of its own and takes writes.
+    wait_partition(cluster, topic, 0, lambda s: s.leader in (2, 3) and 1 not in s.isr, ELECTION_TIMEOUT_S,
+                   "nodes 2 and 3 electing a leader among themselves", via=2)
+    during = batch("during")
+    acked, failed = produce_batch(majority, topic, during)
+    assert not failed and len(acked) == len(during), f"the majority refused writes: {list(failed.values())[:3]}"
+
+    netns_lab.heal()
+    wait_partition(cluster, topic, 0, full_isr, 45, "the old leader back in the ISR after healing", via=2)
+    assert old.metrics().get(TRUNCATIONS, 0.0) > truncations_before, (
+        "the old leader did not report truncating the records it appended alone")
+    after = batch("after")
+    acked, failed = produce_batch(cluster.bootstrap, topic, after)
+    assert not failed and len(acked) == len(after), failed
+
+    # Make the old leader lead again and read what it serves.
+    result = admin(cluster.bootstrap).elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
+    errors = {tp: err for tp, err in result.result(timeout=30).items() if err is not None}
+    assert not errors or all(e.args[0].code() == KafkaError.ELECTION_NOT_NEEDED for e in errors.values()), errors
+    wait_partition(cluster, topic, 0, lambda s: s.leader == 1, ELECTION_TIMEOUT_S, "node 1 leading again", via=1)
+    served = values_of(read_log(old.bootstrap, topic, 1))
+    leaked = [v for v in served if v.startswith(b"isolated-")]
+    assert not leaked, f"the old leader serves {len(leaked)} records it appended while cut off, e.g. {leaked[:3]}"
+    assert served == before + during + after
+    assert partition(cluster, topic, 0, via=1).leader == 1

@@ -1,0 +1,57 @@
+"""Reassign a partition onto a fourth, empty broker under continuous acks=all load.
+
+Three voter nodes hold the partition; node 4 joins as a broker only. The partition's
+first replica is replaced by node 4 (AlterPartitionReassignments; confluent-kafka has no
+call for it, so the request is sent by hand). Node 4 must catch up and join the ISR,
+the old replica must be dropped, ListPartitionReassignments must show nothing in flight,
+and with node 4 made leader (preferred election: it is first in the new list) every
+acknowledged record is read back from it exactly once.
+"""
+
+from confluent_kafka import ElectionType, KafkaError, TopicPartition
+
+import cluster_wire
+from cluster_load import ContinuousProducer, TailReader, check_acknowledged, check_reader, read_log
+from cluster_meta import create_topic, full_isr, partition, view, wait_full_isr, wait_partition
+from compat_helpers import admin, unique, wait_until
+
+MOVE_TIMEOUT_S = 60
+
+
+def test_reassign_partition_onto_a_fourth_broker_under_load(cluster_factory):
+    cluster = cluster_factory(size=3, voters=3)
+    topic = create_topic(cluster, unique("move"), 1, 3, {"min.insync.replicas": "2"})
+    wait_full_isr(cluster, topic, 1, 30)
+    prod = ContinuousProducer(cluster.bootstrap, topic, "m").start()
+    reader = TailReader(cluster.bootstrap, topic, 1).start()
+    try:
+        prod.wait_acked(2000, 30, "acks=all writes before the new broker joins")
+        newcomer = cluster.add_node(4).start()
+        wait_until(lambda: (v := view(cluster)) is not None and 4 in v.brokers, 15, "broker 4 in the metadata")
+        replicas = partition(cluster, topic, 0).replicas
+        dropped = replicas[0]
+        target = [4] + replicas[1:]
+
+        error, message, results = cluster_wire.alter_reassignments(cluster.node(1).bootstrap, {(topic, 0): target})
+        assert error == 0, f"AlterPartitionReassignments: {error} {message}"
+        assert set(results) == {(topic, 0)} and results[(topic, 0)][0] == 0, results
+
+        wait_partition(cluster, topic, 0, lambda s: sorted(s.replicas) == sorted(target) and full_isr(s),
+                       MOVE_TIMEOUT_S, f"replicas {target} all in sync, {dropped} dropped")
+        in_flight = cluster_wire.list_reassignments(cluster.node(1).bootstrap)
+        assert (topic, 0) not in in_flight, f"the move is still listed as in flight: {in_flight}"
+        prod.wait_acked(len(prod.acked) + 200, 30, "acks=all writes after the move")
+
+        result = admin(cluster.bootstrap).elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
+        errors = {tp: e for tp, e in result.result(timeout=30).items() if e is not None}
+        assert not errors or all(e.args[0].code() == KafkaError.ELECTION_NOT_NEEDED for e in errors.values()), errors
+        wait_partition(cluster, topic, 0, lambda s: s.leader == 4, 20, "node 4 (first replica) leading")
+        prod.wait_acked(len(prod.acked) + 200, 30, "acks=all writes with node 4 leading")
+    finally:
+        prod.stop(flush_timeout=60)
+        reader.stop()
+    prod.check_finished()
+    assert partition(cluster, topic, 0).leader == 4
+    log = read_log(newcomer.bootstrap, topic, 1)
+    check_acknowledged(prod, log)
+    check_reader(reader, log)

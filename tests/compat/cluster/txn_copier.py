@@ -1,0 +1,55 @@
+"""Consume-transform-produce copier run as a subprocess by test_cluster_coordinators.
+
+Copies each source partition to the same sink partition inside transactions that also
+commit the consumed offsets (send_offsets_to_transaction). On any client error it exits
+with status 3, as a crashed application would; the test restarts it, and the new
+instance's init_transactions fences the old one and aborts its open transaction.
+
+Usage: txn_copier.py BOOTSTRAP SOURCE SINK GROUP TRANSACTIONAL_ID
+"""
+
+import sys
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+def copy_forever(cons, prod, source, sink):
+    while True:
+        batch = [m for m in cons.consume(num_messages=500, timeout=1.0) if m.error() is None]
+        if not batch:
+            continue
+        prod.begin_transaction()
+        positions = {}
+        for m in batch:
+            prod.produce(sink, key=m.key(), value=m.value(), partition=m.partition())
+            positions[m.partition()] = m.offset() + 1
+        offsets = [TopicPartition(source, p, o) for p, o in positions.items()]
+        prod.send_offsets_to_transaction(offsets, cons.consumer_group_metadata(), 30)
+        prod.commit_transaction(30)
+        print("committed", len(batch), flush=True)
+
+
+def main():
+    bootstrap, source, sink, group, txn_id = sys.argv[1:6]
+    cons = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+    })
+    prod = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                     "transaction.timeout.ms": 15000})
+    try:
+        prod.init_transactions(60)
+        cons.subscribe([source])
+        copy_forever(cons, prod, source, sink)
+    except KafkaException as err:
+        print("error", err, flush=True)
+        try:
+            cons.close()  # leave the group now rather than after the session timeout
+        except KafkaException:
+            pass
+        sys.exit(3)
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidelog_controller::{Controller, Endpoint, TopicDefaults};
+use tidelog_controller::quorum::{
+    ControllerClient, ControllerHandle, QuorumConfig, QuorumController, QuorumPeers, RaftQuorum,
+};
+use tidelog_controller::{Controller, Endpoint, MetadataImage, TopicDefaults};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -39,6 +42,20 @@ pub enum StartError {
     Storage(#[from] tidelog_storage::StorageError),
 }
 
+/// How a node joins a cluster (`--quorum`). Without it a node is a cluster of one with
+/// its controller in-process.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Every controller voter (`--quorum 1@host:port,...`).
+    pub peers: QuorumPeers,
+    /// Where this node's voter listens (`--controller-listen`); `None`: its entry in
+    /// `peers`.
+    pub controller_listen: Option<String>,
+    /// Whether this node runs a controller voter (`--roles ...,controller`). A node
+    /// without one reaches the quorum over the voters' controller port.
+    pub controller: bool,
+}
+
 /// A running node. Dropping it without `shutdown` leaves logs to crash recovery.
 pub struct Broker {
     ctx: Ctx,
@@ -46,13 +63,25 @@ pub struct Broker {
     tasks: Vec<JoinHandle<()>>,
     kafka_addr: SocketAddr,
     admin_addr: SocketAddr,
+    /// This node's controller voter, stopped after the broker.
+    voter: Option<Arc<QuorumController>>,
     _lock: std::fs::File,
 }
 
 impl Broker {
     /// Opens the data directory (recovering logs if the last run crashed), binds the
-    /// listeners and starts serving.
+    /// listeners and starts serving as a cluster of one.
     pub async fn start(config: BrokerConfig) -> Result<Broker, StartError> {
+        Broker::start_with(config, None).await
+    }
+
+    /// Like [`Broker::start`]; with `cluster`, a node of that cluster: it starts its
+    /// controller voter (if it runs one), then registers with the quorum and follows
+    /// its metadata in the background (`/readyz` answers 200 once it has caught up).
+    pub async fn start_with(
+        config: BrokerConfig,
+        cluster: Option<ClusterOptions>,
+    ) -> Result<Broker, StartError> {
         let data_dir = config.data_dir.clone();
         std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
             path: data_dir.display().to_string(),
@@ -81,33 +110,45 @@ impl Broker {
                 .unwrap_or(1),
         };
         let node_id = config.node_id;
-        let mut controller =
-            Controller::open(&data_dir.join("__cluster_metadata"), node_id, defaults)
-                .map_err(|e| StartError::Metadata(e.to_string()))?;
         let endpoint = Endpoint {
             name: "PLAINTEXT".to_string(),
             host: config.advertised_host(),
             port: kafka_addr.port(),
         };
         let rack = Some(config.get("broker.rack").to_string()).filter(|r| !r.is_empty());
-        controller
-            .register_broker(vec![endpoint], rack)
-            .map_err(|e| StartError::Metadata(e.to_string()))?;
-
         let replicas = ReplicaManager::new(node_id, &data_dir, Arc::clone(&metrics.storage));
-        let started = std::time::Instant::now();
-        replicas.apply_image(controller.image(), &config)?;
-        tracing::info!(
-            partitions = replicas.all().len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "logs opened"
-        );
+
+        let (metadata, voter, link) = match &cluster {
+            None => {
+                let mut controller =
+                    Controller::open(&data_dir.join("__cluster_metadata"), node_id, defaults)
+                        .map_err(|e| StartError::Metadata(e.to_string()))?;
+                controller
+                    .register_broker(vec![endpoint.clone()], rack.clone())
+                    .map_err(|e| StartError::Metadata(e.to_string()))?;
+                open_logs(&replicas, controller.image(), &config)?;
+                (MetadataManager::new(controller), None, None)
+            }
+            Some(options) => {
+                let (link, voter, image) = join_quorum(&config, options, defaults).await?;
+                if voter.is_some() {
+                    // A voter has its image from disk: open the logs it names now, as a
+                    // single node does. A broker-only node waits for its first fetch.
+                    open_logs(&replicas, &image, &config)?;
+                }
+                (
+                    MetadataManager::clustered(Arc::clone(&link), image),
+                    voter,
+                    Some(link),
+                )
+            }
+        };
 
         let group_config = GroupConfig::from_broker(&config);
         let txn_config = TxnConfig::from_broker(&config);
         let ctx: Ctx = Arc::new(BrokerContext {
             config,
-            metadata: MetadataManager::new(controller),
+            metadata,
             replicas,
             groups: GroupCoordinator::new(group_config),
             txns: TxnCoordinator::new(txn_config),
@@ -132,15 +173,36 @@ impl Broker {
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         )));
-        tasks.push(tokio::spawn(cleaner(Arc::clone(&ctx), shutdown_rx)));
-        ready.store(true, Ordering::Release);
-        tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");
+        tasks.push(tokio::spawn(cleaner(Arc::clone(&ctx), shutdown_rx.clone())));
+        match link {
+            None => {
+                ready.store(true, Ordering::Release);
+                tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");
+            }
+            Some(link) => {
+                tasks.push(tokio::spawn(crate::metadata::follow_image(
+                    Arc::clone(&ctx),
+                    Arc::clone(&link),
+                    shutdown_rx.clone(),
+                )));
+                tasks.push(tokio::spawn(crate::metadata::heartbeat_loop(
+                    Arc::clone(&ctx),
+                    link,
+                    vec![endpoint],
+                    rack,
+                    ready,
+                    shutdown_rx,
+                )));
+                tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog started; joining the cluster");
+            }
+        }
         Ok(Broker {
             ctx,
             shutdown: shutdown_tx,
             tasks,
             kafka_addr,
             admin_addr,
+            voter,
             _lock: lock,
         })
     }
@@ -153,8 +215,11 @@ impl Broker {
         self.admin_addr
     }
 
-    /// Stops accepting, ends every task, closes every log cleanly.
+    /// Moves leaderships away (in a cluster, `controlled.shutdown.enable`), stops
+    /// accepting, ends every task, closes every log cleanly, then stops this node's
+    /// controller voter.
     pub async fn shutdown(self) {
+        crate::metadata::controlled_shutdown(&self.ctx).await;
         let _ = self.shutdown.send(true);
         for task in self.tasks {
             if tokio::time::timeout(Duration::from_secs(10), task)
@@ -166,8 +231,70 @@ impl Broker {
         }
         let ctx = self.ctx;
         let _ = tokio::task::spawn_blocking(move || ctx.replicas.shutdown()).await;
+        if let Some(voter) = self.voter {
+            voter.shutdown().await;
+            if let Err(e) = voter.quorum().shutdown().await {
+                tracing::warn!(error = %e, "stopping the controller voter failed");
+            }
+        }
         tracing::info!("tidelog stopped cleanly");
     }
+}
+
+fn open_logs(
+    replicas: &ReplicaManager,
+    image: &MetadataImage,
+    config: &BrokerConfig,
+) -> Result<(), StartError> {
+    let started = std::time::Instant::now();
+    replicas.apply_image(image, config)?;
+    tracing::info!(
+        partitions = replicas.all().len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "logs opened"
+    );
+    Ok(())
+}
+
+/// Starts this node's controller voter (when it runs one) or a client of the voters;
+/// returns the handle, the voter, and the image to start from.
+async fn join_quorum(
+    config: &BrokerConfig,
+    options: &ClusterOptions,
+    defaults: TopicDefaults,
+) -> Result<
+    (
+        Arc<ControllerHandle>,
+        Option<Arc<QuorumController>>,
+        Arc<MetadataImage>,
+    ),
+    StartError,
+> {
+    let ms =
+        |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0).max(1));
+    if !options.controller {
+        let quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), "");
+        // The voter may spend a write timeout confirming its leadership and another
+        // committing, on top of the request's own time on the wire.
+        let timeout = ms("controller.quorum.request.timeout.ms") + quorum_config.write_timeout * 2;
+        let cluster_id = options.peers.derived_cluster_id();
+        let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout);
+        let handle = Arc::new(ControllerHandle::Remote(Arc::new(client)));
+        return Ok((handle, None, Arc::new(MetadataImage::new(cluster_id))));
+    }
+    let dir = config.data_dir.join("__cluster_metadata").join("quorum");
+    let mut quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), dir);
+    if let Some(listen) = &options.controller_listen {
+        quorum_config.listen = listen.clone();
+    }
+    let quorum = RaftQuorum::start(quorum_config)
+        .await
+        .map_err(|e| StartError::Metadata(format!("starting the controller voter: {e}")))?;
+    let controller =
+        QuorumController::start(Arc::new(quorum), defaults, ms("broker.session.timeout.ms"));
+    let image = controller.image();
+    let handle = Arc::new(ControllerHandle::Voter(Arc::clone(&controller)));
+    Ok((handle, Some(controller), image))
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {

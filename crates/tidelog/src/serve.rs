@@ -3,8 +3,9 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use anyhow::Context;
-use tidelog_broker::{Broker, BrokerConfig};
+use anyhow::{bail, Context};
+use tidelog_broker::{Broker, BrokerConfig, ClusterOptions};
+use tidelog_controller::quorum::QuorumPeers;
 
 #[derive(clap::Args)]
 pub(crate) struct ServeArgs {
@@ -26,10 +27,85 @@ pub(crate) struct ServeArgs {
     /// One Kafka-named setting, `name=value`; repeatable; wins over the file and environment.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
+    /// The controller voters of a cluster, `id@host:port,...` (the same list on every
+    /// node). Without it the node is a cluster of one with its controller in-process.
+    #[arg(long, env = "TIDELOG_QUORUM", value_name = "ID@HOST:PORT,...")]
+    quorum: Option<String>,
+    /// Where this node's controller voter listens; its port must be the one of this
+    /// node's entry in --quorum (the host may be 0.0.0.0). Default: that entry.
+    #[arg(long, env = "TIDELOG_CONTROLLER_LISTEN", value_name = "HOST:PORT")]
+    controller_listen: Option<String>,
+    /// What this node runs with --quorum: `broker`, `controller` or `broker,controller`.
+    /// Default: both when --node-id is a voter in --quorum, else `broker`.
+    #[arg(
+        long,
+        env = "TIDELOG_ROLES",
+        value_delimiter = ',',
+        value_name = "ROLE,..."
+    )]
+    roles: Vec<String>,
+}
+
+/// Reads --quorum, --controller-listen and --roles into the cluster options.
+fn cluster_options(args: &ServeArgs) -> anyhow::Result<Option<ClusterOptions>> {
+    let Some(quorum) = &args.quorum else {
+        if args.controller_listen.is_some() || !args.roles.is_empty() {
+            bail!("--controller-listen and --roles need --quorum");
+        }
+        return Ok(None);
+    };
+    let peers = QuorumPeers::parse(quorum).with_context(|| format!("--quorum {quorum}"))?;
+    let voter = peers.contains(args.node_id);
+    let (mut broker, mut controller) = (args.roles.is_empty(), args.roles.is_empty() && voter);
+    for role in &args.roles {
+        match role.trim() {
+            "broker" => broker = true,
+            "controller" => controller = true,
+            other => bail!("unknown role {other:?} in --roles (expected broker, controller)"),
+        }
+    }
+    if controller && !voter {
+        bail!(
+            "--roles controller: node {} is not a voter in --quorum {quorum}",
+            args.node_id
+        );
+    }
+    if !broker {
+        bail!("--roles controller alone (a node without a broker) is not supported yet; use --roles broker,controller");
+    }
+    let own = peers.address(args.node_id).map(str::to_owned);
+    if let Some(listen) = &args.controller_listen {
+        if !controller {
+            bail!("--controller-listen is only for a node that runs a controller voter");
+        }
+        check_controller_listen(listen, own.as_deref().unwrap_or_default())?;
+    }
+    Ok(Some(ClusterOptions {
+        peers,
+        controller_listen: args.controller_listen.clone(),
+        controller,
+    }))
+}
+
+/// The voter binds `listen`; the others reach it at `entry`. They must name the same
+/// port, and the same host unless `listen` binds every interface.
+fn check_controller_listen(listen: &str, entry: &str) -> anyhow::Result<()> {
+    let listen_addr: SocketAddr = listen
+        .parse()
+        .with_context(|| format!("--controller-listen {listen} is not an ip:port"))?;
+    let (entry_host, entry_port) = entry.rsplit_once(':').unwrap_or((entry, ""));
+    let entry_host = entry_host.trim_start_matches('[').trim_end_matches(']');
+    let same_port = entry_port.parse::<u16>().ok() == Some(listen_addr.port());
+    let same_host = listen_addr.ip().is_unspecified() || listen_addr.ip().to_string() == entry_host;
+    if !same_port || !same_host {
+        bail!("--controller-listen {listen} does not match this node's entry {entry} in --quorum");
+    }
+    Ok(())
 }
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
+    let cluster = cluster_options(&args)?;
     let mut config = BrokerConfig::new(args.node_id, args.listen, args.admin_listen, args.data_dir);
     if let Some(path) = &args.config {
         config.apply_toml(path)?;
@@ -44,7 +120,7 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let broker = Broker::start(config).await?;
+        let broker = Broker::start_with(config, cluster).await?;
         wait_for_signal().await?;
         tracing::info!("shutting down");
         broker.shutdown().await;
@@ -65,7 +141,7 @@ async fn wait_for_signal() -> anyhow::Result<()> {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("TIDELOG_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
     // Colour only for a person at a terminal, never into log files.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     let _ = tracing_subscriber::fmt()

@@ -23,6 +23,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         ResponseError::InvalidProducerEpoch
     };
     let code = ensure_offsets_topic(ctx)
+        .await
         .and_then(|()| {
             ctx.txns.add_offsets(
                 ctx,

@@ -19,19 +19,17 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: AlterConfigsRequest = req.decode()?;
-    let responses = request
-        .resources
-        .iter()
-        .map(|resource| {
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            if resource.resource_type != RESOURCE_TOPIC {
-                let (code, message) = refuse_non_topic(resource.resource_type);
-                return response
-                    .with_error_code(code)
-                    .with_error_message(Some(StrBytes::from_string(message)));
-            }
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in &request.resources {
+        let response = AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name.clone());
+        responses.push(if resource.resource_type != RESOURCE_TOPIC {
+            let (code, message) = refuse_non_topic(resource.resource_type);
+            response
+                .with_error_code(code)
+                .with_error_message(Some(StrBytes::from_string(message)))
+        } else {
             let name = resource.resource_name.to_string();
             let current = ctx.metadata.image().topic_configs(&name);
             let mut changes: Vec<(String, Option<String>)> = current
@@ -50,16 +48,17 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     .iter()
                     .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))),
             );
-            let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
-                c.alter_topic_configs(&name, changes, request.validate_only)
-            });
+            let outcome = ctx
+                .metadata
+                .alter_topic_configs(ctx, &name, changes, request.validate_only)
+                .await;
             match outcome {
                 Ok(()) => response,
                 Err(e) => response
                     .with_error_code(e.error_code())
                     .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             }
-        })
-        .collect();
+        });
+    }
     req.respond(&AlterConfigsResponse::default().with_responses(responses))
 }

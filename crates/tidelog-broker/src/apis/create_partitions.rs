@@ -19,9 +19,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let mut results = Vec::with_capacity(request.topics.len());
     for topic in request.topics {
         let name = topic.name.0.to_string();
-        let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
-            c.create_partitions(&name, topic.count, request.validate_only)
-        });
+        let outcome = ctx
+            .metadata
+            .create_partitions(ctx, &name, topic.count, request.validate_only)
+            .await;
         let result = CreatePartitionsTopicResult::default().with_name(topic.name);
         results.push(match outcome {
             Ok(()) => result,

@@ -42,9 +42,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
                 .collect(),
         };
-        let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
-            c.create_topic(create, request.validate_only)
-        });
+        let outcome = ctx
+            .metadata
+            .create_topic(ctx, create, request.validate_only)
+            .await;
         let result = CreatableTopicResult::default().with_name(topic.name);
         results.push(match outcome {
             Ok(created) => {

@@ -54,7 +54,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             )),
             (Some(n), _) => ctx
                 .metadata
-                .change(&ctx.replicas, &ctx.config, |c| c.delete_topic(n))
+                .delete_topic(ctx, n)
+                .await
                 .map_err(|e| (e.error_code(), e.to_string())),
         };
         results.push(match outcome {

@@ -20,6 +20,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let image = ctx.metadata.image();
     let brokers = image
         .brokers()
+        .filter(|b| !b.fenced)
         .filter_map(|b| {
             let endpoint = b.listeners.first()?;
             Some(
@@ -34,7 +35,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(StrBytes::from_string(image.cluster_id().to_string()))
-        .with_controller_id(BrokerId(ctx.node_id()))
+        .with_controller_id(BrokerId(ctx.metadata.controller_id(ctx.node_id())))
         .with_brokers(brokers);
     req.respond(&response)
 }

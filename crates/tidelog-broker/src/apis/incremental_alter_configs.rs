@@ -26,21 +26,18 @@ const SUBTRACT: i8 = 3;
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: IncrementalAlterConfigsRequest = req.decode()?;
-    let responses = request
-        .resources
-        .iter()
-        .map(|resource| {
-            let response = AlterConfigsResourceResponse::default()
-                .with_resource_type(resource.resource_type)
-                .with_resource_name(resource.resource_name.clone());
-            match alter(ctx, resource, request.validate_only) {
-                Ok(()) => response,
-                Err((code, message)) => response
-                    .with_error_code(code)
-                    .with_error_message(Some(StrBytes::from_string(message))),
-            }
-        })
-        .collect();
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in &request.resources {
+        let response = AlterConfigsResourceResponse::default()
+            .with_resource_type(resource.resource_type)
+            .with_resource_name(resource.resource_name.clone());
+        responses.push(match alter(ctx, resource, request.validate_only).await {
+            Ok(()) => response,
+            Err((code, message)) => response
+                .with_error_code(code)
+                .with_error_message(Some(StrBytes::from_string(message))),
+        });
+    }
     req.respond(&IncrementalAlterConfigsResponse::default().with_responses(responses))
 }
 
@@ -60,7 +57,7 @@ pub(crate) fn refuse_non_topic(resource_type: i8) -> (i16, String) {
     }
 }
 
-fn alter(
+async fn alter(
     ctx: &Ctx,
     resource: &AlterConfigsResource,
     validate_only: bool,
@@ -123,8 +120,7 @@ fn alter(
         changes.push(change);
     }
     ctx.metadata
-        .change(&ctx.replicas, &ctx.config, |c| {
-            c.alter_topic_configs(&name, changes, validate_only)
-        })
+        .alter_topic_configs(ctx, &name, changes, validate_only)
+        .await
         .map_err(|e| (e.error_code(), e.to_string()))
 }

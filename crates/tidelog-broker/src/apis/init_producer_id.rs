@@ -41,13 +41,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         } else {
             ResponseError::InvalidProducerEpoch
         };
-        let outcome = ctx.txns.init_producer_id(
-            ctx,
-            id.0.as_str(),
-            request.transaction_timeout_ms,
-            current,
-            fenced.code(),
-        );
+        let outcome = ctx
+            .txns
+            .init_producer_id(
+                ctx,
+                id.0.as_str(),
+                request.transaction_timeout_ms,
+                current,
+                fenced.code(),
+            )
+            .await;
         let answer = match outcome {
             Ok((producer_id, epoch)) => response
                 .with_producer_id(ProducerId(producer_id))
@@ -64,16 +67,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .with_producer_id(request.producer_id)
             .with_producer_epoch(request.producer_epoch + 1)
     } else {
-        match ctx
-            .metadata
-            .change(&ctx.replicas, &ctx.config, |c| c.allocate_producer_id())
-        {
+        match ctx.metadata.allocate_producer_id(ctx).await {
             Ok(id) => response
                 .with_producer_id(ProducerId(id))
                 .with_producer_epoch(0),
             Err(e) => {
                 tracing::error!(error = %e, "allocating a producer id failed");
-                failed(ResponseError::KafkaStorageError.code())
+                failed(crate::metadata::producer_id_error(&e))
             }
         }
     };

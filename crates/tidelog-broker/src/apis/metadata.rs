@@ -28,22 +28,25 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     match request.topics {
         None => {
             let image = ctx.metadata.image();
-            topics.extend(image.topics().map(|t| topic_entry(t, version)));
+            topics.extend(image.topics().map(|t| topic_entry(&image, t, version)));
         }
         Some(wanted) if wanted.is_empty() && version == 0 => {
             // v0 used an empty list to mean "all topics".
             let image = ctx.metadata.image();
-            topics.extend(image.topics().map(|t| topic_entry(t, version)));
+            topics.extend(image.topics().map(|t| topic_entry(&image, t, version)));
         }
         Some(wanted) => {
             for t in wanted {
-                topics.push(lookup_topic(
-                    ctx,
-                    t.name.as_ref().map(|n| n.0.as_str()),
-                    t.topic_id,
-                    allow_create,
-                    version,
-                ));
+                topics.push(
+                    lookup_topic(
+                        ctx,
+                        t.name.as_ref().map(|n| n.0.as_str()),
+                        t.topic_id,
+                        allow_create,
+                        version,
+                    )
+                    .await,
+                );
             }
         }
     }
@@ -53,12 +56,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .with_cluster_id(
             (version >= 2).then(|| StrBytes::from_string(image.cluster_id().to_string())),
         )
-        .with_controller_id(BrokerId(if version >= 1 { ctx.node_id() } else { -1 }))
+        .with_controller_id(BrokerId(if version >= 1 {
+            ctx.metadata.controller_id(ctx.node_id())
+        } else {
+            -1
+        }))
         .with_topics(topics);
     req.respond(&response)
 }
 
-fn lookup_topic(
+async fn lookup_topic(
     ctx: &Ctx,
     name: Option<&str>,
     id: uuid::Uuid,
@@ -71,7 +78,7 @@ fn lookup_topic(
         None => image.topic_by_id(&id),
     };
     if let Some(topic) = found {
-        return topic_entry(topic, version);
+        return topic_entry(&image, topic, version);
     }
     let Some(name) = name else {
         return MetadataResponseTopic::default()
@@ -93,25 +100,23 @@ fn lookup_topic(
         assignments: Vec::new(),
         configs: Vec::new(),
     };
-    match ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
-        c.create_topic(request, false)
-    }) {
+    match ctx.metadata.create_topic(ctx, request, false).await {
         Ok(created) => {
             tracing::info!(
                 topic = name,
                 partitions = created.partitions.len(),
                 "auto-created topic"
             );
-            topic_entry(&created, version)
+            topic_entry(&ctx.metadata.image(), &created, version)
         }
-        // Another request created it in between: answer with what exists.
-        Err(_) if ctx.metadata.image().topic(name).is_some() => {
-            match ctx.metadata.image().topic(name) {
-                Some(t) => topic_entry(t, version),
-                None => unknown(ResponseError::UnknownTopicOrPartition.code()),
+        Err(e) => {
+            // Another request created it in between: answer with what exists.
+            let image = ctx.metadata.image();
+            match image.topic(name) {
+                Some(t) => topic_entry(&image, t, version),
+                None => unknown(auto_create_error(e.error_code())),
             }
         }
-        Err(e) => unknown(e.error_code()),
     }
 }
 
@@ -132,7 +137,20 @@ pub(crate) fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
         .collect()
 }
 
-fn topic_entry(topic: &TopicImage, version: i16) -> MetadataResponseTopic {
+/// A quorum that cannot write right now is, to a client, a topic whose leader is not
+/// available yet (retriable), not a failure of the request.
+fn auto_create_error(code: i16) -> i16 {
+    const NOT_CONTROLLER: i16 = 41;
+    if code == ResponseError::RequestTimedOut.code() || code == NOT_CONTROLLER {
+        ResponseError::LeaderNotAvailable.code()
+    } else {
+        code
+    }
+}
+
+/// One topic's entry: each partition's leader, epoch, replicas, ISR and the replicas
+/// on brokers that are fenced or unknown (offline).
+fn topic_entry(image: &MetadataImage, topic: &TopicImage, version: i16) -> MetadataResponseTopic {
     let partitions = topic
         .partitions
         .iter()
@@ -149,6 +167,13 @@ fn topic_entry(topic: &TopicImage, version: i16) -> MetadataResponseTopic {
                 .with_leader_epoch(if version >= 7 { p.leader_epoch } else { -1 })
                 .with_replica_nodes(p.replicas.iter().map(|r| BrokerId(*r)).collect())
                 .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect())
+                .with_offline_replicas(
+                    p.replicas
+                        .iter()
+                        .filter(|r| image.broker(**r).is_none_or(|b| b.fenced))
+                        .map(|r| BrokerId(*r))
+                        .collect(),
+                )
         })
         .collect();
     MetadataResponseTopic::default()

@@ -7,7 +7,7 @@ use crate::internal_topic::{create_if_missing, Creation, TopicSpec};
 /// Creates `__consumer_offsets` if it does not exist yet: `offsets.topic.num.partitions`
 /// partitions, compacted, replication factor `min(offsets.topic.replication.factor,
 /// live brokers)`. Newly created partitions are empty, so they are loaded at once.
-pub(crate) fn ensure_offsets_topic(ctx: &BrokerContext) -> Result<(), i16> {
+pub(crate) async fn ensure_offsets_topic(ctx: &BrokerContext) -> Result<(), i16> {
     let spec = TopicSpec {
         name: OFFSETS_TOPIC,
         partitions: i32::try_from(ctx.config.get_i64("offsets.topic.num.partitions")).unwrap_or(50),
@@ -17,7 +17,7 @@ pub(crate) fn ensure_offsets_topic(ctx: &BrokerContext) -> Result<(), i16> {
             .max(1),
         segment_bytes: ctx.config.get("offsets.topic.segment.bytes").to_string(),
     };
-    if create_if_missing(ctx, spec)? == Creation::Created {
+    if create_if_missing(ctx, spec).await? == Creation::Created {
         ctx.groups.load_owned(ctx);
     }
     Ok(())

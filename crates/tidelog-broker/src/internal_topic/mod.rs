@@ -13,7 +13,7 @@ use std::ops::DerefMut;
 use std::time::Instant;
 
 use kafka_protocol::error::ResponseError;
-use tidelog_controller::{CreateTopic, TopicError};
+use tidelog_controller::CreateTopic;
 
 pub(crate) use placement::partition_for;
 pub(crate) use read::read_records;
@@ -85,7 +85,10 @@ pub(crate) enum Creation {
 /// Creates the compacted topic `spec` describes unless the metadata image has it
 /// (replication `min(spec.replication, live brokers)`); COORDINATOR_NOT_AVAILABLE if
 /// the controller refuses.
-pub(crate) fn create_if_missing(ctx: &BrokerContext, spec: TopicSpec<'_>) -> Result<Creation, i16> {
+pub(crate) async fn create_if_missing(
+    ctx: &BrokerContext,
+    spec: TopicSpec<'_>,
+) -> Result<Creation, i16> {
     if ctx.metadata.image().topic(spec.name).is_some() {
         return Ok(Creation::Existed);
     }
@@ -103,15 +106,15 @@ pub(crate) fn create_if_missing(ctx: &BrokerContext, spec: TopicSpec<'_>) -> Res
             ("segment.bytes".to_string(), Some(spec.segment_bytes)),
         ],
     };
-    let outcome = ctx.metadata.change(&ctx.replicas, &ctx.config, |c| {
-        c.create_topic(create, false)
-    });
+    let outcome = ctx.metadata.create_topic(ctx, create, false).await;
     match outcome {
         Ok(_) => {
             tracing::info!(partitions, replication, "created {name}");
             Ok(Creation::Created)
         }
-        Err(TopicError::TopicAlreadyExists) => Ok(Creation::CreatedMeanwhile),
+        Err(e) if e.error_code() == ResponseError::TopicAlreadyExists.code() => {
+            Ok(Creation::CreatedMeanwhile)
+        }
         Err(e) => {
             tracing::error!(error = %e, "creating {name} failed");
             Err(ResponseError::CoordinatorNotAvailable.code())

@@ -12,14 +12,14 @@ use crate::internal_topic::{create_if_missing, Creation, TopicSpec};
 impl TxnCoordinator {
     /// Creates `__transaction_state` if needed (compacted, `transaction.state.log.*`
     /// partitions and replication capped by the live brokers) and loads its partitions.
-    pub(crate) fn ensure_topic(&self, ctx: &BrokerContext) -> Result<(), i16> {
+    pub(crate) async fn ensure_topic(&self, ctx: &BrokerContext) -> Result<(), i16> {
         let spec = TopicSpec {
             name: TXN_TOPIC,
             partitions: self.config.num_partitions,
             replication: self.config.replication_factor,
             segment_bytes: "104857600".to_string(),
         };
-        if create_if_missing(ctx, spec)? != Creation::Existed {
+        if create_if_missing(ctx, spec).await? != Creation::Existed {
             self.load_owned(ctx);
         }
         Ok(())
@@ -29,7 +29,7 @@ impl TxnCoordinator {
     /// controller; a known one gets its epoch bumped, which fences the previous producer
     /// (its open transaction is aborted first, with an epoch in between so the markers
     /// already fence it on every partition).
-    pub(crate) fn init_producer_id(
+    pub(crate) async fn init_producer_id(
         &self,
         ctx: &BrokerContext,
         id: &str,
@@ -40,7 +40,38 @@ impl TxnCoordinator {
         if timeout_ms <= 0 || timeout_ms > self.config.max_timeout_ms {
             return Err(ResponseError::InvalidTransactionTimeout.code());
         }
-        self.ensure_topic(ctx)?;
+        self.ensure_topic(ctx).await?;
+        // A fresh producer id comes from the controller, which may be a remote quorum:
+        // it is fetched with the state lock released, then the request starts over. An
+        // id fetched but not used is simply never handed out.
+        let mut fresh = None;
+        for _ in 0..3 {
+            match self.init_producer_id_locked(
+                ctx,
+                id,
+                timeout_ms,
+                current,
+                fenced_code,
+                &mut fresh,
+            )? {
+                Some(answer) => return Ok(answer),
+                None => fresh = Some(allocate_producer_id(ctx).await?),
+            }
+        }
+        Err(ResponseError::CoordinatorNotAvailable.code())
+    }
+
+    /// `init_producer_id` under the state lock; `Ok(None)` when it needs a fresh
+    /// producer id and `fresh` holds none (checked before anything is written).
+    fn init_producer_id_locked(
+        &self,
+        ctx: &BrokerContext,
+        id: &str,
+        timeout_ms: i32,
+        current: Option<(i64, i16)>,
+        fenced_code: i16,
+        fresh: &mut Option<i64>,
+    ) -> Result<Option<(i64, i16)>, i16> {
         let mut inner = self.write_lock();
         let partition = Self::partition_of(ctx, &inner, id)?;
         let now = now_ms();
@@ -48,12 +79,18 @@ impl TxnCoordinator {
             if current.is_some() {
                 return Err(ResponseError::InvalidProducerIdMapping.code());
             }
-            let producer_id = allocate_producer_id(ctx)?;
+            let Some(producer_id) = fresh.take() else {
+                return Ok(None);
+            };
             let meta = TxnMeta::new(producer_id, 0, timeout_ms, now);
             Self::write(ctx, &mut inner, partition, id, Some(meta))?;
-            return Ok((producer_id, 0));
+            return Ok(Some((producer_id, 0)));
         };
         let meta = entry.meta;
+        // A fence and a bump may take the epoch up by two; past that a new id is due.
+        if meta.epoch >= i16::MAX - 3 && fresh.is_none() {
+            return Ok(None);
+        }
         if let Some((pid, epoch)) = current {
             // A producer re-initialising itself (KIP-360) may do so at its own epoch, or
             // one behind after the coordinator aborted its transaction on timeout.
@@ -78,11 +115,16 @@ impl TxnCoordinator {
             .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
         let next = match meta.bumped(timeout_ms, now) {
             Some(next) => next,
-            None => TxnMeta::new(allocate_producer_id(ctx)?, 0, timeout_ms, now),
+            None => {
+                let producer_id = fresh
+                    .take()
+                    .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+                TxnMeta::new(producer_id, 0, timeout_ms, now)
+            }
         };
         let answer = (next.producer_id, next.epoch);
         Self::write(ctx, &mut inner, partition, id, Some(next))?;
-        Ok(answer)
+        Ok(Some(answer))
     }
 
     /// Runs `f` on the current state of `id` after checking the producer; `f` returns
@@ -247,13 +289,11 @@ fn current(inner: &Inner, id: &str) -> Result<TxnMeta, i16> {
         .ok_or(ResponseError::InvalidProducerIdMapping.code())
 }
 
-fn allocate_producer_id(ctx: &BrokerContext) -> Result<i64, i16> {
-    ctx.metadata
-        .change(&ctx.replicas, &ctx.config, |c| c.allocate_producer_id())
-        .map_err(|e| {
-            tracing::error!(error = %e, "allocating a producer id failed");
-            ResponseError::KafkaStorageError.code()
-        })
+async fn allocate_producer_id(ctx: &BrokerContext) -> Result<i64, i16> {
+    ctx.metadata.allocate_producer_id(ctx).await.map_err(|e| {
+        tracing::error!(error = %e, "allocating a producer id failed");
+        crate::metadata::producer_id_error(&e)
+    })
 }
 
 #[cfg(test)]

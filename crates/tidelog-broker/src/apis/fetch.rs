@@ -3,6 +3,13 @@
 //! `min_bytes` is parked on its partitions and answered the moment an append brings
 //! enough, or when `max_wait_ms` runs out.
 //!
+//! A fetch carrying a replica id (a follower; v15+ in ReplicaState) must come from a
+//! broker registered in the metadata image, else every partition is refused with
+//! CLUSTER_AUTHORIZATION_FAILED. A follower's fetch offset is its log end offset: the
+//! leader records it (moving the high watermark), answers the diverging epoch when the
+//! follower's last fetched epoch does not match its own log, and reads up to its log
+//! end, not the high watermark. Consumers read only from the leader, below the HW.
+//!
 //! Incremental fetch sessions are declined: every response carries session id 0, which
 //! tells clients to keep sending full fetch requests.
 
@@ -11,7 +18,7 @@ use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchRequest;
-use kafka_protocol::messages::fetch_response::AbortedTransaction;
+use kafka_protocol::messages::fetch_response::{AbortedTransaction, EpochEndOffset};
 use kafka_protocol::messages::{ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
@@ -25,9 +32,9 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::Request;
-use crate::context::Ctx;
+use crate::context::{now_ms, Ctx};
 use crate::net::Reply;
-use crate::replica::PartitionError;
+use crate::replica::{PartitionError, Role};
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
 
@@ -42,6 +49,8 @@ struct Wanted {
     offset: i64,
     max_bytes: usize,
     current_leader_epoch: i32,
+    /// Replica fetches: where the follower's log diverges from ours.
+    diverging: Option<(i32, i64)>,
 }
 
 struct FetchPlan {
@@ -51,12 +60,30 @@ struct FetchPlan {
     min_bytes: usize,
     max_bytes: usize,
     deadline: Instant,
+    /// The follower's broker id, or -1 for a consumer.
+    replica_id: i32,
+    /// Set when the whole request is refused (a replica id that is not a broker).
+    refused: Option<i16>,
 }
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: FetchRequest = req.decode()?;
     let version = req.version();
+    ctx.replicas.start(ctx);
     let image = ctx.metadata.image();
+    let replica_id = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    let refused = (replica_id >= 0 && image.broker(replica_id).is_none()).then(|| {
+        tracing::warn!(
+            replica_id,
+            "replica fetch from a node that is not a registered broker refused"
+        );
+        ResponseError::ClusterAuthorizationFailed.code()
+    });
+    let now = now_ms();
     let mut wanted = Vec::new();
     for topic in &request.topics {
         let name = if version >= 13 {
@@ -65,14 +92,24 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             Some(topic.topic.0.to_string())
         };
         for p in &topic.partitions {
-            wanted.push(Wanted {
+            let mut w = Wanted {
                 topic: name.clone(),
                 topic_id: topic.topic_id,
                 partition: p.partition,
                 offset: p.fetch_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
                 current_leader_epoch: p.current_leader_epoch,
-            });
+                diverging: None,
+            };
+            if replica_id >= 0 && refused.is_none() {
+                let last_epoch = if version >= 12 {
+                    p.last_fetched_epoch
+                } else {
+                    -1
+                };
+                follower_fetched(ctx, &mut w, replica_id, last_epoch, now);
+            }
+            wanted.push(w);
         }
     }
     let wait =
@@ -84,6 +121,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         min_bytes: usize::try_from(request.min_bytes).unwrap_or(0),
         max_bytes: usize::try_from(request.max_bytes).unwrap_or(0),
         deadline: Instant::now() + wait,
+        replica_id,
+        refused,
     };
     let ctx = Arc::clone(ctx);
     Ok(Reply::Later(Box::pin(async move {
@@ -157,8 +196,19 @@ fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponseParts, Vec<FileSlice>,
             records: RecordsPayload::Bytes(bytes::Bytes::new()),
             ..FetchPartitionParts::default()
         };
-        match read_one(ctx, w, remaining, total == 0, plan.read_committed, version) {
+        let read = match plan.refused {
+            Some(code) => Err((code, None)),
+            None => read_one(ctx, plan, w, remaining, total == 0),
+        };
+        match read {
             Ok((slice, hw, lso, log_start, aborted)) => {
+                if let Some((epoch, end_offset)) = w.diverging {
+                    // Answered at once: the follower truncates before fetching again.
+                    any_error = true;
+                    data.diverging_epoch = EpochEndOffset::default()
+                        .with_epoch(epoch)
+                        .with_end_offset(end_offset);
+                }
                 data.high_watermark = hw;
                 data.last_stable_offset = lso;
                 data.log_start_offset = log_start;
@@ -256,12 +306,13 @@ type ReadOk = (Option<FileSlice>, i64, i64, i64, Vec<AbortedTxn>);
 /// range for read_committed) or a Kafka error.
 fn read_one(
     ctx: &Ctx,
+    plan: &FetchPlan,
     w: &Wanted,
     remaining: usize,
     first: bool,
-    read_committed: bool,
-    version: i16,
 ) -> Result<ReadOk, ReadError> {
+    let version = plan.header.api_version;
+    let read_committed = plan.read_committed;
     let unknown = if version >= 13 {
         ResponseError::UnknownTopicId
     } else {
@@ -281,16 +332,25 @@ fn read_one(
             return Err((ResponseError::UnknownLeaderEpoch.code(), None));
         }
     }
+    if p.role() != Role::Leader {
+        return Err((ResponseError::NotLeaderOrFollower.code(), None));
+    }
+    if w.diverging.is_some() {
+        return Ok((None, -1, -1, -1, Vec::new()));
+    }
     let limit = w.max_bytes.min(remaining);
-    let read = p
-        .read(w.offset, limit, read_committed)
-        .map_err(|e| match e {
-            PartitionError::Storage(_) => {
-                let offsets = p.offsets().ok().map(|o| (o.high_watermark, o.log_start));
-                (e.code(), offsets)
-            }
-            other => (other.code(), None),
-        })?;
+    let read = if plan.replica_id >= 0 {
+        p.read_for_follower(w.offset, limit)
+    } else {
+        p.read(w.offset, limit, read_committed)
+    };
+    let read = read.map_err(|e| match e {
+        PartitionError::Storage(_) => {
+            let offsets = p.offsets().ok().map(|o| (o.high_watermark, o.log_start));
+            (e.code(), offsets)
+        }
+        other => (other.code(), None),
+    })?;
     // Only the first partition with data may exceed the limit (by one whole batch).
     let slice = read
         .slice
@@ -302,4 +362,27 @@ fn read_one(
         read.log_start_offset,
         read.aborted,
     ))
+}
+
+/// A follower fetched `w`: unless its epoch is stale or its log diverges from ours,
+/// its fetch offset is its log end offset, which the leader records (the HW may move,
+/// a caught-up follower is proposed for the ISR).
+fn follower_fetched(ctx: &Ctx, w: &mut Wanted, replica_id: i32, last_epoch: i32, now: i64) {
+    let Some(p) = w
+        .topic
+        .as_deref()
+        .and_then(|t| ctx.replicas.get(t, w.partition))
+    else {
+        return;
+    };
+    if w.current_leader_epoch >= 0 && w.current_leader_epoch != p.leader_epoch() {
+        return;
+    }
+    w.diverging = p.diverging_epoch(last_epoch, w.offset);
+    if w.diverging.is_some() {
+        return;
+    }
+    if let Ok(true) = p.record_follower_fetch(replica_id, w.offset, now) {
+        ctx.replicas.isr_wake.notify_one();
+    }
 }

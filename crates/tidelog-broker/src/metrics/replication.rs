@@ -19,6 +19,7 @@ pub(crate) struct ReplicationProbe {
     isr_expands: Counter,
     elections: Family<ElectionLabels, Counter>,
     truncations: Counter,
+    unclean_truncated_records: Counter,
 }
 
 impl ReplicationProbe {
@@ -28,6 +29,7 @@ impl ReplicationProbe {
             isr_expands: Counter::default(),
             elections: Family::default(),
             truncations: Counter::default(),
+            unclean_truncated_records: Counter::default(),
         };
         registry.register(
             "isr_shrinks",
@@ -48,6 +50,11 @@ impl ReplicationProbe {
             "log_truncations",
             "Times a replica truncated its log to match a new leader",
             probe.truncations.clone(),
+        );
+        registry.register(
+            "unclean_truncated_records",
+            "Records below a replica's old high watermark cut when it truncated to a new leader (acknowledged data lost to an unclean election)",
+            probe.unclean_truncated_records.clone(),
         );
         for kind in ["clean", "unclean"] {
             let _ = probe.elections.get_or_create(&ElectionLabels { kind });
@@ -74,5 +81,10 @@ impl ReplicationProbe {
 
     pub(crate) fn truncated(&self) {
         self.truncations.inc();
+    }
+
+    pub(crate) fn unclean_truncated_records(&self, records: i64) {
+        self.unclean_truncated_records
+            .inc_by(u64::try_from(records).unwrap_or(0));
     }
 }

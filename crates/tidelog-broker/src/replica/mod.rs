@@ -2,22 +2,35 @@
 //! image changes, `apply_image` opens new partitions, re-configures changed ones and
 //! removes deleted ones, so replaying metadata is the only way partitions come and go.
 
+mod fetcher;
+mod fetchers;
 mod idempotence;
+mod isr;
 mod partition;
+mod peer;
+mod replication;
+mod state;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use tidelog_controller::MetadataImage;
 use tidelog_storage::{Log, StorageError};
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 pub(crate) use partition::{Partition, PartitionError};
+#[allow(unused_imports)]
+pub(crate) use replication::{replication_outcome, HwSnapshot};
+pub(crate) use state::Role;
 
 use crate::config::BrokerConfig;
+use crate::context::{now_ms, Ctx};
 use crate::metrics::{StorageOperation, StorageProbe};
 use crate::topic_config;
+use fetchers::Fetchers;
+use state::ImageAssignment;
 
 pub(crate) type PartitionKey = (String, i32);
 
@@ -27,6 +40,12 @@ pub(crate) struct ReplicaManager {
     partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
     /// Told of every fsync, retention deletion, compaction and background failure.
     probe: Arc<StorageProbe>,
+    /// One follower fetcher task per source broker.
+    fetchers: Fetchers,
+    /// The node context once `start` ran (background tasks, replication metrics).
+    context: fetcher::ContextCell,
+    /// Wakes the ISR check early (a follower caught up).
+    pub(crate) isr_wake: Notify,
 }
 
 impl ReplicaManager {
@@ -36,6 +55,21 @@ impl ReplicaManager {
             data_dir: data_dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
             probe,
+            fetchers: Fetchers::default(),
+            context: Arc::new(OnceLock::new()),
+            isr_wake: Notify::new(),
+        }
+    }
+
+    /// Starts the leader's background work (ISR shrink/expand, HW checkpoints) and lets
+    /// fetchers report metrics. Idempotent: the fetch and produce handlers call it too,
+    /// so it runs even where the server does not call it at start-up.
+    pub(crate) fn start(&self, ctx: &Ctx) {
+        if self.context.get().is_some() {
+            return;
+        }
+        if self.context.set(Arc::downgrade(ctx)).is_ok() {
+            tokio::spawn(isr::run(Arc::clone(ctx)));
         }
     }
 
@@ -59,16 +93,25 @@ impl ReplicaManager {
         image: &MetadataImage,
         broker: &BrokerConfig,
     ) -> Result<(), StorageError> {
-        let mut wanted: HashMap<PartitionKey, (Uuid, i32, bool, tidelog_storage::LogConfig)> =
+        let now = now_ms();
+        let mut wanted: HashMap<PartitionKey, (Uuid, ImageAssignment, tidelog_storage::LogConfig)> =
             HashMap::new();
         for topic in image.topics() {
             let config = topic_config::log_config(broker, &topic.configs);
+            let min_isr = min_insync_replicas(broker, &topic.configs);
             for (index, p) in &topic.partitions {
                 if p.replicas.contains(&self.node_id) {
-                    let sole_replica = p.isr == [self.node_id];
+                    let assignment = ImageAssignment {
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                        partition_epoch: p.partition_epoch,
+                        replicas: p.replicas.clone(),
+                        isr: p.isr.clone(),
+                        min_isr,
+                    };
                     wanted.insert(
                         (topic.name.clone(), *index),
-                        (topic.topic_id, p.leader_epoch, sole_replica, config.clone()),
+                        (topic.topic_id, assignment, config.clone()),
                     );
                 }
             }
@@ -78,54 +121,67 @@ impl ReplicaManager {
         // produces and fetches to other partitions carry on meanwhile. Calls are
         // serialised by the metadata manager.
         let mut to_open = Vec::new();
+        let mut to_assign = Vec::new();
         let stale: Vec<Arc<Partition>> = {
             let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
             // Removed, or re-created under the same name with a new id: delete the old data.
             let stale_keys: Vec<PartitionKey> = map
                 .iter()
-                .filter(|(key, p)| {
-                    wanted
-                        .get(*key)
-                        .is_none_or(|(id, _, _, _)| *id != p.topic_id)
-                })
+                .filter(|(key, p)| wanted.get(*key).is_none_or(|(id, _, _)| *id != p.topic_id))
                 .map(|(key, _)| key.clone())
                 .collect();
             let stale = stale_keys
                 .iter()
                 .filter_map(|key| map.remove(key))
                 .collect();
-            for (key, (topic_id, epoch, sole_replica, config)) in wanted {
+            for (key, (topic_id, assignment, config)) in wanted {
                 match map.get(&key) {
                     Some(p) => {
                         p.set_config(config);
-                        p.set_leader_epoch(epoch);
+                        to_assign.push((Arc::clone(p), assignment));
                     }
-                    None => to_open.push((key, topic_id, epoch, sole_replica, config)),
+                    None => to_open.push((key, topic_id, assignment, config)),
                 }
             }
             stale
         };
+        for (p, assignment) in to_assign {
+            self.assign(&p, &assignment, now);
+        }
         for p in stale {
             tracing::info!(topic = %p.topic, partition = p.index, "deleting partition data");
             p.delete()?;
         }
-        for (key, topic_id, epoch, sole_replica, config) in to_open {
+        for (key, topic_id, assignment, config) in to_open {
             let mut log = Log::open(&self.log_dir(&key.0, key.1), config)?;
             log.set_flush_observer(Some(self.probe.flush_observer()));
-            if sole_replica {
-                // The only in-sync replica: everything in its log is committed.
-                let end = log.log_end_offset();
-                log.set_high_watermark(end);
-            }
-            let p = Partition::new(key.0.clone(), topic_id, key.1, epoch, log);
+            // A sole in-sync replica leading commits its whole log here (HW = LEO).
+            let p = Partition::new(key.0.clone(), topic_id, key.1, assignment.leader_epoch, log)
+                .hosted_by(self.node_id);
+            let p = Arc::new(p);
+            self.assign(&p, &assignment, now);
             let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
-            map.insert(key, Arc::new(p));
+            map.insert(key, p);
         }
+        self.fetchers
+            .reconcile(image, &self.all(), broker, self.node_id, &self.context);
         Ok(())
+    }
+
+    fn assign(&self, p: &Partition, a: &ImageAssignment, now: i64) {
+        let transition = p.apply_assignment(a, now);
+        if transition != state::Transition::Unchanged {
+            tracing::info!(
+                topic = %p.topic, partition = p.index, leader = a.leader,
+                leader_epoch = a.leader_epoch, isr = ?a.isr, ?transition,
+                "partition role changed"
+            );
+        }
     }
 
     /// Closes every log cleanly; the clean-shutdown markers let the next start skip recovery.
     pub(crate) fn shutdown(&self) {
+        self.fetchers.stop_all();
         let partitions: Vec<_> = {
             let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
             map.drain().map(|(_, p)| p).collect()
@@ -187,4 +243,16 @@ impl ReplicaManager {
             }
         }
     }
+}
+
+/// min.insync.replicas of a topic: its own setting, else the broker default.
+fn min_insync_replicas(
+    broker: &BrokerConfig,
+    overrides: &std::collections::BTreeMap<String, String>,
+) -> usize {
+    topic_config::effective(broker, overrides)
+        .get("min.insync.replicas")
+        .and_then(|(v, _)| v.trim().parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1)
 }

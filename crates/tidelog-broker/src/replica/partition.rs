@@ -1,7 +1,7 @@
 //! One partition hosted by this node: its log, leader epoch, and the long-poll fetches
 //! parked on it.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tidelog_storage::{
@@ -9,7 +9,9 @@ use tidelog_storage::{
 };
 
 use super::idempotence::{self, CheckError, SequenceCheck, SequenceError};
-use tokio::sync::Notify;
+use super::replication::HwSnapshot;
+use super::state::ReplicaState;
+use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 /// What a read saw, with the offsets a fetch response reports beside the records.
@@ -39,6 +41,8 @@ pub(crate) enum PartitionError {
     Storage(#[from] StorageError),
     #[error(transparent)]
     Sequence(#[from] SequenceError),
+    #[error("this node is not the partition's leader")]
+    NotLeader,
 }
 
 impl PartitionError {
@@ -50,6 +54,9 @@ impl PartitionError {
             }
             PartitionError::Storage(e) => crate::errors::storage_error_code(e),
             PartitionError::Sequence(e) => e.code(),
+            PartitionError::NotLeader => {
+                kafka_protocol::error::ResponseError::NotLeaderOrFollower.code()
+            }
         }
     }
 }
@@ -61,6 +68,11 @@ pub(crate) struct Appended {
     pub(crate) base_offset: i64,
     pub(crate) log_append_time_ms: i64,
     pub(crate) log_start_offset: i64,
+    /// One past the last offset of the batches (for acks=all: the high watermark to
+    /// wait for). For a retried duplicate, the log end offset at the time.
+    pub(crate) end_offset: i64,
+    /// The leader epoch the batches were written in.
+    pub(crate) leader_epoch: i32,
 }
 
 pub(crate) struct Partition {
@@ -72,6 +84,12 @@ pub(crate) struct Partition {
     log: Mutex<Option<Log>>,
     /// Fetches waiting for data; each is woken once by the next append.
     waiters: Mutex<Vec<Arc<Notify>>>,
+    /// Role, ISR and follower progress (see `replication.rs`). Lock order: `log` first.
+    pub(super) repl: Mutex<ReplicaState>,
+    /// The high watermark and leadership, for acks=all produces waiting on them.
+    pub(super) hw_watch: watch::Sender<HwSnapshot>,
+    /// The high watermark last written to the checkpoint file.
+    pub(super) hw_checkpointed: AtomicI64,
 }
 
 impl Partition {
@@ -82,6 +100,13 @@ impl Partition {
         leader_epoch: i32,
         log: Log,
     ) -> Self {
+        let snapshot = HwSnapshot {
+            high_watermark: log.high_watermark(),
+            leader_epoch,
+            is_leader: true,
+            isr_len: 1,
+            min_isr: 1,
+        };
         Partition {
             topic,
             topic_id,
@@ -89,6 +114,9 @@ impl Partition {
             leader_epoch: AtomicI32::new(leader_epoch),
             log: Mutex::new(Some(log)),
             waiters: Mutex::new(Vec::new()),
+            repl: Mutex::new(ReplicaState::sole_leader(i32::MIN, leader_epoch)),
+            hw_watch: watch::Sender::new(snapshot),
+            hw_checkpointed: AtomicI64::new(-1),
         }
     }
 
@@ -100,7 +128,7 @@ impl Partition {
         self.leader_epoch.store(epoch, Ordering::Release);
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Log>> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Option<Log>> {
         // A panic while holding the lock cannot leave the log half-written (each
         // append validates before writing), so a poisoned lock is still usable.
         self.log
@@ -153,26 +181,33 @@ impl Partition {
         };
         let mut guard = self.lock();
         let log = guard.as_mut().ok_or(PartitionError::Closed)?;
+        if !self.repl_state().is_leader() {
+            return Err(PartitionError::NotLeader);
+        }
         let info = match idempotence::check(log.producer_state(), batches) {
             Ok(SequenceCheck::Duplicate { first_offset }) => {
                 return Ok(Appended {
                     base_offset: first_offset,
                     log_append_time_ms: -1,
                     log_start_offset: log.log_start_offset(),
+                    end_offset: log.log_end_offset(),
+                    leader_epoch: opts.leader_epoch,
                 });
             }
             Ok(SequenceCheck::Append) => log.append(batches, &opts)?,
             Err(CheckError::Sequence(e)) => return Err(e.into()),
             Err(CheckError::Storage(e)) => return Err(e.into()),
         };
-        let end = log.log_end_offset();
-        log.set_high_watermark(end);
+        // On a cluster of one (or with every follower caught up) this commits at once.
+        self.advance_high_watermark(log);
         drop(guard);
         self.wake_waiters();
         Ok(Appended {
             base_offset: info.first_offset,
             log_append_time_ms: info.log_append_time_ms,
             log_start_offset: info.log_start_offset,
+            end_offset: info.last_offset.saturating_add(1),
+            leader_epoch: opts.leader_epoch,
         })
     }
 
@@ -224,7 +259,7 @@ impl Partition {
         waiters.push(Arc::clone(notify));
     }
 
-    fn wake_waiters(&self) {
+    pub(super) fn wake_waiters(&self) {
         let parked = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
         for waiter in parked {
             waiter.notify_one();

@@ -1,0 +1,376 @@
+//! One follower fetcher per source broker: a task that fetches every partition this
+//! node follows from that leader in one Fetch request (v12, replica id set, the last
+//! fetched epoch so the leader reports divergence), appends what comes back, takes the
+//! leader's high watermark, and truncates where the leader says the logs diverge.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::partition::Partition;
+use super::peer::Peer;
+use super::replication::Truncation;
+use super::state::Role;
+use crate::config::BrokerConfig;
+use crate::context::BrokerContext;
+
+/// Fetch v12: replica id in the body, last fetched epoch and diverging epoch.
+const FETCH_VERSION: i16 = 12;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Beyond the leader's long-poll wait, how long a fetch may take before it is retried.
+const REQUEST_SLACK: Duration = Duration::from_secs(10);
+
+/// The `replica.fetch.*` settings of this node.
+#[derive(Debug, Clone)]
+pub(crate) struct FetcherSettings {
+    pub(crate) node_id: i32,
+    pub(crate) partition_max_bytes: i32,
+    pub(crate) response_max_bytes: i32,
+    pub(crate) wait_max_ms: i32,
+    pub(crate) backoff: Duration,
+    /// follower.replication.throttled.rate in bytes/s (i64::MAX: off).
+    pub(crate) throttle_bytes_per_sec: i64,
+}
+
+impl FetcherSettings {
+    pub(crate) fn from_config(node_id: i32, c: &BrokerConfig) -> Self {
+        let int = |name: &str, low: i64| -> i32 {
+            i32::try_from(c.get_i64(name).max(low)).unwrap_or(i32::MAX)
+        };
+        FetcherSettings {
+            node_id,
+            partition_max_bytes: int("replica.fetch.max.bytes", 1024),
+            response_max_bytes: int("replica.fetch.response.max.bytes", 1024),
+            wait_max_ms: int("replica.fetch.wait.max.ms", 0),
+            backoff: Duration::from_millis(
+                u64::try_from(c.get_i64("replica.fetch.backoff.ms")).unwrap_or(1000),
+            ),
+            throttle_bytes_per_sec: c.get_i64("follower.replication.throttled.rate").max(1),
+        }
+    }
+
+    fn max_frame(&self) -> usize {
+        let response = usize::try_from(self.response_max_bytes).unwrap_or(usize::MAX);
+        let partition = usize::try_from(self.partition_max_bytes).unwrap_or(usize::MAX);
+        // A response may exceed its limit by one whole batch (never more than
+        // message.max.bytes, which a partition limit also bounds in practice).
+        response
+            .saturating_add(partition)
+            .saturating_add(1 << 20)
+            .min(1 << 30)
+    }
+}
+
+/// One partition this node follows.
+#[derive(Clone)]
+pub(crate) struct FetchTarget {
+    pub(crate) partition: Arc<Partition>,
+}
+
+/// Where the source broker listens and what we fetch from it.
+pub(crate) struct SourceAssignment {
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) targets: Vec<FetchTarget>,
+}
+
+/// The node context, once it exists: for the replication metrics.
+pub(crate) type ContextCell = Arc<OnceLock<Weak<BrokerContext>>>;
+
+/// What one request asked for a partition, to check the answer against.
+struct Asked {
+    partition: Arc<Partition>,
+    epoch: i32,
+}
+
+pub(crate) async fn run(
+    source: i32,
+    settings: FetcherSettings,
+    mut assignment: watch::Receiver<Arc<SourceAssignment>>,
+    context: ContextCell,
+) {
+    let mut peer: Option<(Peer, String, u16)> = None;
+    // Partitions whose last fetch failed wait `backoff` before they are asked again.
+    let mut delayed: HashMap<(String, i32), Instant> = HashMap::new();
+    loop {
+        if assignment.has_changed().is_err() {
+            return;
+        }
+        let current = Arc::clone(&assignment.borrow_and_update());
+        let now = Instant::now();
+        delayed.retain(|_, until| *until > now);
+        let (request, asked) = build_request(&settings, source, &current, &delayed);
+        if asked.is_empty() {
+            let next = delayed.values().min().copied();
+            tokio::select! {
+                changed = assignment.changed() => if changed.is_err() { return },
+                _ = sleep_until_or(next, settings.backoff) => {}
+            }
+            continue;
+        }
+        let reuse = peer
+            .as_ref()
+            .is_some_and(|(_, h, p)| *h == current.host && *p == current.port);
+        if !reuse {
+            match Peer::connect(
+                &current.host,
+                current.port,
+                settings.node_id,
+                CONNECT_TIMEOUT,
+            )
+            .await
+            {
+                Ok(p) => peer = Some((p, current.host.clone(), current.port)),
+                Err(e) => {
+                    tracing::debug!(source, error = %e, "cannot connect to leader");
+                    tokio::time::sleep(settings.backoff).await;
+                    continue;
+                }
+            }
+        }
+        let Some((conn, _, _)) = peer.as_mut() else {
+            continue;
+        };
+        let timeout =
+            Duration::from_millis(u64::try_from(settings.wait_max_ms).unwrap_or(0)) + REQUEST_SLACK;
+        let result: Result<FetchResponse, _> = conn
+            .call(
+                ApiKey::Fetch,
+                FETCH_VERSION,
+                &request,
+                settings.max_frame(),
+                timeout,
+            )
+            .await;
+        let response = match result {
+            Ok(r) if r.error_code == 0 => r,
+            Ok(r) => {
+                tracing::debug!(source, code = r.error_code, "fetch refused by leader");
+                tokio::time::sleep(settings.backoff).await;
+                continue;
+            }
+            Err(e) => {
+                tracing::debug!(source, error = %e, "fetch from leader failed; reconnecting");
+                peer = None;
+                tokio::time::sleep(settings.backoff).await;
+                continue;
+            }
+        };
+        let mut appended = 0usize;
+        for topic in &response.responses {
+            for data in &topic.partitions {
+                let key = (topic.topic.0.to_string(), data.partition_index);
+                let Some(a) = asked.get(&key) else { continue };
+                match handle_partition(source, a, data, &context) {
+                    Ok(bytes) => appended = appended.saturating_add(bytes),
+                    Err(()) => {
+                        delayed.insert(key, Instant::now() + settings.backoff);
+                    }
+                }
+            }
+        }
+        throttle(appended, settings.throttle_bytes_per_sec).await;
+    }
+}
+
+async fn sleep_until_or(at: Option<Instant>, otherwise: Duration) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => tokio::time::sleep(otherwise).await,
+    }
+}
+
+/// follower.replication.throttled.rate: after `bytes`, pause long enough to keep the
+/// average under the rate (at most 10 s per round).
+async fn throttle(bytes: usize, rate: i64) {
+    if bytes == 0 || rate == i64::MAX || rate <= 0 {
+        return;
+    }
+    let secs = bytes as f64 / rate as f64;
+    tokio::time::sleep(Duration::from_secs_f64(secs.min(10.0))).await;
+}
+
+fn build_request(
+    settings: &FetcherSettings,
+    source: i32,
+    current: &SourceAssignment,
+    delayed: &HashMap<(String, i32), Instant>,
+) -> (FetchRequest, HashMap<(String, i32), Asked>) {
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    let mut asked = HashMap::new();
+    for t in &current.targets {
+        let p = &t.partition;
+        let key = (p.topic.clone(), p.index);
+        if delayed.contains_key(&key) || p.role() != (Role::Follower { leader: source }) {
+            continue;
+        }
+        let Ok((offset, last_epoch, log_start)) = p.follower_position() else {
+            continue;
+        };
+        let epoch = p.leader_epoch();
+        let fp = FetchPartition::default()
+            .with_partition(p.index)
+            .with_current_leader_epoch(epoch)
+            .with_fetch_offset(offset)
+            .with_last_fetched_epoch(last_epoch)
+            .with_log_start_offset(log_start)
+            .with_partition_max_bytes(settings.partition_max_bytes);
+        match topics.iter_mut().find(|ft| ft.topic.0.as_str() == p.topic) {
+            Some(ft) => ft.partitions.push(fp),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(p.topic.clone())))
+                    .with_topic_id(p.topic_id)
+                    .with_partitions(vec![fp]),
+            ),
+        }
+        asked.insert(
+            key,
+            Asked {
+                partition: Arc::clone(p),
+                epoch,
+            },
+        );
+    }
+    let request = FetchRequest::default()
+        .with_replica_id(BrokerId(settings.node_id))
+        .with_max_wait_ms(settings.wait_max_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(settings.response_max_bytes)
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    (request, asked)
+}
+
+/// Applies one partition's answer. Returns the bytes appended, or `Err` when the
+/// partition should back off.
+fn handle_partition(
+    source: i32,
+    a: &Asked,
+    data: &PartitionData,
+    context: &ContextCell,
+) -> Result<usize, ()> {
+    let p = &a.partition;
+    let fail = |what: &str, detail: String| {
+        tracing::debug!(topic = %p.topic, partition = p.index, source, what, %detail, "follower fetch");
+    };
+    if data.error_code == ResponseError::OffsetOutOfRange.code() {
+        return match p.reset_out_of_range(data.log_start_offset, data.high_watermark) {
+            Ok(t) => {
+                report_truncation(p, t, context);
+                Ok(0)
+            }
+            Err(e) => {
+                fail("reset", e.to_string());
+                Err(())
+            }
+        };
+    }
+    if data.error_code != 0 {
+        fail("error", data.error_code.to_string());
+        return Err(());
+    }
+    if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
+        return match p
+            .truncate_to_divergence(data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
+        {
+            Ok(t) => {
+                report_truncation(p, t, context);
+                Ok(0)
+            }
+            Err(e) => {
+                fail("truncate", e.to_string());
+                Err(())
+            }
+        };
+    }
+    let records = data.records.as_deref().unwrap_or(&[]);
+    let whole = whole_batches(records);
+    match p.append_replicated(
+        source,
+        a.epoch,
+        &records[..whole],
+        data.high_watermark,
+        data.log_start_offset,
+    ) {
+        Ok(bytes) => Ok(bytes),
+        Err(e) => {
+            fail("append", e.to_string());
+            Err(())
+        }
+    }
+}
+
+/// Length of the whole batches at the start of `records` (a leader may cut the last
+/// one short at its size limit).
+pub(crate) fn whole_batches(records: &[u8]) -> usize {
+    let mut at = 0usize;
+    while let Some(len_bytes) = records.get(at + 8..at + 12) {
+        let declared = i32::from_be_bytes([len_bytes[0], len_bytes[1], len_bytes[2], len_bytes[3]]);
+        let Some(size) = usize::try_from(declared)
+            .ok()
+            .and_then(|d| d.checked_add(12))
+        else {
+            break;
+        };
+        match at.checked_add(size) {
+            Some(end) if end <= records.len() => at = end,
+            _ => break,
+        }
+    }
+    at
+}
+
+fn report_truncation(p: &Partition, t: Option<Truncation>, context: &ContextCell) {
+    let Some(t) = t else { return };
+    let ctx = context.get().and_then(Weak::upgrade);
+    if let Some(ctx) = &ctx {
+        ctx.metrics.replication.truncated();
+    }
+    let lost = t.committed_records_lost();
+    if lost > 0 {
+        tracing::warn!(
+            topic = %p.topic, partition = p.index, old_end = t.old_end, new_end = t.new_end,
+            old_high_watermark = t.old_high_watermark, records_lost = lost,
+            "truncated below the old high watermark: records acknowledged by a former leader are gone (unclean election)"
+        );
+        if let Some(ctx) = &ctx {
+            ctx.metrics.replication.unclean_truncated_records(lost);
+        }
+    } else {
+        tracing::info!(
+            topic = %p.topic, partition = p.index, old_end = t.old_end, new_end = t.new_end,
+            "truncated to the new leader's log"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_batches;
+    use tidelog_storage::BatchBuilder;
+
+    #[test]
+    fn a_trailing_partial_batch_is_left_out() {
+        let one = BatchBuilder::new()
+            .kv(Some(b"k"), Some(b"v"), 1)
+            .build()
+            .unwrap();
+        let mut two = one.clone();
+        two.extend_from_slice(&one);
+        assert_eq!(whole_batches(&two), two.len());
+        assert_eq!(whole_batches(&two[..two.len() - 1]), one.len());
+        assert_eq!(whole_batches(&two[..5]), 0);
+        assert_eq!(whole_batches(&[]), 0);
+    }
+}

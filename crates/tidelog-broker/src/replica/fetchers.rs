@@ -1,0 +1,115 @@
+//! The set of follower fetcher tasks: exactly one per broker this node follows some
+//! partition from, re-planned after every metadata image.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tidelog_controller::MetadataImage;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::fetcher::{self, ContextCell, FetchTarget, FetcherSettings, SourceAssignment};
+use super::partition::Partition;
+use super::state::Role;
+use crate::config::BrokerConfig;
+
+struct Running {
+    assignment: watch::Sender<Arc<SourceAssignment>>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+pub(crate) struct Fetchers {
+    running: Mutex<HashMap<i32, Running>>,
+    stopped: AtomicBool,
+}
+
+impl Fetchers {
+    /// Starts, re-targets or stops fetchers so that every partition this node follows
+    /// is fetched from its leader, and nothing else is.
+    pub(crate) fn reconcile(
+        &self,
+        image: &MetadataImage,
+        partitions: &[Arc<Partition>],
+        config: &BrokerConfig,
+        node_id: i32,
+        context: &ContextCell,
+    ) {
+        let mut by_source: HashMap<i32, Vec<FetchTarget>> = HashMap::new();
+        for p in partitions {
+            if let Role::Follower { leader } = p.role() {
+                by_source.entry(leader).or_default().push(FetchTarget {
+                    partition: Arc::clone(p),
+                });
+            }
+        }
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
+        running.retain(|source, r| {
+            let keep = by_source.contains_key(source) && !r.task.is_finished();
+            if !keep {
+                r.task.abort();
+            }
+            keep
+        });
+        for (source, targets) in by_source {
+            let Some((host, port)) = endpoint(image, source) else {
+                tracing::warn!(
+                    source,
+                    "leader has no registered listener; not fetching from it"
+                );
+                if let Some(r) = running.remove(&source) {
+                    r.task.abort();
+                }
+                continue;
+            };
+            let assignment = Arc::new(SourceAssignment {
+                host,
+                port,
+                targets,
+            });
+            if let Some(r) = running.get(&source) {
+                r.assignment.send_replace(assignment);
+                continue;
+            }
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                tracing::warn!(source, "no async runtime: follower fetcher not started");
+                continue;
+            };
+            let (tx, rx) = watch::channel(assignment);
+            let settings = FetcherSettings::from_config(node_id, config);
+            let task = runtime.spawn(fetcher::run(source, settings, rx, Arc::clone(context)));
+            tracing::info!(source, "follower fetcher started");
+            running.insert(
+                source,
+                Running {
+                    assignment: tx,
+                    task,
+                },
+            );
+        }
+    }
+
+    /// Stops every fetcher for good (node shutdown).
+    pub(crate) fn stop_all(&self) {
+        self.stopped.store(true, Ordering::Release);
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, r) in running.drain() {
+            r.task.abort();
+        }
+    }
+}
+
+/// The Kafka listener of broker `id` (PLAINTEXT preferred).
+fn endpoint(image: &MetadataImage, id: i32) -> Option<(String, u16)> {
+    let broker = image.broker(id)?;
+    let e = broker
+        .listeners
+        .iter()
+        .find(|e| e.name == "PLAINTEXT")
+        .or_else(|| broker.listeners.first())?;
+    Some((e.host.clone(), e.port))
+}

@@ -1,0 +1,118 @@
+//! The leader's background duties: ISR shrink (followers not caught up within
+//! `replica.lag.time.max.ms`) and expand (followers that reached the high watermark),
+//! both asked of the controller with AlterPartition, one change in flight per
+//! partition; and the periodic high-watermark checkpoint
+//! (`replica.high.watermark.checkpoint.interval.ms`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::partition::Partition;
+use super::state::{PendingIsr, ReplicaState};
+use crate::context::{now_ms, Ctx};
+
+/// Runs until the node shuts down.
+pub(crate) async fn run(ctx: Ctx) {
+    let mut shutdown = ctx.shutdown.clone();
+    let lag_max_ms = ctx.config.get_i64("replica.lag.time.max.ms").max(1);
+    // Kafka checks at half the lag bound, so a laggard leaves within 1.5x of it.
+    let tick = Duration::from_millis(
+        u64::try_from(lag_max_ms / 2)
+            .unwrap_or(1000)
+            .clamp(50, 5_000),
+    );
+    let checkpoint_every = Duration::from_millis(
+        u64::try_from(
+            ctx.config
+                .get_i64("replica.high.watermark.checkpoint.interval.ms"),
+        )
+        .unwrap_or(5_000)
+        .max(100),
+    );
+    let mut last_checkpoint = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = ctx.replicas.isr_wake.notified() => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        check_isrs(&ctx, lag_max_ms);
+        if last_checkpoint.elapsed() >= checkpoint_every {
+            last_checkpoint = tokio::time::Instant::now();
+            let ctx = Arc::clone(&ctx);
+            let _ = tokio::task::spawn_blocking(move || checkpoint_all(&ctx)).await;
+        }
+    }
+}
+
+/// Asks for every ISR change due now.
+fn check_isrs(ctx: &Ctx, lag_max_ms: i64) {
+    let now = now_ms();
+    for p in ctx.replicas.all() {
+        let st = p.replica_state();
+        if !st.is_leader() || st.pending_isr.is_some() {
+            continue;
+        }
+        let Ok(offsets) = p.offsets() else { continue };
+        if let Some(new_isr) = st.wanted_isr_change(offsets.high_watermark, now, lag_max_ms) {
+            let ctx = Arc::clone(ctx);
+            tokio::spawn(async move { alter_isr(&ctx, &p, &st, new_isr).await });
+        }
+    }
+}
+
+async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, new_isr: Vec<i32>) {
+    let shrink = new_isr.len() < st.isr.len();
+    let pending = PendingIsr {
+        new_isr: new_isr.clone(),
+        from_partition_epoch: st.partition_epoch,
+    };
+    p.set_pending_isr(Some(pending.clone()));
+    tracing::info!(
+        topic = %p.topic, partition = p.index, isr = ?st.isr, new_isr = ?new_isr,
+        leader_epoch = st.leader_epoch, "asking the controller to change the ISR"
+    );
+    match send_alter_partition(ctx, p, st, new_isr).await {
+        Ok(()) => {
+            if shrink {
+                ctx.metrics.replication.isr_shrunk();
+            } else {
+                ctx.metrics.replication.isr_expanded();
+            }
+            // The pending change stays until the image shows the new partition epoch.
+        }
+        Err(why) => {
+            tracing::warn!(topic = %p.topic, partition = p.index, error = %why, "ISR change refused");
+            if p.replica_state().pending_isr.as_ref() == Some(&pending) {
+                p.set_pending_isr(None);
+            }
+            // Not again at once: the next tick (half the lag bound) retries.
+        }
+    }
+}
+
+/// The AlterPartition call to the controller quorum. A cluster of one has no
+/// controller to ask (and no followers, so never gets here).
+async fn send_alter_partition(
+    ctx: &Ctx,
+    p: &Partition,
+    st: &ReplicaState,
+    new_isr: Vec<i32>,
+) -> Result<(), String> {
+    let _ = (ctx, p, st, new_isr);
+    Err("no controller quorum to send AlterPartition to".to_string())
+}
+
+/// Writes the offset checkpoints of every partition whose HW moved.
+fn checkpoint_all(ctx: &Ctx) {
+    for p in ctx.replicas.all() {
+        if let Err(e) = p.checkpoint_high_watermark() {
+            if !matches!(e, super::PartitionError::Closed) {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "high watermark checkpoint failed");
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! A follower's connection to a leader's Kafka listener: one request at a time, with
+//! a timeout on every step and a bound on the response size.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Decodable, Encodable};
+use tidelog_protocol::client::{decode_response, encode_request};
+use tidelog_protocol::frame::read_frame;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PeerError {
+    #[error("i/o with the leader: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("timed out talking to the leader")]
+    Timeout,
+    #[error("the leader closed the connection")]
+    Closed,
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+pub(crate) struct Peer {
+    stream: TcpStream,
+    next_correlation: i32,
+    client_id: String,
+}
+
+impl Peer {
+    pub(crate) async fn connect(
+        host: &str,
+        port: u16,
+        node_id: i32,
+        timeout: Duration,
+    ) -> Result<Peer, PeerError> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
+            .await
+            .map_err(|_| PeerError::Timeout)??;
+        let _ = stream.set_nodelay(true);
+        Ok(Peer {
+            stream,
+            next_correlation: 1,
+            client_id: format!("tidelog-replica-fetcher-{node_id}"),
+        })
+    }
+
+    /// Sends one request and reads its response (at most `max_frame` bytes), all within
+    /// `timeout`.
+    pub(crate) async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        body: &Req,
+        max_frame: usize,
+        timeout: Duration,
+    ) -> Result<Resp, PeerError> {
+        let correlation = self.next_correlation;
+        self.next_correlation = self.next_correlation.wrapping_add(1).max(1);
+        let bytes = encode_request(key, version, correlation, Some(&self.client_id), body)
+            .map_err(|e| PeerError::Protocol(e.to_string()))?;
+        let exchange = async {
+            self.stream.write_all(&bytes).await?;
+            let frame = read_frame(&mut self.stream, max_frame)
+                .await
+                .map_err(|e| PeerError::Protocol(e.to_string()))?
+                .ok_or(PeerError::Closed)?;
+            let (got, body) = decode_response::<Resp>(frame.freeze(), key, version)
+                .map_err(|e| PeerError::Protocol(e.to_string()))?;
+            if got != correlation {
+                return Err(PeerError::Protocol(format!(
+                    "correlation id {got}, expected {correlation}"
+                )));
+            }
+            Ok(body)
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| PeerError::Timeout)?
+    }
+}

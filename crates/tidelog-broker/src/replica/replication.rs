@@ -1,0 +1,380 @@
+//! The replication side of a partition: adopting the image's role, the leader's view of
+//! its followers and the high watermark, the follower's appends and truncations, and
+//! acks=all waits. The arithmetic lives in `state.rs`; this file applies it under the
+//! partition's locks (always `log` before `repl`).
+
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use tidelog_storage::{Log, StorageError};
+
+use super::partition::{Partition, PartitionError, PartitionRead};
+use super::state::{ImageAssignment, PendingIsr, ReplicaState, Role, Transition};
+
+/// What acks=all waiters watch: the high watermark and who leads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct HwSnapshot {
+    pub(crate) high_watermark: i64,
+    pub(crate) leader_epoch: i32,
+    pub(crate) is_leader: bool,
+    pub(crate) isr_len: usize,
+    pub(crate) min_isr: usize,
+}
+
+/// A follower truncation: where the log ended before and after, and its HW before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Truncation {
+    pub(crate) old_end: i64,
+    pub(crate) new_end: i64,
+    pub(crate) old_high_watermark: i64,
+}
+
+impl Truncation {
+    /// Records below the old high watermark that were cut: acknowledged data lost to an
+    /// unclean election.
+    pub(crate) fn committed_records_lost(&self) -> i64 {
+        (self.old_high_watermark - self.new_end).max(0)
+    }
+}
+
+impl Partition {
+    /// Sets the node id the image's leader is compared with (at open).
+    pub(crate) fn hosted_by(self, node_id: i32) -> Self {
+        {
+            let mut repl = self.repl_state();
+            *repl = ReplicaState::sole_leader(node_id, repl.leader_epoch);
+        }
+        self
+    }
+
+    pub(super) fn repl_state(&self) -> MutexGuard<'_, ReplicaState> {
+        self.repl.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A copy of the replication state (for the ISR check and metrics).
+    pub(crate) fn replica_state(&self) -> ReplicaState {
+        self.repl_state().clone()
+    }
+
+    pub(crate) fn role(&self) -> Role {
+        self.repl_state().role
+    }
+
+    /// Watches the high watermark and leadership (acks=all).
+    pub(crate) fn hw_watch(&self) -> tokio::sync::watch::Receiver<HwSnapshot> {
+        self.hw_watch.subscribe()
+    }
+
+    /// Adopts the image's leader, epochs, replicas and ISR.
+    pub(crate) fn apply_assignment(&self, a: &ImageAssignment, now_ms: i64) -> Transition {
+        let mut guard = self.lock();
+        let leo = guard.as_ref().map_or(0, Log::log_end_offset);
+        let transition = self.repl_state().apply(a, leo, now_ms);
+        self.set_leader_epoch(a.leader_epoch);
+        if let Some(log) = guard.as_mut() {
+            self.advance_high_watermark(log);
+        }
+        drop(guard);
+        self.publish();
+        if transition != Transition::Unchanged {
+            // Parked fetches re-check: a consumer of a former leader gets its error now.
+            self.wake_waiters();
+        }
+        transition
+    }
+
+    /// Leader only: moves the high watermark up to what the ISR allows. Returns whether
+    /// it moved. Called with the log lock held.
+    pub(super) fn advance_high_watermark(&self, log: &mut Log) -> bool {
+        let candidate = {
+            let repl = self.repl_state();
+            if !repl.is_leader() {
+                return false;
+            }
+            repl.isr_high_watermark(log.log_end_offset())
+        };
+        let old = log.high_watermark();
+        match candidate {
+            Some(hw) if hw > old => {
+                log.set_high_watermark(hw);
+                let moved = log.high_watermark() > old;
+                if moved {
+                    self.publish_hw(log.high_watermark());
+                }
+                moved
+            }
+            _ => false,
+        }
+    }
+
+    fn publish_hw(&self, hw: i64) {
+        self.hw_watch.send_modify(|s| s.high_watermark = hw);
+    }
+
+    /// Tells acks=all waiters the current leadership, ISR and high watermark.
+    pub(super) fn publish(&self) {
+        let hw = self.lock().as_ref().map_or(-1, Log::high_watermark);
+        let repl = self.repl_state();
+        let snapshot = HwSnapshot {
+            high_watermark: hw,
+            leader_epoch: repl.leader_epoch,
+            is_leader: repl.is_leader(),
+            isr_len: repl.isr.len(),
+            min_isr: repl.min_isr,
+        };
+        drop(repl);
+        self.hw_watch.send_replace(snapshot);
+    }
+
+    /// Leader: a follower fetched from `fetch_offset`. Records its LEO and caught-up time
+    /// and moves the HW (waking consumers and acks=all waiters). Returns whether it
+    /// should now join the ISR, or the error code when this node cannot serve it.
+    pub(crate) fn record_follower_fetch(
+        &self,
+        replica: i32,
+        fetch_offset: i64,
+        now_ms: i64,
+    ) -> Result<bool, i16> {
+        let mut guard = self.lock();
+        let log = guard.as_mut().ok_or(PartitionError::Closed.code())?;
+        let leo = log.log_end_offset();
+        let expand = {
+            let mut repl = self.repl_state();
+            if !repl.is_leader() {
+                return Err(ResponseError::NotLeaderOrFollower.code());
+            }
+            if !repl.record_fetch(replica, fetch_offset, leo, now_ms) {
+                return Err(ResponseError::NotLeaderOrFollower.code());
+            }
+            let hw = repl
+                .isr_high_watermark(leo)
+                .unwrap_or(-1)
+                .max(log.high_watermark());
+            repl.pending_isr.is_none() && !repl.caught_up_outside_isr(hw).is_empty()
+        };
+        let moved = self.advance_high_watermark(log);
+        drop(guard);
+        if moved {
+            self.wake_waiters();
+        }
+        Ok(expand)
+    }
+
+    /// Leader: where the log ends for `epoch` if a follower that last fetched in `epoch`
+    /// at `fetch_offset` diverges from it (Fetch v12+ diverging epoch), else `None`.
+    pub(crate) fn diverging_epoch(&self, epoch: i32, fetch_offset: i64) -> Option<(i32, i64)> {
+        if epoch < 0 {
+            return None;
+        }
+        let guard = self.lock();
+        let log = guard.as_ref()?;
+        match log.end_offset_for_epoch(epoch) {
+            Some((found, end)) if found == epoch && end >= fetch_offset => None,
+            Some((found, end)) => Some((found, end)),
+            // No epochs known here (an empty log): nothing to compare; an offset past
+            // the end is answered with OFFSET_OUT_OF_RANGE instead.
+            None => None,
+        }
+    }
+
+    /// Leader, serving a follower: whole batches from `offset` up to the log end (not
+    /// the HW: followers copy everything).
+    pub(crate) fn read_for_follower(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+    ) -> Result<PartitionRead, PartitionError> {
+        self.with_log(|log| {
+            let end = log.log_end_offset();
+            let read = log.read(offset, max_bytes, end)?;
+            Ok(PartitionRead {
+                slice: read.slice,
+                high_watermark: log.high_watermark(),
+                last_stable_offset: log.high_watermark(),
+                log_start_offset: log.log_start_offset(),
+                aborted: Vec::new(),
+            })
+        })
+    }
+
+    /// Follower: what the next fetch asks for: (fetch offset = LEO, last fetched epoch,
+    /// log start offset).
+    pub(crate) fn follower_position(&self) -> Result<(i64, i32, i64), PartitionError> {
+        self.with_log(|log| {
+            let epoch = log.leader_epochs().last().map_or(-1, |e| e.epoch);
+            Ok((log.log_end_offset(), epoch, log.log_start_offset()))
+        })
+    }
+
+    /// Follower: appends batches fetched from the leader (offsets as the leader assigned
+    /// them) and takes the leader's high watermark, never above its own LEO. Returns the
+    /// bytes appended. Refused unless this node still follows `leader` in `epoch`.
+    pub(crate) fn append_replicated(
+        &self,
+        leader: i32,
+        epoch: i32,
+        records: &[u8],
+        leader_hw: i64,
+        leader_log_start: i64,
+    ) -> Result<usize, PartitionError> {
+        let mut guard = self.lock();
+        let log = guard.as_mut().ok_or(PartitionError::Closed)?;
+        {
+            let repl = self.repl_state();
+            if repl.role != (Role::Follower { leader }) || repl.leader_epoch != epoch {
+                return Err(PartitionError::NotLeader);
+            }
+        }
+        let bytes = if records.is_empty() {
+            0
+        } else {
+            log.append_as_follower(records)?.bytes
+        };
+        if leader_log_start > log.log_start_offset() && leader_log_start <= log.log_end_offset() {
+            log.delete_records_before(leader_log_start)?;
+        }
+        let hw = leader_hw.min(log.log_end_offset());
+        if hw > log.high_watermark() {
+            log.set_high_watermark(hw);
+        }
+        Ok(bytes)
+    }
+
+    /// Follower: the leader says our log diverges after `(epoch, end)`; cut it to the
+    /// last offset both logs agree on. Returns what was cut, if anything.
+    pub(crate) fn truncate_to_divergence(
+        &self,
+        leader_epoch: i32,
+        leader_end: i64,
+    ) -> Result<Option<Truncation>, PartitionError> {
+        self.with_log(|log| {
+            let old_end = log.log_end_offset();
+            let old_hw = log.high_watermark();
+            let target = if leader_epoch < 0 || leader_end < 0 {
+                old_hw
+            } else {
+                match log.end_offset_for_epoch(leader_epoch) {
+                    Some((_, ours)) => ours.min(leader_end),
+                    None => leader_end.min(old_hw),
+                }
+            };
+            truncate(log, target, old_end, old_hw)
+        })
+    }
+
+    /// Follower whose fetch offset the leader no longer has: below its log start the
+    /// log restarts at the leader's start; above its end it is cut to the leader's HW.
+    pub(crate) fn reset_out_of_range(
+        &self,
+        leader_log_start: i64,
+        leader_hw: i64,
+    ) -> Result<Option<Truncation>, PartitionError> {
+        self.with_log(|log| {
+            let old_end = log.log_end_offset();
+            let old_hw = log.high_watermark();
+            if leader_log_start >= 0 && old_end < leader_log_start {
+                log.truncate_fully_and_start_at(leader_log_start)?;
+                return Ok(None);
+            }
+            if leader_hw >= 0 && leader_hw < old_end {
+                return truncate(log, leader_hw, old_end, old_hw);
+            }
+            Ok(None)
+        })
+    }
+
+    /// Records an ISR change sent to the controller (`None` clears it after a failure).
+    pub(crate) fn set_pending_isr(&self, pending: Option<PendingIsr>) {
+        self.repl_state().pending_isr = pending;
+        self.advance_after_isr_change();
+    }
+
+    fn advance_after_isr_change(&self) {
+        let moved = {
+            let mut guard = self.lock();
+            match guard.as_mut() {
+                Some(log) => self.advance_high_watermark(log),
+                None => false,
+            }
+        };
+        if moved {
+            self.wake_waiters();
+        }
+    }
+
+    /// Writes the offsets checkpoints if the HW moved since the last time.
+    pub(crate) fn checkpoint_high_watermark(&self) -> Result<(), PartitionError> {
+        self.with_log(|log| {
+            let hw = log.high_watermark();
+            if self.hw_checkpointed.swap(hw, Ordering::AcqRel) != hw {
+                log.write_checkpoints()?;
+            }
+            Ok(())
+        })
+    }
+
+    /// acks=all: waits until the high watermark reaches `end` (written in `epoch`).
+    /// Kafka's outcomes: NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+    /// min.insync.replicas, NOT_LEADER_OR_FOLLOWER when leadership moved on,
+    /// REQUEST_TIMED_OUT after `timeout`.
+    pub(crate) async fn wait_replicated(
+        &self,
+        end: i64,
+        epoch: i32,
+        timeout: Duration,
+    ) -> Result<(), i16> {
+        let mut rx = self.hw_watch();
+        let wait = async {
+            loop {
+                let outcome = {
+                    let s = *rx.borrow_and_update();
+                    replication_outcome(&s, end, epoch)
+                };
+                if let Some(outcome) = outcome {
+                    return outcome;
+                }
+                if rx.changed().await.is_err() {
+                    return Err(ResponseError::NotLeaderOrFollower.code());
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ResponseError::RequestTimedOut.code()),
+        }
+    }
+}
+
+/// What an acks=all waiter answers given the partition's state, or `None` to keep
+/// waiting.
+pub(crate) fn replication_outcome(s: &HwSnapshot, end: i64, epoch: i32) -> Option<Result<(), i16>> {
+    if !s.is_leader || s.leader_epoch != epoch {
+        return Some(Err(ResponseError::NotLeaderOrFollower.code()));
+    }
+    if s.high_watermark >= end {
+        if s.isr_len < s.min_isr {
+            return Some(Err(ResponseError::NotEnoughReplicasAfterAppend.code()));
+        }
+        return Some(Ok(()));
+    }
+    None
+}
+
+fn truncate(
+    log: &mut Log,
+    target: i64,
+    old_end: i64,
+    old_hw: i64,
+) -> Result<Option<Truncation>, StorageError> {
+    if target >= old_end {
+        return Ok(None);
+    }
+    log.truncate_to(target.max(0))?;
+    Ok(Some(Truncation {
+        old_end,
+        new_end: log.log_end_offset(),
+        old_high_watermark: old_hw,
+    }))
+}

@@ -1,0 +1,311 @@
+//! A partition's replication state and the arithmetic on it: which role this node
+//! plays, the ISR, each follower's log end offset and last caught-up time, the high
+//! watermark they allow, and which followers should leave or join the ISR. Pure data:
+//! no locks, no clock, no I/O, so the rules are tested on their own.
+
+use std::collections::HashMap;
+
+/// What this node is for one partition, per the metadata image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// Takes produces, serves consumers and followers.
+    Leader,
+    /// Copies from `leader`; refuses produces and consumer fetches.
+    Follower { leader: i32 },
+    /// No leader at all (leader -1 in the image).
+    Offline,
+}
+
+/// What the leader knows of one follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FollowerState {
+    /// The follower's log end offset (its last fetch offset); -1 until it fetches in the
+    /// current leader epoch.
+    pub(crate) log_end_offset: i64,
+    /// Last time (ms) the follower was known to hold everything the leader had.
+    pub(crate) last_caught_up_ms: i64,
+    /// The leader's LEO when this follower last fetched, and when that was.
+    prev_fetch_leader_leo: i64,
+    prev_fetch_ms: i64,
+}
+
+impl FollowerState {
+    fn reset(now_ms: i64, caught_up: bool) -> Self {
+        FollowerState {
+            log_end_offset: -1,
+            last_caught_up_ms: if caught_up { now_ms } else { 0 },
+            prev_fetch_leader_leo: -1,
+            prev_fetch_ms: 0,
+        }
+    }
+}
+
+/// An ISR change sent to the controller and not yet seen in the image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PendingIsr {
+    pub(crate) new_isr: Vec<i32>,
+    /// The partition epoch the change was asked against; a later one in the image
+    /// means the controller decided (one way or another).
+    pub(crate) from_partition_epoch: i32,
+}
+
+/// Everything about one partition's replication, guarded by the partition.
+#[derive(Debug, Clone)]
+pub(crate) struct ReplicaState {
+    pub(crate) node_id: i32,
+    pub(crate) role: Role,
+    pub(crate) leader_epoch: i32,
+    pub(crate) partition_epoch: i32,
+    pub(crate) replicas: Vec<i32>,
+    pub(crate) isr: Vec<i32>,
+    /// min.insync.replicas of the topic (else the broker default).
+    pub(crate) min_isr: usize,
+    pub(crate) pending_isr: Option<PendingIsr>,
+    /// Followers of this leader, keyed by broker id (replicas other than this node).
+    pub(crate) followers: HashMap<i32, FollowerState>,
+    /// The leader's log end offset when it became leader in this epoch: a follower
+    /// below it has not yet caught up with this epoch and cannot join the ISR.
+    pub(crate) epoch_start_offset: i64,
+}
+
+/// What the image says about a partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImageAssignment {
+    pub(crate) leader: i32,
+    pub(crate) leader_epoch: i32,
+    pub(crate) partition_epoch: i32,
+    pub(crate) replicas: Vec<i32>,
+    pub(crate) isr: Vec<i32>,
+    pub(crate) min_isr: usize,
+}
+
+/// What [`ReplicaState::apply`] changed, so the caller can act on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transition {
+    /// Same role and epoch (ISR or replicas may have changed).
+    Unchanged,
+    /// Became leader, or leader in a new epoch.
+    BecameLeader,
+    /// Became a follower, or follower in a new epoch or of a new leader.
+    BecameFollower,
+    /// Lost its leader.
+    WentOffline,
+}
+
+impl ReplicaState {
+    /// A partition that is its own only replica and leader until an image says more:
+    /// what a cluster of one, and a partition created in a test, look like.
+    pub(crate) fn sole_leader(node_id: i32, leader_epoch: i32) -> Self {
+        ReplicaState {
+            node_id,
+            role: Role::Leader,
+            leader_epoch,
+            partition_epoch: 0,
+            replicas: vec![node_id],
+            isr: vec![node_id],
+            min_isr: 1,
+            pending_isr: None,
+            followers: HashMap::new(),
+            epoch_start_offset: 0,
+        }
+    }
+
+    pub(crate) fn is_leader(&self) -> bool {
+        self.role == Role::Leader
+    }
+
+    /// Adopts the image's view. `leo` is the local log end offset now.
+    pub(crate) fn apply(&mut self, a: &ImageAssignment, leo: i64, now_ms: i64) -> Transition {
+        let role = if a.leader == self.node_id {
+            Role::Leader
+        } else if a.leader < 0 {
+            Role::Offline
+        } else {
+            Role::Follower { leader: a.leader }
+        };
+        let new_epoch = a.leader_epoch != self.leader_epoch;
+        let changed = role != self.role || new_epoch;
+        self.role = role;
+        self.leader_epoch = a.leader_epoch;
+        self.replicas.clone_from(&a.replicas);
+        self.isr.clone_from(&a.isr);
+        self.min_isr = a.min_isr.max(1);
+        if a.partition_epoch != self.partition_epoch || changed {
+            // The controller decided on whatever was pending (or leadership moved on).
+            if self
+                .pending_isr
+                .as_ref()
+                .is_some_and(|p| a.partition_epoch > p.from_partition_epoch || changed)
+            {
+                self.pending_isr = None;
+            }
+        }
+        self.partition_epoch = a.partition_epoch;
+        if !changed {
+            // Replicas added by a reassignment get a (not caught-up) state.
+            if role == Role::Leader {
+                for &r in &self.replicas {
+                    if r != self.node_id {
+                        self.followers
+                            .entry(r)
+                            .or_insert_with(|| FollowerState::reset(now_ms, false));
+                    }
+                }
+                let replicas = self.replicas.clone();
+                self.followers.retain(|id, _| replicas.contains(id));
+            }
+            return Transition::Unchanged;
+        }
+        self.pending_isr = None;
+        match role {
+            Role::Leader => {
+                self.epoch_start_offset = leo;
+                // ISR members count as caught up now, so none is dropped before it had
+                // a chance to fetch from the new leader; nobody's LEO is known yet.
+                self.followers = self
+                    .replicas
+                    .iter()
+                    .filter(|&&r| r != self.node_id)
+                    .map(|&r| (r, FollowerState::reset(now_ms, self.isr.contains(&r))))
+                    .collect();
+                Transition::BecameLeader
+            }
+            Role::Follower { .. } => {
+                self.followers.clear();
+                Transition::BecameFollower
+            }
+            Role::Offline => {
+                self.followers.clear();
+                Transition::WentOffline
+            }
+        }
+    }
+
+    /// The ISR the high watermark waits for: the committed ISR plus any member a pending
+    /// change adds (a member being added must already hold what is committed).
+    pub(crate) fn maximal_isr(&self) -> Vec<i32> {
+        let mut isr = self.isr.clone();
+        if let Some(p) = &self.pending_isr {
+            for r in &p.new_isr {
+                if !isr.contains(r) {
+                    isr.push(*r);
+                }
+            }
+        }
+        isr
+    }
+
+    /// The high watermark the ISR allows: the smallest LEO over the (maximal) ISR, the
+    /// leader's own `leader_leo` included. `None` when a member's LEO is not known yet.
+    pub(crate) fn isr_high_watermark(&self, leader_leo: i64) -> Option<i64> {
+        let mut hw = leader_leo;
+        for r in self.maximal_isr() {
+            if r == self.node_id {
+                continue;
+            }
+            let leo = self.followers.get(&r).map_or(-1, |f| f.log_end_offset);
+            if leo < 0 {
+                return None;
+            }
+            hw = hw.min(leo);
+        }
+        Some(hw)
+    }
+
+    /// A follower fetched at `fetch_offset` while the leader's LEO was `leader_leo`.
+    /// Returns false if `replica` is not a follower of this partition.
+    pub(crate) fn record_fetch(
+        &mut self,
+        replica: i32,
+        fetch_offset: i64,
+        leader_leo: i64,
+        now_ms: i64,
+    ) -> bool {
+        let Some(f) = self.followers.get_mut(&replica) else {
+            return false;
+        };
+        f.log_end_offset = fetch_offset;
+        if fetch_offset >= leader_leo {
+            f.last_caught_up_ms = now_ms;
+        } else if f.prev_fetch_leader_leo >= 0 && fetch_offset >= f.prev_fetch_leader_leo {
+            // It holds everything the leader had at its previous fetch.
+            f.last_caught_up_ms = f.last_caught_up_ms.max(f.prev_fetch_ms);
+        }
+        f.prev_fetch_leader_leo = leader_leo;
+        f.prev_fetch_ms = now_ms;
+        true
+    }
+
+    /// ISR members (not the leader) not caught up within `lag_max_ms`.
+    pub(crate) fn lagging(&self, now_ms: i64, lag_max_ms: i64) -> Vec<i32> {
+        self.isr
+            .iter()
+            .copied()
+            .filter(|&r| r != self.node_id)
+            .filter(|r| {
+                self.followers
+                    .get(r)
+                    .is_none_or(|f| now_ms.saturating_sub(f.last_caught_up_ms) > lag_max_ms)
+            })
+            .collect()
+    }
+
+    /// Replicas outside the ISR whose LEO reached the high watermark `hw` (and the start
+    /// of this leader epoch): they may rejoin.
+    pub(crate) fn caught_up_outside_isr(&self, hw: i64) -> Vec<i32> {
+        let mut ready: Vec<i32> = self
+            .followers
+            .iter()
+            .filter(|(id, f)| {
+                !self.isr.contains(id)
+                    && f.log_end_offset >= 0
+                    && f.log_end_offset >= hw
+                    && f.log_end_offset >= self.epoch_start_offset
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        ready.sort_unstable();
+        ready
+    }
+
+    /// The ISR change the leader should ask for now, if any: drop laggards first (so the
+    /// HW can move again), else add caught-up replicas. Never leaves the leader out.
+    pub(crate) fn wanted_isr_change(
+        &self,
+        hw: i64,
+        now_ms: i64,
+        lag_max_ms: i64,
+    ) -> Option<Vec<i32>> {
+        if !self.is_leader() || self.pending_isr.is_some() {
+            return None;
+        }
+        let lagging = self.lagging(now_ms, lag_max_ms);
+        if !lagging.is_empty() {
+            let isr: Vec<i32> = self
+                .isr
+                .iter()
+                .copied()
+                .filter(|r| !lagging.contains(r))
+                .collect();
+            return Some(with_leader(isr, self.node_id));
+        }
+        let joining = self.caught_up_outside_isr(hw);
+        if !joining.is_empty() {
+            let mut isr = self.isr.clone();
+            isr.extend(joining);
+            return Some(with_leader(isr, self.node_id));
+        }
+        None
+    }
+}
+
+fn with_leader(mut isr: Vec<i32>, leader: i32) -> Vec<i32> {
+    if !isr.contains(&leader) {
+        isr.insert(0, leader);
+    }
+    isr
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

@@ -43,6 +43,28 @@ pub struct PartitionImage {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// Replicas being added by an in-flight reassignment (already in `replicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<i32>,
+    /// Replicas to drop once the reassignment completes (still in `replicas`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<i32>,
+}
+
+impl PartitionImage {
+    /// Whether a reassignment is in flight.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
+    /// The replicas the partition ends up with: `replicas` minus those being removed.
+    pub fn target_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing_replicas.contains(r))
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,6 +151,8 @@ impl MetadataImage {
                 leader,
                 leader_epoch,
                 partition_epoch,
+                adding_replicas,
+                removing_replicas,
             } => match self.topics.get_mut(topic_id) {
                 Some(topic) => {
                     let state = PartitionImage {
@@ -137,6 +161,8 @@ impl MetadataImage {
                         leader: *leader,
                         leader_epoch: *leader_epoch,
                         partition_epoch: *partition_epoch,
+                        adding_replicas: adding_replicas.clone(),
+                        removing_replicas: removing_replicas.clone(),
                     };
                     topic.partitions.insert(*partition, state);
                 }
@@ -148,13 +174,23 @@ impl MetadataImage {
                 leader,
                 isr,
                 replicas,
+                adding_replicas,
+                removing_replicas,
             } => {
                 let state = self
                     .topics
                     .get_mut(topic_id)
                     .and_then(|t| t.partitions.get_mut(partition));
                 match state {
-                    Some(state) => apply_partition_change(state, *leader, isr, replicas),
+                    Some(state) => {
+                        apply_partition_change(state, *leader, isr, replicas);
+                        if let Some(adding) = adding_replicas {
+                            state.adding_replicas = adding.clone();
+                        }
+                        if let Some(removing) = removing_replicas {
+                            state.removing_replicas = removing.clone();
+                        }
+                    }
                     None => {
                         tracing::warn!(offset, %topic_id, partition, "change for unknown partition")
                     }

@@ -31,6 +31,8 @@ pub enum MetadataRecord {
     /// A topic exists. Its partitions and configs follow as separate records.
     Topic { name: String, topic_id: Uuid },
     /// The full state of one partition (new partition, or reset after reassignment).
+    /// `adding_replicas` / `removing_replicas` are non-empty only while a reassignment
+    /// is in flight, and are left out of the JSON when empty.
     Partition {
         topic_id: Uuid,
         partition: i32,
@@ -39,15 +41,24 @@ pub enum MetadataRecord {
         leader: i32,
         leader_epoch: i32,
         partition_epoch: i32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        adding_replicas: Vec<i32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        removing_replicas: Vec<i32>,
     },
     /// A partial change of one partition. Replay bumps `partition_epoch` always and
-    /// `leader_epoch` when the leader changes, as Kafka does.
+    /// `leader_epoch` when the leader changes, as Kafka does. `adding_replicas` /
+    /// `removing_replicas` (`Some(vec![])` clears) are left out of the JSON when `None`.
     PartitionChange {
         topic_id: Uuid,
         partition: i32,
         leader: Option<i32>,
         isr: Option<Vec<i32>>,
         replicas: Option<Vec<i32>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        adding_replicas: Option<Vec<i32>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        removing_replicas: Option<Vec<i32>>,
     },
     /// Set (`Some`) or delete (`None`) one config entry.
     Config {
@@ -113,5 +124,41 @@ mod tests {
         );
         let back: MetadataRecord = serde_json::from_str(&text).unwrap();
         assert_eq!(back, cfg);
+    }
+
+    #[test]
+    fn reassignment_fields_are_optional_in_json() {
+        let id = Uuid::from_u128(7);
+        // A record written before the fields existed still reads, with them empty.
+        let old = r#"{"PartitionChange":{"topic_id":"00000000-0000-0000-0000-000000000007","partition":1,"leader":2,"isr":null,"replicas":null}}"#;
+        let rec: MetadataRecord = serde_json::from_str(old).unwrap();
+        let plain = MetadataRecord::PartitionChange {
+            topic_id: id,
+            partition: 1,
+            leader: Some(2),
+            isr: None,
+            replicas: None,
+            adding_replicas: None,
+            removing_replicas: None,
+        };
+        assert_eq!(rec, plain);
+        // ... and a record without a reassignment is written exactly as before.
+        assert_eq!(serde_json::to_string(&plain).unwrap(), old);
+        let moving = MetadataRecord::Partition {
+            topic_id: id,
+            partition: 0,
+            replicas: vec![1, 2, 3],
+            isr: vec![1, 2],
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            adding_replicas: vec![3],
+            removing_replicas: vec![],
+        };
+        let text = serde_json::to_string(&moving).unwrap();
+        assert!(text.contains(r#""adding_replicas":[3]"#), "{text}");
+        assert!(!text.contains("removing_replicas"), "{text}");
+        let back: MetadataRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, moving);
     }
 }

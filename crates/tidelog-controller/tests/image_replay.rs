@@ -25,6 +25,8 @@ fn image_with_partition() -> MetadataImage {
             leader: 1,
             leader_epoch: 4,
             partition_epoch: 9,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         },
     );
     image
@@ -45,6 +47,8 @@ fn change(
         leader,
         isr,
         replicas,
+        adding_replicas: None,
+        removing_replicas: None,
     }
 }
 
@@ -113,6 +117,8 @@ fn records_about_missing_things_change_nothing_but_the_offset() {
             leader: Some(1),
             isr: None,
             replicas: None,
+            adding_replicas: None,
+            removing_replicas: None,
         },
     );
     image.replay(
@@ -133,6 +139,8 @@ fn records_about_missing_things_change_nothing_but_the_offset() {
             leader: -1,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         },
     );
     assert_eq!(image.last_offset(), Some(5));

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::{Plan, MAX_PARTITIONS_PER_TOPIC, MAX_TOPIC_NAME_LEN};
 use crate::error::TopicError;
 use crate::image::{MetadataImage, PartitionImage, TopicImage};
-use crate::placement::round_robin;
+use crate::placement::place;
 use crate::record::{ConfigResource, MetadataRecord};
 use crate::topic_config;
 
@@ -142,10 +142,19 @@ fn automatic_assignment(
     } else {
         req.replication_factor
     };
-    let brokers = image.live_broker_ids();
+    let brokers = live_brokers(image);
     let rf = checked_replication_factor(replication_factor, brokers.len())?;
     let count = usize::try_from(num_partitions).unwrap_or(0);
-    Ok(round_robin(&brokers, count, rf, placement_start))
+    Ok(place(&brokers, count, rf, placement_start))
+}
+
+/// Unfenced brokers (id order) with their racks: where new replicas may go.
+pub(super) fn live_brokers(image: &MetadataImage) -> Vec<(i32, Option<&str>)> {
+    image
+        .brokers()
+        .filter(|b| !b.fenced)
+        .map(|b| (b.broker_id, b.rack.as_deref()))
+        .collect()
 }
 
 pub(super) fn checked_replication_factor(
@@ -160,7 +169,7 @@ pub(super) fn checked_replication_factor(
     let rf = usize::try_from(replication_factor).unwrap_or(usize::MAX);
     if rf > live_brokers {
         return Err(TopicError::InvalidReplicationFactor(format!(
-            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {live_brokers} broker(s) are registered."
+            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {live_brokers} broker(s) are registered and unfenced."
         )));
     }
     Ok(rf)
@@ -262,6 +271,8 @@ pub(super) fn new_partition_record(
         leader: replicas.first().copied().unwrap_or(-1),
         leader_epoch: 0,
         partition_epoch: 0,
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
     }
 }
 
@@ -272,5 +283,7 @@ fn new_partition_image(replicas: Vec<i32>) -> PartitionImage {
         replicas,
         leader_epoch: 0,
         partition_epoch: 0,
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
     }
 }

@@ -2,18 +2,31 @@
 //! Nothing here changes state; the caller appends the records and replays them. The
 //! single-node [`crate::Controller`] and a future Raft controller share these.
 
+mod alter_partition;
 mod create_topic;
+mod election;
+mod partition;
+mod reassign;
+#[cfg(test)]
+mod test_support;
 
 use std::ops::Range;
 
 use uuid::Uuid;
 
-use create_topic::{checked_replication_factor, new_partition_record};
+pub use alter_partition::plan_alter_partition;
+use create_topic::{checked_replication_factor, live_brokers, new_partition_record};
 pub use create_topic::{plan_create_topic, validate_topic_name, CreateTopic, TopicDefaults};
+pub use election::{plan_controlled_shutdown, plan_elect_leaders, plan_leader_repairs};
+pub use partition::{
+    image_with, AlterPartition, ElectionKind, PartitionError, PartitionResults, Reassignment,
+    TopicPartition, UNCLEAN_LEADER_ELECTION,
+};
+pub use reassign::{list_reassignments, plan_alter_reassignments};
 
 use crate::error::{ControllerError, TopicError};
 use crate::image::MetadataImage;
-use crate::placement::round_robin;
+use crate::placement::place;
 use crate::record::{ConfigResource, Endpoint, MetadataRecord};
 use crate::topic_config;
 
@@ -75,7 +88,7 @@ pub fn plan_create_partitions(
         .values()
         .next()
         .map_or(1, |p| p.replicas.len());
-    let brokers = image.live_broker_ids();
+    let brokers = live_brokers(image);
     let rf = checked_replication_factor(
         i16::try_from(existing_rf).unwrap_or(i16::MAX),
         brokers.len(),
@@ -83,7 +96,7 @@ pub fn plan_create_partitions(
     let count = usize::try_from(new_total - current).unwrap_or(0);
     let start = placement_start.wrapping_add(usize::try_from(current).unwrap_or(0));
     let records = (current..new_total)
-        .zip(round_robin(&brokers, count, rf, start))
+        .zip(place(&brokers, count, rf, start))
         .map(|(partition, replicas)| new_partition_record(topic.topic_id, partition, &replicas))
         .collect();
     Ok(Plan {

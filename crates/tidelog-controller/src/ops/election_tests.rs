@@ -1,0 +1,228 @@
+use super::*;
+use crate::ops::partition::UNCLEAN_LEADER_ELECTION;
+use crate::ops::test_support::Images;
+
+/// Applies `first` (a fencing, unfencing, ...) and then the repairs planned on the
+/// image it creates, as the controller does in one batch; returns the repairs.
+fn fence_then_repair(
+    images: &mut Images,
+    first: MetadataRecord,
+    unclean: bool,
+) -> Vec<MetadataRecord> {
+    images.apply(&[first]);
+    let repairs = plan_leader_repairs(&images.image, unclean);
+    images.apply(&repairs);
+    repairs
+}
+
+fn three_way(isr: &[i32], leader: i32) -> Images {
+    Images::new()
+        .brokers(&[1, 2, 3])
+        .topic("t", &[(&[1, 2, 3], isr, leader)])
+}
+
+#[test]
+fn fencing_the_leader_elects_the_next_isr_member_and_drops_it_from_the_isr() {
+    let mut images = three_way(&[1, 2, 3], 1);
+    let fence = images.fence_record(1);
+    let repairs = fence_then_repair(&mut images, fence, false);
+    assert_eq!(repairs.len(), 1);
+    let p = images.partition("t", 0);
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2, 3]));
+    assert_eq!((p.leader_epoch, p.partition_epoch), (1, 1));
+    // Repairs are idempotent: nothing more to do.
+    assert!(plan_leader_repairs(&images.image, false).is_empty());
+}
+
+#[test]
+fn fencing_a_follower_only_shrinks_the_isr() {
+    let mut images = three_way(&[1, 2, 3], 1);
+    let fence = images.fence_record(3);
+    let repairs = fence_then_repair(&mut images, fence, false);
+    match &repairs[..] {
+        [MetadataRecord::PartitionChange {
+            leader: None,
+            isr: Some(isr),
+            replicas: None,
+            ..
+        }] => assert_eq!(isr, &[1, 2]),
+        other => panic!("{other:?}"),
+    }
+    let p = images.partition("t", 0);
+    assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 0, 1));
+}
+
+#[test]
+fn the_last_isr_member_dying_takes_the_partition_offline_and_its_return_brings_it_back() {
+    let mut images = three_way(&[1], 1);
+    let fence = images.fence_record(1);
+    fence_then_repair(&mut images, fence, false);
+    let p = images.partition("t", 0);
+    assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (-1, vec![1], 1));
+    // Live replicas outside the ISR do not lead without unclean election.
+    assert!(plan_leader_repairs(&images.image, false).is_empty());
+
+    let unfence = images.unfence_record(1);
+    fence_then_repair(&mut images, unfence, false);
+    let p = images.partition("t", 0);
+    assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (1, vec![1], 2));
+}
+
+#[test]
+fn two_isr_members_dying_at_once_leave_the_old_leader_in_the_isr() {
+    let mut images = three_way(&[2, 1], 1).fence(3);
+    let both = [images.fence_record(1), images.fence_record(2)];
+    images.apply(&both);
+    let repairs = plan_leader_repairs(&images.image, false);
+    images.apply(&repairs);
+    let p = images.partition("t", 0);
+    assert_eq!((p.leader, p.isr.clone()), (-1, vec![1]));
+    // Broker 2 returns first, but it left the ISR when the ISR was cut to one member,
+    // so it cannot lead cleanly.
+    let unfence = images.unfence_record(2);
+    fence_then_repair(&mut images, unfence, false);
+    assert_eq!(images.partition("t", 0).leader, -1);
+}
+
+#[test]
+fn unclean_election_takes_any_live_replica_when_enabled_by_default_or_by_topic() {
+    // Off: stays offline.
+    let mut off = three_way(&[1], 1);
+    let fence = off.fence_record(1);
+    fence_then_repair(&mut off, fence, false);
+    assert_eq!(off.partition("t", 0).leader, -1);
+
+    // Cluster default on.
+    let mut on = three_way(&[1], 1);
+    let fence = on.fence_record(1);
+    fence_then_repair(&mut on, fence, true);
+    let p = on.partition("t", 0);
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+
+    // Topic config on beats default off; topic config off beats default on.
+    let mut topic_on = three_way(&[1], 1).topic_config("t", UNCLEAN_LEADER_ELECTION, "true");
+    let fence = topic_on.fence_record(1);
+    fence_then_repair(&mut topic_on, fence, false);
+    assert_eq!(topic_on.partition("t", 0).leader, 2);
+    let mut topic_off = three_way(&[1], 1).topic_config("t", UNCLEAN_LEADER_ELECTION, "false");
+    let fence = topic_off.fence_record(1);
+    fence_then_repair(&mut topic_off, fence, true);
+    assert_eq!(topic_off.partition("t", 0).leader, -1);
+
+    // Enabling it later elects at the next repair.
+    let mut later = topic_off;
+    later.apply(&[MetadataRecord::Config {
+        resource: crate::record::ConfigResource::Topic("t".into()),
+        name: UNCLEAN_LEADER_ELECTION.into(),
+        value: Some("true".into()),
+    }]);
+    let repairs = plan_leader_repairs(&later.image, false);
+    later.apply(&repairs);
+    assert_eq!(later.partition("t", 0).leader, 2);
+}
+
+#[test]
+fn controlled_shutdown_moves_leaders_and_leaves_isrs_but_keeps_sole_leaderships() {
+    let mut images = Images::new().brokers(&[1, 2, 3]).topic(
+        "t",
+        &[
+            (&[1, 2], &[1, 2], 1), // moves to 2
+            (&[1, 3], &[1], 1),    // 1 is the only ISR member: held
+            (&[2, 1], &[2, 1], 2), // follower: leaves the ISR
+            (&[2, 3], &[2, 3], 2), // not a replica: untouched
+        ],
+    );
+    let plan = plan_controlled_shutdown(&images.image, 1);
+    assert_eq!(plan.response, 1);
+    assert_eq!(plan.records.len(), 2);
+    images.apply(&plan.records);
+    let p0 = images.partition("t", 0);
+    assert_eq!((p0.leader, p0.isr.clone()), (2, vec![2]));
+    assert_eq!(images.partition("t", 1).leader, 1);
+    assert_eq!(images.partition("t", 2).isr, vec![2]);
+    assert_eq!(images.partition("t", 3).partition_epoch, 0);
+    // Asking again changes nothing and still reports the held leadership.
+    let again = plan_controlled_shutdown(&images.image, 1);
+    assert!(again.records.is_empty());
+    assert_eq!(again.response, 1);
+}
+
+#[test]
+fn controlled_shutdown_skips_fenced_isr_members() {
+    let images = three_way(&[1, 2, 3], 1).fence(2);
+    let plan = plan_controlled_shutdown(&images.image, 1);
+    assert_eq!(plan.response, 0);
+    match &plan.records[..] {
+        [MetadataRecord::PartitionChange {
+            leader: Some(3),
+            isr: Some(isr),
+            ..
+        }] => assert_eq!(isr, &[2, 3]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn preferred_election_results_per_partition() {
+    let mut images = Images::new().brokers(&[1, 2, 3]).topic(
+        "t",
+        &[
+            (&[1, 2], &[1, 2], 2), // elect 1
+            (&[1, 2], &[1, 2], 1), // not needed
+            (&[3, 2], &[2], 2),    // 3 not in ISR
+        ],
+    );
+    let asked = vec![
+        ("t".to_owned(), 0),
+        ("t".to_owned(), 1),
+        ("t".to_owned(), 2),
+        ("t".to_owned(), 9),
+        ("nope".to_owned(), 0),
+        ("t".to_owned(), 0),
+    ];
+    let plan = plan_elect_leaders(&images.image, ElectionKind::Preferred, Some(&asked));
+    let codes: Vec<(i32, i16)> = plan
+        .response
+        .iter()
+        .map(|((_, p), r)| (*p, r.as_ref().err().map_or(0, PartitionError::error_code)))
+        .collect();
+    assert_eq!(codes, vec![(0, 0), (1, 84), (2, 80), (9, 3), (0, 3)]);
+    images.apply(&plan.records);
+    assert_eq!(images.partition("t", 0).leader, 1);
+    assert_eq!(images.partition("t", 0).leader_epoch, 1);
+
+    // All partitions: the ones needing nothing are left out; a fenced preferred
+    // replica is not available.
+    let images = images.fence(3);
+    let all = plan_elect_leaders(&images.image, ElectionKind::Preferred, None);
+    assert!(all.records.is_empty());
+    let left: Vec<i32> = all.response.iter().map(|((_, p), _)| *p).collect();
+    assert_eq!(left, vec![2]);
+}
+
+#[test]
+fn unclean_election_on_request_prefers_the_isr_then_any_live_replica() {
+    let mut images = Images::new().brokers(&[1, 2, 3]).topic(
+        "t",
+        &[
+            (&[1, 2, 3], &[1, 2, 3], 1), // leader live: not needed
+            (&[3, 2], &[3], 3),          // 3 dies: 2 takes it uncleanly
+            (&[3], &[3], 3),             // no live replica at all
+        ],
+    );
+    images = images.fence(3);
+    // Clear repairs off (unclean disabled) first, as the controller would.
+    let repairs = plan_leader_repairs(&images.image, false);
+    images.apply(&repairs);
+    assert_eq!(images.partition("t", 1).leader, -1);
+    let plan = plan_elect_leaders(&images.image, ElectionKind::Unclean, None);
+    let codes: Vec<(i32, i16)> = plan
+        .response
+        .iter()
+        .map(|((_, p), r)| (*p, r.as_ref().err().map_or(0, PartitionError::error_code)))
+        .collect();
+    assert_eq!(codes, vec![(1, 0), (2, 83)]);
+    images.apply(&plan.records);
+    let p1 = images.partition("t", 1);
+    assert_eq!((p1.leader, p1.isr.clone()), (2, vec![2]));
+}

@@ -2,6 +2,16 @@
 //!
 //! The append happens while the connection's reader is still on this request, so the
 //! batches of one connection land in the order they were sent.
+//!
+//! acks=all (-1): refused with NOT_ENOUGH_REPLICAS before appending when the ISR is
+//! smaller than min.insync.replicas; after appending, the answer waits (a delayed
+//! reply, no thread blocked) until the high watermark passes every partition's batch:
+//! NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below min.insync.replicas
+//! meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT at the
+//! request's timeout_ms. acks=1 answers after the local append.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
@@ -12,18 +22,24 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::header::encode_response;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
 use crate::context::{now_ms, Ctx};
 use crate::metrics::StorageOperation;
 use crate::net::Reply;
+use crate::replica::{Appended, Partition};
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ProduceRequest = req.decode()?;
+    ctx.replicas.start(ctx);
     let acks = request.acks;
+    // Partitions whose answer waits for replication: (topic, partition) positions in
+    // the response, the partition, and what to wait for.
+    let mut waits: Vec<(usize, usize, Arc<Partition>, Appended)> = Vec::new();
     let txn_id = request.transactional_id.as_ref().map(|t| t.0.to_string());
     // Error messages exist on the wire from v8.
     let with_messages = req.version() >= 8;
@@ -41,6 +57,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     data.index,
                     data.records.as_deref(),
                     txn_id.as_deref(),
+                    acks == -1,
                 )
             };
             if let Err((code, _)) = &result {
@@ -50,12 +67,15 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 }
             }
             partitions.push(match result {
-                Ok((base_offset, log_append_time_ms, log_start_offset)) => {
+                Ok((p, done)) => {
+                    if acks == -1 {
+                        waits.push((topics.len(), partitions.len(), p, done));
+                    }
                     PartitionProduceResponse::default()
                         .with_index(data.index)
-                        .with_base_offset(base_offset)
-                        .with_log_append_time_ms(log_append_time_ms)
-                        .with_log_start_offset(log_start_offset)
+                        .with_base_offset(done.base_offset)
+                        .with_log_append_time_ms(done.log_append_time_ms)
+                        .with_log_start_offset(done.log_start_offset)
                 }
                 Err((code, message)) => PartitionProduceResponse::default()
                     .with_index(data.index)
@@ -77,10 +97,49 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     if acks == 0 {
         return Ok(Reply::Nothing);
     }
-    req.respond(&ProduceResponse::default().with_responses(topics))
+    if waits.is_empty() {
+        return req.respond(&ProduceResponse::default().with_responses(topics));
+    }
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    let ctx = Arc::clone(ctx);
+    let header = req.header;
+    Ok(Reply::Later(Box::pin(async move {
+        let deadline = tokio::time::Instant::now() + timeout;
+        for (t, i, p, done) in waits {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let outcome = p
+                .wait_replicated(done.end_offset, done.leader_epoch, left)
+                .await;
+            if let (Err(code), Some(r)) = (
+                outcome,
+                topics
+                    .get_mut(t)
+                    .and_then(|topic| topic.partition_responses.get_mut(i)),
+            ) {
+                ctx.metrics.requests.error_code(ApiKey::Produce, code);
+                r.error_code = code;
+                r.base_offset = -1;
+                r.log_append_time_ms = -1;
+                r.log_start_offset = -1;
+            }
+        }
+        let body = ProduceResponse::default().with_responses(topics);
+        match encode_response(
+            header.correlation_id,
+            header.api_key,
+            header.api_version,
+            &body,
+        ) {
+            Ok(bytes) => Reply::Bytes(bytes),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode produce response");
+                Reply::Close
+            }
+        }
+    })))
 }
 
-type AppendResult = Result<(i64, i64, i64), (i16, Option<String>)>;
+type AppendResult = Result<(Arc<Partition>, Appended), (i16, Option<String>)>;
 
 fn append(
     ctx: &Ctx,
@@ -88,10 +147,14 @@ fn append(
     partition: i32,
     records: Option<&[u8]>,
     transactional_id: Option<&str>,
+    acks_all: bool,
 ) -> AppendResult {
     let Some(p) = ctx.replicas.get(topic, partition) else {
         return Err((ResponseError::UnknownTopicOrPartition.code(), None));
     };
+    if acks_all {
+        p.check_min_isr().map_err(|code| (code, None))?;
+    }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err((
             ResponseError::InvalidRecord.code(),
@@ -125,11 +188,7 @@ fn append(
         None => p.append(&mut batches, now_ms()),
     };
     match appended {
-        Ok(done) => Ok((
-            done.base_offset,
-            done.log_append_time_ms,
-            done.log_start_offset,
-        )),
+        Ok(done) => Ok((p, done)),
         Err(e) => {
             tracing::debug!(topic, partition, error = %e, "produce refused");
             Err((e.code(), Some(e.to_string())))

@@ -20,7 +20,7 @@ use tidelog_storage::{Log, StorageError};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-pub(crate) use partition::{Partition, PartitionError};
+pub(crate) use partition::{Appended, Partition, PartitionError};
 #[allow(unused_imports)]
 pub(crate) use replication::{replication_outcome, HwSnapshot};
 pub(crate) use state::Role;

@@ -62,6 +62,19 @@ impl Partition {
         self.repl_state().role
     }
 
+    /// acks=all, before appending: NOT_LEADER_OR_FOLLOWER off the leader,
+    /// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas.
+    pub(crate) fn check_min_isr(&self) -> Result<(), i16> {
+        let repl = self.repl_state();
+        if !repl.is_leader() {
+            return Err(ResponseError::NotLeaderOrFollower.code());
+        }
+        if repl.isr.len() < repl.min_isr {
+            return Err(ResponseError::NotEnoughReplicas.code());
+        }
+        Ok(())
+    }
+
     /// Watches the high watermark and leadership (acks=all).
     pub(crate) fn hw_watch(&self) -> tokio::sync::watch::Receiver<HwSnapshot> {
         self.hw_watch.subscribe()
@@ -378,3 +391,7 @@ fn truncate(
         old_high_watermark: old_hw,
     }))
 }
+
+#[cfg(test)]
+#[path = "replication_tests.rs"]
+mod tests;

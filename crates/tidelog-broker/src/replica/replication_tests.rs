@@ -1,0 +1,247 @@
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use tidelog_storage::{BatchBuilder, Log, LogConfig};
+use uuid::Uuid;
+
+use super::super::partition::Partition;
+use super::super::state::{ImageAssignment, Role};
+use super::*;
+
+fn assignment(leader: i32, epoch: i32, isr: &[i32], min_isr: usize) -> ImageAssignment {
+    ImageAssignment {
+        leader,
+        leader_epoch: epoch,
+        partition_epoch: epoch,
+        replicas: vec![1, 2, 3],
+        isr: isr.to_vec(),
+        min_isr,
+    }
+}
+
+fn partition(dir: &tempfile::TempDir, name: &str, node: i32) -> Arc<Partition> {
+    let log = Log::open(&dir.path().join(name), LogConfig::default()).unwrap();
+    Arc::new(Partition::new("t".into(), Uuid::nil(), 0, 0, log).hosted_by(node))
+}
+
+fn batch(values: &[&str]) -> Vec<u8> {
+    let mut b = BatchBuilder::new();
+    for v in values {
+        b = b.kv(Some(b"k"), Some(v.as_bytes()), 1000);
+    }
+    b.build().unwrap()
+}
+
+const SHORT: Duration = Duration::from_millis(50);
+const LONG: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn acks_all_waits_for_every_isr_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(&dir, "t-0", 1);
+    p.apply_assignment(&assignment(1, 1, &[1, 2, 3], 2), 0);
+    assert_eq!(p.check_min_isr(), Ok(()));
+    let done = p.append(&mut batch(&["a", "b"]), 1000).unwrap();
+    assert_eq!(
+        (done.base_offset, done.end_offset, done.leader_epoch),
+        (0, 2, 1)
+    );
+    assert_eq!(p.offsets().unwrap().high_watermark, 0);
+    // Nobody has fetched: times out.
+    assert_eq!(
+        p.wait_replicated(2, 1, SHORT).await,
+        Err(ResponseError::RequestTimedOut.code())
+    );
+    // Consumers see nothing above the HW.
+    assert!(p.read(0, 1 << 20, false).unwrap().slice.is_none());
+    let waiter = {
+        let p = Arc::clone(&p);
+        tokio::spawn(async move { p.wait_replicated(2, 1, LONG).await })
+    };
+    assert_eq!(p.record_follower_fetch(2, 2, 10), Ok(false));
+    assert_eq!(p.offsets().unwrap().high_watermark, 0, "3 holds it back");
+    assert_eq!(p.record_follower_fetch(3, 2, 11), Ok(false));
+    assert_eq!(p.offsets().unwrap().high_watermark, 2);
+    assert_eq!(waiter.await.unwrap(), Ok(()));
+    assert!(p.read(0, 1 << 20, false).unwrap().slice.is_some());
+    // A follower reads above the HW; a broker that is no replica is refused.
+    p.append(&mut batch(&["c"]), 1000).unwrap();
+    assert!(p.read_for_follower(2, 1 << 20).unwrap().slice.is_some());
+    assert!(p.read(2, 1 << 20, false).unwrap().slice.is_none());
+    assert_eq!(
+        p.record_follower_fetch(9, 3, 12),
+        Err(ResponseError::NotLeaderOrFollower.code())
+    );
+}
+
+#[tokio::test]
+async fn too_small_an_isr_is_refused_before_and_after_the_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(&dir, "t-0", 1);
+    p.apply_assignment(&assignment(1, 1, &[1], 2), 0);
+    assert_eq!(
+        p.check_min_isr(),
+        Err(ResponseError::NotEnoughReplicas.code())
+    );
+
+    p.apply_assignment(&assignment(1, 1, &[1, 2], 2), 0);
+    p.record_follower_fetch(2, 0, 1).unwrap();
+    let done = p.append(&mut batch(&["a"]), 1000).unwrap();
+    let waiter = {
+        let p = Arc::clone(&p);
+        tokio::spawn(async move { p.wait_replicated(done.end_offset, 1, LONG).await })
+    };
+    tokio::time::sleep(SHORT).await;
+    // The controller shrinks the ISR to the leader alone: the HW reaches the batch,
+    // but fewer than min.insync.replicas hold it.
+    let mut shrunk = assignment(1, 1, &[1], 2);
+    shrunk.partition_epoch = 2;
+    p.apply_assignment(&shrunk, 2);
+    assert_eq!(
+        waiter.await.unwrap(),
+        Err(ResponseError::NotEnoughReplicasAfterAppend.code())
+    );
+}
+
+#[tokio::test]
+async fn losing_leadership_answers_not_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(&dir, "t-0", 1);
+    p.apply_assignment(&assignment(1, 1, &[1, 2], 1), 0);
+    let done = p.append(&mut batch(&["a"]), 1000).unwrap();
+    let waiter = {
+        let p = Arc::clone(&p);
+        tokio::spawn(async move { p.wait_replicated(done.end_offset, 1, LONG).await })
+    };
+    tokio::time::sleep(SHORT).await;
+    p.apply_assignment(&assignment(2, 2, &[2], 1), 1);
+    assert_eq!(
+        waiter.await.unwrap(),
+        Err(ResponseError::NotLeaderOrFollower.code())
+    );
+    assert_eq!(p.role(), Role::Follower { leader: 2 });
+    assert!(matches!(
+        p.append(&mut batch(&["b"]), 1000),
+        Err(super::super::PartitionError::NotLeader)
+    ));
+}
+
+#[test]
+fn a_sole_replica_commits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(&dir, "t-0", 1);
+    let mut one = assignment(1, 0, &[1], 1);
+    one.replicas = vec![1];
+    p.apply_assignment(&one, 0);
+    let done = p.append(&mut batch(&["a", "b", "c"]), 1000).unwrap();
+    assert_eq!(p.offsets().unwrap().high_watermark, 3);
+    let s = *p.hw_watch().borrow();
+    assert_eq!(replication_outcome(&s, done.end_offset, 0), Some(Ok(())));
+}
+
+/// Copies everything the leader has past the follower's end, as a fetch would.
+fn replicate(leader: &Partition, follower: &Partition, leader_id: i32) -> usize {
+    let (offset, last_epoch, _) = follower.follower_position().unwrap();
+    if let Some((epoch, end)) = leader.diverging_epoch(last_epoch, offset) {
+        follower.truncate_to_divergence(epoch, end).unwrap();
+        return 0;
+    }
+    leader.record_follower_fetch(2, offset, 0).unwrap();
+    let read = leader.read_for_follower(offset, 1 << 20).unwrap();
+    let bytes = read
+        .slice
+        .map(|s| s.read_to_vec().unwrap())
+        .unwrap_or_default();
+    let o = leader.offsets().unwrap();
+    follower
+        .append_replicated(
+            leader_id,
+            follower.leader_epoch(),
+            &bytes,
+            o.high_watermark,
+            o.log_start,
+        )
+        .unwrap()
+}
+
+#[test]
+fn a_follower_copies_the_leader_and_truncates_where_they_diverge() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = partition(&dir, "a", 1);
+    let b = partition(&dir, "b", 2);
+    let mut two = assignment(1, 1, &[1, 2], 1);
+    two.replicas = vec![1, 2];
+    a.apply_assignment(&two, 0);
+    b.apply_assignment(&two, 0);
+    a.append(&mut batch(&["x0", "x1"]), 1000).unwrap();
+    assert!(replicate(&a, &b, 1) > 0);
+    replicate(&a, &b, 1);
+    assert_eq!(
+        b.offsets().unwrap().high_watermark,
+        2,
+        "HW learnt from the leader"
+    );
+    // Leader 1 writes offsets 2..4 in epoch 1 that never reach follower 2.
+    a.append(&mut batch(&["lost0", "lost1"]), 1000).unwrap();
+    // 2 becomes leader in epoch 2 and writes its own offsets 2..3.
+    let mut b_leads = assignment(2, 2, &[2], 1);
+    b_leads.replicas = vec![1, 2];
+    b.apply_assignment(&b_leads, 1);
+    a.apply_assignment(&b_leads, 1);
+    b.append(&mut batch(&["y2"]), 1000).unwrap();
+    // 1 fetches with last epoch 1 at offset 4: diverges at 2 and is cut there.
+    let (offset, last_epoch, _) = a.follower_position().unwrap();
+    assert_eq!((offset, last_epoch), (4, 1));
+    assert_eq!(b.diverging_epoch(1, 4), Some((1, 2)));
+    let cut = a.truncate_to_divergence(1, 2).unwrap().unwrap();
+    assert_eq!((cut.old_end, cut.new_end), (4, 2));
+    assert_eq!(
+        cut.committed_records_lost(),
+        0,
+        "the cut records were never committed"
+    );
+    // Then it copies the new leader's epoch-2 batch: both logs hold the same bytes.
+    let bytes = b
+        .read_for_follower(2, 1 << 20)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_to_vec()
+        .unwrap();
+    a.append_replicated(2, 2, &bytes, 3, 0).unwrap();
+    assert_eq!(a.follower_position().unwrap(), (3, 2, 0));
+    let on_a = a
+        .read_for_follower(0, 1 << 20)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_to_vec()
+        .unwrap();
+    let on_b = b
+        .read_for_follower(0, 1 << 20)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_to_vec()
+        .unwrap();
+    assert_eq!(on_a, on_b);
+    // A fetch in a stale epoch does not append.
+    assert!(a.append_replicated(2, 1, &bytes, 3, 0).is_err());
+}
+
+#[test]
+fn truncating_below_the_old_high_watermark_is_counted_as_loss() {
+    let t = Truncation {
+        old_end: 10,
+        new_end: 4,
+        old_high_watermark: 8,
+    };
+    assert_eq!(t.committed_records_lost(), 4);
+    let t = Truncation {
+        old_end: 10,
+        new_end: 9,
+        old_high_watermark: 8,
+    };
+    assert_eq!(t.committed_records_lost(), 0);
+}

@@ -13,7 +13,9 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-fn free_port() -> u16 {
+pub mod cluster;
+
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     listener.local_addr().expect("local addr").port()
 }

@@ -1,0 +1,197 @@
+//! A three-node cluster of real `tidelog serve --quorum ...` processes: the voters
+//! elect a controller, every broker registers and appears in Metadata, topics are
+//! placed across the brokers, and metadata changes need a majority of the voters.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::metadata_response::MetadataResponse;
+use kafka_protocol::messages::{ApiKey, MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use support::cluster::Cluster;
+use support::Conn;
+
+const INVALID_REPLICATION_FACTOR: i16 = 38;
+const REQUEST_TIMED_OUT: i16 = 7;
+const NOT_CONTROLLER: i16 = 41;
+
+/// Short sessions so a killed node is fenced within seconds.
+const SETTINGS: &[&str] = &[
+    "broker.session.timeout.ms=2000",
+    "broker.heartbeat.interval.ms=300",
+    "offsets.topic.num.partitions=3",
+];
+
+async fn metadata(addr: std::net::SocketAddr) -> MetadataResponse {
+    let mut conn = Conn::connect(addr).await;
+    conn.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    )
+    .await
+}
+
+async fn create(
+    addr: std::net::SocketAddr,
+    name: &str,
+    partitions: i32,
+    replication: i16,
+) -> (i16, Option<String>) {
+    let mut conn = Conn::connect(addr).await;
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_string())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication)]);
+    let resp: CreateTopicsResponse = conn.call(ApiKey::CreateTopics, 7, &req).await;
+    let topic = &resp.topics[0];
+    (
+        topic.error_code,
+        topic.error_message.as_ref().map(|m| m.to_string()),
+    )
+}
+
+/// Polls `probe` until it returns `Some`, failing after `timeout`.
+async fn eventually<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn broker_ids(m: &MetadataResponse) -> BTreeSet<i32> {
+    m.brokers.iter().map(|b| b.node_id.0).collect()
+}
+
+/// Each partition of `topic` as (leader, replicas), if the topic is listed.
+fn partitions(m: &MetadataResponse, topic: &str) -> Option<Vec<(i32, Vec<i32>)>> {
+    let t = m
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == topic))?;
+    let mut out: Vec<(i32, i32, Vec<i32>)> = t
+        .partitions
+        .iter()
+        .map(|p| {
+            (
+                p.partition_index,
+                p.leader_id.0,
+                p.replica_nodes.iter().map(|r| r.0).collect(),
+            )
+        })
+        .collect();
+    out.sort();
+    Some(out.into_iter().map(|(_, l, r)| (l, r)).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
+    let mut cluster = Cluster::start(3, SETTINGS, Duration::from_secs(60));
+    let all: BTreeSet<i32> = [1, 2, 3].into();
+
+    // Every node lists the three brokers and names one of them as the controller.
+    for node in [1, 2, 3] {
+        let addr = cluster.node(node).kafka;
+        let all = &all;
+        let m = eventually("three brokers and a controller", Duration::from_secs(20), || async move {
+            let m = metadata(addr).await;
+            (broker_ids(&m) == *all && (1..=3).contains(&m.controller_id.0)).then_some(m)
+        })
+        .await;
+        assert_eq!(m.cluster_id.as_ref().map(|c| c.len()), Some(22));
+    }
+
+    // RF 3: every partition on all three brokers, led by one of them.
+    let n1 = cluster.node(1).kafka;
+    assert_eq!(create(n1, "rf3", 3, 3).await.0, 0);
+    for node in [1, 2, 3] {
+        let addr = cluster.node(node).kafka;
+        let parts = eventually("rf3 visible everywhere", Duration::from_secs(10), || async move {
+            partitions(&metadata(addr).await, "rf3")
+        })
+        .await;
+        assert_eq!(parts.len(), 3);
+        for (leader, replicas) in &parts {
+            assert_eq!(replicas.iter().copied().collect::<BTreeSet<_>>(), all);
+            assert_eq!(replicas.len(), 3);
+            assert!(all.contains(leader), "leader {leader}");
+        }
+        // Leadership is spread: three partitions, three different preferred leaders.
+        let leaders: BTreeSet<i32> = parts.iter().map(|(l, _)| *l).collect();
+        assert_eq!(leaders.len(), 3, "{parts:?}");
+    }
+
+    // One more replica than brokers is refused, with a message.
+    let (code, message) = create(n1, "rf4", 1, 4).await;
+    assert_eq!(code, INVALID_REPLICATION_FACTOR);
+    assert!(message.unwrap_or_default().contains('3'));
+
+    // One voter (and broker) down: a majority remains, topics can still be created and
+    // are placed on the live brokers once the dead one is fenced.
+    cluster.kill9(3);
+    let fenced = eventually("node 3 fenced", Duration::from_secs(20), || async move {
+        (broker_ids(&metadata(n1).await) == BTreeSet::from([1, 2])).then_some(())
+    });
+    fenced.await;
+    let created = eventually("create with one node down", Duration::from_secs(20), || async move {
+        let (code, message) = create(n1, "after-one-down", 2, 2).await;
+        match code {
+            0 => Some(()),
+            // A new controller leader may still be taking over.
+            REQUEST_TIMED_OUT | NOT_CONTROLLER => None,
+            other => panic!("create failed: {other} {message:?}"),
+        }
+    });
+    created.await;
+    let n2 = cluster.node(2).kafka;
+    let parts = eventually("after-one-down on node 2", Duration::from_secs(10), || async move {
+        partitions(&metadata(n2).await, "after-one-down")
+    })
+    .await;
+    for (leader, replicas) in &parts {
+        assert_eq!(
+            replicas.iter().copied().collect::<BTreeSet<_>>(),
+            BTreeSet::from([1, 2])
+        );
+        assert!([1, 2].contains(leader));
+    }
+
+    // Two of three voters down: no majority. A change fails with a clear error in
+    // bounded time, and the survivor still answers Metadata.
+    cluster.kill9(2);
+    let started = Instant::now();
+    let (code, message) = create(n1, "no-majority", 1, 1).await;
+    let took = started.elapsed();
+    assert!(
+        code == REQUEST_TIMED_OUT || code == NOT_CONTROLLER,
+        "code {code} {message:?}"
+    );
+    let message = message.expect("an error message");
+    assert!(
+        message.contains("quorum") || message.contains("controller"),
+        "{message}"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+    let m = tokio::time::timeout(Duration::from_secs(5), metadata(n1))
+        .await
+        .expect("Metadata answered");
+    assert!(partitions(&m, "rf3").is_some());
+    assert!(partitions(&m, "no-majority").is_none());
+    assert!(cluster.is_running(1));
+}

@@ -1,0 +1,175 @@
+//! A cluster of real `tidelog serve` processes on loopback: every node a broker and a
+//! controller voter, ephemeral ports, one temp directory, every process killed on drop.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{free_port, http_status};
+
+pub struct ClusterNode {
+    pub node_id: i32,
+    pub kafka: SocketAddr,
+    pub admin: SocketAddr,
+    pub controller: SocketAddr,
+    pub data_dir: PathBuf,
+    child: Option<Child>,
+}
+
+pub struct Cluster {
+    pub nodes: Vec<ClusterNode>,
+    quorum: String,
+    settings: Vec<String>,
+    _temp: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts `size` nodes (ids 1..=size) with `--set` settings and waits until every
+    /// one answers /readyz (registered, metadata caught up) within `timeout`.
+    pub fn start(size: i32, settings: &[&str], timeout: Duration) -> Cluster {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let nodes: Vec<ClusterNode> = (1..=size)
+            .map(|node_id| ClusterNode {
+                node_id,
+                kafka: loopback(free_port()),
+                admin: loopback(free_port()),
+                controller: loopback(free_port()),
+                data_dir: temp.path().join(format!("n{node_id}")),
+                child: None,
+            })
+            .collect();
+        let quorum = nodes
+            .iter()
+            .map(|n| format!("{}@{}", n.node_id, n.controller))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Cluster {
+            nodes,
+            quorum,
+            settings: settings.iter().map(|s| s.to_string()).collect(),
+            _temp: temp,
+        };
+        for id in 1..=size {
+            cluster.spawn(id);
+        }
+        for id in 1..=size {
+            cluster.wait_ready(id, timeout);
+        }
+        cluster
+    }
+
+    pub fn node(&self, node_id: i32) -> &ClusterNode {
+        self.nodes
+            .iter()
+            .find(|n| n.node_id == node_id)
+            .expect("no such node")
+    }
+
+    fn node_mut(&mut self, node_id: i32) -> &mut ClusterNode {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.node_id == node_id)
+            .expect("no such node")
+    }
+
+    /// The `--quorum` value every node was started with.
+    pub fn quorum(&self) -> &str {
+        &self.quorum
+    }
+
+    fn spawn(&mut self, node_id: i32) {
+        let quorum = self.quorum.clone();
+        let settings = self.settings.clone();
+        let node = self.node_mut(node_id);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tidelog"));
+        cmd.arg("serve")
+            .arg("--node-id")
+            .arg(node_id.to_string())
+            .arg("--listen")
+            .arg(node.kafka.to_string())
+            .arg("--admin-listen")
+            .arg(node.admin.to_string())
+            .arg("--controller-listen")
+            .arg(node.controller.to_string())
+            .arg("--quorum")
+            .arg(&quorum)
+            .arg("--data-dir")
+            .arg(&node.data_dir)
+            .env("TIDELOG_LOG", "warn")
+            .stdin(Stdio::null());
+        for s in &settings {
+            cmd.arg("--set").arg(s);
+        }
+        node.child = Some(cmd.spawn().expect("spawn tidelog"));
+    }
+
+    pub fn wait_ready(&mut self, node_id: i32, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let node = self.node_mut(node_id);
+        while Instant::now() < deadline {
+            if let Some(child) = node.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("node {node_id} exited during start-up: {status}");
+                }
+            }
+            if http_status(node.admin, "/readyz") == Some(200) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("node {node_id} not ready within {timeout:?}");
+    }
+
+    pub fn kill9(&mut self, node_id: i32) {
+        if let Some(mut child) = self.node_mut(node_id).child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and wait (bounded) for the exit; whether it exited successfully.
+    pub fn stop(&mut self, node_id: i32, timeout: Duration) -> bool {
+        let Some(mut child) = self.node_mut(node_id).child.take() else {
+            return true;
+        };
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        false
+    }
+
+    /// Starts a stopped node again (same id, ports and data) and waits until it is ready.
+    pub fn restart(&mut self, node_id: i32, timeout: Duration) {
+        self.spawn(node_id);
+        self.wait_ready(node_id, timeout);
+    }
+
+    pub fn is_running(&mut self, node_id: i32) -> bool {
+        let node = self.node_mut(node_id);
+        matches!(node.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let ids: Vec<i32> = self.nodes.iter().map(|n| n.node_id).collect();
+        for id in ids {
+            self.kill9(id);
+        }
+    }
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}

@@ -26,6 +26,10 @@ enum Command {
     Consume(cli::consume::ConsumeArgs),
     /// List, describe (lag), reset offsets of, and delete consumer groups.
     Group(cli::group::GroupArgs),
+    /// Controller quorum, brokers and partition health; plan moves onto a new broker.
+    Cluster(cli::cluster::ClusterArgs),
+    /// Reassign partitions, list moves in progress, elect leaders.
+    Partition(cli::partition::PartitionArgs),
     /// Back-of-envelope capacity plan from stated assumptions.
     Plan(plan::PlanArgs),
 }
@@ -47,6 +51,8 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Produce(args) => cli::produce::run(args),
         Command::Consume(args) => cli::consume::run(args),
         Command::Group(args) => cli::group::run(args),
+        Command::Cluster(args) => cli::cluster::run(args),
+        Command::Partition(args) => cli::partition::run(args),
         Command::Plan(args) => plan::run(args),
     }
 }

@@ -1,8 +1,10 @@
 //! Client-side operator commands: they talk to a running cluster over the Kafka protocol.
 
+pub(crate) mod cluster;
 pub(crate) mod consume;
 pub(crate) mod format;
 pub(crate) mod group;
+pub(crate) mod partition;
 pub(crate) mod produce;
 pub(crate) mod topic;
 mod when;

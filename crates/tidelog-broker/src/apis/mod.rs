@@ -15,6 +15,7 @@ mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
 mod describe_producers;
+mod describe_quorum;
 mod describe_transactions;
 mod end_txn;
 mod fetch;
@@ -113,6 +114,7 @@ apis! {
     CreatePartitions => create_partitions,
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
+    DescribeQuorum => describe_quorum,
     InitProducerId => init_producer_id,
     AddPartitionsToTxn => add_partitions_to_txn,
     AddOffsetsToTxn => add_offsets_to_txn,

@@ -143,9 +143,11 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         recovery_ck.min(log_end)
     };
     let replay_from = log.recovery_point;
-    if !clean && (truncated_any || log.recovery_point < log_end) {
-        // What survived recovery is now made durable, so the recovery point can move
-        // (the checkpoint follows at the next flush or housekeeping pass).
+    if truncated_any {
+        // A cut tail is made durable before new data can land where it was; the
+        // recovery point moves with it (its checkpoint follows at the next flush or
+        // housekeeping pass). An intact unflushed tail is left for the kernel to write
+        // back: the recovery point stays below it, so another crash rescans it.
         log.flush_data()?;
     }
     log.durability.note_synced(log.recovery_point);

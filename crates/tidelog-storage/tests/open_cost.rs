@@ -1,0 +1,108 @@
+//! What opening and closing a log costs on disk: a clean open changes no file.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::SystemTime;
+
+use common::{batch, opts, read_all};
+use tidelog_storage::{Log, LogConfig};
+
+fn cfg() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4000,
+        index_interval_bytes: 200,
+        ..LogConfig::default()
+    }
+}
+
+/// Every file of the directory with its bytes and modification time.
+fn snapshot(dir: &Path) -> BTreeMap<String, (Vec<u8>, SystemTime)> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().into_string().unwrap();
+            let bytes = std::fs::read(e.path()).unwrap();
+            (name, (bytes, e.metadata().unwrap().modified().unwrap()))
+        })
+        .collect()
+}
+
+#[test]
+fn a_clean_open_and_close_change_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    for i in 0..60 {
+        log.append(&mut batch(2, i, "v", 100), &opts(i)).unwrap();
+    }
+    let written = read_all(&log, 0);
+    assert!(log.segment_count() > 3);
+    log.close().unwrap();
+    let before = snapshot(dir.path());
+    assert!(before.contains_key("clean-shutdown"));
+
+    let log = Log::open(dir.path(), cfg()).unwrap();
+    assert_eq!(read_all(&log, 0), written);
+    assert_eq!(log.recovery_point(), log.log_end_offset());
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "a clean open touched the files"
+    );
+    log.close().unwrap();
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "closing an unchanged log touched the files"
+    );
+}
+
+#[test]
+fn the_first_write_after_a_clean_open_makes_a_crash_recoverable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    for i in 0..10 {
+        log.append(&mut batch(2, i, "a", 100), &opts(i)).unwrap();
+    }
+    log.close().unwrap();
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    assert!(dir.path().join("clean-shutdown").exists());
+    // The trimmed indexes of the active segment grow again on the first append.
+    for i in 0..30 {
+        log.append(&mut batch(2, i, "b", 100), &opts(i)).unwrap();
+    }
+    assert!(!dir.path().join("clean-shutdown").exists());
+    let written = read_all(&log, 0);
+    drop(log); // crash
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    assert_eq!(read_all(&log, 0), written);
+    let next = log.append(&mut batch(1, 0, "c", 10), &opts(0)).unwrap();
+    assert_eq!(next.first_offset, 80);
+}
+
+#[test]
+fn checkpoints_are_rewritten_only_when_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    log.append(&mut batch(2, 0, "a", 10), &opts(0)).unwrap();
+    log.set_high_watermark(2);
+    log.flush().unwrap();
+    let hw_file = dir.path().join("replication-offset-checkpoint");
+    let first = std::fs::metadata(&hw_file).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    log.write_checkpoints().unwrap();
+    assert_eq!(
+        std::fs::metadata(&hw_file).unwrap().modified().unwrap(),
+        first
+    );
+    log.set_high_watermark(1);
+    log.write_checkpoints().unwrap();
+    assert_ne!(
+        std::fs::metadata(&hw_file).unwrap().modified().unwrap(),
+        first
+    );
+    assert_eq!(std::fs::read_to_string(&hw_file).unwrap(), "0\n1\n1\n");
+}

@@ -1,5 +1,7 @@
 //! ListOffsets: earliest, latest (high watermark, or last stable offset under
 //! read_committed), max timestamp, and the first offset at or after a timestamp.
+//! Answered by the partition's leader only (NOT_LEADER_OR_FOLLOWER elsewhere), after
+//! the current-leader-epoch checks (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_request::ListOffsetsRequest;
@@ -37,11 +39,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .map(|p| {
                     let base = ListOffsetsPartitionResponse::default()
                         .with_partition_index(p.partition_index);
+                    let current_epoch = if with_epoch {
+                        p.current_leader_epoch
+                    } else {
+                        -1
+                    };
                     match lookup(
                         ctx,
                         &topic.name.0,
                         p.partition_index,
-                        p.timestamp,
+                        (p.timestamp, current_epoch),
                         read_committed,
                     ) {
                         Ok((offset, timestamp, epoch)) => base
@@ -68,13 +75,14 @@ fn lookup(
     ctx: &Ctx,
     topic: &str,
     partition: i32,
-    timestamp: i64,
+    (timestamp, current_leader_epoch): (i64, i32),
     read_committed: bool,
 ) -> Result<(i64, i64, i32), i16> {
     let p = ctx
         .replicas
         .get(topic, partition)
         .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+    p.check_leader(current_leader_epoch)?;
     let epoch = p.leader_epoch();
     let error = |e: PartitionError| e.code();
     let offsets = p.offsets().map_err(error)?;

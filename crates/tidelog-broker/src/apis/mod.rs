@@ -32,6 +32,7 @@ mod metadata;
 mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
+mod offset_for_leader_epoch;
 mod produce;
 mod sync_group;
 mod txn_offset_commit;
@@ -135,6 +136,7 @@ apis! {
     DescribeGroups => describe_groups,
     DeleteGroups => delete_groups,
     OffsetDelete => offset_delete,
+    OffsetForLeaderEpoch => offset_for_leader_epoch,
 }
 
 /// Whether a request of this raw api key and version will be answered (checked before

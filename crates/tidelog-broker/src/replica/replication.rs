@@ -62,6 +62,31 @@ impl Partition {
         self.repl_state().role
     }
 
+    /// The checks of a client request naming `current_leader_epoch` (-1: none):
+    /// FENCED_LEADER_EPOCH when older than ours, UNKNOWN_LEADER_EPOCH when newer,
+    /// NOT_LEADER_OR_FOLLOWER when this node does not lead the partition.
+    pub(crate) fn check_leader(&self, current_leader_epoch: i32) -> Result<(), i16> {
+        let repl = self.repl_state();
+        if current_leader_epoch >= 0 {
+            if current_leader_epoch < repl.leader_epoch {
+                return Err(ResponseError::FencedLeaderEpoch.code());
+            }
+            if current_leader_epoch > repl.leader_epoch {
+                return Err(ResponseError::UnknownLeaderEpoch.code());
+            }
+        }
+        if !repl.is_leader() {
+            return Err(ResponseError::NotLeaderOrFollower.code());
+        }
+        Ok(())
+    }
+
+    /// OffsetForLeaderEpoch: the largest epoch `<= epoch` in this log and the offset
+    /// where it ended (the log end for the latest), or (-1, -1) when none is known.
+    pub(crate) fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64), PartitionError> {
+        self.with_log(|log| Ok(log.end_offset_for_epoch(epoch).unwrap_or((-1, -1))))
+    }
+
     /// acks=all, before appending: NOT_LEADER_OR_FOLLOWER off the leader,
     /// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas.
     pub(crate) fn check_min_isr(&self) -> Result<(), i16> {

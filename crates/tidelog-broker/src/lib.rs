@@ -22,4 +22,4 @@ mod topic_config;
 mod txn;
 
 pub use config::{BrokerConfig, ConfigError};
-pub use server::{Broker, ClusterOptions, StartError};
+pub use server::{Broker, ClusterOptions, ControllerNode, StartError};

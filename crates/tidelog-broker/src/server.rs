@@ -5,9 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tidelog_controller::quorum::{
-    ControllerClient, ControllerHandle, QuorumConfig, QuorumController, QuorumPeers, RaftQuorum,
-};
+use tidelog_controller::quorum::QuorumController;
 use tidelog_controller::{Controller, Endpoint, MetadataImage, TopicDefaults};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -21,6 +19,11 @@ use crate::metrics::Metrics;
 use crate::replica::ReplicaManager;
 use crate::txn::{TxnConfig, TxnCoordinator};
 use crate::{admin_http, net};
+
+mod quorum;
+
+use quorum::join_quorum;
+pub use quorum::{ClusterOptions, ControllerNode};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -40,20 +43,6 @@ pub enum StartError {
     Metadata(String),
     #[error("recovering partition logs: {0}")]
     Storage(#[from] tidelog_storage::StorageError),
-}
-
-/// How a node joins a cluster (`--quorum`). Without it a node is a cluster of one with
-/// its controller in-process.
-#[derive(Debug, Clone)]
-pub struct ClusterOptions {
-    /// Every controller voter (`--quorum 1@host:port,...`).
-    pub peers: QuorumPeers,
-    /// Where this node's voter listens (`--controller-listen`); `None`: its entry in
-    /// `peers`.
-    pub controller_listen: Option<String>,
-    /// Whether this node runs a controller voter (`--roles ...,controller`). A node
-    /// without one reaches the quorum over the voters' controller port.
-    pub controller: bool,
 }
 
 /// A running node. Dropping it without `shutdown` leaves logs to crash recovery.
@@ -104,11 +93,7 @@ impl Broker {
         let kafka_listener = bind(config.listen).await?;
         let kafka_addr = local_addr(&kafka_listener, config.listen)?;
 
-        let defaults = TopicDefaults {
-            num_partitions: i32::try_from(config.get_i64("num.partitions")).unwrap_or(1),
-            replication_factor: i16::try_from(config.get_i64("default.replication.factor"))
-                .unwrap_or(1),
-        };
+        let defaults = topic_defaults(&config);
         let node_id = config.node_id;
         let endpoint = Endpoint {
             name: "PLAINTEXT".to_string(),
@@ -232,12 +217,17 @@ impl Broker {
         let ctx = self.ctx;
         let _ = tokio::task::spawn_blocking(move || ctx.replicas.shutdown()).await;
         if let Some(voter) = self.voter {
-            voter.shutdown().await;
-            if let Err(e) = voter.quorum().shutdown().await {
-                tracing::warn!(error = %e, "stopping the controller voter failed");
-            }
+            quorum::stop_voter(&voter).await;
         }
         tracing::info!("tidelog stopped cleanly");
+    }
+}
+
+fn topic_defaults(config: &BrokerConfig) -> TopicDefaults {
+    TopicDefaults {
+        num_partitions: i32::try_from(config.get_i64("num.partitions")).unwrap_or(1),
+        replication_factor: i16::try_from(config.get_i64("default.replication.factor"))
+            .unwrap_or(1),
     }
 }
 
@@ -256,54 +246,16 @@ fn open_logs(
     Ok(())
 }
 
-/// Starts this node's controller voter (when it runs one) or a client of the voters;
-/// returns the handle, the voter, and the image to start from.
-async fn join_quorum(
-    config: &BrokerConfig,
-    options: &ClusterOptions,
-    defaults: TopicDefaults,
-) -> Result<
-    (
-        Arc<ControllerHandle>,
-        Option<Arc<QuorumController>>,
-        Arc<MetadataImage>,
-    ),
-    StartError,
-> {
-    let ms =
-        |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0).max(1));
-    if !options.controller {
-        let quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), "");
-        // The voter may spend a write timeout confirming its leadership and another
-        // committing, on top of the request's own time on the wire.
-        let timeout = ms("controller.quorum.request.timeout.ms") + quorum_config.write_timeout * 2;
-        let cluster_id = options.peers.derived_cluster_id();
-        let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout);
-        let handle = Arc::new(ControllerHandle::Remote(Arc::new(client)));
-        return Ok((handle, None, Arc::new(MetadataImage::new(cluster_id))));
-    }
-    let dir = config.data_dir.join("__cluster_metadata").join("quorum");
-    let mut quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), dir);
-    if let Some(listen) = &options.controller_listen {
-        quorum_config.listen = listen.clone();
-    }
-    let quorum = RaftQuorum::start(quorum_config)
-        .await
-        .map_err(|e| StartError::Metadata(format!("starting the controller voter: {e}")))?;
-    let controller =
-        QuorumController::start(Arc::new(quorum), defaults, ms("broker.session.timeout.ms"));
-    let image = controller.image();
-    let handle = Arc::new(ControllerHandle::Voter(Arc::clone(&controller)));
-    Ok((handle, Some(controller), image))
-}
-
-async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| StartError::Bind { addr, source })
 }
 
-fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, StartError> {
+pub(crate) fn local_addr(
+    listener: &TcpListener,
+    addr: SocketAddr,
+) -> Result<SocketAddr, StartError> {
     listener
         .local_addr()
         .map_err(|source| StartError::Bind { addr, source })
@@ -312,7 +264,7 @@ fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, St
 /// An exclusive advisory lock on `<data-dir>/.lock`, held for the process's life, so two
 /// nodes can never write one directory.
 #[allow(unsafe_code)]
-fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
+pub(crate) fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
     use std::os::fd::AsRawFd;
     let path = dir.join(".lock");
     let file = std::fs::OpenOptions::new()

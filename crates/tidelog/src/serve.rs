@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use tidelog_broker::{Broker, BrokerConfig, ClusterOptions};
+use tidelog_broker::{Broker, BrokerConfig, ClusterOptions, ControllerNode};
 use tidelog_controller::quorum::QuorumPeers;
 
 #[derive(clap::Args)]
@@ -46,13 +46,14 @@ pub(crate) struct ServeArgs {
     roles: Vec<String>,
 }
 
-/// Reads --quorum, --controller-listen and --roles into the cluster options.
-fn cluster_options(args: &ServeArgs) -> anyhow::Result<Option<ClusterOptions>> {
+/// Reads --quorum, --controller-listen and --roles into the cluster options, and
+/// whether this node runs a broker.
+fn cluster_options(args: &ServeArgs) -> anyhow::Result<(Option<ClusterOptions>, bool)> {
     let Some(quorum) = &args.quorum else {
         if args.controller_listen.is_some() || !args.roles.is_empty() {
             bail!("--controller-listen and --roles need --quorum");
         }
-        return Ok(None);
+        return Ok((None, true));
     };
     let peers = QuorumPeers::parse(quorum).with_context(|| format!("--quorum {quorum}"))?;
     let voter = peers.contains(args.node_id);
@@ -70,9 +71,6 @@ fn cluster_options(args: &ServeArgs) -> anyhow::Result<Option<ClusterOptions>> {
             args.node_id
         );
     }
-    if !broker {
-        bail!("--roles controller alone (a node without a broker) is not supported yet; use --roles broker,controller");
-    }
     let own = peers.address(args.node_id).map(str::to_owned);
     if let Some(listen) = &args.controller_listen {
         if !controller {
@@ -80,11 +78,14 @@ fn cluster_options(args: &ServeArgs) -> anyhow::Result<Option<ClusterOptions>> {
         }
         check_controller_listen(listen, own.as_deref().unwrap_or_default())?;
     }
-    Ok(Some(ClusterOptions {
-        peers,
-        controller_listen: args.controller_listen.clone(),
-        controller,
-    }))
+    Ok((
+        Some(ClusterOptions {
+            peers,
+            controller_listen: args.controller_listen.clone(),
+            controller,
+        }),
+        broker,
+    ))
 }
 
 /// The voter binds `listen`; the others reach it at `entry`. They must name the same
@@ -105,7 +106,7 @@ fn check_controller_listen(listen: &str, entry: &str) -> anyhow::Result<()> {
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
-    let cluster = cluster_options(&args)?;
+    let (cluster, broker) = cluster_options(&args)?;
     let mut config = BrokerConfig::new(args.node_id, args.listen, args.admin_listen, args.data_dir);
     if let Some(path) = &args.config {
         config.apply_toml(path)?;
@@ -120,10 +121,20 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let broker = Broker::start_with(config, cluster).await?;
-        wait_for_signal().await?;
-        tracing::info!("shutting down");
-        broker.shutdown().await;
+        match (broker, cluster) {
+            (false, Some(cluster)) => {
+                let node = ControllerNode::start(config, cluster).await?;
+                wait_for_signal().await?;
+                tracing::info!("shutting down");
+                node.shutdown().await;
+            }
+            (_, cluster) => {
+                let broker = Broker::start_with(config, cluster).await?;
+                wait_for_signal().await?;
+                tracing::info!("shutting down");
+                broker.shutdown().await;
+            }
+        }
         Ok(())
     })
 }

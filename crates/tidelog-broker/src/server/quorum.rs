@@ -1,0 +1,172 @@
+//! The controller quorum side of a node: joining it as a voter or as a client
+//! (`join_quorum`), and a node that runs only a controller voter (`ControllerNode`,
+//! `--roles controller`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidelog_controller::quorum::{
+    ControllerClient, ControllerHandle, MetadataQuorum, QuorumConfig, QuorumController,
+    QuorumPeers, RaftQuorum,
+};
+use tidelog_controller::{MetadataImage, TopicDefaults};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::{bind, local_addr, lock_data_dir, StartError};
+use crate::admin_http;
+use crate::config::BrokerConfig;
+use crate::metrics::Metrics;
+
+/// How a node joins a cluster (`--quorum`). Without it a node is a cluster of one with
+/// its controller in-process.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Every controller voter (`--quorum 1@host:port,...`).
+    pub peers: QuorumPeers,
+    /// Where this node's voter listens (`--controller-listen`); `None`: its entry in
+    /// `peers`.
+    pub controller_listen: Option<String>,
+    /// Whether this node runs a controller voter (`--roles ...,controller`). A node
+    /// without one reaches the quorum over the voters' controller port.
+    pub controller: bool,
+}
+
+/// Starts this node's controller voter (when it runs one) or a client of the voters;
+/// returns the handle, the voter, and the image to start from.
+pub(super) async fn join_quorum(
+    config: &BrokerConfig,
+    options: &ClusterOptions,
+    defaults: TopicDefaults,
+) -> Result<
+    (
+        Arc<ControllerHandle>,
+        Option<Arc<QuorumController>>,
+        Arc<MetadataImage>,
+    ),
+    StartError,
+> {
+    let ms =
+        |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0).max(1));
+    if !options.controller {
+        let quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), "");
+        // The voter may spend a write timeout confirming its leadership and another
+        // committing, on top of the request's own time on the wire.
+        let timeout = ms("controller.quorum.request.timeout.ms") + quorum_config.write_timeout * 2;
+        let cluster_id = options.peers.derived_cluster_id();
+        let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout);
+        let handle = Arc::new(ControllerHandle::Remote(Arc::new(client)));
+        return Ok((handle, None, Arc::new(MetadataImage::new(cluster_id))));
+    }
+    let controller = start_voter(config, options, defaults).await?;
+    let image = controller.image();
+    let handle = Arc::new(ControllerHandle::Voter(Arc::clone(&controller)));
+    Ok((handle, Some(controller), image))
+}
+
+/// Starts this node's voter on `<data-dir>/__cluster_metadata/quorum` (the cluster id
+/// is derived from the voter list, the same on every node) and its controller.
+async fn start_voter(
+    config: &BrokerConfig,
+    options: &ClusterOptions,
+    defaults: TopicDefaults,
+) -> Result<Arc<QuorumController>, StartError> {
+    let dir = config.data_dir.join("__cluster_metadata").join("quorum");
+    let mut quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), dir);
+    if let Some(listen) = &options.controller_listen {
+        quorum_config.listen = listen.clone();
+    }
+    let quorum = RaftQuorum::start(quorum_config)
+        .await
+        .map_err(|e| StartError::Metadata(format!("starting the controller voter: {e}")))?;
+    let session = Duration::from_millis(
+        u64::try_from(config.get_i64("broker.session.timeout.ms"))
+            .unwrap_or(0)
+            .max(1),
+    );
+    Ok(QuorumController::start(Arc::new(quorum), defaults, session))
+}
+
+/// A node that runs a controller voter and no broker (`--roles controller`): the
+/// quorum, and the admin port (`/readyz` answers 200 while a quorum leader is known).
+pub struct ControllerNode {
+    controller: Arc<QuorumController>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    admin_addr: std::net::SocketAddr,
+    _lock: std::fs::File,
+}
+
+impl ControllerNode {
+    pub async fn start(
+        config: BrokerConfig,
+        options: ClusterOptions,
+    ) -> Result<ControllerNode, StartError> {
+        let data_dir = config.data_dir.clone();
+        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
+            path: data_dir.display().to_string(),
+            source,
+        })?;
+        let lock = lock_data_dir(&data_dir)?;
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let ready = Arc::new(AtomicBool::new(false));
+        let admin_listener = bind(config.admin_listen).await?;
+        let admin_addr = local_addr(&admin_listener, config.admin_listen)?;
+        let defaults = super::topic_defaults(&config);
+        let controller = start_voter(&config, &options, defaults).await?;
+        let tasks = vec![
+            tokio::spawn(admin_http::serve(
+                admin_listener,
+                Arc::clone(&ready),
+                Arc::new(Metrics::new()),
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(track_leader(Arc::clone(&controller), ready, shutdown_rx)),
+        ];
+        tracing::info!(node_id = config.node_id, %admin_addr, "controller voter started");
+        Ok(ControllerNode {
+            controller,
+            shutdown: shutdown_tx,
+            tasks,
+            admin_addr,
+            _lock: lock,
+        })
+    }
+
+    pub fn admin_addr(&self) -> std::net::SocketAddr {
+        self.admin_addr
+    }
+
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        stop_voter(&self.controller).await;
+        tracing::info!("tidelog stopped cleanly");
+    }
+}
+
+/// Keeps `ready` true while this voter knows a quorum leader.
+async fn track_leader(
+    controller: Arc<QuorumController>,
+    ready: Arc<AtomicBool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let leader = controller.quorum().status().leader;
+        ready.store(leader.is_some(), Ordering::Release);
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+pub(super) async fn stop_voter(controller: &QuorumController) {
+    controller.shutdown().await;
+    if let Err(e) = controller.quorum().shutdown().await {
+        tracing::warn!(error = %e, "stopping the controller voter failed");
+    }
+}

@@ -1,4 +1,5 @@
-//! DeleteRecords: moves a partition's log start offset forward.
+//! DeleteRecords: moves a partition's log start offset forward, on the leader (followers
+//! follow the log start offset it reports in fetch answers).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
@@ -46,6 +47,8 @@ fn delete_before(ctx: &Ctx, topic: &str, partition: i32, offset: i64) -> Result<
         .replicas
         .get(topic, partition)
         .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
+    // Only the leader moves the log start; followers take it from its fetch answers.
+    p.check_leader(-1)?;
     let result = p.with_log(|log| {
         let hw = log.high_watermark();
         let target = if offset == -1 { hw } else { offset };

@@ -266,6 +266,11 @@ async fn a_single_voter_restarts_from_disk_with_the_same_image() {
         .register_broker(1, Uuid::from_u128(5), endpoint(9092), Some("r1".into()))
         .await
         .unwrap();
+    // A new incarnation of a registered broker is a restarted process: fenced until
+    // its first heartbeat.
+    assert!(node.quorum.image().broker(1).unwrap().fenced);
+    let reply = node.controller.broker_heartbeat(1, epoch).await.unwrap();
+    assert!(!reply.fenced);
     for name in ["x", "y"] {
         node.controller
             .create_topic(topic(name), false)

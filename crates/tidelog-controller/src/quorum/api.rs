@@ -11,8 +11,8 @@ use super::controller::HeartbeatReply;
 use super::error::{codes, RequestError};
 use super::forward::{ForwardReply, ForwardedCall};
 use super::QuorumStatus;
-use crate::image::TopicImage;
-use crate::ops::CreateTopic;
+use crate::image::{PartitionImage, TopicImage};
+use crate::ops::{AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicPartition};
 use crate::record::Endpoint;
 
 /// Where a request goes: this voter (forwarding to the leader) or a remote voter.
@@ -145,6 +145,76 @@ pub(crate) async fn allocate_producer_ids(
 pub(crate) async fn describe_quorum(route: &impl Route) -> Result<QuorumStatus, RequestError> {
     match route.route(ForwardedCall::DescribeQuorum).await? {
         ForwardReply::Status(status) => Ok(status),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// One result per partition of an election or reassignment request.
+pub type PartitionOutcomes = Vec<(TopicPartition, Result<(), RequestError>)>;
+
+/// An ISR change asked by the partition leader; answers the partition as applied.
+pub(crate) async fn alter_partition(
+    route: &impl Route,
+    req: AlterPartition,
+) -> Result<PartitionImage, RequestError> {
+    match route.route(ForwardedCall::AlterPartition(req)).await? {
+        ForwardReply::Partition(partition) => Ok(partition),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Moves a broker's leaderships away; answers how many it still holds.
+pub(crate) async fn controlled_shutdown(
+    route: &impl Route,
+    broker_id: i32,
+    broker_epoch: i64,
+) -> Result<u32, RequestError> {
+    let call = ForwardedCall::ControlledShutdown {
+        broker_id,
+        broker_epoch,
+    };
+    match route.route(call).await? {
+        ForwardReply::LeadershipsHeld(held) => Ok(held),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) async fn elect_leaders(
+    route: &impl Route,
+    kind: ElectionKind,
+    partitions: Option<Vec<TopicPartition>>,
+) -> Result<PartitionOutcomes, RequestError> {
+    let call = ForwardedCall::ElectLeaders { kind, partitions };
+    partition_outcomes(route.route(call).await?)
+}
+
+pub(crate) async fn alter_reassignments(
+    route: &impl Route,
+    changes: Vec<(String, i32, Option<Vec<i32>>)>,
+) -> Result<PartitionOutcomes, RequestError> {
+    let call = ForwardedCall::AlterReassignments { changes };
+    partition_outcomes(route.route(call).await?)
+}
+
+pub(crate) async fn list_reassignments(
+    route: &impl Route,
+    partitions: Option<Vec<TopicPartition>>,
+) -> Result<Vec<Reassignment>, RequestError> {
+    match route
+        .route(ForwardedCall::ListReassignments { partitions })
+        .await?
+    {
+        ForwardReply::Reassignments(list) => Ok(list),
+        other => Err(unexpected(&other)),
+    }
+}
+
+fn partition_outcomes(reply: ForwardReply) -> Result<PartitionOutcomes, RequestError> {
+    match reply {
+        ForwardReply::PartitionResults(results) => Ok(results
+            .into_iter()
+            .map(|(tp, result)| (tp, result.map_err(RequestError::Partition)))
+            .collect()),
         other => Err(unexpected(&other)),
     }
 }

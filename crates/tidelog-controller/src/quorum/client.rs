@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use super::api::{self, Route};
+use super::api::{self, PartitionOutcomes, Route};
 use super::controller::HeartbeatReply;
 use super::error::{QuorumError, RequestError};
 use super::forward::{ForwardReply, ForwardedCall};
@@ -20,8 +20,8 @@ use super::network::{CallError, PeerConnection};
 use super::peers::QuorumPeers;
 use super::rpc::{RpcRequest, RpcResponse};
 use super::QuorumStatus;
-use crate::image::{MetadataImage, TopicImage};
-use crate::ops::CreateTopic;
+use crate::image::{MetadataImage, PartitionImage, TopicImage};
+use crate::ops::{AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicPartition};
 use crate::record::Endpoint;
 use crate::snapshot;
 
@@ -133,6 +133,52 @@ impl ControllerClient {
 
     pub async fn describe_quorum(&self) -> Result<QuorumStatus, RequestError> {
         api::describe_quorum(self).await
+    }
+
+    /// An ISR change asked by the partition's leader; answers the partition as
+    /// applied (FENCED_LEADER_EPOCH 74, INVALID_UPDATE_VERSION 108,
+    /// INELIGIBLE_REPLICA 107 when refused).
+    pub async fn alter_partition(
+        &self,
+        req: AlterPartition,
+    ) -> Result<PartitionImage, RequestError> {
+        api::alter_partition(self, req).await
+    }
+
+    /// Moves a shutting-down broker's leaderships away; answers how many it still
+    /// holds (call again until 0).
+    pub async fn controlled_shutdown(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<u32, RequestError> {
+        api::controlled_shutdown(self, broker_id, broker_epoch).await
+    }
+
+    /// ElectLeaders: per-partition results (with `None`, every partition that needed
+    /// an election).
+    pub async fn elect_leaders(
+        &self,
+        kind: ElectionKind,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Result<PartitionOutcomes, RequestError> {
+        api::elect_leaders(self, kind, partitions).await
+    }
+
+    /// `Some(target)` moves a partition's replicas to `target`; `None` cancels.
+    pub async fn alter_reassignments(
+        &self,
+        changes: Vec<(String, i32, Option<Vec<i32>>)>,
+    ) -> Result<PartitionOutcomes, RequestError> {
+        api::alter_reassignments(self, changes).await
+    }
+
+    /// Reassignments in flight (of the partitions named, or all).
+    pub async fn list_reassignments(
+        &self,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Result<Vec<Reassignment>, RequestError> {
+        api::list_reassignments(self, partitions).await
     }
 
     /// Tries the voter that answered last, then the others in order, until one

@@ -12,8 +12,10 @@
 //! every broker a fresh session, so a leader change never fences anyone by itself.
 
 mod leader;
+mod partitions;
 
 use leader::{fence_loop, Handler};
+use partitions::rebalance_loop;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -25,7 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use super::api::{self, Route};
+use super::api::{self, PartitionOutcomes, Route};
 use super::error::{QuorumError, RequestError};
 use super::forward::{ForwardReply, ForwardedCall};
 use super::network::{CallError, PeerConnection};
@@ -34,8 +36,10 @@ use super::rpc::{RpcRequest, RpcResponse};
 use super::server::ForwardHandler;
 use super::types::to_node_id;
 use super::{MetadataQuorum, QuorumStatus, RaftQuorum};
-use crate::image::{MetadataImage, TopicImage};
-use crate::ops::{CreateTopic, TopicDefaults};
+use crate::image::{MetadataImage, PartitionImage, TopicImage};
+use crate::ops::{
+    AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicDefaults, TopicPartition,
+};
 use crate::record::Endpoint;
 
 /// Idle connections kept per leader for forwarded requests.
@@ -54,12 +58,36 @@ pub struct HeartbeatReply {
     pub metadata_offset: Option<u64>,
 }
 
+/// How the controller runs (the cluster settings it needs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControllerOptions {
+    /// `broker.session.timeout.ms`: a broker silent this long is fenced.
+    pub session_timeout: Duration,
+    /// `unclean.leader.election.enable` for topics that do not set it.
+    pub unclean_leader_election_default: bool,
+    /// `leader.imbalance.check.interval.seconds` when `auto.leader.rebalance.enable`:
+    /// how often the leader moves leadership back to preferred replicas.
+    pub auto_rebalance_interval: Option<Duration>,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            unclean_leader_election_default: false,
+            auto_rebalance_interval: None,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Sessions {
     /// The term in which this node last led; sessions reset when it changes.
     term: Option<u64>,
     leader_since: Option<Instant>,
     last_seen: BTreeMap<i32, Instant>,
+    /// Brokers in controlled shutdown (id → broker epoch): they may not rejoin ISRs.
+    shutting_down: BTreeMap<i32, i64>,
 }
 
 /// The controller of one voter; all requests may be made on any voter.
@@ -68,14 +96,15 @@ pub struct QuorumController {
     peers: QuorumPeers,
     cluster_id: String,
     defaults: TopicDefaults,
-    session_timeout: Duration,
+    options: ControllerOptions,
     /// Placement rotation; taken for every write so writes are serialised.
     writer: tokio::sync::Mutex<Option<usize>>,
     sessions: Mutex<Sessions>,
     /// Idle connections to each leader this node forwarded to.
     forwarders: Mutex<BTreeMap<i32, Vec<PeerConnection>>>,
     stop: watch::Sender<bool>,
-    fencer: Mutex<Option<JoinHandle<()>>>,
+    /// The fencing task and, if enabled, the leader rebalancing task.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for QuorumController {
@@ -88,11 +117,27 @@ impl std::fmt::Debug for QuorumController {
 
 impl QuorumController {
     /// Starts the controller on `quorum` (and its fencing task, which fences brokers
-    /// silent for `session_timeout`, i.e. `broker.session.timeout.ms`).
+    /// silent for `session_timeout`, i.e. `broker.session.timeout.ms`), with unclean
+    /// leader election off and no automatic leader rebalancing.
     pub fn start(
         quorum: Arc<RaftQuorum>,
         defaults: TopicDefaults,
         session_timeout: Duration,
+    ) -> Arc<QuorumController> {
+        let options = ControllerOptions {
+            session_timeout,
+            ..ControllerOptions::default()
+        };
+        QuorumController::start_with(quorum, defaults, options)
+    }
+
+    /// Starts the controller on `quorum` with its background tasks: fencing silent
+    /// brokers (and electing new leaders for what they led), and, with
+    /// `auto_rebalance_interval`, preferred leader elections.
+    pub fn start_with(
+        quorum: Arc<RaftQuorum>,
+        defaults: TopicDefaults,
+        options: ControllerOptions,
     ) -> Arc<QuorumController> {
         let (stop, stop_rx) = watch::channel(false);
         let controller = Arc::new(QuorumController {
@@ -100,22 +145,33 @@ impl QuorumController {
             cluster_id: quorum.cluster_id().to_owned(),
             quorum: Arc::clone(&quorum),
             defaults,
-            session_timeout,
+            options,
             writer: tokio::sync::Mutex::new(None),
             sessions: Mutex::new(Sessions::default()),
             forwarders: Mutex::new(BTreeMap::new()),
             stop,
-            fencer: Mutex::new(None),
+            tasks: Mutex::new(Vec::new()),
         });
         let handler: Arc<dyn ForwardHandler> = Arc::new(Handler(Arc::downgrade(&controller)));
         quorum.set_forward_handler(handler);
-        let task = tokio::spawn(fence_loop(
+        let mut tasks = vec![tokio::spawn(fence_loop(
             Arc::downgrade(&controller),
-            stop_rx,
-            session_timeout,
-        ));
-        *lock(&controller.fencer) = Some(task);
+            stop_rx.clone(),
+            options.session_timeout,
+        ))];
+        if let Some(interval) = options.auto_rebalance_interval {
+            tasks.push(tokio::spawn(rebalance_loop(
+                Arc::downgrade(&controller),
+                stop_rx,
+                interval,
+            )));
+        }
+        *lock(&controller.tasks) = tasks;
         controller
+    }
+
+    pub fn options(&self) -> ControllerOptions {
+        self.options
     }
 
     pub fn quorum(&self) -> &Arc<RaftQuorum> {
@@ -127,11 +183,11 @@ impl QuorumController {
         self.quorum.image()
     }
 
-    /// Stops the fencing task. The quorum itself is shut down separately.
+    /// Stops the background tasks. The quorum itself is shut down separately.
     pub async fn shutdown(&self) {
         self.stop.send_replace(true);
-        let task = lock(&self.fencer).take();
-        if let Some(task) = task {
+        let tasks = std::mem::take(&mut *lock(&self.tasks));
+        for task in tasks {
             let _ = tokio::time::timeout(self.quorum.write_timeout(), task).await;
         }
     }
@@ -199,6 +255,55 @@ impl QuorumController {
     /// The quorum as the leader sees it (every voter's log end and lag).
     pub async fn describe_quorum(&self) -> Result<QuorumStatus, RequestError> {
         api::describe_quorum(self).await
+    }
+
+    /// An ISR change asked by the partition's leader (see [`AlterPartition`]);
+    /// answers the partition as applied. Refused with FENCED_LEADER_EPOCH (74) or
+    /// INVALID_UPDATE_VERSION (108) when based on an older state, INELIGIBLE_REPLICA
+    /// (107) when an added member is fenced, shutting down or not a replica.
+    pub async fn alter_partition(
+        &self,
+        req: AlterPartition,
+    ) -> Result<PartitionImage, RequestError> {
+        api::alter_partition(self, req).await
+    }
+
+    /// Moves the leaderships of a broker that is shutting down to other live ISR
+    /// members and takes it out of ISRs that keep another member; answers how many
+    /// leaderships it still holds (call again until 0).
+    pub async fn controlled_shutdown(
+        &self,
+        broker_id: i32,
+        broker_epoch: i64,
+    ) -> Result<u32, RequestError> {
+        api::controlled_shutdown(self, broker_id, broker_epoch).await
+    }
+
+    /// ElectLeaders: per-partition results; with `None`, every partition, leaving out
+    /// those that need no election.
+    pub async fn elect_leaders(
+        &self,
+        kind: ElectionKind,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Result<PartitionOutcomes, RequestError> {
+        api::elect_leaders(self, kind, partitions).await
+    }
+
+    /// AlterPartitionReassignments: `Some(target)` moves a partition to `target`,
+    /// `None` cancels its move in flight.
+    pub async fn alter_reassignments(
+        &self,
+        changes: Vec<(String, i32, Option<Vec<i32>>)>,
+    ) -> Result<PartitionOutcomes, RequestError> {
+        api::alter_reassignments(self, changes).await
+    }
+
+    /// ListPartitionReassignments: moves in flight (of the partitions named, or all).
+    pub async fn list_reassignments(
+        &self,
+        partitions: Option<Vec<TopicPartition>>,
+    ) -> Result<Vec<Reassignment>, RequestError> {
+        api::list_reassignments(self, partitions).await
     }
 
     /// Runs `call` here, or on the leader when this node is not it.

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::{ControllerError, TopicError};
+use crate::ops::PartitionError;
 
 /// Kafka error codes used here.
 pub(crate) mod codes {
@@ -51,13 +52,16 @@ impl QuorumError {
 }
 
 /// Why a controller request (topic change, broker registration or heartbeat, producer
-/// ids) failed.
+/// ids, partition change) failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {
     #[error(transparent)]
     Topic(#[from] TopicError),
     #[error(transparent)]
     Quorum(#[from] QuorumError),
+    /// A partition request (AlterPartition, an election, a reassignment) was refused.
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
     #[error(transparent)]
     Controller(#[from] ControllerError),
     #[error("broker {broker_id} is not registered")]
@@ -79,6 +83,7 @@ impl RequestError {
         match self {
             RequestError::Topic(e) => e.error_code(),
             RequestError::Quorum(e) => e.error_code(),
+            RequestError::Partition(e) => e.error_code(),
             RequestError::Controller(_) => codes::UNKNOWN_SERVER_ERROR,
             RequestError::BrokerNotRegistered { .. } => codes::BROKER_ID_NOT_REGISTERED,
             RequestError::StaleBrokerEpoch { .. } => codes::STALE_BROKER_EPOCH,

@@ -6,7 +6,8 @@ use uuid::Uuid;
 
 use super::controller::HeartbeatReply;
 use super::QuorumStatus;
-use crate::image::TopicImage;
+use crate::image::{PartitionImage, TopicImage};
+use crate::ops::{AlterPartition, ElectionKind, PartitionError, Reassignment, TopicPartition};
 use crate::record::Endpoint;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,6 +48,21 @@ pub(crate) enum ForwardedCall {
         broker_epoch: i64,
     },
     DescribeQuorum,
+    AlterPartition(AlterPartition),
+    ControlledShutdown {
+        broker_id: i32,
+        broker_epoch: i64,
+    },
+    ElectLeaders {
+        kind: ElectionKind,
+        partitions: Option<Vec<TopicPartition>>,
+    },
+    AlterReassignments {
+        changes: Vec<(String, i32, Option<Vec<i32>>)>,
+    },
+    ListReassignments {
+        partitions: Option<Vec<TopicPartition>>,
+    },
     /// The image, once it is newer than `after` or `max_wait_ms` passed (any voter
     /// answers this one, leader or not).
     FetchImage {
@@ -67,6 +83,11 @@ pub(crate) enum ForwardReply {
         end: i64,
     },
     Status(QuorumStatus),
+    Partition(PartitionImage),
+    /// Leaderships a broker in controlled shutdown still holds.
+    LeadershipsHeld(u32),
+    PartitionResults(Vec<(TopicPartition, Result<(), PartitionError>)>),
+    Reassignments(Vec<Reassignment>),
     /// The image in the metadata snapshot format, `None` if not newer than asked.
     Image(Option<Vec<u8>>),
     Failed {

@@ -38,9 +38,13 @@ use tokio::sync::{broadcast, watch};
 use crate::image::MetadataImage;
 use crate::record::MetadataRecord;
 
+pub use crate::ops::{AlterPartition, ElectionKind, PartitionError, Reassignment, TopicPartition};
+pub use api::PartitionOutcomes;
 pub use client::ControllerClient;
 pub use config::QuorumConfig;
-pub use controller::{HeartbeatReply, QuorumController, DEFAULT_SESSION_TIMEOUT};
+pub use controller::{
+    ControllerOptions, HeartbeatReply, QuorumController, DEFAULT_SESSION_TIMEOUT,
+};
 pub use error::{QuorumError, RequestError};
 pub use handle::ControllerHandle;
 pub use node::RaftQuorum;

@@ -88,14 +88,30 @@ impl QuorumController {
                     listeners,
                     rack,
                 );
-                let epoch = match plan.records.first() {
+                let mut records = plan.records;
+                let epoch = match records.first() {
                     Some(_) => epoch,
                     None => image.broker(broker_id).map_or(epoch, |b| b.epoch),
                 };
-                lock(&self.sessions)
-                    .last_seen
-                    .insert(broker_id, Instant::now());
-                (plan.records, ForwardReply::BrokerEpoch(epoch))
+                let restarted = image
+                    .broker(broker_id)
+                    .is_some_and(|b| b.incarnation != incarnation);
+                if restarted && !records.is_empty() {
+                    // A new process: it lost whatever it led and stays fenced until
+                    // its first heartbeat, exactly like a broker whose session expired.
+                    records.push(MetadataRecord::FenceBroker { broker_id, epoch });
+                    records.extend(self.repairs_after(&image, &records));
+                    tracing::info!(
+                        broker_id,
+                        epoch,
+                        "broker restarted: fenced until it heartbeats, its leaderships re-elected"
+                    );
+                }
+                let mut sessions = lock(&self.sessions);
+                sessions.last_seen.insert(broker_id, Instant::now());
+                sessions.shutting_down.remove(&broker_id);
+                drop(sessions);
+                (records, ForwardReply::BrokerEpoch(epoch))
             }
             ForwardedCall::CreateTopic {
                 name,
@@ -166,6 +182,11 @@ impl QuorumController {
                     },
                 )
             }
+            call @ (ForwardedCall::AlterPartition(_)
+            | ForwardedCall::ControlledShutdown { .. }
+            | ForwardedCall::ElectLeaders { .. }
+            | ForwardedCall::AlterReassignments { .. }
+            | ForwardedCall::ListReassignments { .. }) => self.plan_partition_call(&image, call)?,
             ForwardedCall::BrokerHeartbeat { .. }
             | ForwardedCall::DescribeQuorum
             | ForwardedCall::FetchImage { .. } => {
@@ -220,8 +241,9 @@ impl QuorumController {
             let image = self.quorum.image();
             check_epoch(&image, broker_id, epoch)?;
             if image.broker(broker_id).is_some_and(|b| b.fenced) {
-                let record = MetadataRecord::UnfenceBroker { broker_id, epoch };
-                self.quorum.propose(vec![record]).await?;
+                let mut records = vec![MetadataRecord::UnfenceBroker { broker_id, epoch }];
+                records.extend(self.repairs_after(&image, &records));
+                self.quorum.propose(records).await?;
                 tracing::info!(broker_id, epoch, "broker unfenced by its heartbeat");
             }
         }
@@ -248,6 +270,8 @@ impl QuorumController {
                     term: Some(status.term),
                     leader_since: Some(now),
                     last_seen: BTreeMap::new(),
+                    // Epoch-checked where used, so one recorded this term stays valid.
+                    shutting_down: std::mem::take(&mut sessions.shutting_down),
                 };
             }
             let since = sessions.leader_since.unwrap_or(now);
@@ -261,7 +285,7 @@ impl QuorumController {
                         .get(&b.broker_id)
                         .copied()
                         .unwrap_or(since);
-                    now.saturating_duration_since(last) > self.session_timeout
+                    now.saturating_duration_since(last) > self.options.session_timeout
                 })
                 .map(|b| (b.broker_id, b.epoch))
                 .collect()
@@ -280,14 +304,27 @@ impl QuorumController {
                     .is_some_and(|b| !b.fenced && b.epoch == *epoch)
             })
             .map(|(broker_id, epoch)| {
-                tracing::warn!(broker_id, epoch, timeout = ?self.session_timeout, "fencing a broker that stopped heartbeating");
+                tracing::warn!(broker_id, epoch, timeout = ?self.options.session_timeout, "fencing a broker that stopped heartbeating");
                 MetadataRecord::FenceBroker { broker_id, epoch }
             })
             .collect();
         if !records.is_empty() {
+            let mut records = records;
+            records.extend(self.repairs_after(&image, &records));
             self.quorum.propose(records).await?;
         }
         Ok(())
+    }
+
+    /// The elections needed once `records` (a fencing, unfencing or registration)
+    /// are applied to `image`, to be written in the same batch.
+    fn repairs_after(
+        &self,
+        image: &MetadataImage,
+        records: &[MetadataRecord],
+    ) -> Vec<MetadataRecord> {
+        let next = ops::image_with(image, records);
+        ops::plan_leader_repairs(&next, self.options.unclean_leader_election_default)
     }
 }
 
@@ -311,6 +348,9 @@ pub(super) async fn fence_loop(
         };
         if let Err(e) = controller.fence_expired().await {
             tracing::debug!(error = %e, "broker fencing check failed");
+        }
+        if let Err(e) = controller.repair_partitions().await {
+            tracing::debug!(error = %e, "partition leadership check failed");
         }
     }
 }
@@ -347,7 +387,11 @@ impl ForwardHandler for Handler {
     }
 }
 
-fn check_epoch(image: &MetadataImage, broker_id: i32, epoch: i64) -> Result<(), RequestError> {
+pub(super) fn check_epoch(
+    image: &MetadataImage,
+    broker_id: i32,
+    epoch: i64,
+) -> Result<(), RequestError> {
     match image.broker(broker_id) {
         None => Err(RequestError::BrokerNotRegistered { broker_id }),
         Some(b) if b.epoch != epoch => Err(RequestError::StaleBrokerEpoch {

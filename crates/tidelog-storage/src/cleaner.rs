@@ -143,9 +143,9 @@ impl Log {
         let mut out = BufWriter::new(File::create(&cleaned_path)?);
         let mut removed = 0u64;
         let mut written = 0u64;
-        let mut scan = BatchScan::new(seg.log_file(), 0, seg.size());
+        let mut scan = BatchScan::new(seg.log_file()?, 0, seg.size());
         while let Some(batch) = scan.next_batch()? {
-            let bytes = read_batch(seg.log_file(), &batch)?;
+            let bytes = read_batch(scan.file(), &batch)?;
             let h = BatchHeader::new(&bytes)?;
             if h.is_control() {
                 out.write_all(&bytes)?;
@@ -256,12 +256,12 @@ fn map_keys(
     latest: &mut HashMap<Vec<u8>, i64>,
     key_bytes: &mut usize,
 ) -> Result<bool, StorageError> {
-    let mut scan = BatchScan::new(seg.log_file(), 0, seg.size());
+    let mut scan = BatchScan::new(seg.log_file()?, 0, seg.size());
     while let Some(batch) = scan.next_batch()? {
         if batch.header().is_control() || is_aborted(&batch.header(), aborted) {
             continue;
         }
-        let bytes = read_batch(seg.log_file(), &batch)?;
+        let bytes = read_batch(scan.file(), &batch)?;
         let h = BatchHeader::new(&bytes)?;
         let block = records_block(&bytes, MAX_DECOMPRESSED)?;
         for record in RecordIter::new(&block, h.record_count()) {

@@ -74,6 +74,7 @@ pub fn open_logs(
     log::open_logs(logs, threads)
 }
 pub use producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_PER_PRODUCER};
+pub use segment::{open_segment_files_cached, set_max_open_segment_files};
 pub use txn_index::AbortedTxn;
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 
 use crate::batch::{BatchHeader, BATCH_HEADER_LEN};
 use crate::error::StorageError;
@@ -34,16 +35,16 @@ impl ScannedBatch {
 }
 
 /// Iterates batch headers from `position` up to `end` (the segment size).
-pub(crate) struct BatchScan<'f> {
-    file: &'f File,
+pub(crate) struct BatchScan {
+    file: Arc<File>,
     position: u64,
     end: u64,
     buf: Vec<u8>,
     buf_start: u64,
 }
 
-impl<'f> BatchScan<'f> {
-    pub(crate) fn new(file: &'f File, position: u64, end: u64) -> Self {
+impl BatchScan {
+    pub(crate) fn new(file: Arc<File>, position: u64, end: u64) -> Self {
         BatchScan {
             file,
             position,
@@ -55,6 +56,11 @@ impl<'f> BatchScan<'f> {
 
     pub(crate) fn position(&self) -> u64 {
         self.position
+    }
+
+    /// The file being scanned.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
     }
 
     /// Next batch; `Ok(None)` exactly at `end`; `CorruptMessage` for a torn or impossible

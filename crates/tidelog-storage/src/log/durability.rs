@@ -1,7 +1,5 @@
 //! Durability: flush policy, checkpoints, rolling, clean shutdown.
 
-use std::sync::Arc;
-
 use super::{FlushObserver, Log};
 use crate::checkpoint;
 use crate::error::StorageError;
@@ -189,7 +187,7 @@ impl Log {
             None
         };
         let segment = Segment::create(&self.dir, base, self.index_params())?;
-        let file = Arc::clone(segment.log_file());
+        let file = segment.log_file()?;
         self.segments.insert(base, segment);
         // Everything before the new segment is synced (or there was nothing).
         self.durability

@@ -169,7 +169,7 @@ impl Log {
         let end = self.log_end_offset();
         self.high_watermark = self.high_watermark.min(end);
         self.recovery_point = self.recovery_point.min(end);
-        let file = std::sync::Arc::clone(self.active()?.log_file());
+        let file = self.active()?.log_file()?;
         self.durability.reset(file, end, self.recovery_point);
         if self.epochs.truncate_from_end(end) {
             self.write_epochs_checkpoint()?;
@@ -214,7 +214,7 @@ impl Log {
         self.unflushed_records = 0;
         self.producers.clear();
         self.epochs.clear();
-        let file = std::sync::Arc::clone(self.active()?.log_file());
+        let file = self.active()?.log_file()?;
         self.durability.reset(file, offset, offset);
         self.write_checkpoints()
     }
@@ -256,7 +256,7 @@ impl Log {
                     continue;
                 }
                 let abort = if h.is_control() && batch.size <= MAX_CONTROL_BATCH {
-                    let bytes = read_batch(segment.log_file(), &batch)?;
+                    let bytes = read_batch(scan.file(), &batch)?;
                     Some(control_marker_is_abort(&bytes).unwrap_or(false))
                 } else {
                     h.is_control().then_some(false)

@@ -97,6 +97,13 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
             break;
         }
     }
+    // Closed segments keep no descriptor until they are read.
+    let last_base = segments.keys().next_back().copied();
+    for (base, segment) in &mut segments {
+        if Some(*base) != last_base {
+            segment.release_file();
+        }
+    }
     let created = segments.is_empty();
     if created {
         let base = start_ck.unwrap_or(0).max(0);
@@ -105,8 +112,8 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
     let active_file = segments
         .values()
         .next_back()
-        .map(|s| std::sync::Arc::clone(s.log_file()))
-        .ok_or_else(super::no_segment)?;
+        .map(Segment::log_file)
+        .ok_or_else(super::no_segment)??;
     let mut log = Log {
         dir: dir.to_path_buf(),
         config,

@@ -41,8 +41,12 @@ impl Log {
                 return Ok(nothing);
             }
             let mut len = first.size;
-            let mut scan =
-                crate::scan::BatchScan::new(segment.log_file(), first.end(), segment.size());
+            let file = segment.log_file()?;
+            let mut scan = crate::scan::BatchScan::new(
+                std::sync::Arc::clone(&file),
+                first.end(),
+                segment.size(),
+            );
             while let Some(b) = scan.next_batch()? {
                 if b.header().last_offset() >= upper_bound || len + b.size > max_bytes as u64 {
                     break;
@@ -51,7 +55,7 @@ impl Log {
             }
             return Ok(ReadResult {
                 slice: Some(FileSlice {
-                    file: segment.log_file().clone(),
+                    file,
                     position: first.position,
                     len,
                 }),
@@ -90,10 +94,12 @@ impl Log {
         };
         let ts = segment.max_timestamp();
         match segment.find_batch(segment.offset_of_max_timestamp())? {
-            Some(batch) => Ok(
-                first_record_at_or_after(segment.log_file(), &batch, ts, i64::MIN)?
-                    .or(Some((segment.offset_of_max_timestamp(), ts))),
-            ),
+            Some(batch) => {
+                Ok(
+                    first_record_at_or_after(&*segment.log_file()?, &batch, ts, i64::MIN)?
+                        .or(Some((segment.offset_of_max_timestamp(), ts))),
+                )
+            }
             None => Ok(Some((segment.offset_of_max_timestamp(), ts))),
         }
     }

@@ -3,7 +3,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::batch::BATCH_HEADER_LEN;
@@ -12,8 +12,12 @@ use crate::index::{OffsetIndex, TimeIndex};
 use crate::scan::{crc_matches, BatchScan, ScannedBatch};
 use crate::txn_index::TxnIndex;
 
+mod file;
 mod search;
+pub use file::{open_segment_files_cached, set_max_open_segment_files};
 pub(crate) use search::first_record_at_or_after;
+
+use file::SegmentFile;
 
 /// `<20-digit base offset>.<ext>`.
 pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
@@ -46,8 +50,7 @@ pub(crate) struct IndexParams {
 /// its `.index` and `.timeindex` are rebuilt by the same scan.
 pub(crate) struct Segment {
     base_offset: i64,
-    log_path: PathBuf,
-    log: Arc<File>,
+    log: SegmentFile,
     size: u64,
     next_offset: i64,
     max_timestamp: i64,
@@ -81,8 +84,7 @@ impl Segment {
             .open(&log_path)?;
         Ok(Segment {
             base_offset,
-            log_path,
-            log: Arc::new(log),
+            log: SegmentFile::pinned(&log_path, log),
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -136,8 +138,7 @@ impl Segment {
         };
         let mut seg = Segment {
             base_offset,
-            log_path,
-            log: Arc::new(log),
+            log: SegmentFile::pinned(&log_path, log),
             size,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -172,7 +173,7 @@ impl Segment {
             Some(i) => u64::from(self.offset_index.entry(i).1),
             None => 0,
         };
-        let mut scan = BatchScan::new(&self.log, from, self.size);
+        let mut scan = BatchScan::new(self.log.get()?, from, self.size);
         let mut last = None;
         loop {
             match scan.next_batch() {
@@ -192,8 +193,7 @@ impl Segment {
         } else if self.size > 0 {
             // A closed segment always ends with a time entry unless it has no timestamps;
             // an active one after a clean shutdown may not: recompute.
-            let log = Arc::clone(&self.log);
-            let mut scan = BatchScan::new(&log, 0, self.size);
+            let mut scan = BatchScan::new(self.log.get()?, 0, self.size);
             while let Some(b) = scan.next_batch()? {
                 self.note_timestamp(&b);
             }
@@ -210,8 +210,8 @@ impl Segment {
         self.max_timestamp = -1;
         self.offset_of_max_timestamp = -1;
         self.bytes_since_index = 0;
-        let log = Arc::clone(&self.log);
-        let mut scan = BatchScan::new(&log, 0, self.size);
+        let log = self.log.get()?;
+        let mut scan = BatchScan::new(Arc::clone(&log), 0, self.size);
         let valid_end = loop {
             let batch = match scan.next_batch() {
                 Ok(Some(b)) => b,
@@ -230,8 +230,8 @@ impl Segment {
         };
         let cut = self.size - valid_end;
         if cut > 0 {
-            tracing::warn!(segment = %self.log_path.display(), cut, "truncating invalid tail");
-            self.log.set_len(valid_end)?;
+            tracing::warn!(segment = %self.log.path().display(), cut, "truncating invalid tail");
+            log.set_len(valid_end)?;
             self.size = valid_end;
         }
         Ok(cut)
@@ -273,9 +273,10 @@ impl Segment {
         now_ms: i64,
     ) -> Result<(), StorageError> {
         let start = self.size;
-        if let Err(e) = self.log.write_all_at(buf, start) {
+        let log = self.log.get()?;
+        if let Err(e) = log.write_all_at(buf, start) {
             // Leave no half-written tail behind for the next append to misplace.
-            let _ = self.log.set_len(start);
+            let _ = log.set_len(start);
             return Err(e.into());
         }
         for &(at, len) in ranges {
@@ -298,7 +299,7 @@ impl Segment {
         let Some(batch) = self.find_batch(offset)? else {
             return self.txn_index.truncate_to(offset).map_err(Into::into);
         };
-        self.log.set_len(batch.position)?;
+        self.log.get()?.set_len(batch.position)?;
         self.size = batch.position;
         self.rebuild(false)?;
         self.txn_index.truncate_to(offset)?;
@@ -313,11 +314,13 @@ impl Segment {
         }
         self.offset_index.trim()?;
         self.time_index.trim()?;
+        self.log.unpin();
         Ok(())
     }
 
     /// Becomes the active segment again: indexes preallocated to full size.
     pub(crate) fn unseal(&mut self) -> Result<(), StorageError> {
+        self.log.pin()?;
         self.offset_index.resize(self.params.index_bytes)?;
         self.time_index.resize(self.params.index_bytes)?;
         Ok(())
@@ -325,7 +328,7 @@ impl Segment {
 
     /// fsync of the log and indexes.
     pub(crate) fn sync(&self) -> Result<(), StorageError> {
-        self.log.sync_data()?;
+        self.log.get()?.sync_data()?;
         self.offset_index.flush()?;
         self.time_index.flush()?;
         self.txn_index.sync()?;
@@ -334,14 +337,14 @@ impl Segment {
 
     /// fsync of the log data only (the per-append flush).
     pub(crate) fn sync_log(&self) -> Result<(), StorageError> {
-        self.log.sync_data()?;
+        self.log.get()?.sync_data()?;
         Ok(())
     }
 
     /// Removes all files of this segment. Open `FileSlice`s keep the data readable.
     pub(crate) fn delete_files(self) -> Result<(), StorageError> {
         let paths = [
-            self.log_path.clone(),
+            self.log.path().to_path_buf(),
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
             self.txn_index.path().to_path_buf(),
@@ -357,7 +360,7 @@ impl Segment {
     }
 
     fn first_batch_timestamp(&self) -> Result<Option<i64>, StorageError> {
-        let mut scan = BatchScan::new(&self.log, 0, self.size);
+        let mut scan = BatchScan::new(self.log.get()?, 0, self.size);
         Ok(scan
             .next_batch()?
             .map(|b| b.header().max_timestamp())
@@ -384,8 +387,13 @@ impl Segment {
     pub(crate) fn first_append_ms(&self) -> Option<i64> {
         self.first_append_ms
     }
-    pub(crate) fn log_file(&self) -> &Arc<File> {
-        &self.log
+    /// The `.log` file, opened again if it was closed while the segment was inactive.
+    pub(crate) fn log_file(&self) -> Result<Arc<File>, StorageError> {
+        Ok(self.log.get()?)
+    }
+    /// A closed segment that stays closed: its descriptor may be closed until needed.
+    pub(crate) fn release_file(&mut self) {
+        self.log.unpin();
     }
     pub(crate) fn indexes_full(&self) -> bool {
         self.offset_index.is_full() || self.time_index.is_full()

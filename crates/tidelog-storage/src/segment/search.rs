@@ -12,7 +12,7 @@ impl Segment {
     /// The first batch whose last offset is `>= offset`, if this segment has one.
     pub(crate) fn find_batch(&self, offset: i64) -> Result<Option<ScannedBatch>, StorageError> {
         let position = self.offset_index.floor_position(self.rel(offset));
-        let mut scan = BatchScan::new(&self.log, u64::from(position), self.size);
+        let mut scan = BatchScan::new(self.log.get()?, u64::from(position), self.size);
         while let Some(b) = scan.next_batch()? {
             if b.header().last_offset() >= offset {
                 return Ok(Some(b));
@@ -22,12 +22,12 @@ impl Segment {
     }
 
     /// A scan over the batches from the one containing `offset` on.
-    pub(crate) fn scan_from(&self, offset: i64) -> Result<BatchScan<'_>, StorageError> {
+    pub(crate) fn scan_from(&self, offset: i64) -> Result<BatchScan, StorageError> {
         let position = match self.find_batch(offset)? {
             Some(b) => b.position,
             None => self.size,
         };
-        Ok(BatchScan::new(&self.log, position, self.size))
+        Ok(BatchScan::new(self.log.get()?, position, self.size))
     }
 
     /// First record with timestamp `>= ts` in this segment, as `(offset, timestamp)`.
@@ -50,7 +50,7 @@ impl Segment {
             if b.header().max_timestamp() < ts {
                 continue;
             }
-            if let Some(hit) = first_record_at_or_after(&self.log, &b, ts, start)? {
+            if let Some(hit) = first_record_at_or_after(scan.file(), &b, ts, start)? {
                 return Ok(Some(hit));
             }
         }

@@ -5,6 +5,7 @@
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
+mod alter_partition_reassignments;
 pub(crate) mod api_versions;
 mod create_partitions;
 mod create_topics;
@@ -17,6 +18,7 @@ mod describe_groups;
 mod describe_producers;
 mod describe_quorum;
 mod describe_transactions;
+mod elect_leaders;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
@@ -27,6 +29,7 @@ mod join_group;
 mod leave_group;
 mod list_groups;
 mod list_offsets;
+mod list_partition_reassignments;
 mod list_transactions;
 mod metadata;
 mod offset_commit;
@@ -116,6 +119,9 @@ apis! {
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
     DescribeQuorum => describe_quorum,
+    ElectLeaders => elect_leaders,
+    AlterPartitionReassignments => alter_partition_reassignments,
+    ListPartitionReassignments => list_partition_reassignments,
     InitProducerId => init_producer_id,
     AddPartitionsToTxn => add_partitions_to_txn,
     AddOffsetsToTxn => add_offsets_to_txn,

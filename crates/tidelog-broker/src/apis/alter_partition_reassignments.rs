@@ -1,0 +1,278 @@
+//! AlterPartitionReassignments: moves a partition's replicas to a new set of brokers
+//! (the new ones catch up and join the ISR, then the old ones leave), or cancels a move
+//! in progress (`replicas` null).
+//!
+//! What can be checked against this node's image is checked here, per partition, so a
+//! bad entry never reaches the controller: unknown partitions, an empty or duplicated
+//! replica list, brokers that are not registered, a changed replication factor when
+//! the request forbids it (v1). The rest goes to the controller in one call. On a
+//! cluster of one there is nowhere to move to: only the current assignment is accepted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::messages::alter_partition_reassignments_request::AlterPartitionReassignmentsRequest;
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    AlterPartitionReassignmentsResponse, ReassignablePartitionResponse, ReassignableTopicResponse,
+};
+use kafka_protocol::protocol::{StrBytes, VersionRange};
+use kafka_protocol::ResponseError;
+use tidelog_controller::MetadataImage;
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+
+/// One requested change: topic, partition, target replicas (`None` cancels).
+type Change = (String, i32, Option<Vec<i32>>);
+/// A partition's outcome: `None` for success, else an error code and message.
+type Outcome = Option<(i16, String)>;
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: AlterPartitionReassignmentsRequest = req.decode()?;
+    let version = req.version();
+    let allow_rf_change = version < 1 || request.allow_replication_factor_change;
+    let image = ctx.metadata.image();
+    // Topics answer in request order; partitions in the order each topic listed them.
+    let mut order: Vec<(String, Vec<i32>)> = Vec::new();
+    let mut outcomes: BTreeMap<(String, i32), Outcome> = BTreeMap::new();
+    let mut valid: Vec<Change> = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.as_str().to_owned();
+        let mut listed = Vec::with_capacity(topic.partitions.len());
+        for p in topic.partitions {
+            let key = (name.clone(), p.partition_index);
+            listed.push(p.partition_index);
+            if outcomes.contains_key(&key)
+                || valid.iter().any(|(t, i, _)| (t, *i) == (&key.0, key.1))
+            {
+                outcomes.insert(
+                    key,
+                    Some(error(
+                        ResponseError::InvalidRequest,
+                        "partition listed twice",
+                    )),
+                );
+                continue;
+            }
+            let replicas = p
+                .replicas
+                .map(|r| r.into_iter().map(|b| b.0).collect::<Vec<i32>>());
+            match check(
+                &image,
+                &name,
+                p.partition_index,
+                replicas.as_deref(),
+                allow_rf_change,
+            ) {
+                Err(e) => {
+                    outcomes.insert(key, Some(e));
+                }
+                Ok(()) => valid.push((name.clone(), p.partition_index, replicas)),
+            }
+        }
+        order.push((name, listed));
+    }
+    let mut top_level: Option<(i16, String)> = None;
+    match ctx.metadata.controller() {
+        None => {
+            for (topic, partition, replicas) in valid {
+                let outcome = single_node(&image, &topic, partition, replicas.as_deref());
+                outcomes.insert((topic, partition), outcome);
+            }
+        }
+        Some(_) if valid.is_empty() => {}
+        Some(controller) => {
+            let keys: Vec<(String, i32)> = valid.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+            match controller.alter_reassignments(valid).await {
+                Ok(results) => {
+                    for (tp, result) in results {
+                        outcomes.insert(tp, result.err().map(|e| (e.error_code(), e.to_string())));
+                    }
+                }
+                Err(e) => {
+                    for tp in keys {
+                        outcomes.insert(tp, Some((e.error_code(), e.to_string())));
+                    }
+                    top_level = Some((e.error_code(), e.to_string()));
+                }
+            }
+        }
+    }
+    let mut response = AlterPartitionReassignmentsResponse::default()
+        .with_error_message(None)
+        .with_responses(to_responses(order, &outcomes));
+    if let Some((code, message)) = top_level {
+        response.error_code = code;
+        response.error_message = Some(StrBytes::from_string(message));
+    }
+    if version >= 1 {
+        response.allow_replication_factor_change = request.allow_replication_factor_change;
+    }
+    req.respond(&response)
+}
+
+fn error(e: ResponseError, message: impl Into<String>) -> (i16, String) {
+    (e.code(), message.into())
+}
+
+/// What this node can tell about one entry before the controller sees it.
+fn check(
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    replicas: Option<&[i32]>,
+    allow_rf_change: bool,
+) -> Result<(), (i16, String)> {
+    let Some(current) = image
+        .topic(topic)
+        .and_then(|t| t.partitions.get(&partition))
+    else {
+        return Err(error(
+            ResponseError::UnknownTopicOrPartition,
+            format!("{topic}-{partition} does not exist"),
+        ));
+    };
+    let Some(replicas) = replicas else {
+        return Ok(());
+    };
+    let invalid = |m: String| Err(error(ResponseError::InvalidReplicaAssignment, m));
+    if replicas.is_empty() {
+        return invalid("the replica list is empty".into());
+    }
+    let distinct: BTreeSet<i32> = replicas.iter().copied().collect();
+    if distinct.len() != replicas.len() {
+        return invalid(format!(
+            "the replica list {replicas:?} names a broker twice"
+        ));
+    }
+    if let Some(unknown) = replicas.iter().find(|id| image.broker(**id).is_none()) {
+        return invalid(format!("broker {unknown} is not registered"));
+    }
+    if !allow_rf_change && replicas.len() != current.replicas.len() {
+        return Err(error(
+            ResponseError::InvalidReplicationFactor,
+            format!(
+                "the replication factor would change from {} to {} and the request forbids it",
+                current.replicas.len(),
+                replicas.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A cluster of one keeps every replica where it is.
+fn single_node(
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    replicas: Option<&[i32]>,
+) -> Outcome {
+    let current = image.topic(topic)?.partitions.get(&partition)?;
+    match replicas {
+        None => Some(error(
+            ResponseError::NoReassignmentInProgress,
+            format!("no reassignment of {topic}-{partition} is in progress"),
+        )),
+        Some(r) if r == current.replicas.as_slice() => None,
+        Some(_) => Some(error(
+            ResponseError::InvalidReplicaAssignment,
+            format!(
+                "this node runs without a controller quorum (no --quorum): the replicas of \
+                 {topic}-{partition} stay on {:?}",
+                current.replicas
+            ),
+        )),
+    }
+}
+
+fn to_responses(
+    order: Vec<(String, Vec<i32>)>,
+    outcomes: &BTreeMap<(String, i32), Outcome>,
+) -> Vec<ReassignableTopicResponse> {
+    order
+        .into_iter()
+        .map(|(topic, partitions)| {
+            let mut seen = BTreeSet::new();
+            let partitions = partitions
+                .into_iter()
+                .filter(|p| seen.insert(*p))
+                .map(|p| {
+                    let outcome = outcomes.get(&(topic.clone(), p)).cloned().flatten();
+                    let (code, message) = match outcome {
+                        None => (0, None),
+                        Some((code, m)) => (code, Some(StrBytes::from_string(m))),
+                    };
+                    ReassignablePartitionResponse::default()
+                        .with_partition_index(p)
+                        .with_error_code(code)
+                        .with_error_message(message)
+                })
+                .collect();
+            ReassignableTopicResponse::default()
+                .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                    topic,
+                )))
+                .with_partitions(partitions)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use tidelog_controller::{Controller, CreateTopic, Endpoint, TopicDefaults};
+
+    use super::*;
+
+    fn image_with_topic() -> MetadataImage {
+        let dir = tempfile::tempdir().unwrap();
+        let mut controller = Controller::open(dir.path(), 1, TopicDefaults::default()).unwrap();
+        let endpoint = Endpoint {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 9092,
+        };
+        controller.register_broker(vec![endpoint], None).unwrap();
+        let create = CreateTopic {
+            name: "orders".into(),
+            num_partitions: 1,
+            replication_factor: 1,
+            assignments: vec![],
+            configs: vec![],
+        };
+        controller.create_topic(create, false).unwrap();
+        (*controller.shared_image()).clone()
+    }
+
+    #[test]
+    fn bad_entries_get_their_error_codes() {
+        let image = image_with_topic();
+        let code = |t: &str, p: i32, r: Option<&[i32]>, allow: bool| {
+            check(&image, t, p, r, allow).err().map(|(c, _)| c)
+        };
+        assert_eq!(code("nope", 0, Some(&[1]), true), Some(3));
+        assert_eq!(code("orders", 5, Some(&[1]), true), Some(3));
+        assert_eq!(code("orders", 0, Some(&[]), true), Some(39));
+        assert_eq!(code("orders", 0, Some(&[1, 1]), true), Some(39));
+        assert_eq!(code("orders", 0, Some(&[1, 9]), true), Some(39));
+        assert_eq!(code("orders", 0, None, true), None);
+        assert_eq!(code("orders", 0, Some(&[1]), false), None);
+    }
+
+    #[test]
+    fn a_single_node_accepts_only_the_current_assignment() {
+        let image = image_with_topic();
+        assert_eq!(single_node(&image, "orders", 0, Some(&[1])), None);
+        assert_eq!(
+            single_node(&image, "orders", 0, Some(&[2])).map(|o| o.0),
+            Some(39)
+        );
+        assert_eq!(
+            single_node(&image, "orders", 0, None).map(|o| o.0),
+            Some(85)
+        );
+    }
+}

@@ -7,6 +7,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tidelog_controller::ops::AlterPartition;
+
 use super::partition::Partition;
 use super::state::{PendingIsr, ReplicaState};
 use crate::context::{now_ms, Ctx};
@@ -94,16 +96,44 @@ async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, new_isr: Ve
     }
 }
 
-/// The AlterPartition call to the controller quorum. A cluster of one has no
-/// controller to ask (and no followers, so never gets here).
+/// The AlterPartition call to the controller quorum, bounded by
+/// `controller.quorum.request.timeout.ms` (x3, for a forward and an election). A
+/// cluster of one has no controller to ask (and no followers, so never gets here).
 async fn send_alter_partition(
     ctx: &Ctx,
     p: &Partition,
     st: &ReplicaState,
     new_isr: Vec<i32>,
 ) -> Result<(), String> {
-    let _ = (ctx, p, st, new_isr);
-    Err("no controller quorum to send AlterPartition to".to_string())
+    let controller = ctx
+        .metadata
+        .controller()
+        .ok_or_else(|| "no controller quorum to send AlterPartition to".to_string())?;
+    let req = AlterPartition {
+        broker_id: ctx.node_id(),
+        broker_epoch: ctx.metadata.broker_epoch(),
+        topic_id: p.topic_id,
+        partition: p.index,
+        leader_epoch: st.leader_epoch,
+        partition_epoch: st.partition_epoch,
+        new_isr,
+    };
+    let timeout = Duration::from_millis(
+        u64::try_from(ctx.config.get_i64("controller.quorum.request.timeout.ms"))
+            .unwrap_or(2_000)
+            .saturating_mul(3),
+    );
+    match tokio::time::timeout(timeout, controller.alter_partition(req)).await {
+        Ok(Ok(image)) => {
+            tracing::info!(
+                topic = %p.topic, partition = p.index, isr = ?image.isr,
+                partition_epoch = image.partition_epoch, "controller changed the ISR"
+            );
+            Ok(())
+        }
+        Ok(Err(e)) => Err(format!("{e} (code {})", e.error_code())),
+        Err(_) => Err(format!("no answer from the controller within {timeout:?}")),
+    }
 }
 
 /// Writes the offset checkpoints of every partition whose HW moved.

@@ -1,7 +1,7 @@
 """Hand-built Kafka requests the cluster tests send to one chosen node.
 
 confluent-kafka picks which broker answers a Metadata request and has no API for
-partition reassignment or DescribeQuorum; these calls go to the node the test names,
+ListPartitionReassignments or DescribeQuorum; these calls go to the node the test names,
 so a test can ask a survivor (never a killed or stopped node) and compare what each
 node believes. Non-flexible versions use `kafka_wire`'s header v1; flexible ones add
 the header's empty tagged-field section and end the body with one.
@@ -17,7 +17,6 @@ from kafka_wire import Reader, kstring
 API_PRODUCE = 0
 API_CREATE_TOPICS = 19
 API_FIND_COORDINATOR = 10
-API_ALTER_PARTITION_REASSIGNMENTS = 45
 API_LIST_PARTITION_REASSIGNMENTS = 46
 API_DESCRIBE_QUORUM = 55
 
@@ -181,44 +180,6 @@ def _flexible_call(address, api_key, version, body, timeout):
     r = Reader(_call(address, api_key, version, b"\x00" + body + b"\x00", timeout))
     _skip_tags(r)  # response header v1
     return r
-
-
-def alter_reassignments(address, moves, timeout_ms=30000):
-    """AlterPartitionReassignments v0. `moves`: {(topic, partition): [replica ids] or None (cancel)}.
-
-    Returns (top-level error, message, {(topic, partition): (error, message)}).
-    """
-    by_topic = {}
-    for (topic, partition), replicas in moves.items():
-        by_topic.setdefault(topic, []).append((partition, replicas))
-    topics = []
-    for topic, parts in by_topic.items():
-        items = []
-        for partition, replicas in parts:
-            if replicas is None:
-                encoded = _uvarint(0)
-            else:
-                encoded = _carray([struct.pack(">i", b) for b in replicas])
-            items.append(struct.pack(">i", partition) + encoded + b"\x00")
-        topics.append(_cstring(topic) + _carray(items) + b"\x00")
-    body = struct.pack(">i", timeout_ms) + _carray(topics)
-    r = _flexible_call(address, API_ALTER_PARTITION_REASSIGNMENTS, 0, body, timeout_ms / 1000 + 10)
-    r.i32()
-    error, message = r.i16(), _read_cstring(r)
-    results = {}
-
-    def partition(topic):
-        index, perr, pmsg = r.i32(), r.i16(), _read_cstring(r)
-        _skip_tags(r)
-        results[(topic, index)] = (perr, pmsg)
-
-    def topic_result():
-        name = _read_cstring(r)
-        _read_carray(r, lambda: partition(name))
-        _skip_tags(r)
-
-    _read_carray(r, topic_result)
-    return error, message, results
 
 
 def list_reassignments(address, timeout_ms=10000):

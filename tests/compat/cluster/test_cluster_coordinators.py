@@ -49,7 +49,8 @@ def coordinator(cluster, key, key_type, exclude=()):
                 return node_id
         return None
 
-    return wait_until(ask, 30, f"a coordinator for {key!r}")
+    what = f"a coordinator for {key!r}" + (f" other than killed node(s) {list(exclude)}" if exclude else "")
+    return wait_until(ask, 30, what)
 
 
 def committed(cluster, group, topic):
@@ -145,7 +146,7 @@ def test_copier_exactly_once_with_the_transaction_coordinators_broker_killed(clu
 
     def start():
         return subprocess.Popen(
-            [sys.executable, str(COPIER), cluster.bootstrap, source, sink, group, txn_id],
+            [sys.executable, str(COPIER), cluster.bootstrap, source, sink, group, txn_id, "100", "50"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     copier = start()
@@ -156,7 +157,7 @@ def test_copier_exactly_once_with_the_transaction_coordinators_broker_killed(clu
             progress = committed(cluster, group, source)
             if progress == ends:
                 break
-            if killed is None and sum(max(o, 0) for o in progress.values()) >= total // 4:
+            if killed is None and sum(max(o, 0) for o in progress.values()) >= total // 10:
                 killed = coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION)
                 cluster.node(killed).kill9()
             if copier.poll() is not None:

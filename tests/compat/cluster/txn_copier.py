@@ -5,17 +5,21 @@ commit the consumed offsets (send_offsets_to_transaction). On any client error i
 with status 3, as a crashed application would; the test restarts it, and the new
 instance's init_transactions fences the old one and aborts its open transaction.
 
-Usage: txn_copier.py BOOTSTRAP SOURCE SINK GROUP TRANSACTIONAL_ID
+Usage: txn_copier.py BOOTSTRAP SOURCE SINK GROUP TRANSACTIONAL_ID BATCH_SIZE PAUSE_MS
+(at most BATCH_SIZE records per transaction, PAUSE_MS between transactions: slow enough
+for the test to kill a broker while it copies)
 """
 
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 
-def copy_forever(cons, prod, source, sink):
+def copy_forever(cons, prod, source, sink, batch_size, pause_s):
     while True:
-        batch = [m for m in cons.consume(num_messages=500, timeout=1.0) if m.error() is None]
+        time.sleep(pause_s)
+        batch = [m for m in cons.consume(num_messages=batch_size, timeout=1.0) if m.error() is None]
         if not batch:
             continue
         prod.begin_transaction()
@@ -30,7 +34,7 @@ def copy_forever(cons, prod, source, sink):
 
 
 def main():
-    bootstrap, source, sink, group, txn_id = sys.argv[1:6]
+    bootstrap, source, sink, group, txn_id, batch_size, pause_ms = sys.argv[1:8]
     cons = Consumer({
         "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
@@ -41,7 +45,7 @@ def main():
     try:
         prod.init_transactions(60)
         cons.subscribe([source])
-        copy_forever(cons, prod, source, sink)
+        copy_forever(cons, prod, source, sink, int(batch_size), int(pause_ms) / 1000)
     except KafkaException as err:
         print("error", err, flush=True)
         try:

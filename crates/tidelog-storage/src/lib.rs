@@ -46,6 +46,7 @@ mod index;
 mod index_file;
 mod log;
 mod mmap;
+mod parallel;
 mod producer_state;
 mod records;
 mod scan;
@@ -72,6 +73,13 @@ pub fn open_logs(
     threads: usize,
 ) -> Vec<Result<Log, StorageError>> {
     log::open_logs(logs, threads)
+}
+
+/// Closes many logs cleanly in parallel on up to `threads` threads (see [`Log::close`]),
+/// e.g. at broker shutdown: each close of a changed log waits for several fsyncs.
+/// Results are in the order of `logs`.
+pub fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), StorageError>> {
+    parallel::map_bounded(logs, threads, Log::close)
 }
 pub use producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_PER_PRODUCER};
 pub use segment::{open_segment_files_cached, set_max_open_segment_files};

@@ -198,3 +198,22 @@ fn open_logs_opens_many_in_parallel_in_order() {
     assert!(opened[20].is_err());
     assert!(open_logs(Vec::new(), 8).is_empty());
 }
+
+#[test]
+fn close_logs_closes_each_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<Log> = (0..10)
+        .map(|i| {
+            let mut log =
+                Log::open(&dir.path().join(format!("t-{i}")), LogConfig::default()).unwrap();
+            log.append(&mut batch(1, 0, "v", 10), &opts(0)).unwrap();
+            log
+        })
+        .collect();
+    let closed = tidelog_storage::close_logs(logs, 3);
+    assert_eq!(closed.len(), 10);
+    for (i, result) in closed.into_iter().enumerate() {
+        result.unwrap();
+        assert!(dir.path().join(format!("t-{i}/clean-shutdown")).exists());
+    }
+}

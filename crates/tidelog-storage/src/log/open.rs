@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::durability::Checkpointed;
 use super::group_commit::DurabilityHandle;
@@ -174,45 +173,5 @@ pub(crate) fn open_logs(
     logs: Vec<(PathBuf, LogConfig)>,
     threads: usize,
 ) -> Vec<Result<Log, StorageError>> {
-    let next = AtomicUsize::new(0);
-    let threads = threads.clamp(1, logs.len().max(1));
-    let opened: Vec<Vec<(usize, Result<Log, StorageError>)>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((dir, config)) = logs.get(i) else {
-                            break;
-                        };
-                        mine.push((i, open(dir, config.clone())));
-                    }
-                    mine
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_default())
-            .collect()
-    });
-    let mut results: Vec<Option<Result<Log, StorageError>>> =
-        std::iter::repeat_with(|| None).take(logs.len()).collect();
-    for (i, result) in opened.into_iter().flatten() {
-        if let Some(slot) = results.get_mut(i) {
-            *slot = Some(result);
-        }
-    }
-    results
-        .into_iter()
-        .map(|r| {
-            // Only a panic inside `open` (a bug) leaves a slot empty.
-            r.unwrap_or_else(|| {
-                Err(StorageError::Io(std::io::Error::other(
-                    "opening the log panicked",
-                )))
-            })
-        })
-        .collect()
+    crate::parallel::map_bounded(logs, threads, |(dir, config)| open(&dir, config))
 }

@@ -109,10 +109,14 @@ async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
     for node in [1, 2, 3] {
         let addr = cluster.node(node).kafka;
         let all = &all;
-        let m = eventually("three brokers and a controller", Duration::from_secs(20), || async move {
-            let m = metadata(addr).await;
-            (broker_ids(&m) == *all && (1..=3).contains(&m.controller_id.0)).then_some(m)
-        })
+        let m = eventually(
+            "three brokers and a controller",
+            Duration::from_secs(20),
+            || async move {
+                let m = metadata(addr).await;
+                (broker_ids(&m) == *all && (1..=3).contains(&m.controller_id.0)).then_some(m)
+            },
+        )
         .await;
         assert_eq!(m.cluster_id.as_ref().map(|c| c.len()), Some(22));
     }
@@ -122,9 +126,11 @@ async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
     assert_eq!(create(n1, "rf3", 3, 3).await.0, 0);
     for node in [1, 2, 3] {
         let addr = cluster.node(node).kafka;
-        let parts = eventually("rf3 visible everywhere", Duration::from_secs(10), || async move {
-            partitions(&metadata(addr).await, "rf3")
-        })
+        let parts = eventually(
+            "rf3 visible everywhere",
+            Duration::from_secs(10),
+            || async move { partitions(&metadata(addr).await, "rf3") },
+        )
         .await;
         assert_eq!(parts.len(), 3);
         for (leader, replicas) in &parts {
@@ -142,6 +148,38 @@ async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
     assert_eq!(code, INVALID_REPLICATION_FACTOR);
     assert!(message.unwrap_or_default().contains('3'));
 
+    // SIGTERM: the node hands its leaderships over before it exits, so the others
+    // show new leaders at once, without waiting for its session to time out.
+    assert!(
+        cluster.stop(3, Duration::from_secs(40)),
+        "node 3 exited cleanly"
+    );
+    let stopped = Instant::now();
+    let moved = eventually(
+        "leaderships moved off node 3",
+        Duration::from_secs(20),
+        || async move {
+            let parts = partitions(&metadata(n1).await, "rf3")?;
+            parts
+                .iter()
+                .all(|(leader, _)| [1, 2].contains(leader))
+                .then_some(())
+        },
+    );
+    moved.await;
+    assert!(
+        stopped.elapsed() < Duration::from_millis(1500),
+        "leaders moved only {:?} after the exit (the session timeout, not the handover?)",
+        stopped.elapsed()
+    );
+    cluster.restart(3, Duration::from_secs(60));
+    let back = eventually(
+        "node 3 back in Metadata",
+        Duration::from_secs(20),
+        || async move { (broker_ids(&metadata(n1).await) == BTreeSet::from([1, 2, 3])).then_some(()) },
+    );
+    back.await;
+
     // One voter (and broker) down: a majority remains, topics can still be created and
     // are placed on the live brokers once the dead one is fenced.
     cluster.kill9(3);
@@ -149,20 +187,26 @@ async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
         (broker_ids(&metadata(n1).await) == BTreeSet::from([1, 2])).then_some(())
     });
     fenced.await;
-    let created = eventually("create with one node down", Duration::from_secs(20), || async move {
-        let (code, message) = create(n1, "after-one-down", 2, 2).await;
-        match code {
-            0 => Some(()),
-            // A new controller leader may still be taking over.
-            REQUEST_TIMED_OUT | NOT_CONTROLLER => None,
-            other => panic!("create failed: {other} {message:?}"),
-        }
-    });
+    let created = eventually(
+        "create with one node down",
+        Duration::from_secs(20),
+        || async move {
+            let (code, message) = create(n1, "after-one-down", 2, 2).await;
+            match code {
+                0 => Some(()),
+                // A new controller leader may still be taking over.
+                REQUEST_TIMED_OUT | NOT_CONTROLLER => None,
+                other => panic!("create failed: {other} {message:?}"),
+            }
+        },
+    );
     created.await;
     let n2 = cluster.node(2).kafka;
-    let parts = eventually("after-one-down on node 2", Duration::from_secs(10), || async move {
-        partitions(&metadata(n2).await, "after-one-down")
-    })
+    let parts = eventually(
+        "after-one-down on node 2",
+        Duration::from_secs(10),
+        || async move { partitions(&metadata(n2).await, "after-one-down") },
+    )
     .await;
     for (leader, replicas) in &parts {
         assert_eq!(

@@ -193,14 +193,67 @@ async fn apply(ctx: &Ctx, image: Arc<MetadataImage>) {
     ctx.metadata.publish(image);
 }
 
-/// Before a clean exit: asks the controller to move every leadership of this broker
-/// elsewhere, until none is left or `controlled.shutdown.max.wait.ms` passes, then
-/// waits for the image to show it. Best effort: a quorum that does not answer only
-/// delays the exit by the wait bound.
+/// Before a clean exit (`controlled.shutdown.enable`): asks the controller to move
+/// every leadership of this broker to another live in-sync replica and take it out of
+/// the ISRs, until none is left, the answer stops improving (what remains has no other
+/// live in-sync replica and goes offline with this node), or
+/// `controlled.shutdown.max.wait.ms` passes; then waits (within the same bound) for
+/// the image to show the moves. A quorum that does not answer only delays the exit by
+/// that bound.
 pub(crate) async fn controlled_shutdown(ctx: &Ctx) {
-    if !ctx.config.get_bool("controlled.shutdown.enable") || ctx.metadata.controller().is_none() {
+    if !ctx.config.get_bool("controlled.shutdown.enable") {
         return;
     }
-    let _ = ms(ctx, "controlled.shutdown.max.wait.ms", 0);
-    // Needs the controller quorum's ControlledShutdown request (not available yet).
+    let Some(link) = ctx.metadata.controller() else {
+        return;
+    };
+    let epoch = ctx.metadata.broker_epoch();
+    if epoch < 0 {
+        return; // never registered: nothing can be led here
+    }
+    let node_id = ctx.node_id();
+    let deadline = Instant::now() + ms(ctx, "controlled.shutdown.max.wait.ms", 0);
+    let mut last: Option<u32> = None;
+    let held = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            tracing::warn!(
+                node_id,
+                "controlled shutdown: out of time; leaving with leaderships not moved"
+            );
+            break last;
+        }
+        match tokio::time::timeout(left, link.controlled_shutdown(node_id, epoch)).await {
+            Ok(Ok(held)) if held == 0 || last == Some(held) => break Some(held),
+            Ok(Ok(held)) => last = Some(held),
+            Ok(Err(e)) => {
+                tracing::warn!(node_id, error = %e, "controlled shutdown request failed; retrying")
+            }
+            Err(_) => continue,
+        }
+        let pause =
+            Duration::from_millis(200).min(deadline.saturating_duration_since(Instant::now()));
+        tokio::time::sleep(pause).await;
+    };
+    let Some(held) = held else {
+        return;
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    let shown = ctx
+        .metadata
+        .wait_for(left, |image| leaderships(image, node_id) <= held as usize)
+        .await;
+    if held > 0 {
+        tracing::warn!(node_id, partitions = held, "controlled shutdown: these partitions have no other live in-sync replica and go offline");
+    }
+    tracing::info!(node_id, moved = shown, "controlled shutdown done");
+}
+
+/// How many partitions `node_id` leads in `image`.
+fn leaderships(image: &MetadataImage, node_id: i32) -> usize {
+    image
+        .topics()
+        .flat_map(|t| t.partitions.values())
+        .filter(|p| p.leader == node_id)
+        .count()
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidelog_controller::quorum::{
-    ControllerClient, ControllerHandle, MetadataQuorum, QuorumConfig, QuorumController,
-    QuorumPeers, RaftQuorum,
+    ControllerClient, ControllerHandle, ControllerOptions, MetadataQuorum, QuorumConfig,
+    QuorumController, QuorumPeers, RaftQuorum,
 };
 use tidelog_controller::{MetadataImage, TopicDefaults};
 use tokio::sync::watch;
@@ -80,12 +80,19 @@ async fn start_voter(
     let quorum = RaftQuorum::start(quorum_config)
         .await
         .map_err(|e| StartError::Metadata(format!("starting the controller voter: {e}")))?;
-    let session = Duration::from_millis(
-        u64::try_from(config.get_i64("broker.session.timeout.ms"))
-            .unwrap_or(0)
-            .max(1),
-    );
-    Ok(QuorumController::start(Arc::new(quorum), defaults, session))
+    let millis = |name: &str| u64::try_from(config.get_i64(name)).unwrap_or(0).max(1);
+    let options = ControllerOptions {
+        session_timeout: Duration::from_millis(millis("broker.session.timeout.ms")),
+        unclean_leader_election_default: config.get_bool("unclean.leader.election.enable"),
+        auto_rebalance_interval: config
+            .get_bool("auto.leader.rebalance.enable")
+            .then(|| Duration::from_secs(millis("leader.imbalance.check.interval.seconds"))),
+    };
+    Ok(QuorumController::start_with(
+        Arc::new(quorum),
+        defaults,
+        options,
+    ))
 }
 
 /// A node that runs a controller voter and no broker (`--roles controller`): the

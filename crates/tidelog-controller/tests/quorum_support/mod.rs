@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 use tidelog_controller::quorum::{
-    MetadataQuorum, QuorumConfig, QuorumController, QuorumPeers, QuorumRole, RaftQuorum,
+    ControllerOptions, MetadataQuorum, QuorumConfig, QuorumController, QuorumPeers, QuorumRole,
+    RaftQuorum,
 };
 use tidelog_controller::{CreateTopic, Endpoint, TopicDefaults, Uuid};
 use tokio::net::TcpListener;
@@ -36,6 +37,8 @@ pub struct Tuning {
     /// Register one broker per voter (same ids) once a leader is elected, so topics
     /// can be placed.
     pub register_brokers: bool,
+    pub unclean_leader_election_default: bool,
+    pub auto_rebalance_interval: Option<Duration>,
 }
 
 impl Default for Tuning {
@@ -46,6 +49,8 @@ impl Default for Tuning {
             session_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(2),
             register_brokers: true,
+            unclean_leader_election_default: false,
+            auto_rebalance_interval: None,
         }
     }
 }
@@ -119,8 +124,12 @@ impl Cluster {
                 .await
                 .unwrap(),
         );
-        let controller =
-            QuorumController::start(Arc::clone(&quorum), DEFAULTS, self.tuning.session_timeout);
+        let options = ControllerOptions {
+            session_timeout: self.tuning.session_timeout,
+            unclean_leader_election_default: self.tuning.unclean_leader_election_default,
+            auto_rebalance_interval: self.tuning.auto_rebalance_interval,
+        };
+        let controller = QuorumController::start_with(Arc::clone(&quorum), DEFAULTS, options);
         Node { quorum, controller }
     }
 

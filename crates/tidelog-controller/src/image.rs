@@ -330,6 +330,22 @@ impl MetadataImage {
             .collect()
     }
 
+    /// Registered and not fenced: may lead partitions and be in ISRs.
+    pub fn is_broker_live(&self, broker_id: i32) -> bool {
+        self.brokers.get(&broker_id).is_some_and(|b| !b.fenced)
+    }
+
+    /// The partition's replicas on brokers that are fenced or not registered (what a
+    /// Metadata response lists as offline replicas).
+    pub fn offline_replicas(&self, partition: &PartitionImage) -> Vec<i32> {
+        partition
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.is_broker_live(*r))
+            .collect()
+    }
+
     /// The topic's explicit config overrides (empty for an unknown topic).
     pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
         self.topic(name)

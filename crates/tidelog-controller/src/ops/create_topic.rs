@@ -231,7 +231,7 @@ fn check_replica_list(
         }
         if image.broker(*broker).is_none_or(|b| b.fenced) {
             return bad(format!(
-                "The manual partition assignment includes broker {broker}, but no such broker is registered."
+                "The manual partition assignment includes broker {broker}, but no such broker is registered and unfenced."
             ));
         }
     }

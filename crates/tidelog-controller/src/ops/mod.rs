@@ -6,6 +6,8 @@ mod alter_partition;
 mod create_topic;
 mod election;
 mod partition;
+#[cfg(test)]
+mod placement_tests;
 mod reassign;
 #[cfg(test)]
 mod test_support;
@@ -87,7 +89,7 @@ pub fn plan_create_partitions(
         .partitions
         .values()
         .next()
-        .map_or(1, |p| p.replicas.len());
+        .map_or(1, |p| p.target_replicas().len());
     let brokers = live_brokers(image);
     let rf = checked_replication_factor(
         i16::try_from(existing_rf).unwrap_or(i16::MAX),

@@ -97,7 +97,7 @@ pub type PartitionResults = Vec<(TopicPartition, Result<(), PartitionError>)>;
 
 /// Registered and not fenced: may lead, join an ISR, get new replicas.
 pub(crate) fn is_live(image: &MetadataImage, broker_id: i32) -> bool {
-    image.broker(broker_id).is_some_and(|b| !b.fenced)
+    image.is_broker_live(broker_id)
 }
 
 /// Whether a replica outside the ISR may be elected: the topic's config, else the

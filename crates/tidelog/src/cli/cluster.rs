@@ -287,9 +287,23 @@ fn print_plan(plan: &AddBrokerPlan, broker_id: i32) -> anyhow::Result<()> {
             )?;
         }
     }
-    let load: BTreeMap<i32, usize> = plan.load_after.clone();
-    let summary: Vec<String> = load.iter().map(|(b, n)| format!("{b}:{n}")).collect();
-    writeln!(text, "Replicas per broker after: {}", summary.join(" "))?;
+    let summary = |counts: &BTreeMap<i32, usize>| {
+        counts
+            .iter()
+            .map(|(b, n)| format!("{b}:{n}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    writeln!(
+        text,
+        "Replicas per broker after: {}",
+        summary(&plan.load_after)
+    )?;
+    writeln!(
+        text,
+        "Preferred leaders per broker after: {}",
+        summary(&plan.leaders_after)
+    )?;
     std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(())
 }

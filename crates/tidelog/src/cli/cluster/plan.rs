@@ -3,10 +3,13 @@
 //!
 //! Pure: it sees the current assignment and the broker list, and returns moves. Each
 //! move replaces one replica of one partition with the new broker, in the same position
-//! of the replica list, so a moved preferred leader makes the new broker that
-//! partition's preferred leader (leadership spreads with the replicas). A partition
-//! gets at most one move. Donors are always the most loaded brokers, and partitions
-//! are taken round-robin over topics so no single topic lands on the new broker.
+//! of the replica list, so moving a preferred leader (the first replica) makes the new
+//! broker that partition's preferred leader. A partition gets at most one move. Donors
+//! are always the most loaded brokers; from a donor that prefers-leads more than its
+//! share, a partition it leads is taken while the new broker leads less than its share
+//! (partitions / brokers), otherwise one where it is a follower, so preferred leadership
+//! ends up balanced too. Partitions are taken round-robin over topics so no single
+//! topic lands on the new broker.
 
 use std::collections::BTreeMap;
 
@@ -39,6 +42,8 @@ pub(crate) struct AddBrokerPlan {
     pub(crate) target: usize,
     /// Replicas per broker after the moves.
     pub(crate) load_after: BTreeMap<i32, usize>,
+    /// Partitions each broker is the preferred leader of after the moves.
+    pub(crate) leaders_after: BTreeMap<i32, usize>,
 }
 
 /// Plans moves onto `new_broker`. `brokers` are the brokers that may hold replicas (the
@@ -51,8 +56,12 @@ pub(crate) fn plan_add_broker(
 ) -> AddBrokerPlan {
     let mut load: BTreeMap<i32, usize> = brokers.iter().map(|b| (*b, 0)).collect();
     load.insert(new_broker, 0);
+    let mut leads: BTreeMap<i32, usize> = load.keys().map(|b| (*b, 0)).collect();
     let mut total_replicas = 0;
     for a in assignments {
+        if let Some(n) = a.replicas.first().and_then(|first| leads.get_mut(first)) {
+            *n += 1;
+        }
         for r in &a.replicas {
             total_replicas += 1;
             if let Some(n) = load.get_mut(r) {
@@ -61,6 +70,7 @@ pub(crate) fn plan_add_broker(
         }
     }
     let target = total_replicas / load.len();
+    let leader_target = assignments.len() / load.len();
     // Candidates per donor: partitions without the new broker, ordered so that taking
     // them front to back rotates through topics (the k-th partition of each topic
     // before any topic's (k+1)-th).
@@ -88,17 +98,33 @@ pub(crate) fn plan_add_broker(
             .map(|(b, n)| (*b, *n))
             .collect();
         donors.sort_by(|(ba, na), (bb, nb)| nb.cmp(na).then(ba.cmp(bb)));
+        let new_leads = leads.get(&new_broker).copied().unwrap_or(0);
         let pick = donors.iter().find_map(|(donor, _)| {
-            ranked
-                .iter()
-                .enumerate()
-                .find(|(i, (_, a))| !moved[*i] && a.replicas.contains(donor))
+            let donor_leads = leads.get(donor).copied().unwrap_or(0);
+            let take_lead = new_leads < leader_target && donor_leads > leader_target;
+            let movable = |i: &usize, a: &Assignment| !moved[*i] && a.replicas.contains(donor);
+            let leads_it = |a: &Assignment| a.replicas.first() == Some(donor);
+            let candidates = || {
+                ranked
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, (_, a))| movable(i, a))
+            };
+            candidates()
+                .find(|(_, (_, a))| leads_it(a) == take_lead)
+                .or_else(|| candidates().next())
                 .map(|(i, (_, a))| (i, *donor, *a))
         });
         let Some((index, donor, assignment)) = pick else {
             break;
         };
         moved[index] = true;
+        if assignment.replicas.first() == Some(&donor) {
+            if let Some(n) = leads.get_mut(&donor) {
+                *n -= 1;
+            }
+            *leads.entry(new_broker).or_insert(0) += 1;
+        }
         let new_replicas: Vec<i32> = assignment
             .replicas
             .iter()
@@ -123,6 +149,7 @@ pub(crate) fn plan_add_broker(
         total_replicas,
         target,
         load_after: load,
+        leaders_after: leads,
     }
 }
 
@@ -159,6 +186,11 @@ mod tests {
         assert_eq!(
             plan.load_after.values().copied().collect::<Vec<_>>(),
             vec![6, 6, 6, 6]
+        );
+        // Preferred leadership is balanced as well: 12 partitions, 3 each.
+        assert_eq!(
+            plan.leaders_after.values().copied().collect::<Vec<_>>(),
+            vec![3, 3, 3, 3]
         );
         // Round-robin over topics: both topics give replicas.
         let from_orders = plan.moves.iter().filter(|m| m.topic == "orders").count();

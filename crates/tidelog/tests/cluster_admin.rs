@@ -1,0 +1,331 @@
+//! The cluster admin commands against real processes: `tidelog cluster info`,
+//! `tidelog partition reassign / list-reassignments / elect` and `tidelog cluster
+//! add-broker`, on a cluster of one and on three `--quorum` nodes.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::cluster::Cluster;
+use support::Node;
+
+/// No single CLI command may take longer than this.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Short sessions so the cluster settles quickly.
+const SETTINGS: &[&str] = &[
+    "broker.session.timeout.ms=2000",
+    "broker.heartbeat.interval.ms=300",
+    "offsets.topic.num.partitions=3",
+    "replica.lag.time.max.ms=3000",
+];
+
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `tidelog <args> --bootstrap <bootstrap>` with `stdin`, under [`COMMAND_TIMEOUT`].
+fn tidelog(bootstrap: &str, args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
+        .args(args)
+        .args(["--bootstrap", bootstrap])
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    let deadline = Instant::now() + COMMAND_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tidelog {args:?} did not finish in {COMMAND_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    writer.join().unwrap();
+    Output {
+        ok: status.success(),
+        stdout: reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+fn ok(bootstrap: &str, args: &[&str]) -> String {
+    let out = tidelog(bootstrap, args, b"");
+    assert!(out.ok, "tidelog {args:?} failed: {}", out.stderr);
+    out.stdout
+}
+
+fn fails(bootstrap: &str, args: &[&str]) -> String {
+    let out = tidelog(bootstrap, args, b"");
+    assert!(!out.ok, "tidelog {args:?} succeeded: {}", out.stdout);
+    out.stderr
+}
+
+/// Polls `probe` until it returns `Some`, failing after `timeout`.
+fn eventually<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn ids(s: &str) -> Vec<i32> {
+    s.split(',').filter_map(|x| x.parse().ok()).collect()
+}
+
+/// Partition `p` of `tidelog topic describe`: (leader, replicas, isr, latest offset).
+fn describe_partition(bootstrap: &str, topic: &str, p: i32) -> (i32, Vec<i32>, Vec<i32>, String) {
+    let text = ok(bootstrap, &["topic", "describe", topic]);
+    let line = text
+        .lines()
+        .find(|l| l.split('\t').next() == Some(&p.to_string()))
+        .unwrap_or_else(|| panic!("no partition {p} in {text}"));
+    let cols: Vec<&str> = line.split('\t').collect();
+    (
+        cols[1].parse().unwrap_or(-1),
+        ids(cols[2]),
+        ids(cols[3]),
+        cols.get(5).unwrap_or(&"?").to_string(),
+    )
+}
+
+#[test]
+fn a_single_node_is_its_own_quorum_and_has_nowhere_to_move() {
+    let node = Node::start(&[]);
+    let b = node.kafka.to_string();
+    ok(&b, &["topic", "create", "solo", "--partitions", "2"]);
+
+    let info = ok(&b, &["cluster", "info"]);
+    assert!(info.contains("Controller quorum: leader 1,"), "{info}");
+    assert!(info.contains("  1\tleader\t"), "{info}");
+    assert!(info.contains(&format!("  1\t{b}\t-\t")), "{info}");
+    assert!(info.contains("under-replicated: 0; offline: 0"), "{info}");
+
+    // The only replica already leads: nothing to elect.
+    let elected = ok(&b, &["partition", "elect", "--topic", "solo"]);
+    assert_eq!(
+        elected,
+        "solo-0: no election needed\nsolo-1: no election needed\n"
+    );
+    assert_eq!(
+        ok(&b, &["partition", "elect"]),
+        "no partition needed an election\n"
+    );
+
+    // Moving to a broker that does not exist is refused with a reason; the current
+    // assignment is accepted (nothing to do); nothing is ever in progress.
+    let refused = fails(
+        &b,
+        &[
+            "partition",
+            "reassign",
+            "--topic",
+            "solo",
+            "--partition",
+            "0",
+            "--replicas",
+            "1,2",
+        ],
+    );
+    assert!(refused.contains("INVALID_REPLICA_ASSIGNMENT"), "{refused}");
+    assert!(refused.contains("broker 2 is not registered"), "{refused}");
+    let unknown = fails(
+        &b,
+        &[
+            "partition",
+            "reassign",
+            "--topic",
+            "solo",
+            "--partition",
+            "7",
+            "--replicas",
+            "1",
+        ],
+    );
+    assert!(unknown.contains("UNKNOWN_TOPIC_OR_PARTITION"), "{unknown}");
+    ok(
+        &b,
+        &[
+            "partition",
+            "reassign",
+            "--topic",
+            "solo",
+            "--partition",
+            "0",
+            "--replicas",
+            "1",
+        ],
+    );
+    assert_eq!(
+        ok(&b, &["partition", "list-reassignments"]),
+        "no reassignments in progress\n"
+    );
+    let cancel = fails(
+        &b,
+        &[
+            "partition",
+            "reassign",
+            "--topic",
+            "solo",
+            "--partition",
+            "0",
+            "--cancel",
+        ],
+    );
+    assert!(cancel.contains("NO_REASSIGNMENT_IN_PROGRESS"), "{cancel}");
+
+    let plan = ok(&b, &["cluster", "add-broker", "--broker-id", "1"]);
+    assert!(plan.starts_with("Nothing to move"), "{plan}");
+    let missing = fails(&b, &["cluster", "add-broker", "--broker-id", "5"]);
+    assert!(
+        missing.contains("broker 5 is not a live broker"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn three_nodes_show_the_quorum_and_move_a_partition_to_the_third_broker() {
+    let cluster = Cluster::start(3, SETTINGS, Duration::from_secs(90));
+    let b = cluster
+        .nodes
+        .iter()
+        .map(|n| n.kafka.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+
+    // Three voters, one of them the leader with every voter's log end known, and three
+    // unfenced brokers.
+    let info = eventually(
+        "cluster info with a leader",
+        Duration::from_secs(30),
+        || {
+            let out = tidelog(&b, &["cluster", "info"], b"");
+            let text = out.stdout;
+            let voters: Vec<&str> = text
+                .lines()
+                .filter(|l| l.contains("\tleader\t") || l.contains("\tfollower\t"))
+                .collect();
+            (out.ok && voters.len() == 3 && text.contains("Controller quorum: leader "))
+                .then_some(text)
+        },
+    );
+    assert_eq!(info.matches("\tleader\t").count(), 1, "{info}");
+    for id in 1..=3 {
+        let node = cluster.node(id);
+        let line = info
+            .lines()
+            .find(|l| l.starts_with(&format!("  {id}\t{}\t", node.kafka)))
+            .unwrap_or_else(|| panic!("broker {id} missing: {info}"));
+        assert!(
+            line.ends_with("\tunfenced") || line.ends_with("\tlive"),
+            "{line}"
+        );
+    }
+
+    // An RF 2 topic with data; its partition goes onto the broker that lacks it.
+    ok(
+        &b,
+        &[
+            "topic",
+            "create",
+            "moving",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "2",
+        ],
+    );
+    let lines: String = (0..200).map(|i| format!("record-{i}\n")).collect();
+    let produced = tidelog(
+        &b,
+        &["produce", "moving", "--acks", "all"],
+        lines.as_bytes(),
+    );
+    assert!(produced.ok, "produce failed: {}", produced.stderr);
+    let (_, before, _, _) = describe_partition(&b, "moving", 0);
+    assert_eq!(before.len(), 2, "{before:?}");
+    let third = (1..=3).find(|id| !before.contains(id)).unwrap();
+    let target = vec![before[0], third];
+    let target_arg = format!("{},{}", target[0], target[1]);
+    let started = ok(
+        &b,
+        &[
+            "partition",
+            "reassign",
+            "--topic",
+            "moving",
+            "--partition",
+            "0",
+            "--replicas",
+            &target_arg,
+        ],
+    );
+    assert!(started.contains("accepted"), "{started}");
+
+    // The move shows up (or is already done) and finishes: the new replica caught up.
+    eventually("the reassignment finishes", Duration::from_secs(60), || {
+        let listed = ok(&b, &["partition", "list-reassignments"]);
+        if listed.contains("moving-0\t") {
+            let line = listed
+                .lines()
+                .find(|l| l.starts_with("moving-0\t"))
+                .unwrap();
+            let cols: Vec<&str> = line.split('\t').collect();
+            assert_eq!(ids(cols[2]), vec![third], "adding: {listed}");
+            assert_eq!(ids(cols[3]), vec![before[1]], "removing: {listed}");
+            return None;
+        }
+        (listed == "no reassignments in progress\n").then_some(())
+    });
+    let (leader, replicas, isr, latest) = eventually(
+        "metadata shows the new replicas in sync",
+        Duration::from_secs(30),
+        || {
+            let d = describe_partition(&b, "moving", 0);
+            let isr: BTreeSet<i32> = d.2.iter().copied().collect();
+            (d.1 == target && isr == target.iter().copied().collect()).then_some(d)
+        },
+    );
+    assert!(target.contains(&leader), "leader {leader}");
+    assert_eq!((replicas, isr.len()), (target.clone(), 2));
+    assert_eq!(latest, "200");
+
+    // A plan onto a broker that is not running is refused.
+    let missing = fails(&b, &["cluster", "add-broker", "--broker-id", "9"]);
+    assert!(
+        missing.contains("broker 9 is not a live broker"),
+        "{missing}"
+    );
+}

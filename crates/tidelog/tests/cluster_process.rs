@@ -11,8 +11,16 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
+use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
 use kafka_protocol::messages::metadata_response::MetadataResponse;
-use kafka_protocol::messages::{ApiKey, MetadataRequest, TopicName};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_commit_response::OffsetCommitResponse;
+use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequest, OffsetFetchRequestTopic};
+use kafka_protocol::messages::offset_fetch_response::OffsetFetchResponse;
+use kafka_protocol::messages::{ApiKey, GroupId, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use support::cluster::Cluster;
 use support::Conn;
@@ -57,6 +65,53 @@ async fn create(
         topic.error_code,
         topic.error_message.as_ref().map(|m| m.to_string()),
     )
+}
+
+/// The group's coordinator as FindCoordinator (v4) answers it: (node id, port).
+async fn find_coordinator(addr: std::net::SocketAddr, group: &str) -> Option<(i32, i32)> {
+    let mut conn = Conn::connect(addr).await;
+    let req = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]);
+    let resp: FindCoordinatorResponse = conn.call(ApiKey::FindCoordinator, 4, &req).await;
+    let c = resp.coordinators.first()?;
+    (c.error_code == 0).then_some((c.node_id.0, c.port))
+}
+
+/// Commits `offset` for rf3[0] (a simple commit, no group membership); the error code.
+async fn commit_offset(addr: std::net::SocketAddr, group: &str, offset: i64) -> i16 {
+    let mut conn = Conn::connect(addr).await;
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("rf3")))
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(offset)])]);
+    let resp: OffsetCommitResponse = conn.call(ApiKey::OffsetCommit, 8, &req).await;
+    resp.topics[0].partitions[0].error_code
+}
+
+async fn fetch_offset(addr: std::net::SocketAddr, group: &str) -> (i16, i64) {
+    let mut conn = Conn::connect(addr).await;
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("rf3")))
+            .with_partition_indexes(vec![0])]));
+    let resp: OffsetFetchResponse = conn.call(ApiKey::OffsetFetch, 7, &req).await;
+    if resp.error_code != 0 {
+        return (resp.error_code, -1);
+    }
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.committed_offset)
+}
+
+/// Java's `String.hashCode`, which places a group on a `__consumer_offsets` partition.
+fn java_hash(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
 }
 
 /// Polls `probe` until it returns `Some`, failing after `timeout`.
@@ -142,6 +197,37 @@ async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
         let leaders: BTreeSet<i32> = parts.iter().map(|(l, _)| *l).collect();
         assert_eq!(leaders.len(), 3, "{parts:?}");
     }
+
+    // The group coordinator is the leader of the group's __consumer_offsets partition
+    // (created on first use through the quorum, replicated on the three brokers), and
+    // it takes and serves offsets for the group.
+    let group = "cluster-group";
+    let (coordinator, port) = eventually(
+        "a group coordinator",
+        Duration::from_secs(20),
+        || async move { find_coordinator(n1, group).await },
+    )
+    .await;
+    let offsets_partition = (java_hash(group) & 0x7fff_ffff) % 3;
+    let parts = partitions(&metadata(n1).await, "__consumer_offsets").expect("__consumer_offsets");
+    assert_eq!(parts.len(), 3);
+    assert_eq!(parts[offsets_partition as usize].0, coordinator);
+    assert_eq!(parts[offsets_partition as usize].1.len(), 3);
+    let coordinator_addr = cluster.node(coordinator).kafka;
+    assert_eq!(i32::from(coordinator_addr.port()), port);
+    eventually(
+        "offset committed on the coordinator",
+        Duration::from_secs(20),
+        || async move { (commit_offset(coordinator_addr, group, 42).await == 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(fetch_offset(coordinator_addr, group).await, (0, 42));
+    // Any other node points the client at the coordinator.
+    let other = cluster.node(if coordinator == 1 { 2 } else { 1 }).kafka;
+    assert_eq!(
+        find_coordinator(other, group).await,
+        Some((coordinator, port))
+    );
 
     // One more replica than brokers is refused, with a message.
     let (code, message) = create(n1, "rf4", 1, 4).await;

@@ -342,6 +342,29 @@ async fn controlled_shutdown_moves_leaderships_and_keeps_the_broker_out_of_isrs(
     let rejoin = isr_change(&cluster, leader, "s", 2, &[2, 3, 1]);
     let refused = c.alter_partition(rejoin).await.unwrap_err();
     assert_eq!(refused.error_code(), 107, "{refused}");
+
+    // Broker 3 hands over everything: it is fenced at once, and its heartbeats do not
+    // unfence it until it registers again.
+    let e3 = epoch(&cluster, leader, 3);
+    assert_eq!(c.controlled_shutdown(3, e3).await.unwrap(), 0);
+    cluster.converged_on(leader, STEP).await;
+    assert!(
+        cluster
+            .node(leader)
+            .quorum
+            .image()
+            .broker(3)
+            .unwrap()
+            .fenced
+    );
+    let s1 = state(&cluster, leader, "s", 1);
+    assert_eq!((s1.leader, s1.isr.clone()), (2, vec![2]));
+    assert!(c.broker_heartbeat(3, e3).await.unwrap().fenced);
+    let e3 = c
+        .register_broker(3, Uuid::from_u128(3003), endpoint(9003), None)
+        .await
+        .unwrap();
+    assert!(!c.broker_heartbeat(3, e3).await.unwrap().fenced);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -235,7 +235,10 @@ impl QuorumController {
             .last_seen
             .insert(broker_id, Instant::now());
         let fenced = image.broker(broker_id).is_some_and(|b| b.fenced);
-        if fenced {
+        // A broker that finished its controlled shutdown stays fenced until it
+        // registers again.
+        let shut_down = lock(&self.sessions).shutting_down.get(&broker_id) == Some(&epoch);
+        if fenced && !shut_down {
             let _writer = self.writer.lock().await;
             self.quorum.sync_leader().await?;
             let image = self.quorum.image();
@@ -318,7 +321,7 @@ impl QuorumController {
 
     /// The elections needed once `records` (a fencing, unfencing or registration)
     /// are applied to `image`, to be written in the same batch.
-    fn repairs_after(
+    pub(super) fn repairs_after(
         &self,
         image: &MetadataImage,
         records: &[MetadataRecord],

@@ -39,7 +39,20 @@ impl QuorumController {
                 lock(&self.sessions)
                     .shutting_down
                     .insert(broker_id, broker_epoch);
-                let plan = ops::plan_controlled_shutdown(image, broker_id);
+                let mut plan = ops::plan_controlled_shutdown(image, broker_id);
+                let live = image.broker(broker_id).is_some_and(|b| !b.fenced);
+                if plan.response == 0 && live {
+                    // Nothing left to hand over: fence it now rather than when its
+                    // session expires, so nothing is placed on or elects it meanwhile.
+                    let fence = MetadataRecord::FenceBroker {
+                        broker_id,
+                        epoch: broker_epoch,
+                    };
+                    let mut records = std::mem::take(&mut plan.records);
+                    records.push(fence);
+                    records.extend(self.repairs_after(image, &records));
+                    plan.records = records;
+                }
                 tracing::info!(
                     broker_id,
                     moved = plan.records.len(),

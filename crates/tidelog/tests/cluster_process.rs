@@ -325,3 +325,66 @@ async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
     assert!(partitions(&m, "no-majority").is_none());
     assert!(cluster.is_running(1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_coordinator_moves_with_partition_leadership() {
+    let mut cluster = Cluster::start(3, SETTINGS, Duration::from_secs(60));
+    let n1 = cluster.node(1).kafka;
+    let created = eventually("rf3 created", Duration::from_secs(20), || async move {
+        (create(n1, "rf3", 1, 3).await.0 == 0).then_some(())
+    });
+    created.await;
+    // Any FindCoordinator creates __consumer_offsets; then pick a group whose partition
+    // node 1 does not lead, so node 1 survives the coordinator's death.
+    eventually(
+        "__consumer_offsets",
+        Duration::from_secs(20),
+        || async move { find_coordinator(n1, "probe").await },
+    )
+    .await;
+    let parts = eventually(
+        "__consumer_offsets listed",
+        Duration::from_secs(10),
+        || async move { partitions(&metadata(n1).await, "__consumer_offsets") },
+    )
+    .await;
+    let group = (0..100)
+        .map(|i| format!("group-{i}"))
+        .find(|g| parts[((java_hash(g) & 0x7fff_ffff) % 3) as usize].0 != 1)
+        .expect("a group led elsewhere");
+    let group = group.as_str();
+    let (old, _) = eventually("the coordinator", Duration::from_secs(20), || async move {
+        find_coordinator(n1, group).await
+    })
+    .await;
+    assert_ne!(old, 1);
+    let old_addr = cluster.node(old).kafka;
+    eventually("offset committed", Duration::from_secs(20), || async move {
+        (commit_offset(old_addr, group, 42).await == 0).then_some(())
+    })
+    .await;
+    assert_eq!(fetch_offset(old_addr, group).await, (0, 42));
+    // Give the followers of the offsets partition a few fetch rounds.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    cluster.kill9(old);
+    let (new, port) = eventually(
+        "a new coordinator",
+        Duration::from_secs(30),
+        || async move {
+            find_coordinator(n1, group)
+                .await
+                .filter(|(node, _)| *node != old)
+        },
+    )
+    .await;
+    let new_addr = cluster.node(new).kafka;
+    assert_eq!(i32::from(new_addr.port()), port);
+    // The new leader loads the partition and serves the committed offset.
+    eventually(
+        "offset served by the new coordinator",
+        Duration::from_secs(30),
+        || async move { (fetch_offset(new_addr, group).await == (0, 42)).then_some(()) },
+    )
+    .await;
+}

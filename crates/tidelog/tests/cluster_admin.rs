@@ -277,7 +277,8 @@ fn three_nodes_show_the_quorum_and_move_a_partition_to_the_third_broker() {
     let (_, before, _, _) = describe_partition(&b, "moving", 0);
     assert_eq!(before.len(), 2, "{before:?}");
     let third = (1..=3).find(|id| !before.contains(id)).unwrap();
-    let target = vec![before[0], third];
+    // The new broker first: once in sync it can be elected, which proves it holds the data.
+    let target = vec![third, before[0]];
     let target_arg = format!("{},{}", target[0], target[1]);
     let started = ok(
         &b,
@@ -321,6 +322,44 @@ fn three_nodes_show_the_quorum_and_move_a_partition_to_the_third_broker() {
     assert!(target.contains(&leader), "leader {leader}");
     assert_eq!((replicas, isr.len()), (target.clone(), 2));
     assert_eq!(latest, "200");
+
+    // A preferred election hands leadership to the moved-in replica (unless the
+    // controller already did), and it serves every record.
+    let elected = ok(
+        &b,
+        &[
+            "partition",
+            "elect",
+            "--topic",
+            "moving",
+            "--partition",
+            "0",
+        ],
+    );
+    assert!(
+        elected == "moving-0: leader elected\n" || elected == "moving-0: no election needed\n",
+        "{elected}"
+    );
+    let (leader, _, _, latest) =
+        eventually("the new replica leads", Duration::from_secs(20), || {
+            let d = describe_partition(&b, "moving", 0);
+            (d.0 == third).then_some(d)
+        });
+    assert_eq!((leader, latest.as_str()), (third, "200"));
+    let consumed = ok(
+        &b,
+        &[
+            "consume",
+            "moving",
+            "--from-beginning",
+            "--count",
+            "200",
+            "--timeout-ms",
+            "20000",
+        ],
+    );
+    let expected: String = (0..200).map(|i| format!("record-{i}\n")).collect();
+    assert_eq!(consumed, expected);
 
     // A plan onto a broker that is not running is refused.
     let missing = fails(&b, &["cluster", "add-broker", "--broker-id", "9"]);

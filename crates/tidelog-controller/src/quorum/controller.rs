@@ -13,9 +13,11 @@
 
 mod leader;
 mod partitions;
+mod sessions;
 
-use leader::{fence_loop, Handler};
+use leader::Handler;
 use partitions::rebalance_loop;
+use sessions::fence_loop;
 
 use std::collections::BTreeMap;
 use std::ops::Range;

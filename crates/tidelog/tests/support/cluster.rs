@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{free_port, http_status};
+use super::http_status;
 
 pub struct ClusterNode {
     pub node_id: i32,
@@ -26,8 +26,25 @@ pub struct Cluster {
 
 impl Cluster {
     /// Starts `size` nodes (ids 1..=size) with `--set` settings and waits until every
-    /// one answers /readyz (registered, metadata caught up) within `timeout`.
+    /// one answers /readyz (registered, metadata caught up) within `timeout`. A node
+    /// that exits during start-up (a port taken meanwhile by another process) makes the
+    /// whole cluster start again on fresh ports, at most three times.
     pub fn start(size: i32, settings: &[&str], timeout: Duration) -> Cluster {
+        let mut attempt = 1;
+        loop {
+            let mut cluster = Cluster::spawn_all(size, settings);
+            match (1..=size).try_for_each(|id| cluster.wait_ready(id, timeout)) {
+                Ok(()) => return cluster,
+                Err(e) if attempt < 3 => {
+                    eprintln!("cluster start-up failed ({e}); starting again on fresh ports");
+                    attempt += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    fn spawn_all(size: i32, settings: &[&str]) -> Cluster {
         let temp = tempfile::tempdir().expect("temp dir");
         let nodes: Vec<ClusterNode> = (1..=size)
             .map(|node_id| ClusterNode {
@@ -52,9 +69,6 @@ impl Cluster {
         };
         for id in 1..=size {
             cluster.spawn(id);
-        }
-        for id in 1..=size {
-            cluster.wait_ready(id, timeout);
         }
         cluster
     }
@@ -104,21 +118,23 @@ impl Cluster {
         node.child = Some(cmd.spawn().expect("spawn tidelog"));
     }
 
-    pub fn wait_ready(&mut self, node_id: i32, timeout: Duration) {
+    /// Waits until the node answers /readyz; an error if it exits first or the time
+    /// runs out.
+    pub fn wait_ready(&mut self, node_id: i32, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         let node = self.node_mut(node_id);
         while Instant::now() < deadline {
             if let Some(child) = node.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("node {node_id} exited during start-up: {status}");
+                    return Err(format!("node {node_id} exited during start-up: {status}"));
                 }
             }
             if http_status(node.admin, "/readyz") == Some(200) {
-                return;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("node {node_id} not ready within {timeout:?}");
+        Err(format!("node {node_id} not ready within {timeout:?}"))
     }
 
     pub fn kill9(&mut self, node_id: i32) {
@@ -152,7 +168,9 @@ impl Cluster {
     /// Starts a stopped node again (same id, ports and data) and waits until it is ready.
     pub fn restart(&mut self, node_id: i32, timeout: Duration) {
         self.spawn(node_id);
-        self.wait_ready(node_id, timeout);
+        if let Err(e) = self.wait_ready(node_id, timeout) {
+            panic!("{e}");
+        }
     }
 
     pub fn is_running(&mut self, node_id: i32) -> bool {
@@ -172,4 +190,19 @@ impl Drop for Cluster {
 
 fn loopback(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// A free loopback port below Linux's ephemeral range (32768 and up), so no outgoing
+/// connection can take it between this check and the node's bind.
+fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    for _ in 0..1000 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let port = 20_000 + (h.finish() % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in 20000..32000");
 }

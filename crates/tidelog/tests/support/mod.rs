@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 
 pub mod cluster;
 
-pub(crate) fn free_port() -> u16 {
+fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");
     listener.local_addr().expect("local addr").port()
 }

@@ -226,3 +226,72 @@ fn unclean_election_on_request_prefers_the_isr_then_any_live_replica() {
     let p1 = images.partition("t", 1);
     assert_eq!((p1.leader, p1.isr.clone()), (2, vec![2]));
 }
+
+mod model {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    type Part = (Vec<i32>, Vec<i32>, i32);
+
+    fn partition() -> impl Strategy<Value = Part> {
+        proptest::sample::subsequence((1..=5).collect::<Vec<i32>>(), 1..=3)
+            .prop_shuffle()
+            .prop_flat_map(|replicas| {
+                let n = replicas.len();
+                (
+                    Just(replicas.clone()),
+                    proptest::sample::subsequence(replicas, 1..=n),
+                )
+            })
+            .prop_flat_map(|(replicas, isr)| {
+                let n = isr.len();
+                (Just(replicas), Just(isr), 0..=n)
+            })
+            .prop_map(|(replicas, isr, pick)| {
+                let leader = isr.get(pick).copied().unwrap_or(-1);
+                (replicas, isr, leader)
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Whatever the liveness, one repair reaches a state that needs no other, every
+        /// leader is live and in sync, an ISR is never emptied, and only unclean
+        /// election lets a replica outside the old ISR lead.
+        #[test]
+        fn repairs_are_safe_and_idempotent(
+            parts in proptest::collection::vec(partition(), 1..6),
+            fenced in proptest::collection::vec(any::<bool>(), 5),
+            unclean in any::<bool>(),
+        ) {
+            let refs: Vec<(&[i32], &[i32], i32)> =
+                parts.iter().map(|(r, i, l)| (&r[..], &i[..], *l)).collect();
+            let mut images = Images::new().brokers(&[1, 2, 3, 4, 5]).topic("t", &refs);
+            for (id, f) in (1..).zip(&fenced) {
+                if *f {
+                    images = images.fence(id);
+                }
+            }
+            let repairs = plan_leader_repairs(&images.image, unclean);
+            images.apply(&repairs);
+            prop_assert!(plan_leader_repairs(&images.image, unclean).is_empty());
+            let live = |b: i32| images.image.is_broker_live(b);
+            for (i, (replicas, old_isr, _)) in (0..).zip(&parts) {
+                let p = images.partition("t", i);
+                prop_assert!(!p.isr.is_empty());
+                prop_assert!(p.isr.iter().all(|m| replicas.contains(m)));
+                if p.leader == -1 {
+                    prop_assert_eq!(p.isr.len(), 1);
+                    prop_assert!(!old_isr.iter().any(|m| live(*m)));
+                    prop_assert!(!unclean || !replicas.iter().any(|r| live(*r)));
+                } else {
+                    prop_assert!(live(p.leader) && p.isr.contains(&p.leader));
+                    prop_assert!(p.isr.iter().all(|m| live(*m)));
+                    prop_assert!(unclean || old_isr.contains(&p.leader));
+                }
+            }
+        }
+    }
+}

@@ -368,3 +368,110 @@ fn three_nodes_show_the_quorum_and_move_a_partition_to_the_third_broker() {
         "{missing}"
     );
 }
+
+/// Bad input over the wire gets error codes (and the connection stays usable).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_admin_requests_get_error_codes() {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    use kafka_protocol::messages::{
+        AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, BrokerId,
+        DescribeQuorumRequest, DescribeQuorumResponse, ElectLeadersRequest, ElectLeadersResponse,
+        TopicName,
+    };
+    use kafka_protocol::protocol::StrBytes;
+
+    let node = Node::start(&[]);
+    let b = node.kafka.to_string();
+    ok(&b, &["topic", "create", "bad", "--partitions", "1"]);
+    let name = |s: &str| TopicName(StrBytes::from_string(s.to_owned()));
+    let mut conn = support::Conn::connect(node.kafka).await;
+
+    // DescribeQuorum of anything but __cluster_metadata-0: UNKNOWN_TOPIC_OR_PARTITION.
+    let req = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(name("bad"))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let resp: DescribeQuorumResponse = conn.call(ApiKey::DescribeQuorum, 2, &req).await;
+    assert_eq!(resp.topics[0].partitions[0].error_code, 3);
+    // The metadata log itself, at every version: this node leads.
+    for version in 0..=2 {
+        let req = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+            .with_topic_name(name("__cluster_metadata"))
+            .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+        let resp: DescribeQuorumResponse = conn.call(ApiKey::DescribeQuorum, version, &req).await;
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!((resp.error_code, p.error_code, p.leader_id.0), (0, 0, 1));
+        assert_eq!(p.current_voters.len(), 1);
+        assert_eq!(p.current_voters[0].log_end_offset, p.high_watermark);
+    }
+
+    // An election type that does not exist: INVALID_REQUEST.
+    let req = ElectLeadersRequest::default()
+        .with_election_type(7)
+        .with_topic_partitions(None);
+    let resp: ElectLeadersResponse = conn.call(ApiKey::ElectLeaders, 2, &req).await;
+    assert_eq!(resp.error_code, 42);
+    // Unknown partitions: UNKNOWN_TOPIC_OR_PARTITION each; v0 works too.
+    let req =
+        ElectLeadersRequest::default()
+            .with_topic_partitions(Some(vec![TopicPartitions::default()
+                .with_topic(name("bad"))
+                .with_partitions(vec![-1, 0, 9])]));
+    let resp: ElectLeadersResponse = conn.call(ApiKey::ElectLeaders, 0, &req).await;
+    let codes: Vec<(i32, i16)> = resp.replica_election_results[0]
+        .partition_result
+        .iter()
+        .map(|p| (p.partition_id, p.error_code))
+        .collect();
+    assert_eq!(codes, vec![(-1, 3), (0, 84), (9, 3)]);
+
+    // v1 forbids a replication factor change: INVALID_REPLICATION_FACTOR.
+    let reassign = |topic: &str, partitions: &[(i32, Vec<i32>)]| {
+        ReassignableTopic::default()
+            .with_name(name(topic))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|(p, r)| {
+                        ReassignablePartition::default()
+                            .with_partition_index(*p)
+                            .with_replicas(Some(r.iter().copied().map(BrokerId).collect()))
+                    })
+                    .collect(),
+            )
+    };
+    let req = AlterPartitionReassignmentsRequest::default()
+        .with_allow_replication_factor_change(false)
+        .with_topics(vec![reassign("bad", &[(0, vec![1, 2])])]);
+    let resp: AlterPartitionReassignmentsResponse = conn
+        .call(ApiKey::AlterPartitionReassignments, 1, &req)
+        .await;
+    assert_eq!(resp.responses[0].partitions[0].error_code, 38);
+    assert!(!resp.allow_replication_factor_change);
+    // A partition listed twice: INVALID_REQUEST, answered once; an unknown topic:
+    // UNKNOWN_TOPIC_OR_PARTITION.
+    let req = AlterPartitionReassignmentsRequest::default().with_topics(vec![
+        reassign("bad", &[(0, vec![1]), (0, vec![1])]),
+        reassign("missing", &[(0, vec![1])]),
+    ]);
+    let resp: AlterPartitionReassignmentsResponse = conn
+        .call(ApiKey::AlterPartitionReassignments, 0, &req)
+        .await;
+    let codes: Vec<(String, Vec<i16>)> = resp
+        .responses
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.partitions.iter().map(|p| p.error_code).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        vec![("bad".into(), vec![42]), ("missing".into(), vec![3])]
+    );
+}

@@ -45,9 +45,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         for p in topic.partitions {
             let key = (name.clone(), p.partition_index);
             listed.push(p.partition_index);
-            if outcomes.contains_key(&key)
-                || valid.iter().any(|(t, i, _)| (t, *i) == (&key.0, key.1))
-            {
+            let seen_valid = valid
+                .iter()
+                .position(|(t, i, _)| (t, *i) == (&key.0, key.1));
+            if seen_valid.is_some() || outcomes.contains_key(&key) {
+                // Which of the two entries was meant is unknowable: neither is applied.
+                if let Some(at) = seen_valid {
+                    valid.remove(at);
+                }
                 outcomes.insert(
                     key,
                     Some(error(
@@ -148,9 +153,6 @@ fn check(
             "the replica list {replicas:?} names a broker twice"
         ));
     }
-    if let Some(unknown) = replicas.iter().find(|id| image.broker(**id).is_none()) {
-        return invalid(format!("broker {unknown} is not registered"));
-    }
     if !allow_rf_change && replicas.len() != current.replicas.len() {
         return Err(error(
             ResponseError::InvalidReplicationFactor,
@@ -160,6 +162,9 @@ fn check(
                 replicas.len()
             ),
         ));
+    }
+    if let Some(unknown) = replicas.iter().find(|id| image.broker(**id).is_none()) {
+        return invalid(format!("broker {unknown} is not registered"));
     }
     Ok(())
 }
@@ -260,6 +265,8 @@ mod tests {
         assert_eq!(code("orders", 0, Some(&[1, 9]), true), Some(39));
         assert_eq!(code("orders", 0, None, true), None);
         assert_eq!(code("orders", 0, Some(&[1]), false), None);
+        assert_eq!(code("orders", 0, Some(&[1, 2]), false), Some(38));
+        assert_eq!(code("orders", 0, Some(&[1, 2]), true), Some(39));
     }
 
     #[test]

@@ -19,6 +19,11 @@ const BROKER_ID_NOT_REGISTERED: i16 = 102;
 /// How long one image long poll of a broker-only node waits for a change.
 const FETCH_WAIT: Duration = Duration::from_secs(5);
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Controlled shutdown stops asking once the quorum has failed every request for this
+/// long: a new controller leader is normally elected within about 2.5 s, so a longer
+/// silence means no majority is left (e.g. the whole cluster is being stopped), and
+/// then there is no one to hand leaderships to anyway.
+const QUORUM_GONE_AFTER: Duration = Duration::from_secs(5);
 
 /// Sleeps `d` unless shutdown starts first; false when it did.
 async fn pause(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
@@ -214,6 +219,7 @@ pub(crate) async fn controlled_shutdown(ctx: &Ctx) {
     let node_id = ctx.node_id();
     let deadline = Instant::now() + ms(ctx, "controlled.shutdown.max.wait.ms", 0);
     let mut last: Option<u32> = None;
+    let mut failing_since: Option<Instant> = None;
     let held = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -225,9 +231,17 @@ pub(crate) async fn controlled_shutdown(ctx: &Ctx) {
         }
         match tokio::time::timeout(left, link.controlled_shutdown(node_id, epoch)).await {
             Ok(Ok(held)) if held == 0 || last == Some(held) => break Some(held),
-            Ok(Ok(held)) => last = Some(held),
+            Ok(Ok(held)) => {
+                last = Some(held);
+                failing_since = None;
+            }
             Ok(Err(e)) => {
-                tracing::warn!(node_id, error = %e, "controlled shutdown request failed; retrying")
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= QUORUM_GONE_AFTER {
+                    tracing::warn!(node_id, error = %e, "controlled shutdown: the controller quorum does not answer; leaving without moving leaderships");
+                    break last;
+                }
+                tracing::debug!(node_id, error = %e, "controlled shutdown request failed; retrying");
             }
             Err(_) => continue,
         }

@@ -1,8 +1,9 @@
-//! The replication probe: ISR changes, leader elections and log truncations. On a
-//! cluster of one none of these happen; the multi-node replication work calls these
-//! methods where each event happens (ISR shrink/expand in the leader's ISR check,
-//! elections in the controller, truncation after OffsetForLeaderEpoch), and the series
-//! exist from the start at 0 so alert rules written against them work today.
+//! The replication probe: ISR changes, leader elections and log truncations, bumped
+//! where each happens in `replica/`: ISR shrink/expand when the controller accepts the
+//! leader's AlterPartition, an election on the node that becomes leader (unclean when
+//! it was not in the ISR it last knew), a truncation when a follower cuts its log to
+//! the leader's diverging epoch (and the records below its old high watermark that it
+//! cut). On a cluster of one none happen; the series exist at 0 from the start.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -63,8 +64,6 @@ impl ReplicationProbe {
     }
 }
 
-// Called by the replication work as it lands; until then only the series exist.
-#[allow(dead_code)]
 impl ReplicationProbe {
     pub(crate) fn isr_shrunk(&self) {
         self.isr_shrinks.inc();

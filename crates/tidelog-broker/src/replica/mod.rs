@@ -169,13 +169,28 @@ impl ReplicaManager {
     }
 
     fn assign(&self, p: &Partition, a: &ImageAssignment, now: i64) {
+        // Whether this node was in the ISR as it knew it before this image: a leader
+        // that was not has been elected uncleanly (records acknowledged may be lost).
+        let was_in_sync = p.in_known_isr();
         let transition = p.apply_assignment(a, now);
-        if transition != state::Transition::Unchanged {
-            tracing::info!(
-                topic = %p.topic, partition = p.index, leader = a.leader,
-                leader_epoch = a.leader_epoch, isr = ?a.isr, ?transition,
-                "partition role changed"
-            );
+        if transition == state::Transition::Unchanged {
+            return;
+        }
+        tracing::info!(
+            topic = %p.topic, partition = p.index, leader = a.leader,
+            leader_epoch = a.leader_epoch, isr = ?a.isr, ?transition,
+            "partition role changed"
+        );
+        if transition == state::Transition::BecameLeader {
+            if !was_in_sync {
+                tracing::warn!(
+                    topic = %p.topic, partition = p.index, leader_epoch = a.leader_epoch,
+                    "unclean leader election: this replica leads without having been in the ISR"
+                );
+            }
+            if let Some(ctx) = self.context.get().and_then(std::sync::Weak::upgrade) {
+                ctx.metrics.replication.leader_elected(!was_in_sync);
+            }
         }
     }
 

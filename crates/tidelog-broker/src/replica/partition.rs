@@ -194,13 +194,26 @@ impl Partition {
                     leader_epoch: opts.leader_epoch,
                 });
             }
-            Ok(SequenceCheck::Append) => log.append(batches, &opts)?,
+            Ok(SequenceCheck::Append) => log.append_group_commit(batches, &opts)?,
             Err(CheckError::Sequence(e)) => return Err(e.into()),
             Err(CheckError::Storage(e)) => return Err(e.into()),
         };
+        let (info, pending_sync) = info;
         // On a cluster of one (or with every follower caught up) this commits at once.
         self.advance_high_watermark(log);
         drop(guard);
+        if let Some(pending) = pending_sync {
+            // flush.messages: durable before acknowledged. The fdatasync runs outside the
+            // partition lock and is shared by every append that reached the file before
+            // it (group commit); block_in_place lets this worker's other tasks move on.
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            if multi_thread {
+                tokio::task::block_in_place(|| pending.wait())?;
+            } else {
+                pending.wait()?;
+            }
+        }
         self.wake_waiters();
         Ok(Appended {
             base_offset: info.first_offset,

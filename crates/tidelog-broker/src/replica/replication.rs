@@ -58,6 +58,12 @@ impl Partition {
         self.repl_state().clone()
     }
 
+    /// Whether this node is in the ISR the partition last adopted.
+    pub(crate) fn in_known_isr(&self) -> bool {
+        let repl = self.repl_state();
+        repl.isr.contains(&repl.node_id)
+    }
+
     pub(crate) fn role(&self) -> Role {
         self.repl_state().role
     }

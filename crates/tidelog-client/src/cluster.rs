@@ -3,6 +3,7 @@
 //! reassignments (AlterPartitionReassignments / ListPartitionReassignments).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kafka_protocol::messages::alter_partition_reassignments_request::{
     ReassignablePartition, ReassignableTopic,
@@ -15,6 +16,7 @@ use kafka_protocol::messages::{
     DescribeQuorumRequest, ElectLeadersRequest, ListPartitionReassignmentsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use crate::client::Client;
 use crate::error::{ClientError, Result};
@@ -155,8 +157,7 @@ fn ids(brokers: Vec<BrokerId>) -> Vec<i32> {
 }
 
 impl Client {
-    /// Leader, epoch and voters (with log end offsets) of the controller quorum.
-    pub async fn describe_quorum(&mut self) -> Result<QuorumInfo> {
+    async fn describe_quorum_once(&mut self) -> Result<QuorumInfo> {
         let request = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
             .with_topic_name(TopicName(text(METADATA_TOPIC)))
             .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
@@ -234,9 +235,7 @@ impl Client {
         })
     }
 
-    /// Elects leaders of `partitions` (`None`: every partition whose leader is not the
-    /// one asked for). Returns one outcome per partition the controller acted on.
-    pub async fn elect_leaders(
+    async fn elect_leaders_once(
         &mut self,
         election: ElectionType,
         partitions: Option<&[TopicPartition]>,
@@ -285,8 +284,7 @@ impl Client {
         Ok(out)
     }
 
-    /// Starts (target replicas) or cancels (`None`) reassignments of partitions.
-    pub async fn alter_partition_reassignments(
+    async fn alter_partition_reassignments_once(
         &mut self,
         moves: &[(String, i32, Option<Vec<i32>>)],
     ) -> Result<Vec<PartitionOutcome>> {
@@ -340,8 +338,7 @@ impl Client {
         Ok(out)
     }
 
-    /// Reassignments in progress (`None`: all of them), sorted by topic and partition.
-    pub async fn list_partition_reassignments(
+    async fn list_partition_reassignments_once(
         &mut self,
         partitions: Option<&[TopicPartition]>,
     ) -> Result<Vec<PartitionReassignment>> {
@@ -379,6 +376,72 @@ impl Client {
         }
         out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
         Ok(out)
+    }
+}
+
+/// While the controller quorum elects a leader, admin requests answer NOT_CONTROLLER
+/// (or time out); they are retried this many times, this far apart (about as long as
+/// an election takes).
+const CONTROLLER_MOVE_RETRIES: u32 = 20;
+const CONTROLLER_MOVE_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Whether `e` means "the controller is moving, ask again".
+fn controller_moving(e: &ClientError) -> bool {
+    matches!(e.response_error(), Some(ResponseError::NotController))
+}
+
+/// Runs `$call` (an expression on `$client`) again while the controller moves.
+macro_rules! retrying_controller_moves {
+    ($client:ident, $call:expr) => {{
+        let mut attempt = 0;
+        loop {
+            match $call {
+                Err(e) if controller_moving(&e) && attempt < CONTROLLER_MOVE_RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(CONTROLLER_MOVE_BACKOFF).await;
+                    // The controller id in metadata moves with the quorum leader.
+                    let _ = $client.refresh_metadata(Some(&[]), false).await;
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+
+impl Client {
+    /// Leader, epoch and voters (with log end offsets) of the controller quorum.
+    pub async fn describe_quorum(&mut self) -> Result<QuorumInfo> {
+        retrying_controller_moves!(self, self.describe_quorum_once().await)
+    }
+
+    /// Elects leaders of `partitions` (`None`: every partition whose leader is not the
+    /// one asked for). Returns one outcome per partition the controller acted on.
+    pub async fn elect_leaders(
+        &mut self,
+        election: ElectionType,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<Vec<PartitionOutcome>> {
+        retrying_controller_moves!(self, self.elect_leaders_once(election, partitions).await)
+    }
+
+    /// Starts (target replicas) or cancels (`None`) reassignments of partitions. Safe
+    /// to repeat: the same target again changes nothing.
+    pub async fn alter_partition_reassignments(
+        &mut self,
+        moves: &[(String, i32, Option<Vec<i32>>)],
+    ) -> Result<Vec<PartitionOutcome>> {
+        retrying_controller_moves!(self, self.alter_partition_reassignments_once(moves).await)
+    }
+
+    /// Reassignments in progress (`None`: all of them), sorted by topic and partition.
+    pub async fn list_partition_reassignments(
+        &mut self,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<Vec<PartitionReassignment>> {
+        retrying_controller_moves!(
+            self,
+            self.list_partition_reassignments_once(partitions).await
+        )
     }
 }
 

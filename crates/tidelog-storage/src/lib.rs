@@ -22,6 +22,16 @@
 //!   watermark survives a crash.
 //! * [`Log::set_high_watermark`] after replication advances it.
 //!
+//! # Durability, opening and descriptors
+//! [`Log::append_group_commit`] leaves a due `flush.messages` fsync to the returned
+//! [`PendingSync`], which the caller waits on after releasing its lock: one fdatasync
+//! then covers every append written before it (group commit). A clean open (the
+//! `clean-shutdown` marker present) writes and syncs nothing; the marker is removed just
+//! before the first change to the log's files. [`open_logs`] / [`close_logs`] open and
+//! close many logs on bounded threads. A log keeps one file descriptor (its active
+//! segment's `.log`); closed segments' files are opened on read and cached process-wide,
+//! at most [`set_max_open_segment_files`] of them.
+//!
 //! # Transactions
 //! Appending an ABORT control batch (origin [`AppendOrigin::Coordinator`]) records the
 //! aborted transaction in the active segment's `.txnindex` by itself; [`Log::aborted_txns`]

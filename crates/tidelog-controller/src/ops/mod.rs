@@ -3,6 +3,7 @@
 //! single-node [`crate::Controller`] and a future Raft controller share these.
 
 mod alter_partition;
+mod balance;
 mod create_topic;
 mod election;
 mod partition;
@@ -17,6 +18,7 @@ use std::ops::Range;
 use uuid::Uuid;
 
 pub use alter_partition::plan_alter_partition;
+pub use balance::plan_balanced_assignment;
 use create_topic::{checked_replication_factor, live_brokers, new_partition_record};
 pub use create_topic::{plan_create_topic, validate_topic_name, CreateTopic, TopicDefaults};
 pub use election::{plan_controlled_shutdown, plan_elect_leaders, plan_leader_repairs};

@@ -6,6 +6,7 @@ within about a second, so every check here polls until it holds or times out.
 
 import time
 
+from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 import cluster_wire
@@ -96,3 +97,13 @@ def metric_sum(cluster, name):
         except OSError:
             pass
     return total
+
+
+def elect_preferred(cluster, topic, index, timeout=30):
+    """ElectLeaders (preferred) for one partition; ELECTION_NOT_NEEDED counts as done."""
+    client = admin(cluster.bootstrap)  # kept alive until the answer: its futures die with it
+    future = client.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, index)], request_timeout=timeout)
+    outcome = future.result(timeout=timeout + 5)
+    errors = {str(tp): err for tp, err in outcome.items()
+              if err is not None and err.args[0].code() != KafkaError.ELECTION_NOT_NEEDED}
+    assert not errors, f"preferred leader election failed: {errors}"

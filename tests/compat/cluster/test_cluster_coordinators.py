@@ -53,11 +53,17 @@ def coordinator(cluster, key, key_type, exclude=()):
     return wait_until(ask, 30, what)
 
 
-def committed(cluster, group, topic):
+def committed(cluster, group, topic, tolerate_errors=False):
+    """{partition: committed offset} from the group coordinator; None on an error when
+    `tolerate_errors` (a progress probe while the coordinator moves)."""
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group}, logger=client_logger("committed"))
     try:
         tps = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=15)
         return {tp.partition: tp.offset for tp in tps}
+    except KafkaException:
+        if tolerate_errors:
+            return None
+        raise
     finally:
         c.close()
 
@@ -72,7 +78,9 @@ def group_member(cluster, group, topic, name):
     return c
 
 
-def poll_and_commit(member, seen):
+def poll_and_commit(member, seen, acknowledged):
+    """Consume a batch and commit it synchronously; `acknowledged` keeps, per partition,
+    the highest offset whose commit the coordinator answered without error."""
     got = 0
     for msg in member.consume(num_messages=500, timeout=0.1):
         err = msg.error()
@@ -83,11 +91,18 @@ def poll_and_commit(member, seen):
         seen.add((msg.partition(), msg.offset()))
         got += 1
     if got:
-        try:
-            member.commit(asynchronous=False)
-        except KafkaException:
-            pass  # coordinator moving or generation changed: committed again with the next batch
+        commit_and_note(member, acknowledged)
     return got
+
+
+def commit_and_note(member, acknowledged):
+    try:
+        done = member.commit(asynchronous=False)
+    except KafkaException:
+        return  # coordinator moving or generation changed: committed again with the next batch
+    for tp in done or []:
+        if tp.error is None and tp.offset >= 0:
+            acknowledged[tp.partition] = max(acknowledged.get(tp.partition, -1), tp.offset)
 
 
 def test_group_consumes_everything_with_the_coordinators_broker_killed(cluster):
@@ -97,39 +112,52 @@ def test_group_consumes_everything_with_the_coordinators_broker_killed(cluster):
     ends = {p: 1 + max(o for q, o in expected if q == p) for p in range(PARTITIONS)}
     group = unique("g")
     seen = set()
+    acknowledged = {}
     members = [group_member(cluster, group, topic, f"m{i}") for i in range(2)]
     killed = None
     try:
         deadline = time.monotonic() + 150
         while seen != expected and time.monotonic() < deadline:
             for m in members:
-                poll_and_commit(m, seen)
+                poll_and_commit(m, seen, acknowledged)
             if killed is None and len(seen) >= 6_000:
                 killed = coordinator(cluster, group, cluster_wire.COORDINATOR_GROUP)
                 before = committed(cluster, group, topic)
-                assert sum(max(o, 0) for o in before.values()) > 0, f"nothing committed before the kill: {before}"
+                acked_before = dict(acknowledged)
+                assert acked_before, "no commit acknowledged before the kill"
                 cluster.node(killed).kill9()
                 moved_to = coordinator(cluster, group, cluster_wire.COORDINATOR_GROUP, exclude=(killed,))
                 after = committed(cluster, group, topic)
+                lost = {p: (o, after[p]) for p, o in acked_before.items() if after[p] < o}
+                assert not lost, (f"acknowledged commits lost when the coordinator moved "
+                                  f"(partition: (acknowledged, now)): {lost}")
                 regressed = {p: (before[p], after[p]) for p in before if after[p] < before[p]}
-                assert not regressed, f"committed offsets went back when the coordinator moved: {regressed}"
+                assert not regressed, (f"offsets OffsetFetch had served went back when the coordinator moved "
+                                       f"(partition: (served, now)): {regressed}")
         assert killed is not None, "never got far enough to kill the coordinator"
         assert seen == expected, f"{len(expected - seen)} records never consumed after the coordinator died"
 
         def all_committed():
             for m in members:
-                poll_and_commit(m, seen)
-                try:
-                    m.commit(asynchronous=False)
-                except KafkaException:
-                    pass
-            return committed(cluster, group, topic) == ends
+                poll_and_commit(m, seen, acknowledged)
+                commit_and_note(m, acknowledged)
+            return committed(cluster, group, topic, tolerate_errors=True) == ends
 
         wait_until(all_committed, 60, f"committed offsets reaching the ends {ends}")
     finally:
         for m in members:
             m.close()
     assert moved_to != killed
+
+
+def with_copier_log(tmp_path, wait):
+    """Run `wait`; a failure carries the tail of the copier's output."""
+    try:
+        wait()
+    except AssertionError as err:
+        lines = (tmp_path / "copier.log").read_text(errors="replace").splitlines()
+        tail = "\n".join(line for line in lines if "GETPID" not in line)[-3000:]
+        raise AssertionError(f"{err}\n--- copier.log (tail):\n{tail}") from None
 
 
 def test_copier_exactly_once_with_the_transaction_coordinators_broker_killed(cluster, tmp_path):
@@ -152,21 +180,21 @@ def test_copier_exactly_once_with_the_transaction_coordinators_broker_killed(clu
     copier = start()
     killed = None
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            progress = committed(cluster, group, source)
-            if progress == ends:
-                break
-            if killed is None and sum(max(o, 0) for o in progress.values()) >= total // 10:
-                killed = coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION)
-                cluster.node(killed).kill9()
+        def supervise():
+            """Restart the copier if it gave up; returns the group's committed offsets (or None)."""
+            nonlocal copier
             if copier.poll() is not None:
                 restarts.append(copier.returncode)
-                assert len(restarts) <= 10, f"the copier keeps failing: exit codes {restarts}"
+                assert len(restarts) <= 10, f"the copier keeps failing (exit codes {restarts}); see copier.log"
                 copier = start()
-            time.sleep(0.5)
-        assert killed is not None, "the copier finished before the coordinator could be killed"
-        assert committed(cluster, group, source) == ends, "the copier did not finish within 180 s"
+            return committed(cluster, group, source, tolerate_errors=True)
+
+        with_copier_log(tmp_path, lambda: wait_until(lambda: (progress := supervise()) and sum(max(o, 0) for o in progress.values()) >= total // 10,
+                   60, f"the copier committing {total // 10} of {total} records"))
+        killed = coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION)
+        cluster.node(killed).kill9()
+        with_copier_log(tmp_path, lambda: wait_until(lambda: supervise() == ends, 120,
+                        f"the copier finishing after transaction coordinator {killed} was killed"))
     finally:
         if copier.poll() is None:
             copier.kill()

@@ -17,12 +17,11 @@ Needs root and `ip netns`; skipped otherwise.
 
 import time
 
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
 
 import cluster_wire
 from cluster_load import produce_batch, read_log, values_of
-from cluster_meta import WIRE_ERRORS, create_topic, full_isr, partition, wait_partition
-from compat_helpers import admin, unique
+from cluster_meta import WIRE_ERRORS, create_topic, elect_preferred, full_isr, partition, wait_partition
+from compat_helpers import unique
 
 ISOLATED_WRITE_S = 8.0  # keep writing to the cut-off leader this long (4 session timeouts)
 ELECTION_TIMEOUT_S = 20.0
@@ -92,9 +91,7 @@ def test_isolated_leader_acknowledges_nothing_and_truncates_after_healing(netns_
     assert not failed and len(acked) == len(after), failed
 
     # Make the old leader lead again and read what it serves.
-    result = admin(cluster.bootstrap).elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
-    errors = {tp: err for tp, err in result.result(timeout=30).items() if err is not None}
-    assert not errors or all(e.args[0].code() == KafkaError.ELECTION_NOT_NEEDED for e in errors.values()), errors
+    elect_preferred(cluster, topic, 0)
     wait_partition(cluster, topic, 0, lambda s: s.leader == 1, ELECTION_TIMEOUT_S, "node 1 leading again", via=1)
     served = values_of(read_log(old.bootstrap, topic, 1))
     leaked = [v for v in served if v.startswith(b"isolated-")]

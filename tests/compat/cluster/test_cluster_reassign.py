@@ -10,12 +10,11 @@ acknowledged record is read back from it exactly once.
 
 import subprocess
 
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
 
 import cluster_wire
 from cluster_load import ContinuousProducer, TailReader, check_acknowledged, check_reader, read_log
-from cluster_meta import create_topic, full_isr, partition, view, wait_full_isr, wait_partition
-from compat_helpers import admin, unique, wait_until
+from cluster_meta import create_topic, elect_preferred, full_isr, partition, view, wait_full_isr, wait_partition
+from compat_helpers import unique, wait_until
 
 MOVE_TIMEOUT_S = 60
 
@@ -46,9 +45,7 @@ def test_reassign_partition_onto_a_fourth_broker_under_load(cluster_factory):
         assert (topic, 0) not in in_flight, f"the move is still listed as in flight: {in_flight}"
         prod.wait_acked(len(prod.acked) + 200, 30, "acks=all writes after the move")
 
-        result = admin(cluster.bootstrap).elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
-        errors = {tp: e for tp, e in result.result(timeout=30).items() if e is not None}
-        assert not errors or all(e.args[0].code() == KafkaError.ELECTION_NOT_NEEDED for e in errors.values()), errors
+        elect_preferred(cluster, topic, 0)
         wait_partition(cluster, topic, 0, lambda s: s.leader == 4, 20, "node 4 (first replica) leading")
         prod.wait_acked(len(prod.acked) + 200, 30, "acks=all writes with node 4 leading")
     finally:

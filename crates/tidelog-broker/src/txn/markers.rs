@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use kafka_protocol::error::ResponseError;
 use tidelog_storage::BatchBuilder;
 
+use super::remote::MarkerKey;
 use super::state::TxnMeta;
 use crate::context::{now_ms, BrokerContext};
 use crate::group::CommitRequest;
@@ -50,6 +51,25 @@ pub(super) fn write_all(
         ) {
             Ok(()) => {
                 done.partitions.insert(key);
+            }
+            // Led by another broker of the cluster: it writes the marker when asked.
+            Err(code)
+                if code == ResponseError::NotLeaderOrFollower.code()
+                    && ctx.metadata.controller().is_some() =>
+            {
+                let remote = MarkerKey {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    producer_id: meta.producer_id,
+                    epoch: meta.epoch,
+                    commit,
+                    coordinator_epoch,
+                };
+                if ctx.txns.remote_lock().take_or_want(remote) {
+                    done.partitions.insert(key);
+                } else {
+                    complete = false;
+                }
             }
             Err(code) => {
                 tracing::warn!(topic = %topic, partition, producer_id = meta.producer_id, code, "writing a transaction marker failed; will retry");

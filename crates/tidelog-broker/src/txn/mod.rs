@@ -19,10 +19,11 @@ mod load;
 mod markers;
 mod ops;
 mod records;
+mod remote;
 mod state;
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
@@ -133,6 +134,8 @@ impl Inner {
 pub(crate) struct TxnCoordinator {
     inner: RwLock<Inner>,
     pub(crate) config: TxnConfig,
+    /// Markers for partitions other brokers lead (a cluster), sent by the background task.
+    remote: Mutex<remote::RemoteMarkers>,
 }
 
 impl TxnCoordinator {
@@ -143,8 +146,12 @@ impl TxnCoordinator {
                 done: HashMap::new(),
                 loads: Loads::default(),
             }),
+            remote: Mutex::new(remote::RemoteMarkers::default()),
             config,
         }
+    }
+    fn remote_lock(&self) -> MutexGuard<'_, remote::RemoteMarkers> {
+        self.remote.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     // Every change to Inner completes before its guard drops, so a poisoned lock still
@@ -314,5 +321,9 @@ pub(crate) async fn run_background(ctx: Ctx, mut shutdown: watch::Receiver<bool>
             worker.txns.tick(&worker, check_timeouts);
         })
         .await;
+        tokio::select! {
+            _ = remote::send_wanted(&ctx) => {}
+            _ = shutdown.changed() => break,
+        }
     }
 }

@@ -475,3 +475,113 @@ async fn bad_admin_requests_get_error_codes() {
         vec![("bad".into(), vec![42]), ("missing".into(), vec![3])]
     );
 }
+
+/// An offline partition (its only ISR member dead) comes back with `partition elect
+/// --unclean` on the surviving out-of-ISR replica; once the old leader returns and
+/// catches up, a preferred election gives it leadership back.
+#[test]
+fn unclean_then_preferred_election_from_the_cli() {
+    let mut cluster = Cluster::start(3, SETTINGS, Duration::from_secs(90));
+    let all = |c: &Cluster| {
+        c.nodes
+            .iter()
+            .map(|n| n.kafka.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let b = all(&cluster);
+    ok(
+        &b,
+        &[
+            "topic",
+            "create",
+            "u",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "2",
+        ],
+    );
+    let lines: String = (0..10).map(|i| format!("v{i}\n")).collect();
+    let produced = tidelog(&b, &["produce", "u", "--acks", "all"], lines.as_bytes());
+    assert!(produced.ok, "produce failed: {}", produced.stderr);
+    let (_, replicas, _, _) = describe_partition(&b, "u", 0);
+    let (preferred, other) = (replicas[0], replicas[1]);
+    let bystander = (1..=3).find(|id| !replicas.contains(id)).unwrap();
+    let via = |ids: &[i32], c: &Cluster| {
+        ids.iter()
+            .map(|id| c.node(*id).kafka.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+
+    // The follower dies and leaves the ISR; then the leader dies: offline.
+    cluster.kill9(other);
+    let live = via(&[preferred, bystander], &cluster);
+    eventually(
+        "the dead follower leaves the ISR",
+        Duration::from_secs(30),
+        || {
+            let (_, _, isr, _) = describe_partition(&live, "u", 0);
+            (isr == vec![preferred]).then_some(())
+        },
+    );
+    cluster.kill9(preferred);
+    cluster.restart(other, Duration::from_secs(60));
+    let live = via(&[other, bystander], &cluster);
+    eventually("the partition is offline", Duration::from_secs(30), || {
+        let text = ok(&live, &["cluster", "info"]);
+        text.contains("offline: u-0 (").then_some(())
+    });
+    // A preferred election cannot help; an unclean one promotes the returned follower.
+    let preferred_try = tidelog(
+        &live,
+        &["partition", "elect", "--topic", "u", "--partition", "0"],
+        b"",
+    );
+    assert!(!preferred_try.ok, "{}", preferred_try.stdout);
+    let elected = ok(
+        &live,
+        &[
+            "partition",
+            "elect",
+            "--unclean",
+            "--topic",
+            "u",
+            "--partition",
+            "0",
+        ],
+    );
+    assert_eq!(elected, "u-0: leader elected\n");
+    let (leader, _, _, latest) = eventually("the follower leads", Duration::from_secs(20), || {
+        let d = describe_partition(&live, "u", 0);
+        (d.0 == other).then_some(d)
+    });
+    assert_eq!((leader, latest.as_str()), (other, "10"));
+
+    // The old leader returns, catches up, and takes leadership back on request.
+    cluster.restart(preferred, Duration::from_secs(60));
+    let b = all(&cluster);
+    eventually(
+        "the old leader is back in the ISR",
+        Duration::from_secs(30),
+        || {
+            let (_, _, isr, _) = describe_partition(&b, "u", 0);
+            (isr.len() == 2).then_some(())
+        },
+    );
+    let elected = ok(&b, &["partition", "elect", "--topic", "u"]);
+    assert!(
+        elected == "u-0: leader elected\n" || elected == "u-0: no election needed\n",
+        "{elected}"
+    );
+    let (leader, _, _, latest) = eventually(
+        "the preferred replica leads",
+        Duration::from_secs(20),
+        || {
+            let d = describe_partition(&b, "u", 0);
+            (d.0 == preferred).then_some(d)
+        },
+    );
+    assert_eq!((leader, latest.as_str()), (preferred, "10"));
+}

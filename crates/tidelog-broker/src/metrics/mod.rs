@@ -88,6 +88,10 @@ impl Metrics {
     /// right after the context is built; later calls are ignored.
     pub(crate) fn attach(&self, ctx: &Ctx) {
         let _ = self.context.set(Arc::downgrade(ctx));
+        // The replica manager counts elections, ISR changes and truncations on these
+        // probes and runs the leader's ISR checks once it has the context (idempotent;
+        // the fetch and produce handlers also call it).
+        ctx.replicas.start(ctx);
     }
 
     /// The node's context, once attached and while the node lives.

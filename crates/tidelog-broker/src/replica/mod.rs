@@ -69,7 +69,10 @@ impl ReplicaManager {
             return;
         }
         if self.context.set(Arc::downgrade(ctx)).is_ok() {
-            tokio::spawn(isr::run(Arc::clone(ctx)));
+            match tokio::runtime::Handle::try_current() {
+                Ok(runtime) => drop(runtime.spawn(isr::run(Arc::clone(ctx)))),
+                Err(_) => tracing::warn!("no async runtime: the ISR check does not run"),
+            }
         }
     }
 

@@ -487,3 +487,39 @@ async fn a_reassignment_onto_a_new_broker_completes_when_it_joins_the_isr() {
         .unwrap();
     assert_eq!(cancel[0].1.as_ref().unwrap_err().error_code(), 85);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_controller_leader_still_fences_a_silent_broker_and_re_elects() {
+    let tuning = Tuning {
+        session_timeout: Duration::from_millis(1500),
+        ..Tuning::default()
+    };
+    let mut cluster = Cluster::start(3, tuning).await;
+    let leader = cluster.leader(STEP).await;
+    let beats = Beats::start(&cluster, leader, &[1, 2, 3]);
+    cluster
+        .node(leader)
+        .controller
+        .create_topic(assigned("f", &[&[1, 2, 3]]), false)
+        .await
+        .unwrap();
+    cluster.converged_on(leader, STEP).await;
+
+    // The controller leader dies and broker 1 goes silent at the same time.
+    beats.stop(1);
+    cluster.kill(leader).await;
+    let new_leader = cluster.leader(STEP).await;
+    assert_ne!(new_leader, leader);
+    wait_until(
+        Duration::from_secs(15),
+        "broker 1 is fenced by the new leader",
+        || {
+            let p = state(&cluster, new_leader, "f", 0);
+            p.leader == 2 && p.isr == [2, 3]
+        },
+    )
+    .await;
+    let image = cluster.node(new_leader).quorum.image();
+    assert!(image.broker(1).unwrap().fenced);
+    assert!(!image.broker(2).unwrap().fenced && !image.broker(3).unwrap().fenced);
+}

@@ -94,11 +94,16 @@ impl QuorumController {
                 let restarted = image
                     .broker(broker_id)
                     .is_some_and(|b| b.incarnation != incarnation);
-                if restarted && !records.is_empty() {
-                    // A new process: it lost whatever it led and stays fenced until
-                    // its first heartbeat, exactly like a broker whose session expired.
-                    records.push(MetadataRecord::FenceBroker { broker_id, epoch });
+                if !records.is_empty() {
+                    if restarted {
+                        // A new process: it lost whatever it led and stays fenced until
+                        // its first heartbeat, like a broker whose session expired.
+                        records.push(MetadataRecord::FenceBroker { broker_id, epoch });
+                    }
+                    // (A registration also unfences: offline partitions may get it back.)
                     records.extend(self.repairs_after(&image, &records));
+                }
+                if restarted {
                     tracing::info!(
                         broker_id,
                         epoch,

@@ -156,13 +156,22 @@ class TailReader:
         return self._thread.is_alive()
 
 
-def read_log(bootstrap, topic, partitions, timeout=90, isolation="read_uncommitted"):
-    """Every record up to each partition's current high watermark: {partition: {offset: value}}."""
+def read_log(bootstrap, topic, partitions, timeout=90, isolation="read_uncommitted", at_least=None):
+    """Every record up to each partition's high watermark: {partition: {offset: value}}.
+
+    `at_least` ({partition: offset}): first wait (up to 15 s) for the high watermark to
+    reach it. A leader elected a moment ago learns its followers' positions, and so its
+    high watermark, only with their next fetch; reading at once would stop short."""
     cons = consumer(bootstrap, **{"isolation.level": isolation})
     try:
         ends = {}
+        patience = time.monotonic() + 15
         for p in range(partitions):
-            ends[p] = cons.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)[1]
+            while True:
+                ends[p] = cons.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)[1]
+                if ends[p] >= (at_least or {}).get(p, 0) or time.monotonic() > patience:
+                    break
+                time.sleep(0.2)
         cons.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out = {p: {} for p in range(partitions)}
         deadline = time.monotonic() + timeout
@@ -180,6 +189,14 @@ def read_log(bootstrap, topic, partitions, timeout=90, isolation="read_uncommitt
         return out
     finally:
         cons.close()
+
+
+def acked_ends(prod):
+    """{partition: 1 + highest acknowledged offset}: where the high watermark must have got to."""
+    ends = {}
+    for p, o in prod.acked.values():
+        ends[p] = max(ends.get(p, 0), o + 1)
+    return ends
 
 
 def check_acknowledged(prod, log, may_be_lost=()):

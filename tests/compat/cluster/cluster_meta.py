@@ -102,8 +102,13 @@ def metric_sum(cluster, name):
 def elect_preferred(cluster, topic, index, timeout=30):
     """ElectLeaders (preferred) for one partition; ELECTION_NOT_NEEDED counts as done."""
     client = admin(cluster.bootstrap)  # kept alive until the answer: its futures die with it
-    future = client.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, index)], request_timeout=timeout)
+    # No timeout keywords: confluent-kafka 2.16's elect_leaders rejects them (SystemError);
+    # the client's socket.timeout.ms bounds the request.
+    future = client.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, index)])
     outcome = future.result(timeout=timeout + 5)
+    def code(err):
+        return err.code() if isinstance(err, KafkaError) else err.args[0].code()
+
     errors = {str(tp): err for tp, err in outcome.items()
-              if err is not None and err.args[0].code() != KafkaError.ELECTION_NOT_NEEDED}
+              if err is not None and code(err) != KafkaError.ELECTION_NOT_NEEDED}
     assert not errors, f"preferred leader election failed: {errors}"

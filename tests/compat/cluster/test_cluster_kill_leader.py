@@ -15,7 +15,7 @@ machine. The full run (about 10 s per kill, so give pytest a longer per-test tim
 import os
 import time
 
-from cluster_load import ContinuousProducer, TailReader, check_acknowledged, check_reader, read_log
+from cluster_load import ContinuousProducer, acked_ends, TailReader, check_acknowledged, check_reader, read_log
 from cluster_meta import create_topic, leaders, wait_full_isr, wait_partition
 from compat_helpers import unique
 
@@ -72,7 +72,7 @@ def test_kill9_leader_rounds_lose_nothing_acknowledged(cluster):
         prod.stop(flush_timeout=60)
         reader.stop()
     prod.check_finished()
-    log = read_log(cluster.bootstrap, topic, PARTITIONS)
+    log = read_log(cluster.bootstrap, topic, PARTITIONS, at_least=acked_ends(prod))
     check_acknowledged(prod, log)
     check_reader(reader, log)
     assert reader.count() > 0, "the reader was served nothing"

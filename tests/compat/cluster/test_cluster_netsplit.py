@@ -36,17 +36,23 @@ def batch(tag, n=100):
 
 def test_isolated_leader_acknowledges_nothing_and_truncates_after_healing(netns_lab, cluster_factory):
     cluster = cluster_factory(size=3, voters=3, lab=netns_lab)
-    topic = create_topic(cluster, unique("split"), config={"min.insync.replicas": "2"}, assignment=[[1, 2, 3]])
-    wait_partition(cluster, topic, 0, lambda s: s.leader == 1 and full_isr(s), 30, "leader 1, full ISR")
-    old = cluster.node(1)
-    majority = ",".join(cluster.node(n).bootstrap for n in (2, 3))
+    # The node cut off leads the partition and, when DescribeQuorum names it, the controller
+    # quorum too: the majority must replace both.
+    isolated = cluster_wire.describe_quorum_leader(cluster.node(1).bootstrap) or 1
+    rest = [n for n in (1, 2, 3) if n != isolated]
+    topic = create_topic(cluster, unique("split"), config={"min.insync.replicas": "2"},
+                         assignment=[[isolated] + rest])
+    wait_partition(cluster, topic, 0, lambda s: s.leader == isolated and full_isr(s), 30,
+                   f"leader {isolated}, full ISR")
+    old = cluster.node(isolated)
+    majority = ",".join(cluster.node(n).bootstrap for n in rest)
 
     before = batch("before")
     acked, failed = produce_batch(cluster.bootstrap, topic, before)
     assert not failed and len(acked) == len(before), failed
     truncations_before = old.metrics().get(TRUNCATIONS, 0.0)
 
-    netns_lab.isolate(1)
+    netns_lab.isolate(isolated)
     # acks=1 needs no follower: if the cut-off leader still appends, this is answered, and
     # those records are exactly the divergence it must truncate after healing.
     try:
@@ -75,14 +81,14 @@ def test_isolated_leader_acknowledges_nothing_and_truncates_after_healing(netns_
     assert outcomes, "no write reached the isolated leader"
 
     # Meanwhile the majority has elected one of its own and takes writes.
-    wait_partition(cluster, topic, 0, lambda s: s.leader in (2, 3) and 1 not in s.isr, ELECTION_TIMEOUT_S,
-                   "nodes 2 and 3 electing a leader among themselves", via=2)
+    wait_partition(cluster, topic, 0, lambda s: s.leader in rest and isolated not in s.isr, ELECTION_TIMEOUT_S,
+                   f"nodes {rest} electing a leader among themselves", via=rest[0])
     during = batch("during")
     acked, failed = produce_batch(majority, topic, during)
     assert not failed and len(acked) == len(during), f"the majority refused writes: {list(failed.values())[:3]}"
 
     netns_lab.heal()
-    wait_partition(cluster, topic, 0, full_isr, 45, "the old leader back in the ISR after healing", via=2)
+    wait_partition(cluster, topic, 0, full_isr, 45, "the old leader back in the ISR after healing", via=rest[0])
     if appended_alone:
         assert old.metrics().get(TRUNCATIONS, 0.0) > truncations_before, (
             "the old leader did not report truncating the records it appended alone")
@@ -92,9 +98,11 @@ def test_isolated_leader_acknowledges_nothing_and_truncates_after_healing(netns_
 
     # Make the old leader lead again and read what it serves.
     elect_preferred(cluster, topic, 0)
-    wait_partition(cluster, topic, 0, lambda s: s.leader == 1, ELECTION_TIMEOUT_S, "node 1 leading again", via=1)
-    served = values_of(read_log(old.bootstrap, topic, 1))
+    wait_partition(cluster, topic, 0, lambda s: s.leader == isolated, ELECTION_TIMEOUT_S,
+                   f"node {isolated} leading again", via=isolated)
+    expected = before + during + after
+    served = values_of(read_log(old.bootstrap, topic, 1, at_least={0: len(expected)}))
     leaked = [v for v in served if v.startswith(b"isolated-")]
     assert not leaked, f"the old leader serves {len(leaked)} records it appended while cut off, e.g. {leaked[:3]}"
-    assert served == before + during + after
-    assert partition(cluster, topic, 0, via=1).leader == 1
+    assert served == expected
+    assert partition(cluster, topic, 0, via=isolated).leader == isolated

@@ -12,7 +12,7 @@ import subprocess
 
 
 import cluster_wire
-from cluster_load import ContinuousProducer, TailReader, check_acknowledged, check_reader, read_log
+from cluster_load import ContinuousProducer, acked_ends, TailReader, check_acknowledged, check_reader, read_log
 from cluster_meta import create_topic, elect_preferred, full_isr, partition, view, wait_full_isr, wait_partition
 from compat_helpers import unique, wait_until
 
@@ -53,6 +53,6 @@ def test_reassign_partition_onto_a_fourth_broker_under_load(cluster_factory):
         reader.stop()
     prod.check_finished()
     assert partition(cluster, topic, 0).leader == 4
-    log = read_log(newcomer.bootstrap, topic, 1)
+    log = read_log(newcomer.bootstrap, topic, 1, at_least=acked_ends(prod))
     check_acknowledged(prod, log)
     check_reader(reader, log)

@@ -10,7 +10,7 @@ offsets only move forward.
 
 import time
 
-from cluster_load import ContinuousProducer, TailReader, check_acknowledged, check_reader, read_log
+from cluster_load import ContinuousProducer, acked_ends, TailReader, check_acknowledged, check_reader, read_log
 from cluster_meta import create_topic, leaders, view, wait_full_isr
 from compat_helpers import unique, wait_until
 
@@ -52,6 +52,6 @@ def test_rolling_restart_under_load_loses_nothing(cluster_factory):
         prod.stop(flush_timeout=60)
         reader.stop()
     prod.check_finished()
-    log = read_log(cluster.bootstrap, topic, PARTITIONS)
+    log = read_log(cluster.bootstrap, topic, PARTITIONS, at_least=acked_ends(prod))
     check_acknowledged(prod, log)
     check_reader(reader, log)

@@ -19,6 +19,7 @@ use super::partition::Partition;
 use super::peer::Peer;
 use super::replication::Truncation;
 use super::state::Role;
+pub(crate) use super::throttle::Throttle;
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
 
@@ -36,8 +37,6 @@ pub(crate) struct FetcherSettings {
     pub(crate) response_max_bytes: i32,
     pub(crate) wait_max_ms: i32,
     pub(crate) backoff: Duration,
-    /// follower.replication.throttled.rate in bytes/s (i64::MAX: off).
-    pub(crate) throttle_bytes_per_sec: i64,
 }
 
 impl FetcherSettings {
@@ -53,7 +52,6 @@ impl FetcherSettings {
             backoff: Duration::from_millis(
                 u64::try_from(c.get_i64("replica.fetch.backoff.ms")).unwrap_or(1000),
             ),
-            throttle_bytes_per_sec: c.get_i64("follower.replication.throttled.rate").max(1),
         }
     }
 
@@ -96,6 +94,7 @@ pub(crate) async fn run(
     settings: FetcherSettings,
     mut assignment: watch::Receiver<Arc<SourceAssignment>>,
     context: ContextCell,
+    throttle: Arc<Throttle>,
 ) {
     let mut peer: Option<(Peer, String, u16)> = None;
     // Partitions whose last fetch failed wait `backoff` before they are asked again.
@@ -177,7 +176,10 @@ pub(crate) async fn run(
                 }
             }
         }
-        throttle(appended, settings.throttle_bytes_per_sec).await;
+        let wait = throttle.book(appended, Instant::now());
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
     }
 }
 
@@ -186,16 +188,6 @@ async fn sleep_until_or(at: Option<Instant>, otherwise: Duration) {
         Some(at) => tokio::time::sleep_until(at).await,
         None => tokio::time::sleep(otherwise).await,
     }
-}
-
-/// follower.replication.throttled.rate: after `bytes`, pause long enough to keep the
-/// average under the rate (at most 10 s per round).
-async fn throttle(bytes: usize, rate: i64) {
-    if bytes == 0 || rate == i64::MAX || rate <= 0 {
-        return;
-    }
-    let secs = bytes as f64 / rate as f64;
-    tokio::time::sleep(Duration::from_secs_f64(secs.min(10.0))).await;
 }
 
 fn build_request(

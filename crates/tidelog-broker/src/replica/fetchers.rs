@@ -9,7 +9,7 @@ use tidelog_controller::MetadataImage;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::fetcher::{self, ContextCell, FetchTarget, FetcherSettings, SourceAssignment};
+use super::fetcher::{self, ContextCell, FetchTarget, FetcherSettings, SourceAssignment, Throttle};
 use super::partition::Partition;
 use super::state::Role;
 use crate::config::BrokerConfig;
@@ -23,6 +23,8 @@ struct Running {
 pub(crate) struct Fetchers {
     running: Mutex<HashMap<i32, Running>>,
     stopped: AtomicBool,
+    /// follower.replication.throttled.rate across all fetchers (set at the first plan).
+    throttle: std::sync::OnceLock<Arc<Throttle>>,
 }
 
 impl Fetchers {
@@ -81,7 +83,17 @@ impl Fetchers {
             };
             let (tx, rx) = watch::channel(assignment);
             let settings = FetcherSettings::from_config(node_id, config);
-            let task = runtime.spawn(fetcher::run(source, settings, rx, Arc::clone(context)));
+            let throttle = Arc::clone(self.throttle.get_or_init(|| {
+                let rate = config.get_i64("follower.replication.throttled.rate");
+                Arc::new(Throttle::new(rate))
+            }));
+            let task = runtime.spawn(fetcher::run(
+                source,
+                settings,
+                rx,
+                Arc::clone(context),
+                throttle,
+            ));
             tracing::info!(source, "follower fetcher started");
             running.insert(
                 source,

@@ -4,12 +4,14 @@
 
 mod fetcher;
 mod fetchers;
+mod follower;
 mod idempotence;
 mod isr;
 mod partition;
 mod peer;
 mod replication;
 mod state;
+mod throttle;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
+use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterResponse;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
 use kafka_protocol::messages::metadata_response::MetadataResponse;
@@ -273,6 +275,30 @@ async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
         (broker_ids(&metadata(n1).await) == BTreeSet::from([1, 2])).then_some(())
     });
     fenced.await;
+    // DescribeCluster v2 lists the fenced broker too when asked, flagged; v1 does not.
+    let mut conn = Conn::connect(n1).await;
+    let described: DescribeClusterResponse = conn
+        .call(
+            ApiKey::DescribeCluster,
+            2,
+            &DescribeClusterRequest::default().with_include_fenced_brokers(true),
+        )
+        .await;
+    let flagged: Vec<(i32, bool)> = described
+        .brokers
+        .iter()
+        .map(|b| (b.broker_id.0, b.is_fenced))
+        .collect();
+    assert_eq!(flagged, vec![(1, false), (2, false), (3, true)]);
+    let described: DescribeClusterResponse = conn
+        .call(
+            ApiKey::DescribeCluster,
+            1,
+            &DescribeClusterRequest::default(),
+        )
+        .await;
+    assert_eq!(described.brokers.len(), 2);
+    assert!((1..=2).contains(&described.controller_id.0));
     let created = eventually(
         "create with one node down",
         Duration::from_secs(20),

@@ -1,4 +1,5 @@
-//! DescribeCluster: the cluster id, the controller, and the brokers.
+//! DescribeCluster: the cluster id, the controller, and the brokers: the unfenced ones,
+//! and from v2, when asked, the fenced ones too (flagged).
 
 use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::describe_cluster_response::{
@@ -13,14 +14,14 @@ use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeClusterRequest = req.decode()?;
     let image = ctx.metadata.image();
     let brokers = image
         .brokers()
-        .filter(|b| !b.fenced)
+        .filter(|b| !b.fenced || request.include_fenced_brokers)
         .filter_map(|b| {
             let endpoint = b.listeners.first()?;
             Some(
@@ -28,7 +29,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     .with_broker_id(BrokerId(b.broker_id))
                     .with_host(StrBytes::from_string(endpoint.host.clone()))
                     .with_port(i32::from(endpoint.port))
-                    .with_rack(b.rack.clone().map(StrBytes::from_string)),
+                    .with_rack(b.rack.clone().map(StrBytes::from_string))
+                    .with_is_fenced(b.fenced),
             )
         })
         .collect();

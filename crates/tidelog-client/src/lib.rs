@@ -41,6 +41,7 @@ mod facade;
 mod fetch;
 pub mod groups;
 mod metadata;
+mod partition_admin;
 mod partitioner;
 mod producer;
 mod records;
@@ -48,10 +49,7 @@ mod versions;
 
 pub use admin::{ConfigEntry, ConfigOp, NewTopic};
 pub use client::{Client, ClientConfig};
-pub use cluster::{
-    ClusterBroker, ClusterDescription, ElectionType, PartitionOutcome, PartitionReassignment,
-    QuorumInfo, QuorumReplica, TopicPartition, METADATA_TOPIC,
-};
+pub use cluster::{ClusterBroker, ClusterDescription, QuorumInfo, QuorumReplica, METADATA_TOPIC};
 pub use connection::{Connection, ConnectionConfig};
 pub use error::{kafka_error_name, ClientError, Result};
 pub use facade::SimpleLog;
@@ -59,6 +57,7 @@ pub use fetch::{FetchOptions, FetchedPartition, OffsetSpec};
 pub use kafka_protocol::records::Compression;
 pub use kafka_protocol::ResponseError;
 pub use metadata::{BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata};
+pub use partition_admin::{ElectionType, PartitionOutcome, PartitionReassignment, TopicPartition};
 pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use producer::{Acks, Producer, ProducerConfig, RecordMetadata};
 pub use records::{decode_fetched, encode_batch, ConsumedRecord, DecodedRecords, ProduceRecord};

@@ -168,7 +168,7 @@ fn pid_of(cluster: &Cluster, node: i32) -> String {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if args.iter().any(|a| a == "serve") && args.iter().any(|a| *a == dir) {
+        if args.iter().any(|a| a == "serve") && args.contains(&dir) {
             return entry.file_name().to_string_lossy().into_owned();
         }
     }

@@ -83,6 +83,11 @@ const RESERVED_ENV: &[&str] = &[
     "TIDELOG_CONFIG",
     "TIDELOG_LOG",
     "TIDELOG_BIN",
+    // The cluster flags of `tidelog serve`, and the CLI's `--bootstrap`.
+    "TIDELOG_CONTROLLER_LISTEN",
+    "TIDELOG_QUORUM",
+    "TIDELOG_ROLES",
+    "TIDELOG_BOOTSTRAP",
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +300,8 @@ mod tests {
         c.apply_env(vec![
             ("TIDELOG_LOG_SEGMENT_BYTES".to_string(), "1024".to_string()),
             ("TIDELOG_DATA_DIR".to_string(), "/x".to_string()),
+            ("TIDELOG_BOOTSTRAP".to_string(), "127.0.0.1:9092".to_string()),
+            ("TIDELOG_QUORUM".to_string(), "1@127.0.0.1:9093".to_string()),
             ("HOME".to_string(), "/root".to_string()),
         ])
         .unwrap();

@@ -414,3 +414,44 @@ async fn group_coordinator_moves_with_partition_leadership() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn split_roles_controller_only_and_broker_only_nodes() {
+    // Voters 1, 2 (broker too) and 3 (controller only); node 4 a broker only.
+    let roles = [
+        (1, None),
+        (2, Some("broker,controller")),
+        (3, Some("controller")),
+        (4, Some("broker")),
+    ];
+    let cluster = Cluster::start_with_roles(&roles, SETTINGS, Duration::from_secs(60));
+    let n4 = cluster.node(4).kafka;
+    let brokers: BTreeSet<i32> = [1, 2, 4].into();
+    let brokers = &brokers;
+    let m = eventually("brokers 1, 2, 4", Duration::from_secs(20), || async move {
+        let m = metadata(n4).await;
+        (broker_ids(&m) == *brokers).then_some(m)
+    })
+    .await;
+    // The controller is a broker a client can reach: the quorum leader if it is one,
+    // else the answering node.
+    assert!(
+        brokers.contains(&m.controller_id.0),
+        "{}",
+        m.controller_id.0
+    );
+    // A change made on the broker-only node goes to the quorum over its controller port.
+    assert_eq!(create(n4, "split", 3, 3).await.0, 0);
+    for node in [1, 2, 4] {
+        let addr = cluster.node(node).kafka;
+        let parts = eventually("split visible", Duration::from_secs(10), || async move {
+            partitions(&metadata(addr).await, "split")
+        })
+        .await;
+        for (_, replicas) in parts {
+            assert_eq!(replicas.into_iter().collect::<BTreeSet<_>>(), *brokers);
+        }
+    }
+    let (code, _) = create(n4, "too-wide", 1, 4).await;
+    assert_eq!(code, INVALID_REPLICATION_FACTOR);
+}

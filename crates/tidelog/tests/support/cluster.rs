@@ -1,5 +1,6 @@
 //! A cluster of real `tidelog serve` processes on loopback: every node a broker and a
-//! controller voter, ephemeral ports, one temp directory, every process killed on drop.
+//! controller voter (or the roles a test gives each), free ports, one temp directory,
+//! every process killed on drop.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,7 +15,17 @@ pub struct ClusterNode {
     pub admin: SocketAddr,
     pub controller: SocketAddr,
     pub data_dir: PathBuf,
+    /// `--roles` (None: the default, broker and controller for a voter).
+    pub roles: Option<String>,
     child: Option<Child>,
+}
+
+impl ClusterNode {
+    fn is_voter(&self) -> bool {
+        self.roles
+            .as_deref()
+            .is_none_or(|r| r.contains("controller"))
+    }
 }
 
 pub struct Cluster {
@@ -30,10 +41,24 @@ impl Cluster {
     /// that exits during start-up (a port taken meanwhile by another process) makes the
     /// whole cluster start again on fresh ports, at most three times.
     pub fn start(size: i32, settings: &[&str], timeout: Duration) -> Cluster {
+        let roles: Vec<(i32, Option<&str>)> = (1..=size).map(|id| (id, None)).collect();
+        Cluster::start_with_roles(&roles, settings, timeout)
+    }
+
+    /// Like [`Cluster::start`], with each node's id and `--roles`; the voters (nodes
+    /// with the controller role) make up `--quorum`.
+    pub fn start_with_roles(
+        roles: &[(i32, Option<&str>)],
+        settings: &[&str],
+        timeout: Duration,
+    ) -> Cluster {
         let mut attempt = 1;
         loop {
-            let mut cluster = Cluster::spawn_all(size, settings);
-            match (1..=size).try_for_each(|id| cluster.wait_ready(id, timeout)) {
+            let mut cluster = Cluster::spawn_all(roles, settings);
+            match roles
+                .iter()
+                .try_for_each(|(id, _)| cluster.wait_ready(*id, timeout))
+            {
                 Ok(()) => return cluster,
                 Err(e) if attempt < 3 => {
                     eprintln!("cluster start-up failed ({e}); starting again on fresh ports");
@@ -44,11 +69,13 @@ impl Cluster {
         }
     }
 
-    fn spawn_all(size: i32, settings: &[&str]) -> Cluster {
+    fn spawn_all(roles: &[(i32, Option<&str>)], settings: &[&str]) -> Cluster {
         let temp = tempfile::tempdir().expect("temp dir");
-        let nodes: Vec<ClusterNode> = (1..=size)
-            .map(|node_id| ClusterNode {
+        let nodes: Vec<ClusterNode> = roles
+            .iter()
+            .map(|&(node_id, roles)| ClusterNode {
                 node_id,
+                roles: roles.map(str::to_string),
                 kafka: loopback(free_port()),
                 admin: loopback(free_port()),
                 controller: loopback(free_port()),
@@ -58,6 +85,7 @@ impl Cluster {
             .collect();
         let quorum = nodes
             .iter()
+            .filter(|n| n.is_voter())
             .map(|n| format!("{}@{}", n.node_id, n.controller))
             .collect::<Vec<_>>()
             .join(",");
@@ -67,8 +95,8 @@ impl Cluster {
             settings: settings.iter().map(|s| s.to_string()).collect(),
             _temp: temp,
         };
-        for id in 1..=size {
-            cluster.spawn(id);
+        for (id, _) in roles {
+            cluster.spawn(*id);
         }
         cluster
     }
@@ -104,14 +132,19 @@ impl Cluster {
             .arg(node.kafka.to_string())
             .arg("--admin-listen")
             .arg(node.admin.to_string())
-            .arg("--controller-listen")
-            .arg(node.controller.to_string())
             .arg("--quorum")
             .arg(&quorum)
             .arg("--data-dir")
             .arg(&node.data_dir)
             .env("TIDELOG_LOG", "warn")
             .stdin(Stdio::null());
+        if node.is_voter() {
+            cmd.arg("--controller-listen")
+                .arg(node.controller.to_string());
+        }
+        if let Some(roles) = &node.roles {
+            cmd.arg("--roles").arg(roles);
+        }
         for s in &settings {
             cmd.arg("--set").arg(s);
         }

@@ -15,10 +15,16 @@ use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, FetchResponse, MetadataRequest, ProduceRequest, ProduceResponse, TopicName,
+    ApiKey, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use support::cluster::Cluster;
@@ -28,6 +34,8 @@ use tidelog_storage::BatchBuilder;
 const TOPIC: &str = "replicated";
 const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const NOT_ENOUGH_REPLICAS: i16 = 19;
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+const FENCED_LEADER_EPOCH: i16 = 74;
 
 const SETTINGS: &[&str] = &[
     // Longer than the lag bound, so a stopped follower leaves the ISR by the leader's
@@ -320,4 +328,73 @@ async fn acks_all_survives_a_stopped_follower_and_a_killed_leader() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    // The epoch the first leader stamped into its batches ended where the new leader's
+    // epoch began: OffsetForLeaderEpoch says so; a request naming that old epoch as
+    // current is fenced.
+    let old_epoch = i32::from_be_bytes(stored[0][12..16].try_into().unwrap());
+    assert_eq!(
+        offset_for_epoch(new_addr, -1, old_epoch).await,
+        (0, old_epoch, expected)
+    );
+    assert_eq!(
+        offset_for_epoch(new_addr, old_epoch, old_epoch).await.0,
+        FENCED_LEADER_EPOCH
+    );
+    // The other survivor follows: it answers no ListOffsets.
+    let other = [1, 2, 3]
+        .into_iter()
+        .find(|&n| n != leader && n != new_leader)
+        .unwrap();
+    assert_eq!(
+        list_latest(cluster.node(other).kafka).await,
+        (NOT_LEADER_OR_FOLLOWER, -1)
+    );
+    assert_eq!(list_latest(new_addr).await, (0, expected + 2));
+    // A replica fetch from a node id that is no broker of this cluster is refused.
+    let mut conn = Conn::connect(new_addr).await;
+    let req = FetchRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(99))
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(TOPIC))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let resp: FetchResponse = conn.call(ApiKey::Fetch, 12, &req).await;
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
+}
+
+/// OffsetForLeaderEpoch v4 for partition 0: (error, epoch, end offset).
+async fn offset_for_epoch(addr: SocketAddr, current: i32, epoch: i32) -> (i16, i32, i64) {
+    let mut conn = Conn::connect(addr).await;
+    let req = OffsetForLeaderEpochRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![OffsetForLeaderTopic::default()
+            .with_topic(name(TOPIC))
+            .with_partitions(vec![OffsetForLeaderPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(current)
+                .with_leader_epoch(epoch)])]);
+    let resp: OffsetForLeaderEpochResponse = conn.call(ApiKey::OffsetForLeaderEpoch, 4, &req).await;
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.leader_epoch, p.end_offset)
+}
+
+/// ListOffsets v7 latest for partition 0: (error, offset).
+async fn list_latest(addr: SocketAddr) -> (i16, i64) {
+    let mut conn = Conn::connect(addr).await;
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(name(TOPIC))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-1)])]);
+    let resp: ListOffsetsResponse = conn.call(ApiKey::ListOffsets, 7, &req).await;
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset)
 }

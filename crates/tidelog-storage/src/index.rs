@@ -107,6 +107,11 @@ impl OffsetIndex {
         self.file.push(&e)
     }
 
+    /// Number of leading entries whose relative offset is below `rel`.
+    pub(crate) fn entries_below(&self, rel: u32) -> usize {
+        partition_point(self.len(), |i| self.entry(i).0 < rel)
+    }
+
     /// Position of the last indexed batch starting at or before `rel_offset` (0 if none).
     pub(crate) fn floor_position(&self, rel_offset: u32) -> u32 {
         let n = self.len();
@@ -120,6 +125,10 @@ impl OffsetIndex {
 
     pub(crate) fn clear(&mut self) {
         self.file.keep_entries(0);
+    }
+    /// Forgets (and zeroes) the entries from `n` on.
+    pub(crate) fn keep_first(&mut self, n: usize) {
+        self.file.keep_entries(n);
     }
     pub(crate) fn resize(&mut self, bytes: u64) -> io::Result<()> {
         self.file.resize(bytes)
@@ -199,6 +208,12 @@ impl TimeIndex {
         self.file.push(&e)
     }
 
+    /// Number of leading entries whose relative offset is at most `rel` (offsets never
+    /// decrease along the file).
+    pub(crate) fn entries_up_to(&self, rel: u32) -> usize {
+        partition_point(self.len(), |i| self.entry(i).1 <= rel)
+    }
+
     /// Relative offset of the last entry with a timestamp strictly below `ts`: every record
     /// up to it is older than `ts`, so a search can start after it.
     pub(crate) fn last_offset_older_than(&self, ts: i64) -> Option<u32> {
@@ -208,6 +223,10 @@ impl TimeIndex {
 
     pub(crate) fn clear(&mut self) {
         self.file.keep_entries(0);
+    }
+    /// Forgets (and zeroes) the entries from `n` on.
+    pub(crate) fn keep_first(&mut self, n: usize) {
+        self.file.keep_entries(n);
     }
     pub(crate) fn resize(&mut self, bytes: u64) -> io::Result<()> {
         self.file.resize(bytes)

@@ -13,6 +13,7 @@ use crate::scan::{crc_matches, BatchScan, ScannedBatch};
 use crate::txn_index::TxnIndex;
 
 mod file;
+mod recover;
 mod search;
 pub use file::{open_segment_files_cached, set_max_open_segment_files};
 pub(crate) use search::first_record_at_or_after;
@@ -104,20 +105,24 @@ impl Segment {
         })
     }
 
-    /// Opens an existing segment. With `recover`, every batch is CRC-checked and the
-    /// indexes rebuilt; otherwise the indexes are trusted if they validate.
+    /// Opens an existing segment. With `recover`, every batch from the one containing
+    /// `recovery_point` on is CRC-checked and indexed again (the whole segment if its
+    /// indexes do not validate); otherwise the indexes are trusted if they validate.
     pub(crate) fn open(
         dir: &Path,
         base_offset: i64,
         params: IndexParams,
         recover: bool,
+        recovery_point: i64,
     ) -> Result<(Self, OpenOutcome), StorageError> {
         let log_path = dir.join(file_name(base_offset, "log"));
         let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
         let size = log.metadata()?.len();
         let index_path = dir.join(file_name(base_offset, "index"));
         let time_path = dir.join(file_name(base_offset, "timeindex"));
-        let loaded = if recover {
+        // Below the recovery point the data was fsynced; the indexes are only needed when
+        // some of this segment lies there.
+        let loaded = if recover && recovery_point <= base_offset {
             None
         } else {
             match (
@@ -154,7 +159,13 @@ impl Segment {
             truncated_bytes: 0,
             rebuilt_indexes: !trusted,
         };
-        if trusted {
+        if trusted && recover {
+            outcome.rebuilt_indexes = true;
+            outcome.truncated_bytes = match seg.recover_after(recovery_point)? {
+                Some(cut) => cut,
+                None => seg.rebuild(true)?,
+            };
+        } else if trusted {
             if !seg.resume_from_indexes()? {
                 outcome.rebuilt_indexes = true;
                 outcome.truncated_bytes = seg.rebuild(true)?;
@@ -210,8 +221,15 @@ impl Segment {
         self.max_timestamp = -1;
         self.offset_of_max_timestamp = -1;
         self.bytes_since_index = 0;
+        self.index_from(0, verify_crc)
+    }
+
+    /// Indexes the batches from byte `position` (a batch boundary; the in-memory state
+    /// describes everything before it) to the end, cutting the file before the first
+    /// batch that is torn, out of order, or (with `verify_crc`) fails its CRC.
+    fn index_from(&mut self, position: u64, verify_crc: bool) -> Result<u64, StorageError> {
         let log = self.log.get()?;
-        let mut scan = BatchScan::new(Arc::clone(&log), 0, self.size);
+        let mut scan = BatchScan::new(Arc::clone(&log), position, self.size);
         let valid_end = loop {
             let batch = match scan.next_batch() {
                 Ok(Some(b)) => b,

@@ -4,6 +4,7 @@
 mod batch_tests;
 mod index_tests;
 mod records_tests;
+mod recover_tests;
 mod state_tests;
 
 /// Bit-at-a-time CRC-32C (Castagnoli, reflected polynomial 0x82F63B78): an independent

@@ -27,9 +27,9 @@ use tidelog_protocol::ProtocolError;
 
 use super::Request;
 use crate::context::{now_ms, Ctx};
-use crate::metrics::StorageOperation;
+use crate::metrics::{Metrics, StorageOperation};
 use crate::net::Reply;
-use crate::replica::{Appended, Partition};
+use crate::replica::{replication_outcome, Appended, Partition};
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 
@@ -97,6 +97,20 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     if acks == 0 {
         return Ok(Reply::Nothing);
     }
+    // Already replicated (a cluster of one: the append moved the HW) or already
+    // decided: answered now, without a delayed reply.
+    waits.retain(|(t, i, p, done)| {
+        let decided =
+            replication_outcome(&p.hw_watch().borrow(), done.end_offset, done.leader_epoch);
+        match decided {
+            Some(Ok(())) => false,
+            Some(Err(code)) => {
+                fail_partition(&ctx.metrics, &mut topics, *t, *i, code);
+                false
+            }
+            None => true,
+        }
+    });
     if waits.is_empty() {
         return req.respond(&ProduceResponse::default().with_responses(topics));
     }
@@ -110,17 +124,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             let outcome = p
                 .wait_replicated(done.end_offset, done.leader_epoch, left)
                 .await;
-            if let (Err(code), Some(r)) = (
-                outcome,
-                topics
-                    .get_mut(t)
-                    .and_then(|topic| topic.partition_responses.get_mut(i)),
-            ) {
-                ctx.metrics.requests.error_code(ApiKey::Produce, code);
-                r.error_code = code;
-                r.base_offset = -1;
-                r.log_append_time_ms = -1;
-                r.log_start_offset = -1;
+            if let Err(code) = outcome {
+                fail_partition(&ctx.metrics, &mut topics, t, i, code);
             }
         }
         let body = ProduceResponse::default().with_responses(topics);
@@ -137,6 +142,27 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             }
         }
     })))
+}
+
+/// Turns an appended partition's answer into a replication failure.
+fn fail_partition(
+    metrics: &Metrics,
+    topics: &mut [TopicProduceResponse],
+    topic: usize,
+    partition: usize,
+    code: i16,
+) {
+    let Some(r) = topics
+        .get_mut(topic)
+        .and_then(|t| t.partition_responses.get_mut(partition))
+    else {
+        return;
+    };
+    metrics.requests.error_code(ApiKey::Produce, code);
+    r.error_code = code;
+    r.base_offset = -1;
+    r.log_append_time_ms = -1;
+    r.log_start_offset = -1;
 }
 
 type AppendResult = Result<(Arc<Partition>, Appended), (i16, Option<String>)>;

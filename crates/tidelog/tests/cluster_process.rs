@@ -15,6 +15,7 @@ use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterResponse;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::find_coordinator_response::FindCoordinatorResponse;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -36,6 +37,7 @@ const SETTINGS: &[&str] = &[
     "broker.session.timeout.ms=2000",
     "broker.heartbeat.interval.ms=300",
     "offsets.topic.num.partitions=3",
+    "default.replication.factor=3",
 ];
 
 async fn metadata(addr: std::net::SocketAddr) -> MetadataResponse {
@@ -326,6 +328,27 @@ async fn three_nodes_place_replicas_and_need_a_majority_for_changes() {
             BTreeSet::from([1, 2])
         );
         assert!([1, 2].contains(leader));
+    }
+
+    // Auto-creation by Metadata caps default.replication.factor (3) by the live brokers.
+    let mut conn = Conn::connect(n1).await;
+    let auto: MetadataResponse = conn
+        .call(
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default()
+                .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(
+                    TopicName(StrBytes::from_static_str("auto-one-down")),
+                ))]))
+                .with_allow_auto_topic_creation(true),
+        )
+        .await;
+    assert_eq!(auto.topics[0].error_code, 0);
+    for (_, replicas) in partitions(&auto, "auto-one-down").expect("auto-created") {
+        assert_eq!(
+            replicas.into_iter().collect::<BTreeSet<_>>(),
+            BTreeSet::from([1, 2])
+        );
     }
 
     // Two of three voters down: no majority. A change fails with a clear error in

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
 
-use crate::mmap::map_file;
+use crate::mmap::{data_end, map_file};
 
 pub(crate) struct IndexFile {
     path: PathBuf,
@@ -41,19 +41,23 @@ impl IndexFile {
         Ok(index)
     }
 
-    /// Opens an existing file and maps it; every whole entry slot counts as present until
-    /// the caller validates with [`IndexFile::keep_entries`].
+    /// Opens an existing file and maps it; every whole entry slot up to the end of the
+    /// file's data counts as present until the caller validates with
+    /// [`IndexFile::keep_entries`]. Slots past the data (holes of a preallocated file)
+    /// read as zeros and are neither checked nor rewritten.
     pub(crate) fn open(path: &Path, entry_size: usize) -> io::Result<Self> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
         let len = usize::try_from(file.metadata()?.len())
             .map_err(|_| io::Error::other("index file too large"))?;
+        let data = usize::try_from(data_end(&file)?).unwrap_or(len).min(len);
         let map = map_file(&file)?;
+        let capacity = len / entry_size;
         Ok(IndexFile {
             path: path.to_path_buf(),
             map,
             entry_size,
-            entries: len / entry_size,
-            capacity: len / entry_size,
+            entries: data.div_ceil(entry_size).min(capacity),
+            capacity,
         })
     }
 
@@ -82,8 +86,10 @@ impl IndexFile {
         self.entry(i)
     }
 
+    /// Slots that may hold data: right after `open`, those up to the end of the file's
+    /// data; the rest are holes.
     pub(crate) fn slots(&self) -> usize {
-        self.capacity
+        self.entries
     }
 
     pub(crate) fn push(&mut self, bytes: &[u8]) -> bool {

@@ -67,3 +67,25 @@ fn time_index_finds_the_last_entry_strictly_older() {
     let t = TimeIndex::load(&path).unwrap().unwrap();
     assert_eq!(t.last(), Some((300, 15)));
 }
+
+#[test]
+fn loading_a_sparse_preallocated_index_reads_only_its_written_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("0.index");
+    let mut idx = OffsetIndex::create(&path, 10 << 20).unwrap();
+    for i in 1..=100u32 {
+        assert!(idx.append(i * 10, i * 4096));
+    }
+    drop(idx);
+    let file = crate::index_file::IndexFile::open(&path, 8).unwrap();
+    // On a filesystem with SEEK_DATA only the written page(s) count; without it, all.
+    assert!(
+        file.slots() == 1_310_720 || file.slots() <= 4096 / 8 * 4,
+        "{}",
+        file.slots()
+    );
+    let idx = OffsetIndex::load(&path, 1 << 30).unwrap().unwrap();
+    assert_eq!(idx.len(), 100);
+    assert_eq!(idx.entry(99), (1000, 409_600));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 10 << 20);
+}

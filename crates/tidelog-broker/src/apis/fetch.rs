@@ -51,6 +51,9 @@ struct Wanted {
     current_leader_epoch: i32,
     /// Replica fetches: where the follower's log diverges from ours.
     diverging: Option<(i32, i64)>,
+    /// Replica fetches: why this node cannot serve the follower (e.g. it is no
+    /// replica of the partition).
+    replica_error: Option<i16>,
 }
 
 struct FetchPlan {
@@ -100,6 +103,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
                 current_leader_epoch: p.current_leader_epoch,
                 diverging: None,
+                replica_error: None,
             };
             if replica_id >= 0 && refused.is_none() {
                 let last_epoch = if version >= 12 {
@@ -335,6 +339,9 @@ fn read_one(
     if p.role() != Role::Leader {
         return Err((ResponseError::NotLeaderOrFollower.code(), None));
     }
+    if let Some(code) = w.replica_error {
+        return Err((code, None));
+    }
     if w.diverging.is_some() {
         return Ok((None, -1, -1, -1, Vec::new()));
     }
@@ -382,7 +389,9 @@ fn follower_fetched(ctx: &Ctx, w: &mut Wanted, replica_id: i32, last_epoch: i32,
     if w.diverging.is_some() {
         return;
     }
-    if let Ok(true) = p.record_follower_fetch(replica_id, w.offset, now) {
-        ctx.replicas.isr_wake.notify_one();
+    match p.record_follower_fetch(replica_id, w.offset, now) {
+        Ok(true) => ctx.replicas.isr_wake.notify_one(),
+        Ok(false) => {}
+        Err(code) => w.replica_error = Some(code),
     }
 }

@@ -58,6 +58,12 @@ def tidelog_bin():
     return path
 
 
+def node_environment():
+    """This process's environment minus TIDELOG_* variables: `tidelog serve` reads those as
+    settings (TIDELOG_LOG_RETENTION_MS=...), and a node gets its settings from flags only."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("TIDELOG_")}
+
+
 class Node:
     """One `tidelog serve --node-id N ... --quorum ...` process."""
 
@@ -123,7 +129,7 @@ class Node:
             log.flush()
             self.proc = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                cwd=self.workdir, start_new_session=True,
+                cwd=self.workdir, start_new_session=True, env=node_environment(),
             )
         return self
 

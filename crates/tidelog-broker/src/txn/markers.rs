@@ -7,7 +7,7 @@
 //! `write_marker` when another coordinator asks. A partition whose topic was deleted
 //! needs no marker. Anything else that fails is left for the next retry.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
 use tidelog_storage::BatchBuilder;
@@ -15,7 +15,8 @@ use tidelog_storage::BatchBuilder;
 use super::remote::MarkerKey;
 use super::state::TxnMeta;
 use crate::context::{now_ms, BrokerContext};
-use crate::group::CommitRequest;
+use crate::group::{CommitRequest, OFFSETS_TOPIC};
+use crate::internal_topic::partition_for;
 
 /// What of the current decision is already written (memory only: after a restart it
 /// is written again, and a repeated marker changes nothing).
@@ -77,11 +78,30 @@ pub(super) fn write_all(
             }
         }
     }
+    let remote_groups = remote_groups(ctx, meta);
+    for (group, partition) in &remote_groups {
+        if done.groups.contains(group) {
+            continue;
+        }
+        let key = MarkerKey {
+            topic: OFFSETS_TOPIC.to_string(),
+            partition: *partition,
+            producer_id: meta.producer_id,
+            epoch: meta.epoch,
+            commit,
+            coordinator_epoch,
+        };
+        if ctx.txns.remote_lock().take_or_want(key) {
+            done.groups.insert(group.clone());
+        } else {
+            complete = false;
+        }
+    }
     if !commit {
         return complete;
     }
     for (group, committer) in &meta.groups {
-        if done.groups.contains(group) {
+        if done.groups.contains(group) || remote_groups.contains_key(group) {
             continue;
         }
         let offsets: Vec<(String, i32, i64, i32, Option<String>)> = meta
@@ -134,6 +154,27 @@ pub(super) fn write_all(
     complete
 }
 
+/// The transaction's groups coordinated by another node (a cluster), each with its
+/// `__consumer_offsets` partition: that node keeps their offsets (`foreign`) and a
+/// marker for the partition decides them.
+fn remote_groups(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, i32> {
+    if ctx.metadata.controller().is_none() {
+        return BTreeMap::new();
+    }
+    let image = ctx.metadata.image();
+    let Some(topic) = image.topic(OFFSETS_TOPIC) else {
+        return BTreeMap::new();
+    };
+    meta.groups
+        .keys()
+        .filter_map(|group| {
+            let partition = partition_for(group, topic.partition_count());
+            let leader = topic.partitions.get(&partition).map_or(-1, |p| p.leader);
+            (leader >= 0 && leader != ctx.node_id()).then(|| (group.clone(), partition))
+        })
+        .collect()
+}
+
 /// Appends one transaction marker to a partition hosted here.
 pub(crate) fn write_marker(
     ctx: &BrokerContext,
@@ -160,6 +201,11 @@ pub(crate) fn write_marker(
         .replicas
         .get(topic, partition)
         .ok_or(ResponseError::NotLeaderOrFollower.code())?;
+    if topic == OFFSETS_TOPIC {
+        // Decide the transactional offsets kept here before the marker is written, so
+        // a failure leaves both for the retried marker.
+        super::foreign::decide(ctx, partition, producer_id, commit)?;
+    }
     let now = now_ms();
     let mut batch =
         BatchBuilder::control_marker(producer_id, epoch, commit, coordinator_epoch, now)

@@ -15,6 +15,7 @@
 //! task aborts transactions open past their timeout and drops ids idle past
 //! `transactional.id.expiration.ms`.
 
+mod foreign;
 mod load;
 mod markers;
 mod ops;
@@ -136,6 +137,9 @@ pub(crate) struct TxnCoordinator {
     pub(crate) config: TxnConfig,
     /// Markers for partitions other brokers lead (a cluster), sent by the background task.
     remote: Mutex<remote::RemoteMarkers>,
+    /// Transactional offsets for groups coordinated here, of transactions coordinated
+    /// elsewhere.
+    foreign: Mutex<foreign::ForeignOffsets>,
 }
 
 impl TxnCoordinator {
@@ -147,11 +151,16 @@ impl TxnCoordinator {
                 loads: Loads::default(),
             }),
             remote: Mutex::new(remote::RemoteMarkers::default()),
+            foreign: Mutex::new(foreign::ForeignOffsets::default()),
             config,
         }
     }
     fn remote_lock(&self) -> MutexGuard<'_, remote::RemoteMarkers> {
         self.remote.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn foreign_lock(&self) -> MutexGuard<'_, foreign::ForeignOffsets> {
+        self.foreign.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     // Every change to Inner completes before its guard drops, so a poisoned lock still

@@ -7,7 +7,8 @@ use kafka_protocol::error::ResponseError;
 use super::state::{Committer, PendingOffset, TxnMeta, TxnState};
 use super::{Inner, TxnCoordinator, TXN_TOPIC};
 use crate::context::{now_ms, BrokerContext};
-use crate::internal_topic::{create_if_missing, Creation, TopicSpec};
+use crate::group::OFFSETS_TOPIC;
+use crate::internal_topic::{create_if_missing, led_partition_of, Creation, TopicSpec};
 
 impl TxnCoordinator {
     /// Creates `__transaction_state` if needed (compacted, `transaction.state.log.*`
@@ -191,6 +192,17 @@ impl TxnCoordinator {
         offsets: &[(String, i32, PendingOffset)],
         fenced_code: i16,
     ) -> Result<(), i16> {
+        // On a cluster the transaction may be coordinated by another node than the
+        // group: this node keeps the offsets until that coordinator's marker decides.
+        let not_coordinator = Err(ResponseError::NotCoordinator.code());
+        if ctx.metadata.controller().is_some()
+            && led_partition_of(ctx, TXN_TOPIC, id) == not_coordinator
+            && led_partition_of(ctx, OFFSETS_TOPIC, group).is_ok()
+        {
+            self.foreign_lock()
+                .add(producer.0, group, committer, offsets);
+            return Ok(());
+        }
         self.update(ctx, id, producer, fenced_code, |meta, now| {
             meta.with_offsets(group, committer, offsets, now).map(Some)
         })
@@ -255,10 +267,11 @@ impl TxnCoordinator {
     /// OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for it.
     pub(crate) fn offset_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
         let key = (group.to_string(), topic.to_string(), partition);
-        self.read_lock().txns.values().any(|e| {
+        let local = self.read_lock().txns.values().any(|e| {
             let may_commit = matches!(e.meta.state, TxnState::Ongoing | TxnState::PrepareCommit);
             may_commit && e.meta.offsets.contains_key(&key)
-        })
+        });
+        local || self.foreign_lock().holds(group, topic, partition)
     }
 
     /// DescribeTransactions: the state of one transactional id.

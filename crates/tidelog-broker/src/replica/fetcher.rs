@@ -87,6 +87,8 @@ pub(crate) type ContextCell = Arc<OnceLock<Weak<BrokerContext>>>;
 struct Asked {
     partition: Arc<Partition>,
     epoch: i32,
+    /// The fetch offset (the follower's log end when asked).
+    offset: i64,
 }
 
 pub(crate) async fn run(
@@ -229,6 +231,7 @@ fn build_request(
             Asked {
                 partition: Arc::clone(p),
                 epoch,
+                offset,
             },
         );
     }
@@ -288,10 +291,11 @@ fn handle_partition(
     }
     let records = data.records.as_deref().unwrap_or(&[]);
     let whole = whole_batches(records);
+    let from = first_batch_reaching(&records[..whole], a.offset);
     match p.append_replicated(
         source,
         a.epoch,
-        &records[..whole],
+        &records[from..whole],
         data.high_watermark,
         data.log_start_offset,
     ) {
@@ -301,6 +305,28 @@ fn handle_partition(
             Err(())
         }
     }
+}
+
+/// Where the first batch that holds `offset` or later starts in `records` (whole
+/// batches): a leader answers with the batch containing the fetch offset, and batches
+/// wholly below the follower's log end are already there.
+pub(crate) fn first_batch_reaching(records: &[u8], offset: i64) -> usize {
+    let mut at = 0usize;
+    while let Some(header) = records.get(at..at + 27) {
+        let base = i64::from_be_bytes([
+            header[0], header[1], header[2], header[3], header[4], header[5], header[6], header[7],
+        ]);
+        let delta = i32::from_be_bytes([header[23], header[24], header[25], header[26]]);
+        let size = i32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+        if base.saturating_add(i64::from(delta)) >= offset {
+            break;
+        }
+        match usize::try_from(size).ok().and_then(|s| s.checked_add(12)) {
+            Some(len) => at = at.saturating_add(len).min(records.len()),
+            None => break,
+        }
+    }
+    at
 }
 
 /// Length of the whole batches at the start of `records` (a leader may cut the last
@@ -351,6 +377,24 @@ fn report_truncation(p: &Partition, t: Option<Truncation>, context: &ContextCell
 mod tests {
     use super::whole_batches;
     use tidelog_storage::BatchBuilder;
+
+    #[test]
+    fn batches_below_the_fetch_offset_are_skipped() {
+        let mut one = BatchBuilder::new()
+            .kv(Some(b"k"), Some(b"v"), 1)
+            .kv(Some(b"k"), Some(b"w"), 1)
+            .build()
+            .unwrap();
+        let mut two = one.clone();
+        one[0..8].copy_from_slice(&10i64.to_be_bytes()); // offsets 10-11
+        two[0..8].copy_from_slice(&12i64.to_be_bytes()); // offsets 12-13
+        let mut both = one.clone();
+        both.extend_from_slice(&two);
+        assert_eq!(super::first_batch_reaching(&both, 10), 0);
+        assert_eq!(super::first_batch_reaching(&both, 11), 0);
+        assert_eq!(super::first_batch_reaching(&both, 12), one.len());
+        assert_eq!(super::first_batch_reaching(&both, 14), both.len());
+    }
 
     #[test]
     fn a_trailing_partial_batch_is_left_out() {

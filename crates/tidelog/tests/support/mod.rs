@@ -14,6 +14,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 pub mod cluster;
+pub mod cluster_calls;
 
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");

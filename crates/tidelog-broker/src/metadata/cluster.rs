@@ -59,6 +59,10 @@ pub(crate) async fn heartbeat_loop(
     let node_id = ctx.node_id();
     let incarnation = Uuid::new_v4();
     let interval = ms(&ctx, "broker.heartbeat.interval.ms", 10);
+    // A heartbeat stuck on a controller leader that silently lost the network would
+    // outlive the session the new leader granted; cut it short so the next one goes
+    // to whichever leader the quorum knows by then.
+    let beat_timeout = (ms(&ctx, "broker.session.timeout.ms", 30) / 3).max(interval);
     loop {
         let mut backoff = Duration::from_millis(100);
         let mut last_warning: Option<Instant> = None;
@@ -89,8 +93,12 @@ pub(crate) async fn heartbeat_loop(
         );
         loop {
             let beat = tokio::select! {
-                r = link.broker_heartbeat(node_id, epoch) => r,
+                r = tokio::time::timeout(beat_timeout, link.broker_heartbeat(node_id, epoch)) => r,
                 _ = shutdown.changed() => return,
+            };
+            let Ok(beat) = beat else {
+                tracing::debug!(timeout = ?beat_timeout, "broker heartbeat got no answer in time");
+                continue;
             };
             match beat {
                 Ok(reply) => {
@@ -114,7 +122,9 @@ pub(crate) async fn heartbeat_loop(
             }
             if matches!(*link, ControllerHandle::Remote(_)) {
                 let leader = tokio::select! {
-                    r = link.describe_quorum() => r.ok().and_then(|s| s.leader),
+                    r = tokio::time::timeout(beat_timeout, link.describe_quorum()) => {
+                        r.ok().and_then(Result::ok).and_then(|s| s.leader)
+                    }
                     _ = shutdown.changed() => return,
                 };
                 ctx.metadata.set_remote_leader(leader);

@@ -6,6 +6,7 @@ use crate::internal_topic::read_records;
 use crate::replica::{Partition, PartitionError};
 
 /// Every group record of the partition, in log order.
-pub(crate) fn read_partition(p: &Partition) -> Result<Vec<GroupRecord>, PartitionError> {
+/// Also the log end offset the read went to.
+pub(crate) fn read_partition(p: &Partition) -> Result<(Vec<GroupRecord>, i64), PartitionError> {
     read_records(p, GroupRecord::decode)
 }

@@ -59,25 +59,25 @@ impl GroupCoordinator {
         let result = self.with_partition(ctx, group_id, |inner, partition| {
             let (now, now_ms) = (Instant::now(), now_ms());
             let Some(group) = inner.groups.map.get_mut(group_id) else {
-                return sync_error(ResponseError::UnknownMemberId);
+                return (sync_error(ResponseError::UnknownMemberId), None);
             };
             if let Err(e) = check_member(group, member_id, instance_id) {
-                return sync_error(e);
+                return (sync_error(e), None);
             }
             if generation != group.generation {
-                return sync_error(ResponseError::IllegalGeneration);
+                return (sync_error(ResponseError::IllegalGeneration), None);
             }
             if protocol_type.is_some_and(|t| Some(t) != group.protocol_type.as_deref())
                 || protocol.is_some_and(|p| Some(p) != group.protocol.as_deref())
             {
-                return sync_error(ResponseError::InconsistentGroupProtocol);
+                return (sync_error(ResponseError::InconsistentGroupProtocol), None);
             }
             match group.state {
                 GroupState::Empty | GroupState::Dead => {
-                    return sync_error(ResponseError::UnknownMemberId)
+                    return (sync_error(ResponseError::UnknownMemberId), None)
                 }
                 GroupState::PreparingRebalance => {
-                    return sync_error(ResponseError::RebalanceInProgress)
+                    return (sync_error(ResponseError::RebalanceInProgress), None)
                 }
                 GroupState::Stable => {
                     let assignment = group
@@ -85,7 +85,7 @@ impl GroupCoordinator {
                         .get(member_id)
                         .map(|m| m.assignment.clone())
                         .unwrap_or_default();
-                    return Waiting::Now(sync_outcome(group, assignment));
+                    return (Waiting::Now(sync_outcome(group, assignment)), None);
                 }
                 GroupState::CompletingRebalance => {}
             }
@@ -97,7 +97,7 @@ impl GroupCoordinator {
                 wait += millis(m.rebalance_timeout_ms.max(m.session_timeout_ms));
             }
             if group.leader.as_deref() != Some(member_id) {
-                return Waiting::Later(rx, wait);
+                return (Waiting::Later(rx, wait), None);
             }
             for m in group.members.values_mut() {
                 m.assignment = assignments
@@ -108,44 +108,62 @@ impl GroupCoordinator {
             }
             let record = group.metadata_record(now_ms);
             let written = GroupCoordinator::write(ctx, inner, partition, &[record]);
-            let Some(group) = inner.groups.map.get_mut(group_id) else {
-                return Waiting::Later(rx, wait);
-            };
-            match written {
-                Ok(()) => {
-                    let (ptype, proto) = (group.protocol_type.clone(), group.protocol.clone());
-                    for m in group.members.values_mut() {
-                        if let Some(w) = m.sync_waiter.take() {
-                            let _ = w.send(SyncOutcome {
-                                error: 0,
-                                protocol_type: ptype.clone(),
-                                protocol: proto.clone(),
-                                assignment: m.assignment.clone(),
-                            });
-                        }
-                    }
-                }
-                Err(code) => {
-                    for m in group.members.values_mut() {
-                        m.assignment = Bytes::new();
-                        if let Some(w) = m.sync_waiter.take() {
-                            let _ = w.send(SyncOutcome {
-                                error: code,
-                                ..SyncOutcome::default()
-                            });
-                        }
-                    }
-                    self.prepare_rebalance(group, now, now_ms);
-                }
-            }
-            Waiting::Later(rx, wait)
+            (Waiting::Later(rx, wait), Some(written))
         });
-        result.unwrap_or_else(|code| {
-            Waiting::Now(SyncOutcome {
+        match result {
+            Ok((waiting, None)) => waiting,
+            Ok((waiting, Some(written))) => {
+                // The members hear the assignment only once it is replicated.
+                let written = written.and_then(|w| self.acknowledge(ctx, w));
+                self.answer_sync_waiters(group_id, generation, written);
+                waiting
+            }
+            Err(code) => Waiting::Now(SyncOutcome {
                 error: code,
                 ..SyncOutcome::default()
-            })
-        })
+            }),
+        }
+    }
+
+    /// Answers the parked SyncGroups of `group_id`'s `generation` once the leader's
+    /// assignment is stored: their assignments, or `code` and a new rebalance.
+    fn answer_sync_waiters(&self, group_id: &str, generation: i32, written: Result<(), i16>) {
+        let mut inner = self.lock();
+        let Some(group) = inner.groups.map.get_mut(group_id) else {
+            return;
+        };
+        if group.generation != generation {
+            return;
+        }
+        match written {
+            Ok(()) => {
+                let (ptype, proto) = (group.protocol_type.clone(), group.protocol.clone());
+                for m in group.members.values_mut() {
+                    if let Some(w) = m.sync_waiter.take() {
+                        let _ = w.send(SyncOutcome {
+                            error: 0,
+                            protocol_type: ptype.clone(),
+                            protocol: proto.clone(),
+                            assignment: m.assignment.clone(),
+                        });
+                    }
+                }
+            }
+            Err(code) => {
+                for m in group.members.values_mut() {
+                    m.assignment = Bytes::new();
+                    if let Some(w) = m.sync_waiter.take() {
+                        let _ = w.send(SyncOutcome {
+                            error: code,
+                            ..SyncOutcome::default()
+                        });
+                    }
+                }
+                if group.state != GroupState::PreparingRebalance {
+                    self.prepare_rebalance(group, Instant::now(), now_ms());
+                }
+            }
+        }
     }
 
     pub(crate) fn heartbeat(

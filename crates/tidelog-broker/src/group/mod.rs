@@ -24,6 +24,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 mod topic;
+mod uncommitted;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -46,10 +47,13 @@ pub(crate) use topic::ensure_offsets_topic;
 
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
-use crate::internal_topic::{led_partition_of, Loads, Replayed};
-use crate::replica::PartitionError;
-use records::GroupRecord;
+use crate::internal_topic::{
+    append_error_code, await_replicated, led_partition_of, Loads, Replayed, Written,
+};
+use crate::replica::{Partition, PartitionError};
+use records::{GroupRecord, RecordKey};
 use state::Groups;
+use uncommitted::Uncommitted;
 
 /// The internal topic holding committed offsets and group metadata.
 pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -92,6 +96,8 @@ impl GroupConfig {
 pub(crate) struct Inner {
     pub(crate) groups: Groups,
     loads: Loads,
+    /// Offset records written but not yet replicated (`uncommitted`).
+    uncommitted: Uncommitted,
 }
 
 impl Replayed for Inner {
@@ -103,6 +109,7 @@ impl Replayed for Inner {
 
     fn forget(&mut self, partition: i32) {
         self.groups.unload(partition);
+        self.uncommitted.forget(partition);
     }
 
     fn replay_loaded(&mut self, partition: i32, records: Vec<GroupRecord>) {
@@ -124,6 +131,7 @@ impl GroupCoordinator {
             inner: Mutex::new(Inner {
                 groups: Groups::default(),
                 loads: Loads::default(),
+                uncommitted: Uncommitted::default(),
             }),
             config,
         }
@@ -173,43 +181,106 @@ impl GroupCoordinator {
         crate::internal_topic::load_owned(ctx, OFFSETS_TOPIC, || self.lock(), load::read_partition);
     }
 
-    /// Appends `records` to the group's offsets partition, then replays them: the only
-    /// way durable group state changes. Returns the Kafka error code on failure.
+    /// Appends `records` to the group's offsets partition: the only way durable group
+    /// state changes. Group metadata records are replayed at once (the membership state
+    /// machine is in memory; rebalance answers wait for `acknowledge`); offset records
+    /// are replayed once replicated (`uncommitted`), at once on a cluster of one.
+    /// Returns where the append landed (`None`: nothing to write) for `acknowledge`, or
+    /// the Kafka error code.
     pub(crate) fn write(
         ctx: &BrokerContext,
         inner: &mut Inner,
         partition: i32,
         records: &[GroupRecord],
-    ) -> Result<(), i16> {
+    ) -> Result<Option<Written>, i16> {
         if records.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let now = now_ms();
         let mut buf = encode_batch(records, now)?;
         let Some(p) = ctx.replicas.get(OFFSETS_TOPIC, partition) else {
             return Err(ResponseError::NotCoordinator.code());
         };
-        if let Err(e) = p.append(&mut buf, now) {
-            // Matched with `matches!` so new PartitionError variants need no change here.
-            if matches!(e, PartitionError::Closed) {
-                return Err(ResponseError::NotCoordinator.code());
+        let appended = match p.append(&mut buf, now) {
+            Ok(appended) => appended,
+            Err(e) => {
+                let code = append_error_code(&e);
+                if code == ResponseError::NotCoordinator.code() {
+                    return Err(code);
+                }
+                tracing::warn!(partition, error = %e, "writing to __consumer_offsets failed");
+                // Matched with `matches!` so new PartitionError variants need no change here.
+                let too_large = matches!(
+                    e,
+                    PartitionError::Storage(tidelog_storage::StorageError::MessageTooLarge { .. })
+                );
+                return Err(if too_large {
+                    ResponseError::InvalidCommitOffsetSize.code()
+                } else {
+                    code
+                });
             }
-            tracing::warn!(partition, error = %e, "writing to __consumer_offsets failed");
-            let too_large = matches!(
-                e,
-                PartitionError::Storage(tidelog_storage::StorageError::MessageTooLarge { .. })
-            );
-            return Err(if too_large {
-                ResponseError::InvalidCommitOffsetSize.code()
-            } else {
-                ResponseError::CoordinatorNotAvailable.code()
-            });
-        }
+        };
+        let written = Written::of(partition, &appended);
         let instant = Instant::now();
+        let mut held = Vec::new();
         for record in records {
-            inner.groups.replay(partition, record, instant, now);
+            if matches!(record.key, RecordKey::Group { .. }) {
+                inner.groups.replay(partition, record, instant, now);
+            } else {
+                held.push(record.clone());
+            }
         }
-        Ok(())
+        inner.uncommitted.hold(written, held);
+        apply_committed(&p, inner, partition);
+        Ok(Some(written))
+    }
+
+    /// Waits until `written` is replicated, then replays what it (and anything before
+    /// it) held back; the error code for the client if it is not. Call with the lock
+    /// released.
+    pub(crate) fn acknowledge(
+        &self,
+        ctx: &BrokerContext,
+        written: Option<Written>,
+    ) -> Result<(), i16> {
+        let Some(written) = written else {
+            return Ok(());
+        };
+        let Some(p) = ctx.replicas.get(OFFSETS_TOPIC, written.partition) else {
+            return Err(ResponseError::NotCoordinator.code());
+        };
+        let outcome = await_replicated(&p, written);
+        apply_committed(&p, &mut self.lock(), written.partition);
+        outcome
+    }
+
+    /// Replays the held-back offset records whose append has been replicated since
+    /// (the background tick: writes nobody waited for).
+    fn apply_all_committed(&self, ctx: &BrokerContext) {
+        let mut inner = self.lock();
+        for partition in inner.uncommitted.partitions() {
+            match ctx.replicas.get(OFFSETS_TOPIC, partition) {
+                Some(p) => apply_committed(&p, &mut inner, partition),
+                None => inner.uncommitted.forget(partition),
+            }
+        }
+    }
+}
+
+/// Replays the records `partition` held back that its high watermark has passed.
+fn apply_committed(p: &Partition, inner: &mut Inner, partition: i32) {
+    let snapshot = *p.hw_watch().borrow();
+    if !snapshot.is_leader {
+        return;
+    }
+    let records =
+        inner
+            .uncommitted
+            .take_committed(partition, snapshot.leader_epoch, snapshot.high_watermark);
+    let (instant, now) = (Instant::now(), now_ms());
+    for record in &records {
+        inner.groups.replay(partition, record, instant, now);
     }
 }
 
@@ -258,6 +329,7 @@ pub(crate) async fn run_background(ctx: Ctx, mut shutdown: watch::Receiver<bool>
         }
         let loader = Arc::clone(&ctx);
         let _ = tokio::task::spawn_blocking(move || loader.groups.load_owned(&loader)).await;
+        ctx.groups.apply_all_committed(&ctx);
         ctx.groups.tick(&ctx, Instant::now());
         if last_retention.elapsed() >= ctx.groups.config.retention_check_every {
             last_retention = Instant::now();

@@ -62,25 +62,31 @@ fn offset_key(group: &str, topic: &str, partition: i32) -> RecordKey {
 impl GroupCoordinator {
     /// Validates the committer, then writes one record per partition. Returns one error
     /// code per requested offset, in order.
+    /// Answers once the records are replicated (acks=all, as Kafka does).
     pub(crate) fn commit(&self, ctx: &BrokerContext, req: CommitRequest) -> Vec<i16> {
         self.commit_checked(ctx, req, true)
     }
 
     /// Writes the offsets of a committed transaction. The committer was checked when it
     /// sent TxnOffsetCommit; once the transaction commits, Kafka makes its offsets visible
-    /// whatever generation the group has reached since, and so does this.
+    /// whatever generation the group has reached since, and so does this. Called under
+    /// the transaction coordinator's lock, so it does not wait for replication: the
+    /// offsets become visible once replicated (the background tick), and a write that
+    /// fails is retried with the marker.
     pub(crate) fn commit_materialized(&self, ctx: &BrokerContext, req: CommitRequest) -> Vec<i16> {
         self.commit_checked(ctx, req, false)
     }
 
-    fn commit_checked(&self, ctx: &BrokerContext, req: CommitRequest, validate: bool) -> Vec<i16> {
+    /// A member's commit (`member`: checked against the group, waited for) or a
+    /// committed transaction's.
+    fn commit_checked(&self, ctx: &BrokerContext, req: CommitRequest, member: bool) -> Vec<i16> {
         let count = req.offsets.len();
         let image = ctx.metadata.image();
         let result = self.with_partition(ctx, &req.group_id, |inner, partition| {
             let now_ms = now_ms();
-            if validate {
+            if member {
                 if let Err(e) = validate_committer(inner.groups.map.get_mut(&req.group_id), &req) {
-                    return vec![e.code(); count];
+                    return (vec![e.code(); count], None);
                 }
             }
             let mut codes = Vec::with_capacity(count);
@@ -107,14 +113,19 @@ impl GroupCoordinator {
                     0
                 });
             }
-            if let Err(code) = GroupCoordinator::write(ctx, inner, partition, &records) {
-                for c in codes.iter_mut().filter(|c| **c == 0) {
-                    *c = code;
-                }
+            match GroupCoordinator::write(ctx, inner, partition, &records) {
+                Ok(written) => (codes, written),
+                Err(code) => (fail_accepted(codes, code), None),
             }
-            codes
         });
-        result.unwrap_or_else(|code| vec![code; count])
+        match result {
+            Ok((codes, written)) if member => match self.acknowledge(ctx, written) {
+                Ok(()) => codes,
+                Err(code) => fail_accepted(codes, code),
+            },
+            Ok((codes, _)) => codes,
+            Err(code) => vec![code; count],
+        }
     }
 
     /// The committed offsets of `group` for `topics` (every committed one when `None`).
@@ -234,21 +245,21 @@ impl GroupCoordinator {
     pub(crate) fn delete_group(&self, ctx: &BrokerContext, group_id: &str) -> i16 {
         let result = self.with_partition(ctx, group_id, |inner, partition| {
             let Some(g) = inner.groups.map.get(group_id) else {
-                return ResponseError::GroupIdNotFound.code();
+                return Err(ResponseError::GroupIdNotFound.code());
             };
             if !g.members.is_empty() || g.state != GroupState::Empty {
-                return ResponseError::NonEmptyGroup.code();
+                return Err(ResponseError::NonEmptyGroup.code());
             }
             let records = tombstones(g, |_, _| true, true);
-            match GroupCoordinator::write(ctx, inner, partition, &records) {
-                Ok(()) => {
-                    inner.groups.map.remove(group_id);
-                    0
-                }
-                Err(code) => code,
-            }
+            let written = GroupCoordinator::write(ctx, inner, partition, &records)?;
+            inner.uncommitted.discard_group(partition, group_id);
+            inner.groups.map.remove(group_id);
+            Ok(written)
         });
-        result.unwrap_or_else(|code| code)
+        match result.and_then(|written| written) {
+            Ok(written) => self.acknowledge(ctx, written).err().unwrap_or(0),
+            Err(code) => code,
+        }
     }
 
     /// OffsetDelete: the top-level error, and one code per (topic, partition).
@@ -261,14 +272,14 @@ impl GroupCoordinator {
         let result = self.with_partition(ctx, group_id, |inner, partition| {
             let Some(g) = inner.groups.map.get(group_id) else {
                 return (
-                    ResponseError::GroupIdNotFound.code(),
+                    Err(ResponseError::GroupIdNotFound.code()),
                     vec![0; partitions.len()],
                 );
             };
             let active = g.state != GroupState::Empty && !g.members.is_empty();
             if active && g.protocol_type.as_deref() != Some("consumer") {
                 return (
-                    ResponseError::NonEmptyGroup.code(),
+                    Err(ResponseError::NonEmptyGroup.code()),
                     vec![0; partitions.len()],
                 );
             }
@@ -292,12 +303,19 @@ impl GroupCoordinator {
                 }
                 codes.push(0);
             }
-            if let Err(code) = GroupCoordinator::write(ctx, inner, partition, &records) {
-                return (code, codes);
-            }
-            (0, codes)
+            (
+                GroupCoordinator::write(ctx, inner, partition, &records),
+                codes,
+            )
         });
-        result.unwrap_or_else(|code| (code, vec![0; partitions.len()]))
+        match result {
+            Ok((Ok(written), codes)) => match self.acknowledge(ctx, written) {
+                Ok(()) => (0, codes),
+                Err(code) => (code, codes),
+            },
+            Ok((Err(code), codes)) => (code, codes),
+            Err(code) => (code, vec![0; partitions.len()]),
+        }
     }
 
     /// Offsets retention: a group that has been empty for `offsets.retention.minutes`
@@ -315,7 +333,7 @@ impl GroupCoordinator {
         );
         for (partition, group_id, records, drop_group) in work {
             match GroupCoordinator::write(ctx, &mut inner, partition, &records) {
-                Ok(()) => {
+                Ok(_) => {
                     tracing::info!(group = %group_id, records = records.len(), "offsets retention expired group offsets");
                     if drop_group {
                         inner.groups.map.remove(&group_id);
@@ -327,6 +345,14 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// `codes` with every accepted (0) entry set to `code`.
+fn fail_accepted(mut codes: Vec<i16>, code: i16) -> Vec<i16> {
+    for c in codes.iter_mut().filter(|c| **c == 0) {
+        *c = code;
+    }
+    codes
 }
 
 /// What offsets retention removes at `now_ms`: per group, its partition, the

@@ -158,6 +158,7 @@ impl GroupCoordinator {
     }
 }
 
+/// Stores a group's metadata without anyone waiting for it (the group emptied).
 pub(super) fn persist(ctx: &BrokerContext, inner: &mut Inner, partition: i32, record: GroupRecord) {
     if let Err(code) = GroupCoordinator::write(ctx, inner, partition, &[record]) {
         tracing::warn!(partition, code, "storing group metadata failed");

@@ -300,7 +300,8 @@ fn a_partition_loads_back_by_replay_from_its_log() {
         let mut buf = encode_batch(records, 5).unwrap();
         p.append(&mut buf, 5).unwrap();
     }
-    let records = read_partition(&p).unwrap();
+    let (records, end) = read_partition(&p).unwrap();
+    assert_eq!(end, 4);
     assert_eq!(records.len(), 4);
     let c = coordinator(0);
     let mut inner = c.lock();

@@ -7,8 +7,9 @@
 
 mod placement;
 mod read;
+mod replicated;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::DerefMut;
 use std::time::Instant;
 
@@ -17,6 +18,7 @@ use tidelog_controller::CreateTopic;
 
 pub(crate) use placement::partition_for;
 pub(crate) use read::read_records;
+pub(crate) use replicated::{append_error_code, await_replicated, Written};
 
 use crate::context::BrokerContext;
 use crate::replica::{Partition, PartitionError};
@@ -138,17 +140,17 @@ pub(crate) fn led_partition_of(ctx: &BrokerContext, topic: &str, key: &str) -> R
     }
 }
 
-/// Which partitions of an internal topic a coordinator has loaded, and which it is
-/// loading right now (read outside its lock).
+/// Which partitions of an internal topic a coordinator has loaded (and in which leader
+/// epoch), and which it is loading right now (read outside its lock).
 #[derive(Debug, Default)]
 pub(crate) struct Loads {
-    loaded: HashSet<i32>,
+    loaded: HashMap<i32, i32>,
     loading: HashSet<i32>,
 }
 
 impl Loads {
     pub(crate) fn is_loaded(&self, partition: i32) -> bool {
-        self.loaded.contains(&partition)
+        self.loaded.contains_key(&partition)
     }
 
     pub(crate) fn any_loading(&self) -> bool {
@@ -166,64 +168,73 @@ pub(crate) trait Replayed {
     fn replay_loaded(&mut self, partition: i32, records: Vec<Self::Record>);
 }
 
-/// Loads the partitions of `topic` this node leads and has not loaded yet, and forgets
-/// those it no longer leads. Logs are read with `lock` released, so requests for other
-/// partitions go on meanwhile; a failed read is retried on the next call. Blocking.
+/// Loads the partitions of `topic` this node leads and has not loaded yet (in their
+/// current leader epoch), and forgets those it no longer leads or led in an older epoch
+/// (leadership moved away and back: the log may have changed meanwhile). Logs are read
+/// with `lock` released, so requests for other partitions go on meanwhile; a failed
+/// read is retried on the next call. Blocking.
+///
+/// A partition is read to its log end, not its high watermark: on a new leader the
+/// high watermark lags until the followers fetch. It counts as loaded only once the
+/// high watermark has reached the end read, so nothing served from memory can be
+/// truncated later; until then it is retried (and clients are told the load is in
+/// progress).
 pub(crate) fn load_owned<S, G>(
     ctx: &BrokerContext,
     topic: &str,
     lock: impl Fn() -> G,
-    read: impl Fn(&Partition) -> Result<Vec<S::Record>, PartitionError>,
+    read: impl Fn(&Partition) -> Result<(Vec<S::Record>, i64), PartitionError>,
 ) where
     S: Replayed,
     G: DerefMut<Target = S>,
 {
     let image = ctx.metadata.image();
-    let led: HashSet<i32> = image
+    let led: HashMap<i32, i32> = image
         .topic(topic)
         .map(|t| {
             t.partitions
                 .iter()
                 .filter(|(_, p)| p.leader == ctx.node_id())
-                .map(|(i, _)| *i)
+                .map(|(i, p)| (*i, p.leader_epoch))
                 .collect()
         })
         .unwrap_or_default();
-    let todo: Vec<i32> = {
+    let todo: Vec<(i32, i32)> = {
         let mut state = lock();
         let loads = state.loads();
         let gone: Vec<i32> = loads
             .loaded
             .iter()
-            .copied()
-            .filter(|p| !led.contains(p))
+            .filter(|(p, epoch)| led.get(p) != Some(epoch))
+            .map(|(p, _)| *p)
             .collect();
         for p in gone {
             state.loads().loaded.remove(&p);
             state.forget(p);
         }
         let loads = state.loads();
-        let todo: Vec<i32> = led
+        let todo: Vec<(i32, i32)> = led
             .iter()
-            .copied()
-            .filter(|p| !loads.loaded.contains(p) && !loads.loading.contains(p))
+            .map(|(p, epoch)| (*p, *epoch))
+            .filter(|(p, _)| !loads.loaded.contains_key(p) && !loads.loading.contains(p))
             .collect();
-        loads.loading.extend(todo.iter().copied());
+        loads.loading.extend(todo.iter().map(|(p, _)| *p));
         todo
     };
-    for index in todo {
+    for (index, epoch) in todo {
         let started = Instant::now();
         let records = match ctx.replicas.get(topic, index) {
-            Some(p) => read(&p),
-            None => Err(PartitionError::Closed),
+            Some(p) => read_committed_to_end(&p, &read),
+            None => Err(Some(PartitionError::Closed)),
         };
         let mut state = lock();
         state.loads().loading.remove(&index);
         match records {
             Ok(records) => {
                 let count = records.len();
+                state.forget(index);
                 state.replay_loaded(index, records);
-                state.loads().loaded.insert(index);
+                state.loads().loaded.insert(index, epoch);
                 if count > 0 {
                     tracing::info!(
                         topic,
@@ -234,9 +245,30 @@ pub(crate) fn load_owned<S, G>(
                     );
                 }
             }
-            Err(e) => {
+            Err(None) => {}
+            Err(Some(e)) => {
                 tracing::warn!(partition = index, error = %e, "loading {topic} partition failed; will retry");
             }
         }
     }
+}
+
+/// Reads `p` to its log end with `read` if its high watermark is there (before and
+/// after the read); `Err(None)` when it is not yet (retry later).
+fn read_committed_to_end<R>(
+    p: &Partition,
+    read: &impl Fn(&Partition) -> Result<(Vec<R>, i64), PartitionError>,
+) -> Result<Vec<R>, Option<PartitionError>> {
+    let caught_up = |end: i64| -> Result<bool, Option<PartitionError>> {
+        Ok(p.offsets().map_err(Some)?.high_watermark >= end)
+    };
+    let log_end = p.with_log(|log| Ok(log.log_end_offset())).map_err(Some)?;
+    if !caught_up(log_end)? {
+        return Err(None);
+    }
+    let (records, end) = read(p).map_err(Some)?;
+    if !caught_up(end)? {
+        return Err(None);
+    }
+    Ok(records)
 }

@@ -1,8 +1,8 @@
 //! Reading an internal topic's partition back for replay (start-up, or gaining
 //! leadership).
 //!
-//! The partition is read from its log start to its high watermark in bounded chunks of
-//! whole batches. Each batch's own header says where the next one starts (compaction
+//! The partition is read from its log start to its log end (the caller checks that the
+//! high watermark has reached that end) in bounded chunks of whole batches. Each batch's own header says where the next one starts (compaction
 //! may leave a batch whose last records were removed, so the offsets of the surviving
 //! records cannot tell). Control batches (transaction markers) carry no coordinator
 //! state and are stepped over. A record that does not decode is skipped with a warning:
@@ -20,16 +20,17 @@ use crate::replica::{Partition, PartitionError};
 const CHUNK_BYTES: usize = 1 << 20;
 
 /// Every record of the partition that `decode` (given a key and an optional value)
-/// accepts, in log order.
+/// accepts, in log order, and the log end offset the read went to.
 pub(crate) fn read_records<R, E: Display>(
     p: &Partition,
     decode: impl Fn(&[u8], Option<&[u8]>) -> Result<R, E>,
-) -> Result<Vec<R>, PartitionError> {
-    let offsets = p.offsets()?;
-    let mut next = offsets.log_start;
+) -> Result<(Vec<R>, i64), PartitionError> {
+    let (log_start, log_end) =
+        p.with_log(|log| Ok((log.log_start_offset(), log.log_end_offset())))?;
+    let mut next = log_start;
     let mut out = Vec::new();
-    while next < offsets.high_watermark {
-        let read = p.read(next, CHUNK_BYTES, false)?;
+    while next < log_end {
+        let read = p.read_for_follower(next, CHUNK_BYTES)?;
         let Some(slice) = read.slice else { break };
         let bytes = slice
             .read_to_vec()
@@ -47,6 +48,9 @@ pub(crate) fn read_records<R, E: Display>(
             if batch_end <= next {
                 continue;
             }
+            if h.base_offset() >= log_end {
+                break;
+            }
             if !h.is_control() {
                 decode_batch(p, batch, next, &decode, &mut out);
             }
@@ -57,7 +61,7 @@ pub(crate) fn read_records<R, E: Display>(
             break;
         }
     }
-    Ok(out)
+    Ok((out, log_end))
 }
 
 fn decode_batch<R, E: Display>(

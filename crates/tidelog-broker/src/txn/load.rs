@@ -7,7 +7,8 @@ use crate::internal_topic::read_records;
 use crate::replica::{Partition, PartitionError};
 
 /// Every transaction state record of the partition, in log order.
-pub(crate) fn read_partition(p: &Partition) -> Result<Vec<TxnRecord>, PartitionError> {
+/// Also the log end offset the read went to.
+pub(crate) fn read_partition(p: &Partition) -> Result<(Vec<TxnRecord>, i64), PartitionError> {
     read_records(p, TxnRecord::decode)
 }
 
@@ -58,6 +59,6 @@ mod tests {
         };
         p.append(&mut tomb.to_batch(100).unwrap(), 100).unwrap();
         written.push(tomb);
-        assert_eq!(read_partition(&p).unwrap(), written);
+        assert_eq!(read_partition(&p).unwrap().0, written);
     }
 }

@@ -35,8 +35,9 @@ pub(crate) use state::{Committer, PendingOffset, TxnMeta, TxnState};
 
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
-use crate::internal_topic::{led_partition_of, Loads, Replayed};
-use crate::replica::PartitionError;
+use crate::internal_topic::{
+    append_error_code, await_replicated, led_partition_of, Loads, Replayed, Written,
+};
 use records::TxnRecord;
 
 /// The internal topic holding transaction state.
@@ -97,6 +98,8 @@ pub(crate) struct Inner {
     /// What of each decided transaction is already written.
     done: HashMap<String, markers::Written>,
     loads: Loads,
+    /// Per partition, the last state written: what an answer waits to see replicated.
+    last_written: HashMap<i32, Written>,
 }
 
 impl Replayed for Inner {
@@ -108,6 +111,7 @@ impl Replayed for Inner {
 
     fn forget(&mut self, partition: i32) {
         self.txns.retain(|_, e| e.partition != partition);
+        self.last_written.remove(&partition);
     }
 
     fn replay_loaded(&mut self, partition: i32, records: Vec<TxnRecord>) {
@@ -149,6 +153,7 @@ impl TxnCoordinator {
                 txns: HashMap::new(),
                 done: HashMap::new(),
                 loads: Loads::default(),
+                last_written: HashMap::new(),
             }),
             remote: Mutex::new(remote::RemoteMarkers::default()),
             foreign: Mutex::new(foreign::ForeignOffsets::default()),
@@ -194,7 +199,11 @@ impl TxnCoordinator {
             .map_or(0, |p| p.leader_epoch())
     }
 
-    /// Appends the new state of `id` and replays it: the only way state changes.
+    /// Appends the new state of `id` and replays it: the only way state changes. The
+    /// state is replayed at once (later requests of the transaction build on it), but
+    /// answered only after `acknowledge`: a transaction state change counts once it is
+    /// replicated. Should leadership move before that, the partition is forgotten here
+    /// and reloaded from the log by its new leader.
     fn write(
         ctx: &BrokerContext,
         inner: &mut Inner,
@@ -214,15 +223,36 @@ impl TxnCoordinator {
             return Err(ResponseError::NotCoordinator.code());
         };
         match p.append(&mut batch, now) {
-            Ok(_) => {}
-            Err(PartitionError::Closed) => return Err(ResponseError::NotCoordinator.code()),
+            Ok(appended) => {
+                inner
+                    .last_written
+                    .insert(partition, Written::of(partition, &appended));
+            }
             Err(e) => {
-                tracing::warn!(partition, error = %e, "writing to {TXN_TOPIC} failed");
-                return Err(ResponseError::CoordinatorNotAvailable.code());
+                let code = append_error_code(&e);
+                if code != ResponseError::NotCoordinator.code() {
+                    tracing::warn!(partition, error = %e, "writing to {TXN_TOPIC} failed");
+                }
+                return Err(code);
             }
         }
         inner.replay(partition, record);
         Ok(())
+    }
+
+    /// Waits until the state of `id` written so far is replicated; the error code for
+    /// the client if it is not. Call with no lock held.
+    fn acknowledge(&self, ctx: &BrokerContext, id: &str) -> Result<(), i16> {
+        let partition = led_partition_of(ctx, TXN_TOPIC, id)?;
+        let written = self.read_lock().last_written.get(&partition).copied();
+        let Some(written) = written else {
+            return Ok(());
+        };
+        let p = ctx
+            .replicas
+            .get(TXN_TOPIC, partition)
+            .ok_or(ResponseError::NotCoordinator.code())?;
+        await_replicated(&p, written)
     }
 
     /// Finishes a decided transaction: markers, offsets, then the Complete state.

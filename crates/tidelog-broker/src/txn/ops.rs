@@ -55,7 +55,10 @@ impl TxnCoordinator {
                 fenced_code,
                 &mut fresh,
             )? {
-                Some(answer) => return Ok(answer),
+                Some(answer) => {
+                    self.acknowledge(ctx, id)?;
+                    return Ok(answer);
+                }
                 None => fresh = Some(allocate_producer_id(ctx).await?),
             }
         }
@@ -138,14 +141,16 @@ impl TxnCoordinator {
         fenced_code: i16,
         f: impl FnOnce(&TxnMeta, i64) -> Result<Option<TxnMeta>, i16>,
     ) -> Result<(), i16> {
-        let mut inner = self.write_lock();
-        let partition = Self::partition_of(ctx, &inner, id)?;
-        let meta = current(&inner, id)?;
-        meta.check_producer(producer.0, producer.1, fenced_code)?;
-        match f(&meta, now_ms())? {
-            Some(next) => Self::write(ctx, &mut inner, partition, id, Some(next)),
-            None => Ok(()),
+        {
+            let mut inner = self.write_lock();
+            let partition = Self::partition_of(ctx, &inner, id)?;
+            let meta = current(&inner, id)?;
+            meta.check_producer(producer.0, producer.1, fenced_code)?;
+            if let Some(next) = f(&meta, now_ms())? {
+                Self::write(ctx, &mut inner, partition, id, Some(next))?;
+            }
         }
+        self.acknowledge(ctx, id)
     }
 
     /// AddPartitionsToTxn: the partitions take part in the open transaction (opening it).
@@ -218,15 +223,17 @@ impl TxnCoordinator {
         commit: bool,
         fenced_code: i16,
     ) -> Result<(), i16> {
-        let mut inner = self.write_lock();
-        let partition = Self::partition_of(ctx, &inner, id)?;
-        let meta = current(&inner, id)?;
-        meta.check_producer(producer.0, producer.1, fenced_code)?;
-        if let Some(next) = meta.end(commit, now_ms())? {
-            Self::write(ctx, &mut inner, partition, id, Some(next))?;
-            Self::complete(ctx, &mut inner, id);
+        {
+            let mut inner = self.write_lock();
+            let partition = Self::partition_of(ctx, &inner, id)?;
+            let meta = current(&inner, id)?;
+            meta.check_producer(producer.0, producer.1, fenced_code)?;
+            if let Some(next) = meta.end(commit, now_ms())? {
+                Self::write(ctx, &mut inner, partition, id, Some(next))?;
+                Self::complete(ctx, &mut inner, id);
+            }
         }
-        Ok(())
+        self.acknowledge(ctx, id)
     }
 
     /// Runs `append` only if `topic`/`partition` is part of `id`'s open transaction

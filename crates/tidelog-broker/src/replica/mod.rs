@@ -97,7 +97,6 @@ impl ReplicaManager {
         image: &MetadataImage,
         broker: &BrokerConfig,
     ) -> Result<(), StorageError> {
-        let now = now_ms();
         let mut wanted: HashMap<PartitionKey, (Uuid, ImageAssignment, tidelog_storage::LogConfig)> =
             HashMap::new();
         for topic in image.topics() {
@@ -150,7 +149,7 @@ impl ReplicaManager {
             stale
         };
         for (p, assignment) in to_assign {
-            self.assign(&p, &assignment, now);
+            self.assign(&p, &assignment, now_ms(), false);
         }
         for p in stale {
             tracing::info!(topic = %p.topic, partition = p.index, "deleting partition data");
@@ -163,7 +162,9 @@ impl ReplicaManager {
             let p = Partition::new(key.0.clone(), topic_id, key.1, assignment.leader_epoch, log)
                 .hosted_by(self.node_id);
             let p = Arc::new(p);
-            self.assign(&p, &assignment, now);
+            // The clock is read per partition: opening 50 logs can take long enough that
+            // a time read before the first would already count against the followers.
+            self.assign(&p, &assignment, now_ms(), true);
             let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
             map.insert(key, p);
         }
@@ -172,12 +173,22 @@ impl ReplicaManager {
         Ok(())
     }
 
-    fn assign(&self, p: &Partition, a: &ImageAssignment, now: i64) {
+    /// Adopts `a` for `p`; `opened` when the partition was opened for this image (its
+    /// first role is no election).
+    fn assign(&self, p: &Partition, a: &ImageAssignment, now: i64, opened: bool) {
         // Whether this node was in the ISR as it knew it before this image: a leader
         // that was not has been elected uncleanly (records acknowledged may be lost).
         let was_in_sync = p.in_known_isr();
         let transition = p.apply_assignment(a, now);
         if transition == state::Transition::Unchanged {
+            return;
+        }
+        if opened {
+            tracing::debug!(
+                topic = %p.topic, partition = p.index, leader = a.leader,
+                leader_epoch = a.leader_epoch, isr = ?a.isr, ?transition,
+                "partition opened"
+            );
             return;
         }
         tracing::info!(

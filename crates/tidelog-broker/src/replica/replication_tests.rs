@@ -245,3 +245,55 @@ fn truncating_below_the_old_high_watermark_is_counted_as_loss() {
     };
     assert_eq!(t.committed_records_lost(), 0);
 }
+
+#[test]
+fn fifty_partitions_created_at_once_keep_their_full_isr() {
+    // Like __consumer_offsets: 50 partitions opened in the image's leader epoch (0), led
+    // here, followed by nodes 2 and 3 whose one fetcher each starts late and then long-polls.
+    const LAG: i64 = 2_000;
+    let dir = tempfile::tempdir().unwrap();
+    let created = 1_000_000;
+    let parts: Vec<Arc<Partition>> = (0..50)
+        .map(|i| {
+            let log = Log::open(&dir.path().join(format!("o-{i}")), LogConfig::default()).unwrap();
+            let p = Arc::new(Partition::new("o".into(), Uuid::nil(), i, 0, log).hosted_by(1));
+            p.apply_assignment(&assignment(1, 0, &[1, 2, 3], 2), created);
+            p
+        })
+        .collect();
+    let wanted = |now: i64| -> Vec<(i32, Vec<i32>)> {
+        parts
+            .iter()
+            .filter_map(|p| {
+                let hw = p.offsets().unwrap().high_watermark;
+                p.replica_state()
+                    .wanted_isr_change(hw, now, LAG)
+                    .map(|isr| (p.index, isr))
+            })
+            .collect()
+    };
+    assert_eq!(wanted(created + 250), vec![]);
+    assert_eq!(wanted(created + LAG), vec![]);
+    // The fetchers' first requests arrive 1.5 s after creation, then every 500 ms.
+    let mut t = created + 1_500;
+    while t <= created + 5 * LAG {
+        for p in &parts {
+            for follower in [2, 3] {
+                assert_eq!(p.record_follower_fetch(follower, 0, t), Ok(false));
+            }
+        }
+        assert_eq!(wanted(t + 499), vec![], "at {} ms", t + 499 - created);
+        t += 500;
+    }
+    // Node 3 stops: every partition drops it after the lag time, and only it.
+    let stopped = t - 500;
+    while t <= stopped + LAG + 500 {
+        for p in &parts {
+            p.record_follower_fetch(2, 0, t).unwrap();
+        }
+        t += 500;
+    }
+    let now = stopped + LAG + 1;
+    assert!(wanted(now).iter().all(|(_, isr)| *isr == vec![1, 2]));
+    assert_eq!(wanted(now).len(), 50);
+}

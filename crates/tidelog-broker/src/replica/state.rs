@@ -66,6 +66,11 @@ pub(crate) struct ReplicaState {
     /// The leader's log end offset when it became leader in this epoch: a follower
     /// below it has not yet caught up with this epoch and cannot join the ISR.
     pub(crate) epoch_start_offset: i64,
+    /// Whether an image assignment was adopted yet. The first one is always a role
+    /// change: a partition opens as a provisional sole leader in the image's epoch, and
+    /// taking the image's leadership as "unchanged" left its followers without a
+    /// caught-up time (so the first ISR check dropped them all).
+    assigned: bool,
 }
 
 /// What the image says about a partition.
@@ -107,6 +112,7 @@ impl ReplicaState {
             pending_isr: None,
             followers: HashMap::new(),
             epoch_start_offset: 0,
+            assigned: false,
         }
     }
 
@@ -124,7 +130,8 @@ impl ReplicaState {
             Role::Follower { leader: a.leader }
         };
         let new_epoch = a.leader_epoch != self.leader_epoch;
-        let changed = role != self.role || new_epoch;
+        let changed = !self.assigned || role != self.role || new_epoch;
+        self.assigned = true;
         self.role = role;
         self.leader_epoch = a.leader_epoch;
         self.replicas.clone_from(&a.replicas);
@@ -142,13 +149,15 @@ impl ReplicaState {
         }
         self.partition_epoch = a.partition_epoch;
         if !changed {
-            // Replicas added by a reassignment get a (not caught-up) state.
+            // Replicas added by a reassignment get a state: caught up as of now only if
+            // the image already counts them in sync.
             if role == Role::Leader {
                 for &r in &self.replicas {
                     if r != self.node_id {
+                        let in_sync = self.isr.contains(&r);
                         self.followers
                             .entry(r)
-                            .or_insert_with(|| FollowerState::reset(now_ms, false));
+                            .or_insert_with(|| FollowerState::reset(now_ms, in_sync));
                     }
                 }
                 let replicas = self.replicas.clone();

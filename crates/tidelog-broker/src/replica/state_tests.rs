@@ -148,3 +148,139 @@ fn leadership_changes_are_reported_and_reset_followers() {
     assert_eq!(s.followers[&3].last_caught_up_ms, 0);
     assert_eq!(s.followers[&2].log_end_offset, -1);
 }
+
+const LAG: i64 = 2_000;
+
+#[test]
+fn a_partition_opened_as_leader_counts_its_isr_followers_caught_up() {
+    // A new partition opens as a provisional sole leader in the image's epoch; adopting
+    // the image must still start the followers' caught-up clocks (it once left them at
+    // 0, and the first ISR check, 250 ms later, dropped both).
+    let mut s = ReplicaState::sole_leader(1, 7);
+    assert_eq!(
+        s.apply(&assignment(1, 7, &[1, 2, 3]), 0, 10_000),
+        Transition::BecameLeader
+    );
+    assert_eq!(s.followers[&2].last_caught_up_ms, 10_000);
+    assert_eq!(s.followers[&3].last_caught_up_ms, 10_000);
+    assert_eq!(s.wanted_isr_change(0, 10_250, LAG), None);
+    // Followers whose fetchers start late still have the whole lag time.
+    assert_eq!(s.wanted_isr_change(0, 10_000 + LAG, LAG), None);
+    s.record_fetch(2, 0, 0, 11_900);
+    s.record_fetch(3, 0, 0, 11_950);
+    assert_eq!(s.wanted_isr_change(0, 13_000, LAG), None);
+    // A second image for the same epoch changes nothing.
+    assert_eq!(
+        s.apply(&assignment(1, 7, &[1, 2, 3]), 0, 13_000),
+        Transition::Unchanged
+    );
+    assert_eq!(s.followers[&2].last_caught_up_ms, 11_900);
+}
+
+#[test]
+fn a_partition_opened_as_leader_drops_a_follower_that_never_fetches() {
+    let mut s = ReplicaState::sole_leader(1, 7);
+    s.apply(&assignment(1, 7, &[1, 2, 3]), 0, 10_000);
+    for t in (10_000..=10_000 + LAG + 500).step_by(500) {
+        s.record_fetch(2, 0, 0, t);
+    }
+    assert_eq!(s.lagging(10_000 + LAG + 500, LAG), vec![3]);
+    assert_eq!(
+        s.wanted_isr_change(0, 10_000 + LAG + 500, LAG),
+        Some(vec![1, 2])
+    );
+}
+
+#[test]
+fn an_idle_partition_keeps_long_polling_followers_in_the_isr() {
+    let mut s = leader_of_three(0);
+    // Nothing is produced for 5x the lag time; each follower's fetch sits in the
+    // leader's long poll for replica.fetch.wait.max.ms (500) and comes back.
+    let mut t = 0;
+    while t <= 5 * LAG {
+        assert!(s.record_fetch(2, 100, 100, t));
+        assert!(s.record_fetch(3, 100, 100, t + 120));
+        for probe in [t + 100, t + 499] {
+            assert_eq!(s.lagging(probe, LAG), Vec::<i32>::new(), "at {probe} ms");
+            assert_eq!(s.wanted_isr_change(100, probe, LAG), None, "at {probe} ms");
+        }
+        t += 500;
+    }
+}
+
+#[test]
+fn a_stopped_follower_of_an_idle_partition_leaves_after_the_lag_time() {
+    let mut s = leader_of_three(0);
+    let mut t = 0;
+    while t <= 3_000 {
+        s.record_fetch(2, 100, 100, t);
+        s.record_fetch(3, 100, 100, t);
+        t += 500;
+    }
+    // 3 stops at 3_000; 2 keeps polling.
+    while t <= 3_000 + LAG + 500 {
+        s.record_fetch(2, 100, 100, t);
+        let expect: Vec<i32> = if t - 3_000 > LAG { vec![3] } else { vec![] };
+        assert_eq!(s.lagging(t, LAG), expect, "at {t} ms");
+        t += 100;
+    }
+    assert_eq!(s.wanted_isr_change(100, t, LAG), Some(vec![1, 2]));
+}
+
+#[test]
+fn followers_keeping_up_under_light_load_stay_in_the_isr() {
+    let mut s = leader_of_three(0);
+    // One record every 300 ms; a follower's fetch that finds nothing is parked until
+    // the next append, so each fetch comes back just after the LEO moved.
+    let mut leo = 100;
+    let mut t = 0;
+    while t <= 5 * LAG {
+        s.record_fetch(2, leo, leo, t);
+        s.record_fetch(3, leo, leo, t);
+        t += 300;
+        leo += 1; // appended at t; the fetches at `leo - 1` return it
+        s.record_fetch(2, leo, leo + 1, t + 5); // another record landed meanwhile
+        s.record_fetch(3, leo, leo, t + 5);
+        assert_eq!(s.wanted_isr_change(leo, t + 6, LAG), None, "at {t} ms");
+        leo += 1;
+        t += 10;
+    }
+}
+
+#[test]
+fn a_follower_rejoins_in_a_new_epoch_before_its_first_append() {
+    // The leader's epoch cache has no entry for the new epoch until something is
+    // appended in it; the epoch start is the LEO at election, which a follower holding
+    // the whole log has reached.
+    let mut s = leader_of_three(0);
+    assert_eq!(
+        s.apply(&assignment(1, 2, &[1, 2]), 100, 1_000),
+        Transition::BecameLeader
+    );
+    assert_eq!(s.epoch_start_offset, 100);
+    s.record_fetch(2, 100, 100, 1_100);
+    s.record_fetch(3, 100, 100, 1_100);
+    assert_eq!(s.wanted_isr_change(100, 1_100, LAG), Some(vec![1, 2, 3]));
+}
+
+#[test]
+fn a_follower_that_catches_up_after_a_shrink_rejoins() {
+    let mut s = leader_of_three(0);
+    s.record_fetch(2, 100, 100, 0);
+    s.record_fetch(3, 100, 100, 0);
+    let mut shrunk = assignment(1, 1, &[1, 2]);
+    shrunk.partition_epoch = 2;
+    s.apply(&shrunk, 100, 3_000);
+    // 3 comes back far behind and copies in steps; it rejoins at the HW (2 is at it).
+    let mut leo3 = 0;
+    let mut t = 3_000;
+    while leo3 < 200 {
+        s.record_fetch(2, 200, 200, t);
+        assert!(s.record_fetch(3, leo3, 200, t));
+        assert_eq!(s.caught_up_outside_isr(200), Vec::<i32>::new());
+        leo3 += 50;
+        t += 10;
+    }
+    s.record_fetch(3, 200, 200, t);
+    assert_eq!(s.wanted_isr_change(200, t, LAG), Some(vec![1, 2, 3]));
+}

@@ -125,21 +125,7 @@ impl SpawnedBroker {
 
     fn launch(&mut self) -> anyhow::Result<()> {
         let log = File::create(self.root.path().join("broker.log"))?;
-        // prlimit and taskset both exec what follows, so the child's pid is the broker's.
-        let mut words: Vec<std::ffi::OsString> = Vec::new();
-        if let Some(limit) = self.options.nofile {
-            words.extend([
-                "prlimit".into(),
-                format!("--nofile={limit}:{limit}").into(),
-                "--".into(),
-            ]);
-        }
-        if let Some(cpu) = self.options.cpu.filter(|_| taskset_available()) {
-            words.extend(["taskset".into(), "-c".into(), cpu.to_string().into()]);
-        }
-        words.push(self.options.binary.clone().into_os_string());
-        let mut command = Command::new(&words[0]);
-        command.args(&words[1..]);
+        let mut command = pinned_command(&self.options);
         command
             .arg("serve")
             .arg("--listen")
@@ -238,6 +224,26 @@ impl Drop for SpawnedBroker {
     }
 }
 
+/// `tidelog` under `prlimit` and `taskset` as the options ask; both exec what follows,
+/// so the child's pid is the broker's.
+pub(crate) fn pinned_command(options: &SpawnOptions) -> Command {
+    let mut words: Vec<std::ffi::OsString> = Vec::new();
+    if let Some(limit) = options.nofile {
+        words.extend([
+            "prlimit".into(),
+            format!("--nofile={limit}:{limit}").into(),
+            "--".into(),
+        ]);
+    }
+    if let Some(cpu) = options.cpu.filter(|_| taskset_available()) {
+        words.extend(["taskset".into(), "-c".into(), cpu.to_string().into()]);
+    }
+    words.push(options.binary.clone().into_os_string());
+    let mut command = Command::new(&words[0]);
+    command.args(&words[1..]);
+    command
+}
+
 pub(crate) fn taskset_available() -> bool {
     Command::new("taskset")
         .arg("--version")
@@ -273,7 +279,7 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 }
 
 /// The status code of `GET path`, or `None` if the server did not answer in 1 s.
-fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
+pub(crate) fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");

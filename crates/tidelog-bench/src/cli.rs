@@ -171,7 +171,8 @@ pub(crate) struct TargetsArgs {
     /// Runs per target (the table reports medians); default from the scale.
     #[arg(long)]
     pub(crate) runs: Option<usize>,
-    /// Run only these targets (id prefixes, e.g. `T1,T8`).
+    /// Run only these targets: ids, or ids without their letter (`T3` = T3a, T3b;
+    /// `T1` is not T10), e.g. `T1,T10`.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
     /// Bytes of data for T9's restart (default from the scale).

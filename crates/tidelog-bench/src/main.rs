@@ -4,6 +4,7 @@
 mod broker;
 mod ceilings;
 mod cli;
+mod cluster;
 mod commands;
 mod load;
 mod plot;
@@ -11,6 +12,7 @@ mod procfs;
 mod report;
 mod stats;
 mod targets;
+mod targets_cluster;
 mod targets_fleet;
 mod targets_load;
 

@@ -10,6 +10,7 @@ use crate::ceilings::Ceilings;
 use crate::load::{self, admin, e2e, produce};
 use crate::report::Figure;
 use crate::stats::LatencySummary;
+use crate::targets_cluster::{T10_TARGET, T10_WORKLOAD};
 use crate::targets_load::{
     t1_t7, t2, t3, t4, t5, t6, T1_TARGET, T2_TARGET, T4_TARGET, T5A_TARGET, T5B_TARGET, T6_TARGET,
     T7_TARGET,
@@ -75,7 +76,7 @@ pub(crate) struct Target<'a> {
     pub(crate) bootstrap: String,
     pub(crate) broker: Option<&'a SpawnedBroker>,
     pub(crate) spawn: Option<SpawnOptions>,
-    /// Run only targets whose id starts with one of these (all when empty).
+    /// Run only these targets, by id or id prefix up to the letter (all when empty).
     pub(crate) only: Vec<String>,
 }
 
@@ -84,8 +85,14 @@ impl Target<'_> {
         self.only.is_empty()
             || rows
                 .iter()
-                .any(|(id, ..)| self.only.iter().any(|o| id.starts_with(o.as_str())))
+                .any(|(id, ..)| self.only.iter().any(|o| selects(o, id)))
     }
+}
+
+/// `--only T3` selects T3a and T3b, but `--only T1` does not select T10.
+fn selects(only: &str, id: &str) -> bool {
+    id.strip_prefix(only)
+        .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_alphabetic()))
 }
 
 /// Every target row plus the latency curves for the plot.
@@ -250,13 +257,22 @@ pub(crate) fn run(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> TargetsOu
             }
         }
     }
-    figures.push(Figure::not_run(
-        "T10",
-        "RF 3, acks=all, 3 local nodes",
-        "MB/s",
-        "≥ 0.3 × T1's throughput",
-        "needs a 3-node cluster",
-    ));
+    let t10_row = [("T10", T10_WORKLOAD, "MB/s", T10_TARGET)];
+    match &target.spawn {
+        Some(options) => {
+            let t1_mb_s = figures.iter().find(|f| f.id == "T1").and_then(|f| f.value);
+            section(target, &mut figures, &t10_row, || {
+                crate::targets_cluster::t10(options, scale, t1_mb_s)
+            });
+        }
+        None => figures.push(Figure::not_run(
+            "T10",
+            T10_WORKLOAD,
+            "MB/s",
+            T10_TARGET,
+            "needs --spawn (starts its own 3-node cluster)",
+        )),
+    }
     TargetsOutcome { figures, curves }
 }
 
@@ -310,4 +326,20 @@ pub(crate) fn list(values: &[f64]) -> String {
         .map(|v| crate::report::number(*v))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::selects;
+
+    #[test]
+    fn only_matches_ids_and_their_lettered_rows_but_not_longer_numbers() {
+        assert!(selects("T1", "T1"));
+        assert!(selects("T3", "T3a"));
+        assert!(selects("T3", "T3b"));
+        assert!(selects("T10", "T10"));
+        assert!(!selects("T1", "T10"));
+        assert!(!selects("T10", "T1"));
+        assert!(!selects("T3a", "T3b"));
+    }
 }

@@ -60,19 +60,25 @@ fn check_isrs(ctx: &Ctx, lag_max_ms: i64) {
         }
         let Ok(offsets) = p.offsets() else { continue };
         if let Some(new_isr) = st.wanted_isr_change(offsets.high_watermark, now, lag_max_ms) {
+            // Marked pending here, not in the task: a wake-up arriving before the task
+            // ran would otherwise send the same change twice (the second one refused as
+            // stale, after clearing the first one's pending mark).
+            let pending = PendingIsr {
+                new_isr: new_isr.clone(),
+                from_partition_epoch: st.partition_epoch,
+            };
+            if !p.begin_isr_change(&st, pending.clone()) {
+                continue;
+            }
             let ctx = Arc::clone(ctx);
-            tokio::spawn(async move { alter_isr(&ctx, &p, &st, new_isr).await });
+            tokio::spawn(async move { alter_isr(&ctx, &p, &st, pending).await });
         }
     }
 }
 
-async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, new_isr: Vec<i32>) {
+async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, pending: PendingIsr) {
+    let new_isr = pending.new_isr.clone();
     let shrink = new_isr.len() < st.isr.len();
-    let pending = PendingIsr {
-        new_isr: new_isr.clone(),
-        from_partition_epoch: st.partition_epoch,
-    };
-    p.set_pending_isr(Some(pending.clone()));
     tracing::info!(
         topic = %p.topic, partition = p.index, isr = ?st.isr, new_isr = ?new_isr,
         leader_epoch = st.leader_epoch, "asking the controller to change the ISR"

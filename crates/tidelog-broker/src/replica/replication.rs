@@ -228,6 +228,24 @@ impl Partition {
         })
     }
 
+    /// Marks `pending` as the ISR change in flight, unless the state moved on since the
+    /// snapshot `seen` it was planned from (another change in flight, a new epoch).
+    pub(crate) fn begin_isr_change(&self, seen: &ReplicaState, pending: PendingIsr) -> bool {
+        {
+            let mut repl = self.repl_state();
+            if !repl.is_leader()
+                || repl.pending_isr.is_some()
+                || repl.leader_epoch != seen.leader_epoch
+                || repl.partition_epoch != seen.partition_epoch
+            {
+                return false;
+            }
+            repl.pending_isr = Some(pending);
+        }
+        self.advance_after_isr_change();
+        true
+    }
+
     /// Records an ISR change sent to the controller (`None` clears it after a failure).
     pub(crate) fn set_pending_isr(&self, pending: Option<PendingIsr>) {
         self.repl_state().pending_isr = pending;

@@ -297,3 +297,38 @@ fn fifty_partitions_created_at_once_keep_their_full_isr() {
     assert!(wanted(now).iter().all(|(_, isr)| *isr == vec![1, 2]));
     assert_eq!(wanted(now).len(), 50);
 }
+
+#[test]
+fn an_isr_change_is_begun_once_per_snapshot() {
+    // The ISR check once sent the same change twice when a wake-up came before the
+    // task that marked it pending ran.
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(&dir, "t-0", 1);
+    p.apply_assignment(&assignment(1, 1, &[1, 2, 3], 2), 0);
+    let seen = p.replica_state();
+    let change = super::super::state::PendingIsr {
+        new_isr: vec![1, 2],
+        from_partition_epoch: seen.partition_epoch,
+    };
+    assert!(p.begin_isr_change(&seen, change.clone()));
+    assert!(
+        !p.begin_isr_change(&seen, change.clone()),
+        "already in flight"
+    );
+    assert_eq!(p.replica_state().pending_isr, Some(change.clone()));
+    // The image shows the change: a new change may begin, but not from the old snapshot.
+    let mut shrunk = assignment(1, 1, &[1, 2], 2);
+    shrunk.partition_epoch = 2;
+    p.apply_assignment(&shrunk, 10);
+    assert_eq!(p.replica_state().pending_isr, None);
+    assert!(
+        !p.begin_isr_change(&seen, change),
+        "planned against epoch 1"
+    );
+    let now = p.replica_state();
+    let expand = super::super::state::PendingIsr {
+        new_isr: vec![1, 2, 3],
+        from_partition_epoch: 2,
+    };
+    assert!(p.begin_isr_change(&now, expand));
+}

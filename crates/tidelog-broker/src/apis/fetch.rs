@@ -87,6 +87,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         ResponseError::ClusterAuthorizationFailed.code()
     });
     let now = now_ms();
+    let lag_max_ms = ctx.config.get_i64("replica.lag.time.max.ms").max(1);
     let mut wanted = Vec::new();
     for topic in &request.topics {
         let name = if version >= 13 {
@@ -111,7 +112,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 } else {
                     -1
                 };
-                follower_fetched(ctx, &mut w, replica_id, last_epoch, now);
+                follower_fetched(ctx, &mut w, replica_id, last_epoch, now, lag_max_ms);
             }
             wanted.push(w);
         }
@@ -155,6 +156,9 @@ async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
             || *shutdown.borrow();
         if done {
             count_fetch(&ctx, &plan, &response);
+            if plan.replica_id >= 0 && plan.refused.is_none() {
+                followers_idle_poll(&ctx, &plan);
+            }
             return match encode_fetch_response(
                 plan.header.correlation_id,
                 plan.header.api_version,
@@ -371,10 +375,36 @@ fn read_one(
     ))
 }
 
+/// A follower's fetch is answered: every partition where it still holds the leader's
+/// whole log counts it caught up now, not only as of when the fetch arrived (a long poll
+/// on an idle partition must not age a follower).
+fn followers_idle_poll(ctx: &Ctx, plan: &FetchPlan) {
+    let now = now_ms();
+    for w in &plan.wanted {
+        if w.diverging.is_some() || w.replica_error.is_some() {
+            continue;
+        }
+        if let Some(p) = w
+            .topic
+            .as_deref()
+            .and_then(|t| ctx.replicas.get(t, w.partition))
+        {
+            p.record_follower_idle_poll(plan.replica_id, w.offset, now);
+        }
+    }
+}
+
 /// A follower fetched `w`: unless its epoch is stale or its log diverges from ours,
 /// its fetch offset is its log end offset, which the leader records (the HW may move,
 /// a caught-up follower is proposed for the ISR).
-fn follower_fetched(ctx: &Ctx, w: &mut Wanted, replica_id: i32, last_epoch: i32, now: i64) {
+fn follower_fetched(
+    ctx: &Ctx,
+    w: &mut Wanted,
+    replica_id: i32,
+    last_epoch: i32,
+    now: i64,
+    lag_max_ms: i64,
+) {
     let Some(p) = w
         .topic
         .as_deref()
@@ -389,7 +419,7 @@ fn follower_fetched(ctx: &Ctx, w: &mut Wanted, replica_id: i32, last_epoch: i32,
     if w.diverging.is_some() {
         return;
     }
-    match p.record_follower_fetch(replica_id, w.offset, now) {
+    match p.record_follower_fetch(replica_id, w.offset, now, lag_max_ms) {
         Ok(true) => ctx.replicas.isr_wake.notify_one(),
         Ok(false) => {}
         Err(code) => w.replica_error = Some(code),

@@ -165,6 +165,7 @@ impl Partition {
         replica: i32,
         fetch_offset: i64,
         now_ms: i64,
+        lag_max_ms: i64,
     ) -> Result<bool, i16> {
         let mut guard = self.lock();
         let log = guard.as_mut().ok_or(PartitionError::Closed.code())?;
@@ -181,7 +182,10 @@ impl Partition {
                 .isr_high_watermark(leo)
                 .unwrap_or(-1)
                 .max(log.high_watermark());
-            repl.pending_isr.is_none() && !repl.caught_up_outside_isr(hw).is_empty()
+            repl.pending_isr.is_none()
+                && !repl
+                    .caught_up_outside_isr(hw, now_ms, lag_max_ms)
+                    .is_empty()
         };
         let moved = self.advance_high_watermark(log);
         drop(guard);
@@ -189,6 +193,18 @@ impl Partition {
             self.wake_waiters();
         }
         Ok(expand)
+    }
+
+    /// Leader: a follower's long-polled fetch from `fetch_offset` is being answered; if
+    /// nothing arrived meanwhile it is still caught up (see `ReplicaState::record_idle_poll`).
+    pub(crate) fn record_follower_idle_poll(&self, replica: i32, fetch_offset: i64, now_ms: i64) {
+        let guard = self.lock();
+        let Some(log) = guard.as_ref() else { return };
+        let leo = log.log_end_offset();
+        let mut repl = self.repl_state();
+        if repl.is_leader() {
+            repl.record_idle_poll(replica, fetch_offset, leo, now_ms);
+        }
     }
 
     /// Leader: where the log ends for `epoch` if a follower that last fetched in `epoch`

@@ -59,9 +59,9 @@ async fn acks_all_waits_for_every_isr_member() {
         let p = Arc::clone(&p);
         tokio::spawn(async move { p.wait_replicated(2, 1, LONG).await })
     };
-    assert_eq!(p.record_follower_fetch(2, 2, 10), Ok(false));
+    assert_eq!(p.record_follower_fetch(2, 2, 10, 2_000), Ok(false));
     assert_eq!(p.offsets().unwrap().high_watermark, 0, "3 holds it back");
-    assert_eq!(p.record_follower_fetch(3, 2, 11), Ok(false));
+    assert_eq!(p.record_follower_fetch(3, 2, 11, 2_000), Ok(false));
     assert_eq!(p.offsets().unwrap().high_watermark, 2);
     assert_eq!(waiter.await.unwrap(), Ok(()));
     assert!(p.read(0, 1 << 20, false).unwrap().slice.is_some());
@@ -70,7 +70,7 @@ async fn acks_all_waits_for_every_isr_member() {
     assert!(p.read_for_follower(2, 1 << 20).unwrap().slice.is_some());
     assert!(p.read(2, 1 << 20, false).unwrap().slice.is_none());
     assert_eq!(
-        p.record_follower_fetch(9, 3, 12),
+        p.record_follower_fetch(9, 3, 12, 2_000),
         Err(ResponseError::NotLeaderOrFollower.code())
     );
 }
@@ -86,7 +86,7 @@ async fn too_small_an_isr_is_refused_before_and_after_the_append() {
     );
 
     p.apply_assignment(&assignment(1, 1, &[1, 2], 2), 0);
-    p.record_follower_fetch(2, 0, 1).unwrap();
+    p.record_follower_fetch(2, 0, 1, 2_000).unwrap();
     let done = p.append(&mut batch(&["a"]), 1000).unwrap();
     let waiter = {
         let p = Arc::clone(&p);
@@ -147,7 +147,7 @@ fn replicate(leader: &Partition, follower: &Partition, leader_id: i32) -> usize 
         follower.truncate_to_divergence(epoch, end).unwrap();
         return 0;
     }
-    leader.record_follower_fetch(2, offset, 0).unwrap();
+    leader.record_follower_fetch(2, offset, 0, 2_000).unwrap();
     let read = leader.read_for_follower(offset, 1 << 20).unwrap();
     let bytes = read
         .slice
@@ -279,7 +279,7 @@ fn fifty_partitions_created_at_once_keep_their_full_isr() {
     while t <= created + 5 * LAG {
         for p in &parts {
             for follower in [2, 3] {
-                assert_eq!(p.record_follower_fetch(follower, 0, t), Ok(false));
+                assert_eq!(p.record_follower_fetch(follower, 0, t, 2_000), Ok(false));
             }
         }
         assert_eq!(wanted(t + 499), vec![], "at {} ms", t + 499 - created);
@@ -289,7 +289,7 @@ fn fifty_partitions_created_at_once_keep_their_full_isr() {
     let stopped = t - 500;
     while t <= stopped + LAG + 500 {
         for p in &parts {
-            p.record_follower_fetch(2, 0, t).unwrap();
+            p.record_follower_fetch(2, 0, t, 2_000).unwrap();
         }
         t += 500;
     }

@@ -245,6 +245,23 @@ impl ReplicaState {
         true
     }
 
+    /// A follower's fetch that sat in the leader's long poll is answered with nothing new:
+    /// if it still holds the leader's whole log (`leader_leo`), it is caught up now. An
+    /// idle partition's followers so stay in the ISR whatever the poll's length.
+    pub(crate) fn record_idle_poll(
+        &mut self,
+        replica: i32,
+        fetch_offset: i64,
+        leader_leo: i64,
+        now_ms: i64,
+    ) {
+        if let Some(f) = self.followers.get_mut(&replica) {
+            if fetch_offset >= leader_leo && f.log_end_offset == fetch_offset {
+                f.last_caught_up_ms = f.last_caught_up_ms.max(now_ms);
+            }
+        }
+    }
+
     /// ISR members (not the leader) not caught up within `lag_max_ms`.
     pub(crate) fn lagging(&self, now_ms: i64, lag_max_ms: i64) -> Vec<i32> {
         self.isr
@@ -260,8 +277,11 @@ impl ReplicaState {
     }
 
     /// Replicas outside the ISR whose LEO reached the high watermark `hw` (and the start
-    /// of this leader epoch): they may rejoin.
-    pub(crate) fn caught_up_outside_isr(&self, hw: i64) -> Vec<i32> {
+    /// of this leader epoch) and that were caught up within `lag_max_ms`: they may rejoin.
+    /// The last condition is not Kafka's; without it a follower at the HW but not caught
+    /// up by the shrink rule rejoined and was dropped again at the next check, a
+    /// shrink/expand cycle once per check period.
+    pub(crate) fn caught_up_outside_isr(&self, hw: i64, now_ms: i64, lag_max_ms: i64) -> Vec<i32> {
         let mut ready: Vec<i32> = self
             .followers
             .iter()
@@ -270,6 +290,7 @@ impl ReplicaState {
                     && f.log_end_offset >= 0
                     && f.log_end_offset >= hw
                     && f.log_end_offset >= self.epoch_start_offset
+                    && now_ms.saturating_sub(f.last_caught_up_ms) <= lag_max_ms
             })
             .map(|(id, _)| *id)
             .collect();
@@ -298,7 +319,7 @@ impl ReplicaState {
                 .collect();
             return Some(with_leader(isr, self.node_id));
         }
-        let joining = self.caught_up_outside_isr(hw);
+        let joining = self.caught_up_outside_isr(hw, now_ms, lag_max_ms);
         if !joining.is_empty() {
             let mut isr = self.isr.clone();
             isr.extend(joining);

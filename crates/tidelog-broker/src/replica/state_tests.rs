@@ -111,9 +111,9 @@ fn a_follower_below_the_epoch_start_cannot_rejoin() {
     s.apply(&assignment(1, 4, &[1]), 100, 0);
     // The HW (50, from an old checkpoint) is below the epoch start (100).
     s.record_fetch(2, 60, 100, 1);
-    assert!(s.caught_up_outside_isr(50).is_empty());
+    assert!(s.caught_up_outside_isr(50, 2, LAG).is_empty());
     s.record_fetch(2, 100, 100, 2);
-    assert_eq!(s.caught_up_outside_isr(50), vec![2]);
+    assert_eq!(s.caught_up_outside_isr(50, 2, LAG), vec![2]);
 }
 
 #[test]
@@ -277,10 +277,56 @@ fn a_follower_that_catches_up_after_a_shrink_rejoins() {
     while leo3 < 200 {
         s.record_fetch(2, 200, 200, t);
         assert!(s.record_fetch(3, leo3, 200, t));
-        assert_eq!(s.caught_up_outside_isr(200), Vec::<i32>::new());
+        assert_eq!(s.caught_up_outside_isr(200, t, LAG), Vec::<i32>::new());
         leo3 += 50;
         t += 10;
     }
     s.record_fetch(3, 200, 200, t);
     assert_eq!(s.wanted_isr_change(200, t, LAG), Some(vec![1, 2, 3]));
+}
+
+#[test]
+fn a_long_poll_answered_with_nothing_new_counts_as_caught_up_when_answered() {
+    let mut s = leader_of_three(0);
+    s.record_fetch(2, 100, 100, 0);
+    s.record_fetch(3, 100, 100, 0);
+    // Both fetches sit in the long poll until 1_800; nothing is appended for 2, while
+    // 3's partition got a record meanwhile (its answer carries it).
+    s.record_idle_poll(2, 100, 100, 1_800);
+    s.record_idle_poll(3, 100, 101, 1_800);
+    assert_eq!(s.followers[&2].last_caught_up_ms, 1_800);
+    assert_eq!(s.followers[&3].last_caught_up_ms, 0);
+    // The next fetches are slow to come (a busy machine): only 3 has aged past the lag.
+    assert_eq!(s.lagging(3_000, LAG), vec![3]);
+    // An idle answer never stands for a different fetch offset than the one recorded.
+    s.record_idle_poll(3, 101, 101, 2_900);
+    assert_eq!(s.followers[&3].last_caught_up_ms, 0);
+    s.record_idle_poll(9, 101, 101, 2_900);
+}
+
+#[test]
+fn a_follower_at_the_hw_rejoins_only_when_caught_up_by_the_shrink_rule() {
+    // ISR [1, 2]; 3 sits at the HW (2's LEO) but never reached the leader's LEO nor the
+    // LEO of its previous fetch. Adding it would drop it again at the next check: the
+    // shrink/expand cycle once per check period.
+    let mut s = leader_of_three(0);
+    let mut shrunk = assignment(1, 1, &[1, 2]);
+    shrunk.partition_epoch = 2;
+    s.apply(&shrunk, 100, 0);
+    let mut t = 0;
+    let mut leo = 100;
+    while t <= 3 * LAG {
+        leo += 10;
+        s.record_fetch(2, leo - 5, leo, t);
+        s.record_fetch(3, leo - 5 - 10, leo, t);
+        let hw = leo - 15;
+        if t > LAG {
+            assert_eq!(s.lagging(t, LAG), Vec::<i32>::new(), "2 keeps up");
+            assert_eq!(s.wanted_isr_change(hw, t, LAG), None, "at {t} ms");
+        }
+        t += 100;
+    }
+    // 3 reaches the leader's LEO: caught up now, it rejoins.
+    s.record_fetch(3, leo, leo, t);
+    assert_eq!(s.wanted_isr_change(leo - 5, t, LAG), Some(vec![1, 2, 3]));
 }

@@ -1,5 +1,6 @@
 //! The leader's background duties: ISR shrink (followers not caught up within
-//! `replica.lag.time.max.ms`) and expand (followers that reached the high watermark),
+//! `replica.lag.time.max.ms`) and expand (followers that reached the high watermark and
+//! are caught up by the same rule),
 //! both asked of the controller with AlterPartition, one change in flight per
 //! partition; and the periodic high-watermark checkpoint
 //! (`replica.high.watermark.checkpoint.interval.ms`).
@@ -84,7 +85,7 @@ async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, pending: Pe
         leader_epoch = st.leader_epoch, "asking the controller to change the ISR"
     );
     match send_alter_partition(ctx, p, st, new_isr).await {
-        Ok(()) => {
+        Ok(partition_epoch) if partition_epoch > st.partition_epoch => {
             if shrink {
                 ctx.metrics.replication.isr_shrunk();
             } else {
@@ -92,11 +93,14 @@ async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, pending: Pe
             }
             // The pending change stays until the image shows the new partition epoch.
         }
+        Ok(_) => {
+            // Accepted as a no-op: no image will carry a new partition epoch to clear
+            // the mark, and a mark left in place would block every later change.
+            p.clear_pending_isr(&pending);
+        }
         Err(why) => {
             tracing::warn!(topic = %p.topic, partition = p.index, error = %why, "ISR change refused");
-            if p.replica_state().pending_isr.as_ref() == Some(&pending) {
-                p.set_pending_isr(None);
-            }
+            p.clear_pending_isr(&pending);
             // Not again at once: the next tick (half the lag bound) retries.
         }
     }
@@ -110,7 +114,7 @@ async fn send_alter_partition(
     p: &Partition,
     st: &ReplicaState,
     new_isr: Vec<i32>,
-) -> Result<(), String> {
+) -> Result<i32, String> {
     let controller = ctx
         .metadata
         .controller()
@@ -135,7 +139,7 @@ async fn send_alter_partition(
                 topic = %p.topic, partition = p.index, isr = ?image.isr,
                 partition_epoch = image.partition_epoch, "controller changed the ISR"
             );
-            Ok(())
+            Ok(image.partition_epoch)
         }
         Ok(Err(e)) => Err(format!("{e} (code {})", e.error_code())),
         Err(_) => Err(format!("no answer from the controller within {timeout:?}")),

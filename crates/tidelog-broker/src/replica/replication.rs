@@ -262,9 +262,16 @@ impl Partition {
         true
     }
 
-    /// Records an ISR change sent to the controller (`None` clears it after a failure).
-    pub(crate) fn set_pending_isr(&self, pending: Option<PendingIsr>) {
-        self.repl_state().pending_isr = pending;
+    /// Clears the in-flight ISR change if it is still `pending` (refused, or accepted
+    /// without a new partition epoch).
+    pub(crate) fn clear_pending_isr(&self, pending: &PendingIsr) {
+        {
+            let mut repl = self.repl_state();
+            if repl.pending_isr.as_ref() != Some(pending) {
+                return;
+            }
+            repl.pending_isr = None;
+        }
         self.advance_after_isr_change();
     }
 

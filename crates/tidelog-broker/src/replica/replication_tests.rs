@@ -330,5 +330,15 @@ fn an_isr_change_is_begun_once_per_snapshot() {
         new_isr: vec![1, 2, 3],
         from_partition_epoch: 2,
     };
-    assert!(p.begin_isr_change(&now, expand));
+    assert!(p.begin_isr_change(&now, expand.clone()));
+    // Refused (or accepted as a no-op): the mark goes, and only that one.
+    let other = super::super::state::PendingIsr {
+        new_isr: vec![1],
+        from_partition_epoch: 2,
+    };
+    p.clear_pending_isr(&other);
+    assert_eq!(p.replica_state().pending_isr, Some(expand.clone()));
+    p.clear_pending_isr(&expand);
+    assert_eq!(p.replica_state().pending_isr, None);
+    assert!(p.begin_isr_change(&now, expand), "may be asked again");
 }

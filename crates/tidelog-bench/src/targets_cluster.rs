@@ -28,6 +28,7 @@ pub(crate) fn t10(
     let mut node_cpu = [0.0_f64; 3];
     let mut load_cpu = 0.0;
     let mut wall = 0.0;
+    let mut bytes = 0u64;
     for _ in 0..scale.runs.max(1) {
         let topic = load::fresh_topic("t10");
         admin::create_topic(&bootstrap, &topic, 4, 3, &configs)?;
@@ -48,6 +49,7 @@ pub(crate) fn t10(
             load_cpu += after - before;
         }
         wall += result.seconds;
+        bytes += result.bytes;
         runs.push(result.mb_s);
     }
     let (stopped, killed) = cluster.stop(Duration::from_secs(30))?;
@@ -60,12 +62,16 @@ pub(crate) fn t10(
         None => "nodes and load unpinned".to_string(),
     };
     let nodes_total: f64 = node_cpu.iter().sum();
+    let gb = (bytes as f64 / 1e9).max(f64::EPSILON);
     let profile = format!(
-        "CPU over {:.1} s of produce: nodes {} s ({:.0} % of one core together), load process {} s",
+        "CPU over {:.1} s of produce: nodes {} s ({:.0} % of one core together, {} core-s/GB), \
+         load process {} s ({} core-s/GB)",
         wall,
         node_cpu.map(number).join(" / "),
         100.0 * nodes_total / wall.max(f64::EPSILON),
+        number(nodes_total / gb),
         number(load_cpu),
+        number(load_cpu / gb),
     );
     let note = format!(
         "{} records per run, 4 partitions, min.insync.replicas=2, leaders spread over the nodes; \

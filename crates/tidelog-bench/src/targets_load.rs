@@ -28,12 +28,21 @@ pub(crate) fn t1_t7(
     let bootstrap = target.bootstrap.as_str();
     let mut t1 = Vec::new();
     let mut t7 = Vec::new();
+    let mut load_cpu = 0.0;
+    let mut load_bytes = 0u64;
     for _ in 0..scale.runs.max(1) {
         let topic = load::fresh_topic("t1");
         admin::create_topic(bootstrap, &topic, 4, 1, &[])?;
         let cpu_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        let load_before = crate::procfs::cpu_seconds(std::process::id());
         let result = produce::run(&produce_spec(bootstrap, &topic, 1024, scale.t1_records))?;
         let cpu_after = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        if let (Some(before), Some(after)) =
+            (load_before, crate::procfs::cpu_seconds(std::process::id()))
+        {
+            load_cpu += after - before;
+            load_bytes += result.bytes;
+        }
         if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
             t7.push((after - before) / (result.bytes as f64 / 1e9));
         }
@@ -69,9 +78,10 @@ pub(crate) fn t1_t7(
         .ceiling(t1_ceiling)
         .at_least_ratio(0.5, T1_TARGET)
         .note(format!(
-            "{} records per run; runs {}",
+            "{} records per run; runs {}; the load process (librdkafka producer) used {} core-s/GB",
             scale.t1_records,
-            list(&t1)
+            list(&t1),
+            number(load_cpu / (load_bytes as f64 / 1e9).max(f64::EPSILON))
         )),
         t7_figure,
     ])

@@ -33,6 +33,7 @@ pub(crate) async fn run(ctx: Ctx) {
         .max(100),
     );
     let mut last_checkpoint = tokio::time::Instant::now();
+    let mut last_check_ms = now_ms();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(tick) => {}
@@ -42,7 +43,17 @@ pub(crate) async fn run(ctx: Ctx) {
         if *shutdown.borrow() {
             return;
         }
-        check_isrs(&ctx, lag_max_ms);
+        let now = now_ms();
+        let allow_shrink = !stalled(last_check_ms, now, lag_max_ms);
+        if !allow_shrink {
+            tracing::info!(
+                gap_ms = now - last_check_ms,
+                "this node did not run for longer than replica.lag.time.max.ms; \
+                 followers get one check period to fetch before any leaves an ISR"
+            );
+        }
+        last_check_ms = now;
+        check_isrs(&ctx, now, lag_max_ms, allow_shrink);
         if last_checkpoint.elapsed() >= checkpoint_every {
             last_checkpoint = tokio::time::Instant::now();
             let ctx = Arc::clone(&ctx);
@@ -51,9 +62,15 @@ pub(crate) async fn run(ctx: Ctx) {
     }
 }
 
-/// Asks for every ISR change due now.
-fn check_isrs(ctx: &Ctx, lag_max_ms: i64) {
-    let now = now_ms();
+/// Whether the check last ran more than the lag bound before `now_ms`: the node itself
+/// was stopped or starved (SIGSTOP, a frozen VM, a saturated machine), so its followers'
+/// fetches could not be served either and their caught-up times say nothing about them.
+fn stalled(last_check_ms: i64, now_ms: i64, lag_max_ms: i64) -> bool {
+    now_ms.saturating_sub(last_check_ms) > lag_max_ms
+}
+
+/// Asks for every ISR change due now (expansions only, unless `allow_shrink`).
+fn check_isrs(ctx: &Ctx, now: i64, lag_max_ms: i64, allow_shrink: bool) {
     for p in ctx.replicas.all() {
         let st = p.replica_state();
         if !st.is_leader() || st.pending_isr.is_some() {
@@ -61,6 +78,9 @@ fn check_isrs(ctx: &Ctx, lag_max_ms: i64) {
         }
         let Ok(offsets) = p.offsets() else { continue };
         if let Some(new_isr) = st.wanted_isr_change(offsets.high_watermark, now, lag_max_ms) {
+            if !allow_shrink && new_isr.len() < st.isr.len() {
+                continue;
+            }
             // Marked pending here, not in the task: a wake-up arriving before the task
             // ran would otherwise send the same change twice (the second one refused as
             // stale, after clearing the first one's pending mark).
@@ -154,5 +174,21 @@ fn checkpoint_all(ctx: &Ctx) {
                 tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "high watermark checkpoint failed");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stalled;
+
+    #[test]
+    fn a_check_gap_beyond_the_lag_bound_means_this_node_stalled() {
+        assert!(!stalled(10_000, 11_000, 2_000), "one check period");
+        assert!(!stalled(10_000, 12_000, 2_000));
+        assert!(stalled(10_000, 12_001, 2_000), "stopped past the lag bound");
+        assert!(
+            !stalled(10_000, 9_000, 2_000),
+            "the wall clock stepped back"
+        );
     }
 }

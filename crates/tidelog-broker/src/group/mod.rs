@@ -48,7 +48,8 @@ pub(crate) use topic::ensure_offsets_topic;
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
 use crate::internal_topic::{
-    append_error_code, await_replicated, led_partition_of, Loads, Replayed, Written,
+    append_error_code, await_replicated, coordinator_code, led_partition_of, Loads, Replayed,
+    Written,
 };
 use crate::replica::{Partition, PartitionError};
 use records::{GroupRecord, RecordKey};
@@ -250,7 +251,7 @@ impl GroupCoordinator {
         let Some(p) = ctx.replicas.get(OFFSETS_TOPIC, written.partition) else {
             return Err(ResponseError::NotCoordinator.code());
         };
-        let outcome = await_replicated(&p, written);
+        let outcome = await_replicated(&p, written).map_err(coordinator_code);
         apply_committed(&p, &mut self.lock(), written.partition);
         outcome
     }

@@ -18,7 +18,9 @@ use tidelog_controller::CreateTopic;
 
 pub(crate) use placement::partition_for;
 pub(crate) use read::read_records;
-pub(crate) use replicated::{append_error_code, await_replicated, Written};
+pub(crate) use replicated::{
+    append_error_code, await_replicated, coordinator_code, replicated_now, Written,
+};
 
 use crate::context::BrokerContext;
 use crate::replica::{Partition, PartitionError};

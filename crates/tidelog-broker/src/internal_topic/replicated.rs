@@ -49,10 +49,9 @@ pub(crate) fn append_error_code(e: &PartitionError) -> i16 {
     }
 }
 
-/// The coordinator error for a replication wait's outcome (Kafka's mapping):
-/// leadership lost → NOT_COORDINATOR; too few replicas or a timeout →
-/// COORDINATOR_NOT_AVAILABLE.
-fn wait_error_code(code: i16) -> i16 {
+/// The coordinator error for a failed replication wait (Kafka's mapping): leadership
+/// lost → NOT_COORDINATOR; too few replicas or a timeout → COORDINATOR_NOT_AVAILABLE.
+pub(crate) fn coordinator_code(code: i16) -> i16 {
     if code == ResponseError::NotLeaderOrFollower.code()
         || code == ResponseError::FencedLeaderEpoch.code()
     {
@@ -62,15 +61,17 @@ fn wait_error_code(code: i16) -> i16 {
     }
 }
 
-/// Whether `written` is committed right now: `Some(outcome)` when decided, `None` while
-/// the high watermark has not reached it.
-fn replicated_now(p: &Partition, written: Written) -> Option<Result<(), i16>> {
+/// Whether `written` is committed right now: `Some(outcome)` when decided (errors as
+/// for acks=all), `None` while the high watermark has not reached it.
+pub(crate) fn replicated_now(p: &Partition, written: Written) -> Option<Result<(), i16>> {
     let snapshot = *p.hw_watch().borrow();
-    replication_outcome(&snapshot, written.end, written.epoch).map(|o| o.map_err(wait_error_code))
+    replication_outcome(&snapshot, written.end, written.epoch)
 }
 
 /// Blocks until `written` is replicated to the ISR (high watermark ≥ its end in its
-/// epoch), or returns the coordinator error for the client. Call with no lock held.
+/// epoch), or returns the acks=all error (NOT_LEADER_OR_FOLLOWER,
+/// NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT; `coordinator_code` maps them
+/// for coordinator answers). Call with no lock held.
 pub(crate) fn await_replicated(p: &Partition, written: Written) -> Result<(), i16> {
     if let Some(outcome) = replicated_now(p, written) {
         return outcome;
@@ -87,10 +88,10 @@ pub(crate) fn await_replicated(p: &Partition, written: Written) -> Result<(), i1
         Some(waited)
     };
     match wait() {
-        Some(outcome) => outcome.map_err(wait_error_code),
+        Some(outcome) => outcome,
         None => {
             tracing::warn!(topic = %p.topic, partition = p.index, "cannot wait for replication outside a multi-threaded runtime");
-            Err(ResponseError::CoordinatorNotAvailable.code())
+            Err(ResponseError::RequestTimedOut.code())
         }
     }
 }

@@ -3,9 +3,13 @@
 //! 1 = COMMIT, value `version i16 = 0, coordinator_epoch i32`) appended to each
 //! partition, and on commit the transaction's consumer offsets made committed.
 //!
-//! Partitions hosted here are written directly; WriteTxnMarkers uses the same
-//! `write_marker` when another coordinator asks. A partition whose topic was deleted
-//! needs no marker. Anything else that fails is left for the next retry.
+//! Partitions hosted here are written directly; WriteTxnMarkers uses `write_marker`
+//! when another coordinator asks. A marker counts as written only once replicated (a
+//! marker lost in a leader change would leave its transaction open on the partition):
+//! `write_marker` waits for that, and the coordinator's own pass, which runs under its
+//! lock, notes the appended marker and looks again on its next pass. A partition whose
+//! topic was deleted needs no marker. Anything else that fails is left for the next
+//! retry.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +20,7 @@ use super::remote::MarkerKey;
 use super::state::TxnMeta;
 use crate::context::{now_ms, BrokerContext};
 use crate::group::{CommitRequest, OFFSETS_TOPIC};
-use crate::internal_topic::partition_for;
+use crate::internal_topic::{await_replicated, partition_for, replicated_now, Written as Appended};
 
 /// What of the current decision is already written (memory only: after a restart it
 /// is written again, and a repeated marker changes nothing).
@@ -24,6 +28,28 @@ use crate::internal_topic::partition_for;
 pub(crate) struct Written {
     partitions: BTreeSet<(String, i32)>,
     groups: BTreeSet<String>,
+    /// Markers appended here and not yet replicated.
+    replicating: BTreeMap<(String, i32), Appended>,
+    /// Whether the last pass left markers to another broker (`remote`).
+    remote_pending: bool,
+}
+
+impl Written {
+    /// Whether the decision only waits for markers in flight: appended here and not yet
+    /// replicated, or asked of another broker. Worth a look on every tick (looking
+    /// writes nothing), rather than once per timeout check as a failed write is.
+    pub(super) fn in_flight(&self) -> bool {
+        !self.replicating.is_empty() || self.remote_pending
+    }
+}
+
+/// Where a marker appended earlier stands: replicated (`Some(true)`), still in flight
+/// (`None`), or lost to a leader change or refused (`Some(false)`: write it again).
+fn marker_replicated(ctx: &BrokerContext, topic: &str, appended: Appended) -> Option<bool> {
+    let Some(p) = ctx.replicas.get(topic, appended.partition) else {
+        return Some(false);
+    };
+    replicated_now(&p, appended).map(|outcome| outcome.is_ok())
 }
 
 /// Writes every marker (and, on commit, every group's offsets) not yet written.
@@ -36,12 +62,29 @@ pub(super) fn write_all(
     done: &mut Written,
 ) -> bool {
     let mut complete = true;
+    done.remote_pending = false;
     for (topic, partition) in &meta.partitions {
         let key = (topic.clone(), *partition);
         if done.partitions.contains(&key) {
             continue;
         }
-        match write_marker(
+        if let Some(appended) = done.replicating.get(&key).copied() {
+            match marker_replicated(ctx, topic, appended) {
+                Some(true) => {
+                    done.replicating.remove(&key);
+                    done.partitions.insert(key);
+                    continue;
+                }
+                None => {
+                    complete = false;
+                    continue;
+                }
+                Some(false) => {
+                    done.replicating.remove(&key);
+                }
+            }
+        }
+        match append_marker(
             ctx,
             topic,
             *partition,
@@ -50,9 +93,18 @@ pub(super) fn write_all(
             commit,
             coordinator_epoch,
         ) {
-            Ok(()) => {
+            Ok(None) => {
                 done.partitions.insert(key);
             }
+            Ok(Some(appended)) => match marker_replicated(ctx, topic, appended) {
+                Some(true) => {
+                    done.partitions.insert(key);
+                }
+                _ => {
+                    done.replicating.insert(key, appended);
+                    complete = false;
+                }
+            },
             // Led by another broker of the cluster: it writes the marker when asked.
             Err(code)
                 if code == ResponseError::NotLeaderOrFollower.code()
@@ -69,6 +121,7 @@ pub(super) fn write_all(
                 if ctx.txns.remote_lock().take_or_want(remote) {
                     done.partitions.insert(key);
                 } else {
+                    done.remote_pending = true;
                     complete = false;
                 }
             }
@@ -94,6 +147,7 @@ pub(super) fn write_all(
         if ctx.txns.remote_lock().take_or_want(key) {
             done.groups.insert(group.clone());
         } else {
+            done.remote_pending = true;
             complete = false;
         }
     }
@@ -175,7 +229,9 @@ fn remote_groups(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, i32> {
         .collect()
 }
 
-/// Appends one transaction marker to a partition hosted here.
+/// Appends one transaction marker to a partition led here and answers once it is
+/// replicated (WriteTxnMarkers from another node's coordinator). Blocks its thread
+/// while waiting: call with no lock held.
 pub(crate) fn write_marker(
     ctx: &BrokerContext,
     topic: &str,
@@ -185,14 +241,43 @@ pub(crate) fn write_marker(
     commit: bool,
     coordinator_epoch: i32,
 ) -> Result<(), i16> {
+    let appended = append_marker(
+        ctx,
+        topic,
+        partition,
+        producer_id,
+        epoch,
+        commit,
+        coordinator_epoch,
+    )?;
+    let Some(appended) = appended else {
+        return Ok(());
+    };
+    let p = ctx
+        .replicas
+        .get(topic, partition)
+        .ok_or(ResponseError::NotLeaderOrFollower.code())?;
+    await_replicated(&p, appended)
+}
+
+/// Appends one transaction marker to a partition led here; where it landed, or `None`
+/// when the topic is gone (nothing left to mark).
+fn append_marker(
+    ctx: &BrokerContext,
+    topic: &str,
+    partition: i32,
+    producer_id: i64,
+    epoch: i16,
+    commit: bool,
+    coordinator_epoch: i32,
+) -> Result<Option<Appended>, i16> {
     let image = ctx.metadata.image();
     let Some(leader) = image
         .topic(topic)
         .and_then(|t| t.partitions.get(&partition))
         .map(|p| p.leader)
     else {
-        // Deleted: nothing left to mark.
-        return Ok(());
+        return Ok(None);
     };
     if leader != ctx.node_id() {
         return Err(ResponseError::NotLeaderOrFollower.code());
@@ -212,6 +297,6 @@ pub(crate) fn write_marker(
             .build()
             .ok_or(ResponseError::UnknownServerError.code())?;
     p.append_control(&mut batch, now)
-        .map(|_| ())
+        .map(|appended| Some(Appended::of(partition, &appended)))
         .map_err(|e| e.code())
 }

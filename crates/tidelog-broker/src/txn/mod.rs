@@ -36,7 +36,8 @@ pub(crate) use state::{Committer, PendingOffset, TxnMeta, TxnState};
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
 use crate::internal_topic::{
-    append_error_code, await_replicated, led_partition_of, Loads, Replayed, Written,
+    append_error_code, await_replicated, coordinator_code, led_partition_of, Loads, Replayed,
+    Written,
 };
 use records::TxnRecord;
 
@@ -252,7 +253,7 @@ impl TxnCoordinator {
             .replicas
             .get(TXN_TOPIC, partition)
             .ok_or(ResponseError::NotCoordinator.code())?;
-        await_replicated(&p, written)
+        await_replicated(&p, written).map_err(coordinator_code)
     }
 
     /// Finishes a decided transaction: markers, offsets, then the Complete state.
@@ -315,10 +316,12 @@ impl TxnCoordinator {
             })
             .collect();
         for (id, state, expired, idle) in ids {
-            // Unfinished markers are retried once per timeout check, not every tick: a
-            // partition that keeps refusing should not flood the log.
+            // Markers that failed are written again once per timeout check, not every
+            // tick: a partition that keeps refusing should not flood the log. Markers in
+            // flight (replicating, or sent to another broker) are looked at every tick.
             if state.is_preparing() {
-                if check_timeouts {
+                let in_flight = inner.done.get(&id).is_some_and(markers::Written::in_flight);
+                if check_timeouts || in_flight {
                     Self::complete(ctx, &mut inner, &id);
                 }
             } else if expired && check_timeouts {

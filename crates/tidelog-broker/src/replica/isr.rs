@@ -71,6 +71,7 @@ fn stalled(last_check_ms: i64, now_ms: i64, lag_max_ms: i64) -> bool {
 
 /// Asks for every ISR change due now (expansions only, unless `allow_shrink`).
 fn check_isrs(ctx: &Ctx, now: i64, lag_max_ms: i64, allow_shrink: bool) {
+    let image = ctx.metadata.image();
     for p in ctx.replicas.all() {
         let st = p.replica_state();
         if !st.is_leader() || st.pending_isr.is_some() {
@@ -78,7 +79,18 @@ fn check_isrs(ctx: &Ctx, now: i64, lag_max_ms: i64, allow_shrink: bool) {
         }
         let Ok(offsets) = p.offsets() else { continue };
         if let Some(new_isr) = st.wanted_isr_change(offsets.high_watermark, now, lag_max_ms) {
-            if !allow_shrink && new_isr.len() < st.isr.len() {
+            let removes = st.isr.iter().any(|r| !new_isr.contains(r));
+            if removes && !allow_shrink {
+                continue;
+            }
+            // A follower fenced since its last fetch (killed, session expired) still
+            // looks caught up for up to the lag bound; the controller would refuse it
+            // (INELIGIBLE_REPLICA), so it is not asked for.
+            let new_isr: Vec<i32> = new_isr
+                .into_iter()
+                .filter(|r| st.isr.contains(r) || *r == st.node_id || image.is_broker_live(*r))
+                .collect();
+            if !removes && new_isr.iter().all(|r| st.isr.contains(r)) {
                 continue;
             }
             // Marked pending here, not in the task: a wake-up arriving before the task
@@ -99,7 +111,7 @@ fn check_isrs(ctx: &Ctx, now: i64, lag_max_ms: i64, allow_shrink: bool) {
 
 async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, pending: PendingIsr) {
     let new_isr = pending.new_isr.clone();
-    let shrink = new_isr.len() < st.isr.len();
+    let shrink = st.isr.iter().any(|r| !new_isr.contains(r));
     tracing::info!(
         topic = %p.topic, partition = p.index, isr = ?st.isr, new_isr = ?new_isr,
         leader_epoch = st.leader_epoch, "asking the controller to change the ISR"

@@ -18,12 +18,7 @@ use crate::context::{now_ms, Ctx};
 pub(crate) async fn run(ctx: Ctx) {
     let mut shutdown = ctx.shutdown.clone();
     let lag_max_ms = ctx.config.get_i64("replica.lag.time.max.ms").max(1);
-    // Kafka checks at half the lag bound, so a laggard leaves within 1.5x of it.
-    let tick = Duration::from_millis(
-        u64::try_from(lag_max_ms / 2)
-            .unwrap_or(1000)
-            .clamp(50, 5_000),
-    );
+    let tick = check_period(lag_max_ms);
     let checkpoint_every = Duration::from_millis(
         u64::try_from(
             ctx.config
@@ -62,6 +57,15 @@ pub(crate) async fn run(ctx: Ctx) {
     }
 }
 
+/// Kafka checks at half the lag bound, so a laggard leaves within 1.5x of it.
+fn check_period(lag_max_ms: i64) -> Duration {
+    Duration::from_millis(
+        u64::try_from(lag_max_ms / 2)
+            .unwrap_or(1000)
+            .clamp(50, 5_000),
+    )
+}
+
 /// Whether the check last ran more than the lag bound before `now_ms`: the node itself
 /// was stopped or starved (SIGSTOP, a frozen VM, a saturated machine), so its followers'
 /// fetches could not be served either and their caught-up times say nothing about them.
@@ -74,7 +78,7 @@ fn check_isrs(ctx: &Ctx, now: i64, lag_max_ms: i64, allow_shrink: bool) {
     let image = ctx.metadata.image();
     for p in ctx.replicas.all() {
         let st = p.replica_state();
-        if !st.is_leader() || st.pending_isr.is_some() {
+        if !st.is_leader() || st.pending_isr.is_some() || now < st.isr_retry_at_ms {
             continue;
         }
         let Ok(offsets) = p.offsets() else { continue };
@@ -104,12 +108,19 @@ fn check_isrs(ctx: &Ctx, now: i64, lag_max_ms: i64, allow_shrink: bool) {
                 continue;
             }
             let ctx = Arc::clone(ctx);
-            tokio::spawn(async move { alter_isr(&ctx, &p, &st, pending).await });
+            let retry_ms = i64::try_from(check_period(lag_max_ms).as_millis()).unwrap_or(1_000);
+            tokio::spawn(async move { alter_isr(&ctx, &p, &st, pending, retry_ms).await });
         }
     }
 }
 
-async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, pending: PendingIsr) {
+async fn alter_isr(
+    ctx: &Ctx,
+    p: &Arc<Partition>,
+    st: &ReplicaState,
+    pending: PendingIsr,
+    retry_ms: i64,
+) {
     let new_isr = pending.new_isr.clone();
     let shrink = st.isr.iter().any(|r| !new_isr.contains(r));
     tracing::info!(
@@ -128,12 +139,13 @@ async fn alter_isr(ctx: &Ctx, p: &Arc<Partition>, st: &ReplicaState, pending: Pe
         Ok(_) => {
             // Accepted as a no-op: no image will carry a new partition epoch to clear
             // the mark, and a mark left in place would block every later change.
-            p.clear_pending_isr(&pending);
+            p.clear_pending_isr(&pending, 0);
         }
         Err(why) => {
             tracing::warn!(topic = %p.topic, partition = p.index, error = %why, "ISR change refused");
-            p.clear_pending_isr(&pending);
-            // Not again at once: the next tick (half the lag bound) retries.
+            // Not again at once (a controller election takes a while): the check after
+            // `retry_ms` asks again, whatever wakes it sooner.
+            p.clear_pending_isr(&pending, now_ms().saturating_add(retry_ms));
         }
     }
 }

@@ -263,14 +263,15 @@ impl Partition {
     }
 
     /// Clears the in-flight ISR change if it is still `pending` (refused, or accepted
-    /// without a new partition epoch).
-    pub(crate) fn clear_pending_isr(&self, pending: &PendingIsr) {
+    /// without a new partition epoch); no other change is asked before `retry_at_ms`.
+    pub(crate) fn clear_pending_isr(&self, pending: &PendingIsr, retry_at_ms: i64) {
         {
             let mut repl = self.repl_state();
             if repl.pending_isr.as_ref() != Some(pending) {
                 return;
             }
             repl.pending_isr = None;
+            repl.isr_retry_at_ms = retry_at_ms;
         }
         self.advance_after_isr_change();
     }

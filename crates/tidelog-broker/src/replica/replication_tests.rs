@@ -336,9 +336,10 @@ fn an_isr_change_is_begun_once_per_snapshot() {
         new_isr: vec![1],
         from_partition_epoch: 2,
     };
-    p.clear_pending_isr(&other);
+    p.clear_pending_isr(&other, 0);
     assert_eq!(p.replica_state().pending_isr, Some(expand.clone()));
-    p.clear_pending_isr(&expand);
+    p.clear_pending_isr(&expand, 5_000);
+    assert_eq!(p.replica_state().isr_retry_at_ms, 5_000);
     assert_eq!(p.replica_state().pending_isr, None);
     assert!(p.begin_isr_change(&now, expand), "may be asked again");
 }

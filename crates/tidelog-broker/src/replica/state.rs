@@ -61,6 +61,9 @@ pub(crate) struct ReplicaState {
     /// min.insync.replicas of the topic (else the broker default).
     pub(crate) min_isr: usize,
     pub(crate) pending_isr: Option<PendingIsr>,
+    /// No ISR change is asked before this time (ms): set when the controller refused
+    /// one, so a retry waits a check period instead of following every follower fetch.
+    pub(crate) isr_retry_at_ms: i64,
     /// Followers of this leader, keyed by broker id (replicas other than this node).
     pub(crate) followers: HashMap<i32, FollowerState>,
     /// The leader's log end offset when it became leader in this epoch: a follower
@@ -110,6 +113,7 @@ impl ReplicaState {
             isr: vec![node_id],
             min_isr: 1,
             pending_isr: None,
+            isr_retry_at_ms: 0,
             followers: HashMap::new(),
             epoch_start_offset: 0,
             assigned: false,
@@ -166,6 +170,7 @@ impl ReplicaState {
             return Transition::Unchanged;
         }
         self.pending_isr = None;
+        self.isr_retry_at_ms = 0;
         match role {
             Role::Leader => {
                 self.epoch_start_offset = leo;

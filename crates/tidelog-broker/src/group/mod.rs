@@ -6,8 +6,11 @@
 //! leadership change elsewhere only changes which node loads which partition.
 //!
 //! Handlers compute the records to append plus the response; the records are appended
-//! to the partition and then replayed into memory (`state::Groups::replay`), and the
-//! same replay loads a partition at start-up (`load`). Until a partition is loaded its
+//! to the partition and replayed into memory (`state::Groups::replay`), and the same
+//! replay loads a partition at start-up (`load`). As in Kafka, an answer that depends
+//! on a write waits until the write is replicated (high watermark past it), with the
+//! lock released, and offsets reach the cache only then (`uncommitted`); on a cluster
+//! of one that is at once. Until a partition is loaded its
 //! groups answer COORDINATOR_LOAD_IN_PROGRESS. Rebalance waits (JoinGroup until all
 //! members rejoined, SyncGroup until the leader's assignment) are parked oneshot
 //! channels answered from the state machine in `rebalance`; one background task

@@ -1,8 +1,9 @@
 //! What the group and transaction coordinators do alike for their compacted internal
 //! topics (`__consumer_offsets`, `__transaction_state`): create the topic on first use,
 //! place a key on a partition (`placement`), say which node coordinates a key, track
-//! which partitions this node leads and has loaded, and read a partition back for
-//! replay (`read`). Each coordinator keeps its own state and record format; it only
+//! which partitions this node leads and has loaded, read a partition back for replay
+//! (`read`), and wait for a write to be replicated before answering (`replicated`).
+//! Each coordinator keeps its own state and record format; it only
 //! tells this module how to forget a partition and how to replay its records.
 
 mod placement;

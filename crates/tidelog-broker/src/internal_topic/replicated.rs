@@ -95,3 +95,69 @@ pub(crate) fn await_replicated(p: &Partition, written: Written) -> Result<(), i1
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidelog_storage::{BatchBuilder, Log, LogConfig};
+    use uuid::Uuid;
+
+    #[test]
+    fn lost_leadership_tells_clients_to_find_the_coordinator_again() {
+        let not_coordinator = ResponseError::NotCoordinator.code();
+        assert_eq!(
+            append_error_code(&PartitionError::NotLeader),
+            not_coordinator
+        );
+        assert_eq!(append_error_code(&PartitionError::Closed), not_coordinator);
+        let io = PartitionError::Storage(tidelog_storage::StorageError::Io(std::io::Error::other(
+            "disk",
+        )));
+        assert_eq!(
+            append_error_code(&io),
+            ResponseError::CoordinatorNotAvailable.code()
+        );
+        assert_eq!(
+            coordinator_code(ResponseError::NotLeaderOrFollower.code()),
+            not_coordinator
+        );
+        for code in [
+            ResponseError::RequestTimedOut.code(),
+            ResponseError::NotEnoughReplicasAfterAppend.code(),
+        ] {
+            assert_eq!(
+                coordinator_code(code),
+                ResponseError::CoordinatorNotAvailable.code()
+            );
+        }
+    }
+
+    #[test]
+    fn a_sole_replica_is_replicated_on_append_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Log::open(
+            &dir.path().join("__consumer_offsets-0"),
+            LogConfig::default(),
+        )
+        .unwrap();
+        let p = Partition::new("__consumer_offsets".into(), Uuid::nil(), 0, 4, log);
+        let mut batch = BatchBuilder::new()
+            .kv(Some(b"k"), Some(b"v"), 1)
+            .build()
+            .unwrap();
+        let written = Written::of(0, &p.append(&mut batch, 1).unwrap());
+        assert_eq!((written.end, written.epoch), (1, 4));
+        // No runtime here: the answer must be known without blocking.
+        assert_eq!(await_replicated(&p, written), Ok(()));
+        let later = Written { end: 2, ..written };
+        assert_eq!(replicated_now(&p, later), None);
+        let other_epoch = Written {
+            epoch: 5,
+            ..written
+        };
+        assert_eq!(
+            await_replicated(&p, other_epoch),
+            Err(ResponseError::NotLeaderOrFollower.code())
+        );
+    }
+}

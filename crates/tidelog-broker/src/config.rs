@@ -300,7 +300,10 @@ mod tests {
         c.apply_env(vec![
             ("TIDELOG_LOG_SEGMENT_BYTES".to_string(), "1024".to_string()),
             ("TIDELOG_DATA_DIR".to_string(), "/x".to_string()),
-            ("TIDELOG_BOOTSTRAP".to_string(), "127.0.0.1:9092".to_string()),
+            (
+                "TIDELOG_BOOTSTRAP".to_string(),
+                "127.0.0.1:9092".to_string(),
+            ),
             ("TIDELOG_QUORUM".to_string(), "1@127.0.0.1:9093".to_string()),
             ("HOME".to_string(), "/root".to_string()),
         ])

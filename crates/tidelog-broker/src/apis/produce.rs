@@ -24,6 +24,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::header::encode_response;
 use tidelog_protocol::ProtocolError;
+use tidelog_storage::PendingSync;
 
 use super::Request;
 use crate::context::{now_ms, Ctx};
@@ -40,6 +41,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     // Partitions whose answer waits for replication: (topic, partition) positions in
     // the response, the partition, and what to wait for.
     let mut waits: Vec<(usize, usize, Arc<Partition>, Appended)> = Vec::new();
+    // Partitions whose answer waits for the fdatasync `flush.messages` asked for.
+    let mut syncs: Vec<(usize, usize, PendingSync)> = Vec::new();
     let txn_id = request.transactional_id.as_ref().map(|t| t.0.to_string());
     // Error messages exist on the wire from v8.
     let with_messages = req.version() >= 8;
@@ -67,7 +70,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 }
             }
             partitions.push(match result {
-                Ok((p, done)) => {
+                Ok((p, done, sync)) => {
+                    if let Some(sync) = sync {
+                        syncs.push((topics.len(), partitions.len(), sync));
+                    }
                     if acks == -1 {
                         waits.push((topics.len(), partitions.len(), p, done));
                     }
@@ -95,6 +101,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         );
     }
     if acks == 0 {
+        if !syncs.is_empty() {
+            // Nobody waits for the answer, but flush.messages still holds.
+            tokio::task::spawn_blocking(move || wait_for_syncs(syncs));
+        }
         return Ok(Reply::Nothing);
     }
     // Already replicated (a cluster of one: the append moved the HW) or already
@@ -111,7 +121,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             None => true,
         }
     });
-    if waits.is_empty() {
+    if waits.is_empty() && syncs.is_empty() {
         return req.respond(&ProduceResponse::default().with_responses(topics));
     }
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
@@ -119,6 +129,22 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let header = req.header;
     Ok(Reply::Later(Box::pin(async move {
         let deadline = tokio::time::Instant::now() + timeout;
+        if !syncs.is_empty() {
+            let positions: Vec<(usize, usize)> = syncs.iter().map(|(t, i, _)| (*t, *i)).collect();
+            let failed = tokio::task::spawn_blocking(move || wait_for_syncs(syncs))
+                .await
+                .unwrap_or(positions);
+            for (t, i) in failed {
+                ctx.metrics.storage.failed(StorageOperation::Append);
+                fail_partition(
+                    &ctx.metrics,
+                    &mut topics,
+                    t,
+                    i,
+                    ResponseError::KafkaStorageError.code(),
+                );
+            }
+        }
         for (t, i, p, done) in waits {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let outcome = p
@@ -144,6 +170,21 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     })))
 }
 
+/// Waits for each deferred fdatasync (one covers every append before it, so most return
+/// at once); returns the response positions whose sync failed.
+fn wait_for_syncs(syncs: Vec<(usize, usize, PendingSync)>) -> Vec<(usize, usize)> {
+    syncs
+        .into_iter()
+        .filter_map(|(t, i, sync)| match sync.wait() {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::error!(error = %e, "fdatasync for flush.messages failed");
+                Some((t, i))
+            }
+        })
+        .collect()
+}
+
 /// Turns an appended partition's answer into a replication failure.
 fn fail_partition(
     metrics: &Metrics,
@@ -165,7 +206,7 @@ fn fail_partition(
     r.log_start_offset = -1;
 }
 
-type AppendResult = Result<(Arc<Partition>, Appended), (i16, Option<String>)>;
+type AppendResult = Result<(Arc<Partition>, Appended, Option<PendingSync>), (i16, Option<String>)>;
 
 fn append(
     ctx: &Ctx,
@@ -210,11 +251,12 @@ fn append(
             .map_err(|code| {
                 let why = "partition is not part of the producer's open transaction";
                 (code, Some(why.to_string()))
-            })?,
-        None => p.append(&mut batches, now_ms()),
+            })?
+            .map(|done| (done, None)),
+        None => p.append_deferring_sync(&mut batches, now_ms()),
     };
     match appended {
-        Ok(done) => Ok((p, done)),
+        Ok((done, sync)) => Ok((p, done, sync)),
         Err(e) => {
             tracing::debug!(topic, partition, error = %e, "produce refused");
             Err((e.code(), Some(e.to_string())))

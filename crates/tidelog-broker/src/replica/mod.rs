@@ -33,6 +33,9 @@ use crate::topic_config;
 use fetchers::Fetchers;
 use state::ImageAssignment;
 
+/// Threads that open logs at start-up (and close them at shutdown) in parallel.
+const LOG_OPEN_CLOSE_THREADS: usize = 8;
+
 pub(crate) type PartitionKey = (String, i32);
 
 pub(crate) struct ReplicaManager {
@@ -155,8 +158,15 @@ impl ReplicaManager {
             tracing::info!(topic = %p.topic, partition = p.index, "deleting partition data");
             p.delete()?;
         }
-        for (key, topic_id, assignment, config) in to_open {
-            let mut log = Log::open(&self.log_dir(&key.0, key.1), config)?;
+        // Opening is mostly waiting on the disk (checkpoints, index maps, a crash
+        // rescan), so a node with many partitions opens them on a few threads at once.
+        let dirs = to_open
+            .iter()
+            .map(|(key, _, _, config)| (self.log_dir(&key.0, key.1), config.clone()))
+            .collect();
+        let opened = tidelog_storage::open_logs(dirs, LOG_OPEN_CLOSE_THREADS);
+        for ((key, topic_id, assignment, _), log) in to_open.into_iter().zip(opened) {
+            let mut log = log?;
             log.set_flush_observer(Some(self.probe.flush_observer()));
             // A sole in-sync replica leading commits its whole log here (HW = LEO).
             let p = Partition::new(key.0.clone(), topic_id, key.1, assignment.leader_epoch, log)
@@ -216,9 +226,14 @@ impl ReplicaManager {
             let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
             map.drain().map(|(_, p)| p).collect()
         };
-        for p in partitions {
-            if let Err(e) = p.close() {
-                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "closing log failed");
+        let (names, logs): (Vec<_>, Vec<Log>) = partitions
+            .iter()
+            .filter_map(|p| p.take_log().map(|log| ((p.topic.clone(), p.index), log)))
+            .unzip();
+        let closed = tidelog_storage::close_logs(logs, LOG_OPEN_CLOSE_THREADS);
+        for ((topic, partition), result) in names.into_iter().zip(closed) {
+            if let Err(e) = result {
+                tracing::error!(%topic, partition, error = %e, "closing log failed");
             }
         }
     }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tidelog_storage::{
-    AbortedTxn, AppendOptions, AppendOrigin, FileSlice, Log, LogConfig, StorageError,
+    AbortedTxn, AppendOptions, AppendOrigin, FileSlice, Log, LogConfig, PendingSync, StorageError,
 };
 
 use super::idempotence::{self, CheckError, SequenceCheck, SequenceError};
@@ -155,7 +155,20 @@ impl Partition {
         batches: &mut [u8],
         now_ms: i64,
     ) -> Result<Appended, PartitionError> {
-        self.append_from(batches, now_ms, AppendOrigin::Client)
+        self.append_from(batches, now_ms, AppendOrigin::Client, false)
+            .map(|(appended, _)| appended)
+    }
+
+    /// [`Partition::append`], except that a sync `flush.messages` asks for is not waited
+    /// for here but handed back: the produce path waits for
+    /// it in the delayed reply, so the connection reads (and appends) its next request
+    /// meanwhile and pipelined requests share fdatasyncs.
+    pub(crate) fn append_deferring_sync(
+        &self,
+        batches: &mut [u8],
+        now_ms: i64,
+    ) -> Result<(Appended, Option<PendingSync>), PartitionError> {
+        self.append_from(batches, now_ms, AppendOrigin::Client, true)
     }
 
     /// Appends batches the broker wrote itself: transaction markers (control batches,
@@ -165,7 +178,8 @@ impl Partition {
         batches: &mut [u8],
         now_ms: i64,
     ) -> Result<Appended, PartitionError> {
-        self.append_from(batches, now_ms, AppendOrigin::Coordinator)
+        self.append_from(batches, now_ms, AppendOrigin::Coordinator, false)
+            .map(|(appended, _)| appended)
     }
 
     fn append_from(
@@ -173,7 +187,8 @@ impl Partition {
         batches: &mut [u8],
         now_ms: i64,
         origin: AppendOrigin,
-    ) -> Result<Appended, PartitionError> {
+        defer_sync: bool,
+    ) -> Result<(Appended, Option<PendingSync>), PartitionError> {
         let opts = AppendOptions {
             leader_epoch: self.leader_epoch(),
             now_ms,
@@ -186,13 +201,14 @@ impl Partition {
         }
         let info = match idempotence::check(log.producer_state(), batches) {
             Ok(SequenceCheck::Duplicate { first_offset }) => {
-                return Ok(Appended {
+                let duplicate = Appended {
                     base_offset: first_offset,
                     log_append_time_ms: -1,
                     log_start_offset: log.log_start_offset(),
                     end_offset: log.log_end_offset(),
                     leader_epoch: opts.leader_epoch,
-                });
+                };
+                return Ok((duplicate, None));
             }
             Ok(SequenceCheck::Append) => log.append_group_commit(batches, &opts)?,
             Err(CheckError::Sequence(e)) => return Err(e.into()),
@@ -202,7 +218,12 @@ impl Partition {
         // On a cluster of one (or with every follower caught up) this commits at once.
         self.advance_high_watermark(log);
         drop(guard);
-        if let Some(pending) = pending_sync {
+        let (pending_sync, wait_now) = if defer_sync {
+            (pending_sync, None)
+        } else {
+            (None, pending_sync)
+        };
+        if let Some(pending) = wait_now {
             // flush.messages: durable before acknowledged. The fdatasync runs outside the
             // partition lock and is shared by every append that reached the file before
             // it (group commit); block_in_place lets this worker's other tasks move on.
@@ -215,13 +236,14 @@ impl Partition {
             }
         }
         self.wake_waiters();
-        Ok(Appended {
+        let appended = Appended {
             base_offset: info.first_offset,
             log_append_time_ms: info.log_append_time_ms,
             log_start_offset: info.log_start_offset,
             end_offset: info.last_offset.saturating_add(1),
             leader_epoch: opts.leader_epoch,
-        })
+        };
+        Ok((appended, pending_sync))
     }
 
     pub(crate) fn offsets(&self) -> Result<Offsets, PartitionError> {
@@ -285,14 +307,12 @@ impl Partition {
         }
     }
 
-    /// Closes the log cleanly (shutdown).
-    pub(crate) fn close(&self) -> Result<(), StorageError> {
+    /// Takes the log out for closing elsewhere (many at once at shutdown); parked
+    /// fetches wake and find the partition closed.
+    pub(crate) fn take_log(&self) -> Option<Log> {
         let log = self.lock().take();
         self.wake_waiters();
-        match log {
-            Some(log) => log.close(),
-            None => Ok(()),
-        }
+        log
     }
 
     /// Removes the partition's data (topic deletion).

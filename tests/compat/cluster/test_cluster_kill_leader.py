@@ -6,10 +6,9 @@ acknowledged value is read back exactly once at its acknowledged offset, a reade
 followed the topic throughout never saw an offset go backwards nor a record the final
 log does not hold, and after every kill each partition had a live leader within 10 s.
 
-The issue asks for ten rounds; the default is 3 to keep the suite short on a small CI
-machine (about 35 s). The full run takes about two minutes on two cores:
-    CLUSTER_TEST_ROUNDS=10 .venv/bin/python -m pytest \
-        tests/compat/cluster/test_cluster_kill_leader.py --timeout 600
+Ten rounds, as the issue asks (about two minutes on two cores); fewer for a quick look:
+    CLUSTER_TEST_ROUNDS=3 .venv/bin/python -m pytest \
+        tests/compat/cluster/test_cluster_kill_leader.py
 """
 
 import os
@@ -19,7 +18,7 @@ from cluster_load import ContinuousProducer, acked_ends, TailReader, check_ackno
 from cluster_meta import create_topic, leaders, wait_full_isr, wait_partition
 from compat_helpers import unique
 
-ROUNDS = int(os.environ.get("CLUSTER_TEST_ROUNDS", "3"))
+ROUNDS = int(os.environ.get("CLUSTER_TEST_ROUNDS", "10"))
 PARTITIONS = 3
 LEADER_DEADLINE_S = 10.0
 REJOIN_TIMEOUT_S = 45.0

@@ -25,6 +25,20 @@ def isr_is(expected):
     return lambda s: sorted(s.isr) == sorted(expected)
 
 
+def under_replicated(node):
+    return node.metrics().get("tidelog_under_replicated_partitions", -1.0)
+
+
+def wait_under_replicated(node, want, timeout=10):
+    """The leader's under-replicated gauge (what operators alert on) reaches `want`."""
+    deadline = time.monotonic() + timeout
+    seen = under_replicated(node)
+    while seen != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+        seen = under_replicated(node)
+    assert seen == want, f"tidelog_under_replicated_partitions on node {node.node_id} is {seen}, expected {want}"
+
+
 def batch(tag, n=100):
     return [f"{tag}-{i:04d}".encode() for i in range(n)]
 
@@ -50,6 +64,7 @@ def test_stopped_followers_leave_isr_then_not_enough_replicas_then_rejoin(cluste
     wait_partition(cluster, topic, 0, isr_is([1, 3]), SHRINK_TIMEOUT_S,
                    f"stopped follower 2 out of the ISR after replica.lag.time.max.ms={LAG_MS}", via=1)
     assert time.monotonic() - stopped_at >= LAG_MS / 1000 * 0.9, "follower 2 left the ISR before it lagged"
+    wait_under_replicated(cluster.node(1), 1.0)
     second = batch("one-stopped")
     acked, failed = produce_batch(leader, topic, second)
     assert not failed and len(acked) == len(second), f"with ISR [1, 3] and min.insync.replicas=2: {failed}"
@@ -66,6 +81,7 @@ def test_stopped_followers_leave_isr_then_not_enough_replicas_then_rejoin(cluste
     cluster.node(2).resume()
     cluster.node(3).resume()
     wait_partition(cluster, topic, 0, isr_is([1, 2, 3]), REJOIN_TIMEOUT_S, "both followers back in the ISR", via=1)
+    wait_under_replicated(cluster.node(1), 0.0)
     last = batch("rejoined")
     acked, failed = produce_batch(leader, topic, last)
     assert not failed and len(acked) == len(last), f"after the rejoin: {failed}"

@@ -2,14 +2,14 @@
 // Test harness helpers outside #[test] functions: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Generous: the machine is shared and debug builds are slow.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+use support::cli_run::{tidelog, COMMAND_TIMEOUT};
 
 fn free_addr() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -64,59 +64,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-struct Output {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `tidelog <args> --bootstrap <addr>` with `stdin`, under [`COMMAND_TIMEOUT`].
-fn tidelog(bootstrap: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
-        .args(args)
-        .args(["--bootstrap", bootstrap])
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("tidelog {args:?} did not finish in {COMMAND_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    writer.join().unwrap();
-    Output {
-        ok: status.success(),
-        stdout: reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
     }
 }
 

@@ -6,15 +6,11 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use support::cli_run::tidelog;
 use support::cluster::Cluster;
 use support::Node;
-
-/// No single CLI command may take longer than this.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Short sessions so the cluster settles quickly.
 const SETTINGS: &[&str] = &[
@@ -23,59 +19,6 @@ const SETTINGS: &[&str] = &[
     "offsets.topic.num.partitions=3",
     "replica.lag.time.max.ms=3000",
 ];
-
-struct Output {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `tidelog <args> --bootstrap <bootstrap>` with `stdin`, under [`COMMAND_TIMEOUT`].
-fn tidelog(bootstrap: &str, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tidelog"))
-        .args(args)
-        .args(["--bootstrap", bootstrap])
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let deadline = Instant::now() + COMMAND_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("tidelog {args:?} did not finish in {COMMAND_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    writer.join().unwrap();
-    Output {
-        ok: status.success(),
-        stdout: reader.join().unwrap(),
-        stderr: err_reader.join().unwrap(),
-    }
-}
 
 fn ok(bootstrap: &str, args: &[&str]) -> String {
     let out = tidelog(bootstrap, args, b"");

@@ -13,6 +13,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+pub mod cli_run;
 pub mod cluster;
 pub mod cluster_calls;
 

@@ -11,6 +11,7 @@ with the committed state intact.
   gives up; read_committed output equals the input exactly once, per partition, in order.
 """
 
+import signal
 import subprocess
 import sys
 import time
@@ -150,11 +151,16 @@ def test_group_consumes_everything_with_the_coordinators_broker_killed(cluster):
     assert moved_to != killed
 
 
-def with_copier_log(tmp_path, wait):
-    """Run `wait`; a failure carries the tail of the copier's output."""
+def with_copier_log(tmp_path, wait, copier):
+    """Run `wait`; a failure carries the tail of the copier's output, ending with the
+    stacks of its threads (`copier()` is the running copier process)."""
     try:
         wait()
     except AssertionError as err:
+        process = copier()
+        if process.poll() is None:
+            process.send_signal(signal.SIGUSR1)
+            time.sleep(1)
         lines = (tmp_path / "copier.log").read_text(errors="replace").splitlines()
         tail = "\n".join(line for line in lines if "GETPID" not in line)[-3000:]
         raise AssertionError(f"{err}\n--- copier.log (tail):\n{tail}") from None
@@ -190,11 +196,11 @@ def test_copier_exactly_once_with_the_transaction_coordinators_broker_killed(clu
             return committed(cluster, group, source, tolerate_errors=True)
 
         with_copier_log(tmp_path, lambda: wait_until(lambda: (progress := supervise()) and sum(max(o, 0) for o in progress.values()) >= total // 10,
-                   60, f"the copier committing {total // 10} of {total} records"))
+                   60, f"the copier committing {total // 10} of {total} records"), lambda: copier)
         killed = coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION)
         cluster.node(killed).kill9()
         with_copier_log(tmp_path, lambda: wait_until(lambda: supervise() == ends, 120,
-                        f"the copier finishing after transaction coordinator {killed} was killed"))
+                        f"the copier finishing after transaction coordinator {killed} was killed"), lambda: copier)
     finally:
         if copier.poll() is None:
             copier.kill()

@@ -252,8 +252,8 @@ fn e2e_figures(
     let l = &result.latency;
     let figures = vec![
         Figure::new("e2e-rate", &workload, result.achieved_rate, "msg/s").note(format!(
-            "{} sent, {} received",
-            result.sent, result.received
+            "{} sent, {} received; librdkafka producer (Produce): {}; consumer (Fetch): {}",
+            result.sent, result.received, result.producer, result.consumer
         )),
         Figure::new("e2e-p50", &workload, l.p50_us, "µs").ceiling(c.loopback_rtt_us),
         Figure::new("e2e-p99", &workload, l.p99_us, "µs").ceiling(c.loopback_rtt_us),

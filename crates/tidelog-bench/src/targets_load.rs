@@ -121,6 +121,7 @@ pub(crate) fn t3(
     let mut p99 = Vec::new();
     let mut rates = Vec::new();
     let mut last_curve = None;
+    let mut splits = Vec::new();
     for _ in 0..scale.runs.max(1) {
         let result = e2e::run(&omb_spec(
             &target.bootstrap,
@@ -131,6 +132,10 @@ pub(crate) fn t3(
         p50.push(result.latency.p50_us / 1e3);
         p99.push(result.latency.p99_us / 1e3);
         rates.push(result.achieved_rate);
+        splits.push(format!(
+            "producer (Produce) {}; consumer (Fetch) {}",
+            result.producer, result.consumer
+        ));
         last_curve = Some(result.latency);
     }
     if let Some(curve) = last_curve {
@@ -153,7 +158,11 @@ pub(crate) fn t3(
         Figure::new("T3b", &format!("{name}: e2e p99"), median(&p99), "ms")
             .ceiling(rtt_ms)
             .bound(5.0, true, "p99 ≤ 5 ms")
-            .note(format!("runs {}", list(&p99))),
+            .note(format!(
+                "runs {}; librdkafka's statistics per run: {}",
+                list(&p99),
+                splits.join(" | ")
+            )),
     ])
 }
 

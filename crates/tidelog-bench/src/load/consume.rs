@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, DefaultConsumerContext};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::Serialize;
 
@@ -30,6 +30,25 @@ pub(crate) fn assigned_consumer(
     offset: Offset,
     low_latency: bool,
 ) -> anyhow::Result<BaseConsumer> {
+    assigned_consumer_with(
+        bootstrap,
+        topic,
+        partitions,
+        offset,
+        low_latency,
+        DefaultConsumerContext,
+    )
+}
+
+/// [`assigned_consumer`] with a client context (statistics, callbacks).
+pub(crate) fn assigned_consumer_with<C: ConsumerContext + 'static>(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    offset: Offset,
+    low_latency: bool,
+    context: C,
+) -> anyhow::Result<BaseConsumer<C>> {
     let mut config = base_config(bootstrap);
     // librdkafka refuses assign() without a group.id; with auto-commit off the group is
     // never joined, so the broker needs no group APIs.
@@ -45,9 +64,11 @@ pub(crate) fn assigned_consumer(
     if low_latency {
         config
             .set("fetch.wait.max.ms", "100")
-            .set("fetch.min.bytes", "1");
+            .set("fetch.min.bytes", "1")
+            .set("statistics.interval.ms", "1000");
     }
-    let consumer: BaseConsumer = config.create()?;
+    super::extra_settings(&mut config, "BENCH_CONSUMER_SET");
+    let consumer: BaseConsumer<C> = config.create_with_context(context)?;
     let mut assignment = TopicPartitionList::new();
     for partition in 0..partitions {
         assignment.add_partition_offset(topic, partition, offset)?;

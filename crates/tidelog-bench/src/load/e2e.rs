@@ -14,7 +14,8 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::{Message, Offset};
 use serde::Serialize;
 
-use super::{base_config, consume::assigned_consumer, incompressible, progress};
+use super::client_stats::{ClientSplit, StatsContext};
+use super::{base_config, consume::assigned_consumer_with, incompressible, progress};
 use crate::stats::{Latencies, LatencySummary};
 
 #[derive(Clone, Debug)]
@@ -37,7 +38,13 @@ pub(crate) struct E2eResult {
     /// The rate actually achieved by the sender, records/s.
     pub(crate) achieved_rate: f64,
     pub(crate) latency: LatencySummary,
+    /// librdkafka's statistics after the warm-up: the producer's Produce requests and
+    /// the consumer's Fetch requests.
+    pub(crate) producer: ClientSplit,
+    pub(crate) consumer: ClientSplit,
 }
+
+const STATS_INTERVAL_MS: &str = "1000";
 
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
@@ -50,19 +57,24 @@ fn stamp() -> u64 {
 
 pub(crate) fn run(spec: &E2eSpec) -> anyhow::Result<E2eResult> {
     let _ = epoch();
+    let warmup_s = spec.warmup.as_secs_f64();
     let record_size = spec.record_size.max(8);
-    let consumer = assigned_consumer(
+    let consumer_stats = StatsContext::default();
+    let producer_stats = StatsContext::default();
+    let consumer = assigned_consumer_with(
         &spec.bootstrap,
         &spec.topic,
         spec.partitions,
         Offset::Beginning,
         true,
+        consumer_stats.clone(),
     )?;
     // Let the consumer connect and start its long polls before the clock starts.
     let _ = consumer.poll(Duration::from_millis(500));
     let sender = {
         let spec = spec.clone();
-        thread::spawn(move || send_paced(&spec, record_size))
+        let stats = producer_stats.clone();
+        thread::spawn(move || send_paced(&spec, record_size, stats))
     };
     let mut observer = Observer {
         warmup_until: stamp() + u64::try_from(spec.warmup.as_nanos()).unwrap_or(0),
@@ -95,6 +107,8 @@ pub(crate) fn run(spec: &E2eSpec) -> anyhow::Result<E2eResult> {
         received,
         achieved_rate: sent_count as f64 / seconds.max(1e-9),
         latency: latencies.summary(),
+        producer: producer_stats.split(warmup_s),
+        consumer: consumer_stats.split(warmup_s + 0.5),
     })
 }
 
@@ -132,31 +146,51 @@ impl Observer {
 }
 
 /// Sends at `spec.rate` for `spec.duration`; returns (records acknowledged, seconds).
-fn send_paced(spec: &E2eSpec, record_size: usize) -> anyhow::Result<(u64, f64)> {
-    let producer: BaseProducer = base_config(&spec.bootstrap)
+fn send_paced(
+    spec: &E2eSpec,
+    record_size: usize,
+    stats: StatsContext,
+) -> anyhow::Result<(u64, f64)> {
+    let mut config = base_config(&spec.bootstrap);
+    config
         .set("acks", &spec.acks)
         .set("linger.ms", spec.linger_ms.to_string())
         .set("enable.idempotence", "false")
-        .create()?;
+        // Every record's arrival is checked by the consumer; the sender only needs to
+        // hear of failures, and serving a report per record would cost it the load
+        // core (unserved reports also count against the producer's queue limit).
+        .set("delivery.report.only.error", "true")
+        .set("statistics.interval.ms", STATS_INTERVAL_MS);
+    super::extra_settings(&mut config, "BENCH_PRODUCER_SET");
+    let producer: BaseProducer<StatsContext> = config.create_with_context(stats)?;
     let mut payload = incompressible(record_size, 42);
     let interval = Duration::from_secs_f64(1.0 / spec.rate.max(1.0));
+    let tick = Duration::from_micros(
+        std::env::var("BENCH_E2E_TICK_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000),
+    );
     let start = Instant::now();
     let mut sent = 0u64;
     while start.elapsed() < spec.duration {
         let due = start + interval.mul_f64(sent as f64);
         let now = Instant::now();
-        // Records due within the next millisecond go now (each carries its real send
-        // time): librdkafka's poll timeout has millisecond resolution, and spinning for
-        // the gap would steal the load core from the client's own threads.
-        if due > now + Duration::from_millis(1) {
-            producer.poll(due - now);
+        // Records due within the next tick go now (each carries its real send time).
+        // The wait is a plain sleep: `BaseProducer::poll(t)` hands librdkafka a timeout
+        // in whole milliseconds and spins through the fraction that is left, which
+        // took a quarter of the load core away from the client's own threads.
+        if due > now + tick {
+            producer.poll(Duration::ZERO);
+            thread::sleep(due - now);
             continue;
         }
         payload[..8].copy_from_slice(&stamp().to_le_bytes());
         match producer.send(BaseRecord::<(), [u8]>::to(&spec.topic).payload(&payload)) {
             Ok(()) => sent += 1,
             Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
-                producer.poll(Duration::from_millis(1));
+                producer.poll(Duration::ZERO);
+                thread::sleep(Duration::from_millis(1));
             }
             Err((error, _)) => return Err(error.into()),
         }
@@ -166,5 +200,9 @@ fn send_paced(spec: &E2eSpec, record_size: usize) -> anyhow::Result<(u64, f64)> 
     }
     let seconds = start.elapsed().as_secs_f64();
     producer.flush(Duration::from_secs(60))?;
+    let failed = producer.context().failed();
+    if failed > 0 {
+        bail!("{failed} of {sent} records were not acknowledged");
+    }
     Ok((sent, seconds))
 }

@@ -2,6 +2,7 @@
 //! Kafka-compatible broker: topic setup, producers, consumers, end-to-end latency.
 
 pub(crate) mod admin;
+pub(crate) mod client_stats;
 pub(crate) mod consume;
 pub(crate) mod e2e;
 pub(crate) mod produce;
@@ -24,6 +25,19 @@ pub(crate) fn base_config(bootstrap: &str) -> ClientConfig {
         .set("socket.nagle.disable", "true")
         .set("log_level", "3");
     config
+}
+
+/// Extra librdkafka settings from the environment variable `var`, `name=value` pairs
+/// separated by commas (for experiments; a run's report names what it used).
+pub(crate) fn extra_settings(config: &mut ClientConfig, var: &str) {
+    let Ok(value) = std::env::var(var) else {
+        return;
+    };
+    for pair in value.split(',').filter(|p| !p.trim().is_empty()) {
+        if let Some((name, value)) = pair.split_once('=') {
+            config.set(name.trim(), value.trim());
+        }
+    }
 }
 
 /// A topic name no earlier run used, so every run starts from an empty topic.

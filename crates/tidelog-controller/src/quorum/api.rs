@@ -1,6 +1,7 @@
-//! The typed controller requests, shared by [`super::QuorumController`] (on a voter)
-//! and [`super::ControllerClient`] (on a broker-only node): each builds a
-//! [`ForwardedCall`], routes it, and unpacks the reply.
+//! The typed controller requests, shared by [`super::QuorumController`] (on a voter),
+//! [`super::ControllerClient`] (on a broker-only node) and [`super::ControllerHandle`]
+//! (either): each builds a [`ForwardedCall`], routes it, and unpacks the reply. The
+//! three types get the same request methods from one list, [`controller_requests`].
 
 use std::future::Future;
 use std::ops::Range;
@@ -225,3 +226,134 @@ fn unexpected(reply: &ForwardReply) -> RequestError {
         message: format!("unexpected controller reply {reply:?}"),
     }
 }
+
+/// The request methods of a type that implements [`Route`], written once for
+/// `QuorumController`, `ControllerClient` and `ControllerHandle` (expand it inside the
+/// type's `impl` block).
+macro_rules! controller_requests {
+    () => {
+        /// Registers (or re-registers) a broker; returns its broker epoch.
+        pub async fn register_broker(
+            &self,
+            broker_id: i32,
+            incarnation: ::uuid::Uuid,
+            listeners: Vec<$crate::record::Endpoint>,
+            rack: Option<String>,
+        ) -> Result<i64, $crate::quorum::RequestError> {
+            $crate::quorum::api::register_broker(self, broker_id, incarnation, listeners, rack)
+                .await
+        }
+
+        /// Keeps a broker's session alive; unfences it if it was fenced.
+        pub async fn broker_heartbeat(
+            &self,
+            broker_id: i32,
+            broker_epoch: i64,
+        ) -> Result<$crate::quorum::HeartbeatReply, $crate::quorum::RequestError> {
+            $crate::quorum::api::broker_heartbeat(self, broker_id, broker_epoch).await
+        }
+
+        /// Creates a topic (or only checks that it could be, with `validate_only`).
+        pub async fn create_topic(
+            &self,
+            req: $crate::ops::CreateTopic,
+            validate_only: bool,
+        ) -> Result<$crate::image::TopicImage, $crate::quorum::RequestError> {
+            $crate::quorum::api::create_topic(self, req, validate_only).await
+        }
+
+        /// Deletes a topic; returns its id.
+        pub async fn delete_topic(
+            &self,
+            name: &str,
+        ) -> Result<::uuid::Uuid, $crate::quorum::RequestError> {
+            $crate::quorum::api::delete_topic(self, name).await
+        }
+
+        /// Grows a topic to `new_total` partitions.
+        pub async fn create_partitions(
+            &self,
+            name: &str,
+            new_total: i32,
+            validate_only: bool,
+        ) -> Result<(), $crate::quorum::RequestError> {
+            $crate::quorum::api::create_partitions(self, name, new_total, validate_only).await
+        }
+
+        /// Sets (`Some`) or removes (`None`) topic config overrides.
+        pub async fn alter_topic_configs(
+            &self,
+            name: &str,
+            changes: Vec<(String, Option<String>)>,
+            validate_only: bool,
+        ) -> Result<(), $crate::quorum::RequestError> {
+            $crate::quorum::api::alter_topic_configs(self, name, changes, validate_only).await
+        }
+
+        /// Hands a block of producer ids to a registered broker.
+        pub async fn allocate_producer_ids(
+            &self,
+            broker_id: i32,
+            broker_epoch: i64,
+        ) -> Result<std::ops::Range<i64>, $crate::quorum::RequestError> {
+            $crate::quorum::api::allocate_producer_ids(self, broker_id, broker_epoch).await
+        }
+
+        /// The quorum as the leader sees it (every voter's log end and lag).
+        pub async fn describe_quorum(
+            &self,
+        ) -> Result<$crate::quorum::QuorumStatus, $crate::quorum::RequestError> {
+            $crate::quorum::api::describe_quorum(self).await
+        }
+
+        /// An ISR change asked by the partition's leader (see `AlterPartition`);
+        /// answers the partition as applied. Refused with FENCED_LEADER_EPOCH (74) or INVALID_UPDATE_VERSION (108)
+        /// when based on an older state, INELIGIBLE_REPLICA (107) when an added member
+        /// is fenced, shutting down or not a replica.
+        pub async fn alter_partition(
+            &self,
+            req: $crate::quorum::AlterPartition,
+        ) -> Result<$crate::image::PartitionImage, $crate::quorum::RequestError> {
+            $crate::quorum::api::alter_partition(self, req).await
+        }
+
+        /// Moves the leaderships of a broker that is shutting down to other live ISR
+        /// members and takes it out of ISRs that keep another member; answers how many
+        /// leaderships it still holds (call again until 0).
+        pub async fn controlled_shutdown(
+            &self,
+            broker_id: i32,
+            broker_epoch: i64,
+        ) -> Result<u32, $crate::quorum::RequestError> {
+            $crate::quorum::api::controlled_shutdown(self, broker_id, broker_epoch).await
+        }
+
+        /// ElectLeaders: per-partition results; with `None`, every partition, leaving
+        /// out those that need no election.
+        pub async fn elect_leaders(
+            &self,
+            kind: $crate::quorum::ElectionKind,
+            partitions: Option<Vec<$crate::quorum::TopicPartition>>,
+        ) -> Result<$crate::quorum::PartitionOutcomes, $crate::quorum::RequestError> {
+            $crate::quorum::api::elect_leaders(self, kind, partitions).await
+        }
+
+        /// AlterPartitionReassignments: `Some(target)` moves a partition to `target`,
+        /// `None` cancels its move in flight.
+        pub async fn alter_reassignments(
+            &self,
+            changes: Vec<(String, i32, Option<Vec<i32>>)>,
+        ) -> Result<$crate::quorum::PartitionOutcomes, $crate::quorum::RequestError> {
+            $crate::quorum::api::alter_reassignments(self, changes).await
+        }
+
+        /// ListPartitionReassignments: moves in flight (of the partitions named, or all).
+        pub async fn list_reassignments(
+            &self,
+            partitions: Option<Vec<$crate::quorum::TopicPartition>>,
+        ) -> Result<Vec<$crate::quorum::Reassignment>, $crate::quorum::RequestError> {
+            $crate::quorum::api::list_reassignments(self, partitions).await
+        }
+    };
+}
+pub(crate) use controller_requests;

@@ -4,25 +4,18 @@
 //! voter answers, with a long poll.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use uuid::Uuid;
-
-use super::api::{self, PartitionOutcomes, Route};
-use super::controller::HeartbeatReply;
+use super::api::Route;
 use super::error::{QuorumError, RequestError};
 use super::forward::{ForwardReply, ForwardedCall};
 use super::network::{CallError, PeerConnection};
 use super::peers::QuorumPeers;
 use super::rpc::{RpcRequest, RpcResponse};
-use super::QuorumStatus;
-use crate::image::{MetadataImage, PartitionImage, TopicImage};
-use crate::ops::{AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicPartition};
-use crate::record::Endpoint;
+use crate::image::MetadataImage;
 use crate::snapshot;
 
 /// Idle connections kept per voter.
@@ -75,111 +68,7 @@ impl ControllerClient {
         }
     }
 
-    pub async fn register_broker(
-        &self,
-        broker_id: i32,
-        incarnation: Uuid,
-        listeners: Vec<Endpoint>,
-        rack: Option<String>,
-    ) -> Result<i64, RequestError> {
-        api::register_broker(self, broker_id, incarnation, listeners, rack).await
-    }
-
-    pub async fn broker_heartbeat(
-        &self,
-        broker_id: i32,
-        broker_epoch: i64,
-    ) -> Result<HeartbeatReply, RequestError> {
-        api::broker_heartbeat(self, broker_id, broker_epoch).await
-    }
-
-    pub async fn create_topic(
-        &self,
-        req: CreateTopic,
-        validate_only: bool,
-    ) -> Result<TopicImage, RequestError> {
-        api::create_topic(self, req, validate_only).await
-    }
-
-    pub async fn delete_topic(&self, name: &str) -> Result<Uuid, RequestError> {
-        api::delete_topic(self, name).await
-    }
-
-    pub async fn create_partitions(
-        &self,
-        name: &str,
-        new_total: i32,
-        validate_only: bool,
-    ) -> Result<(), RequestError> {
-        api::create_partitions(self, name, new_total, validate_only).await
-    }
-
-    pub async fn alter_topic_configs(
-        &self,
-        name: &str,
-        changes: Vec<(String, Option<String>)>,
-        validate_only: bool,
-    ) -> Result<(), RequestError> {
-        api::alter_topic_configs(self, name, changes, validate_only).await
-    }
-
-    pub async fn allocate_producer_ids(
-        &self,
-        broker_id: i32,
-        broker_epoch: i64,
-    ) -> Result<Range<i64>, RequestError> {
-        api::allocate_producer_ids(self, broker_id, broker_epoch).await
-    }
-
-    pub async fn describe_quorum(&self) -> Result<QuorumStatus, RequestError> {
-        api::describe_quorum(self).await
-    }
-
-    /// An ISR change asked by the partition's leader; answers the partition as
-    /// applied (FENCED_LEADER_EPOCH 74, INVALID_UPDATE_VERSION 108,
-    /// INELIGIBLE_REPLICA 107 when refused).
-    pub async fn alter_partition(
-        &self,
-        req: AlterPartition,
-    ) -> Result<PartitionImage, RequestError> {
-        api::alter_partition(self, req).await
-    }
-
-    /// Moves a shutting-down broker's leaderships away; answers how many it still
-    /// holds (call again until 0).
-    pub async fn controlled_shutdown(
-        &self,
-        broker_id: i32,
-        broker_epoch: i64,
-    ) -> Result<u32, RequestError> {
-        api::controlled_shutdown(self, broker_id, broker_epoch).await
-    }
-
-    /// ElectLeaders: per-partition results (with `None`, every partition that needed
-    /// an election).
-    pub async fn elect_leaders(
-        &self,
-        kind: ElectionKind,
-        partitions: Option<Vec<TopicPartition>>,
-    ) -> Result<PartitionOutcomes, RequestError> {
-        api::elect_leaders(self, kind, partitions).await
-    }
-
-    /// `Some(target)` moves a partition's replicas to `target`; `None` cancels.
-    pub async fn alter_reassignments(
-        &self,
-        changes: Vec<(String, i32, Option<Vec<i32>>)>,
-    ) -> Result<PartitionOutcomes, RequestError> {
-        api::alter_reassignments(self, changes).await
-    }
-
-    /// Reassignments in flight (of the partitions named, or all).
-    pub async fn list_reassignments(
-        &self,
-        partitions: Option<Vec<TopicPartition>>,
-    ) -> Result<Vec<Reassignment>, RequestError> {
-        api::list_reassignments(self, partitions).await
-    }
+    super::api::controller_requests!();
 
     /// Tries the voter that answered last, then the others in order, until one
     /// answers. Errors the quorum answered with are returned as they are; only

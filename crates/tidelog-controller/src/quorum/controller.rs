@@ -20,16 +20,14 @@ use partitions::rebalance_loop;
 use sessions::fence_loop;
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use uuid::Uuid;
 
-use super::api::{self, PartitionOutcomes, Route};
+use super::api::Route;
 use super::error::{QuorumError, RequestError};
 use super::forward::{ForwardReply, ForwardedCall};
 use super::network::{CallError, PeerConnection};
@@ -37,12 +35,9 @@ use super::peers::QuorumPeers;
 use super::rpc::{RpcRequest, RpcResponse};
 use super::server::ForwardHandler;
 use super::types::to_node_id;
-use super::{MetadataQuorum, QuorumStatus, RaftQuorum};
-use crate::image::{MetadataImage, PartitionImage, TopicImage};
-use crate::ops::{
-    AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicDefaults, TopicPartition,
-};
-use crate::record::Endpoint;
+use super::{MetadataQuorum, RaftQuorum};
+use crate::image::MetadataImage;
+use crate::ops::TopicDefaults;
 
 /// Idle connections kept per leader for forwarded requests.
 const MAX_IDLE_FORWARD_CONNECTIONS: usize = 4;
@@ -194,119 +189,7 @@ impl QuorumController {
         }
     }
 
-    /// Registers (or re-registers) a broker; returns its broker epoch.
-    pub async fn register_broker(
-        &self,
-        broker_id: i32,
-        incarnation: Uuid,
-        listeners: Vec<Endpoint>,
-        rack: Option<String>,
-    ) -> Result<i64, RequestError> {
-        api::register_broker(self, broker_id, incarnation, listeners, rack).await
-    }
-
-    /// Keeps a broker's session alive; unfences it if it was fenced.
-    pub async fn broker_heartbeat(
-        &self,
-        broker_id: i32,
-        broker_epoch: i64,
-    ) -> Result<HeartbeatReply, RequestError> {
-        api::broker_heartbeat(self, broker_id, broker_epoch).await
-    }
-
-    pub async fn create_topic(
-        &self,
-        req: CreateTopic,
-        validate_only: bool,
-    ) -> Result<TopicImage, RequestError> {
-        api::create_topic(self, req, validate_only).await
-    }
-
-    /// Deletes a topic; returns its id.
-    pub async fn delete_topic(&self, name: &str) -> Result<Uuid, RequestError> {
-        api::delete_topic(self, name).await
-    }
-
-    pub async fn create_partitions(
-        &self,
-        name: &str,
-        new_total: i32,
-        validate_only: bool,
-    ) -> Result<(), RequestError> {
-        api::create_partitions(self, name, new_total, validate_only).await
-    }
-
-    pub async fn alter_topic_configs(
-        &self,
-        name: &str,
-        changes: Vec<(String, Option<String>)>,
-        validate_only: bool,
-    ) -> Result<(), RequestError> {
-        api::alter_topic_configs(self, name, changes, validate_only).await
-    }
-
-    /// Hands a block of producer ids to a registered broker.
-    pub async fn allocate_producer_ids(
-        &self,
-        broker_id: i32,
-        broker_epoch: i64,
-    ) -> Result<Range<i64>, RequestError> {
-        api::allocate_producer_ids(self, broker_id, broker_epoch).await
-    }
-
-    /// The quorum as the leader sees it (every voter's log end and lag).
-    pub async fn describe_quorum(&self) -> Result<QuorumStatus, RequestError> {
-        api::describe_quorum(self).await
-    }
-
-    /// An ISR change asked by the partition's leader (see [`AlterPartition`]);
-    /// answers the partition as applied. Refused with FENCED_LEADER_EPOCH (74) or
-    /// INVALID_UPDATE_VERSION (108) when based on an older state, INELIGIBLE_REPLICA
-    /// (107) when an added member is fenced, shutting down or not a replica.
-    pub async fn alter_partition(
-        &self,
-        req: AlterPartition,
-    ) -> Result<PartitionImage, RequestError> {
-        api::alter_partition(self, req).await
-    }
-
-    /// Moves the leaderships of a broker that is shutting down to other live ISR
-    /// members and takes it out of ISRs that keep another member; answers how many
-    /// leaderships it still holds (call again until 0).
-    pub async fn controlled_shutdown(
-        &self,
-        broker_id: i32,
-        broker_epoch: i64,
-    ) -> Result<u32, RequestError> {
-        api::controlled_shutdown(self, broker_id, broker_epoch).await
-    }
-
-    /// ElectLeaders: per-partition results; with `None`, every partition, leaving out
-    /// those that need no election.
-    pub async fn elect_leaders(
-        &self,
-        kind: ElectionKind,
-        partitions: Option<Vec<TopicPartition>>,
-    ) -> Result<PartitionOutcomes, RequestError> {
-        api::elect_leaders(self, kind, partitions).await
-    }
-
-    /// AlterPartitionReassignments: `Some(target)` moves a partition to `target`,
-    /// `None` cancels its move in flight.
-    pub async fn alter_reassignments(
-        &self,
-        changes: Vec<(String, i32, Option<Vec<i32>>)>,
-    ) -> Result<PartitionOutcomes, RequestError> {
-        api::alter_reassignments(self, changes).await
-    }
-
-    /// ListPartitionReassignments: moves in flight (of the partitions named, or all).
-    pub async fn list_reassignments(
-        &self,
-        partitions: Option<Vec<TopicPartition>>,
-    ) -> Result<Vec<Reassignment>, RequestError> {
-        api::list_reassignments(self, partitions).await
-    }
+    super::api::controller_requests!();
 
     /// Runs `call` here, or on the leader when this node is not it.
     async fn call(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {

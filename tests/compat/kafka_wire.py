@@ -41,6 +41,28 @@ def request(api_key, api_version, correlation_id, body=b"", client_id="tidelog-c
     return frame(header + body)
 
 
+def uvarint(n):
+    """An unsigned varint (flexible versions' lengths and tag counts)."""
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def compact_string(value):
+    """A flexible-version (compact) string: length + 1 as a uvarint, then the bytes."""
+    raw = value.encode()
+    return uvarint(len(raw) + 1) + raw
+
+
+def compact_array(items):
+    """A flexible-version (compact) array of already encoded items."""
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
 class Reader:
     """Sequential big-endian decoding of a response body."""
 
@@ -83,6 +105,29 @@ class Reader:
         if n < 0:
             return None
         return [read_item() for _ in range(n)]
+
+    def uvarint(self):
+        shift = value = 0
+        while True:
+            byte = self.i8() & 0xFF
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def compact_string(self):
+        n = self.uvarint()
+        return None if n == 0 else self.take(n - 1).decode()
+
+    def compact_array(self, read_item):
+        n = self.uvarint()
+        return None if n == 0 else [read_item() for _ in range(n - 1)]
+
+    def skip_tags(self):
+        """Skips a tagged-field section (flexible versions)."""
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
 
 
 class Connection:
@@ -146,6 +191,14 @@ class Connection:
         if got != correlation_id:
             raise ValueError(f"correlation id {got}, expected {correlation_id}")
         return response
+
+    def flexible_call(self, api_key, api_version, body=b"", timeout=10.0):
+        """A call at a flexible version: request header v2 (an empty tagged-field section
+        after the client id), `body` ending with the body's own; returns a Reader past
+        the response header's tagged fields."""
+        r = Reader(self.call(api_key, api_version, b"\x00" + body + b"\x00", timeout))
+        r.skip_tags()
+        return r
 
     def wait_closed(self, timeout=5.0):
         """Read and discard until EOF. Returns the number of bytes received before it.

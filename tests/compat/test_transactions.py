@@ -470,62 +470,8 @@ API_DESCRIBE_TRANSACTIONS = 65
 API_LIST_TRANSACTIONS = 66
 
 
-def uvarint(n):
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def cstring(s):
-    raw = s.encode()
-    return uvarint(len(raw) + 1) + raw
-
-
-def carray(items):
-    return uvarint(len(items) + 1) + b"".join(items)
-
-
-def read_uvarint(r):
-    shift = value = 0
-    while True:
-        byte = r.i8() & 0xFF
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value
-        shift += 7
-
-
-def read_cstring(r):
-    n = read_uvarint(r)
-    return None if n == 0 else r.take(n - 1).decode()
-
-
-def read_carray(r, item):
-    n = read_uvarint(r)
-    return [] if n == 0 else [item(r) for _ in range(n - 1)]
-
-
-def skip_tags(r):
-    assert read_uvarint(r) == 0, "unexpected tagged fields"
-
-
-def flexible_call(conn, api_key, body):
-    """A flexible-version (v0) call: request header v2, response header v1."""
-    from kafka_wire import Reader
-
-    r = Reader(conn.call(api_key, 0, b"\x00" + body + b"\x00"))
-    skip_tags(r)  # response header tagged fields
-    return r
-
-
 def test_list_and_describe_transactions_and_producers(broker):
-    from kafka_wire import Connection
+    from kafka_wire import Connection, compact_array, compact_string
 
     topic = create_topic(broker.bootstrap, unique("views"), partitions=2)
     txn_id = unique("tx")
@@ -537,63 +483,63 @@ def test_list_and_describe_transactions_and_producers(broker):
     prod.flush(30)
     try:
         with Connection.to(broker.bootstrap) as conn:
-            r = flexible_call(conn, API_LIST_TRANSACTIONS, carray([cstring("Ongoing")]) + carray([]))
+            r = conn.flexible_call(API_LIST_TRANSACTIONS, 0, compact_array([compact_string("Ongoing")]) + compact_array([]))
             assert r.i32() == 0 and r.i16() == 0  # throttle, error
-            assert read_carray(r, read_cstring) == []
+            assert r.compact_array(r.compact_string) == []
 
             def listed(r):
-                item = (read_cstring(r), r.i64(), read_cstring(r))
-                skip_tags(r)
+                item = (r.compact_string(), r.i64(), r.compact_string())
+                r.skip_tags()
                 return item
 
-            states = read_carray(r, listed)
+            states = r.compact_array(lambda: listed(r))
             mine = [s for s in states if s[0] == txn_id]
             assert len(mine) == 1 and mine[0][2] == "Ongoing", states
             producer_id = mine[0][1]
 
-            r = flexible_call(conn, API_DESCRIBE_TRANSACTIONS, carray([cstring(txn_id), cstring("nope")]))
+            r = conn.flexible_call(API_DESCRIBE_TRANSACTIONS, 0, compact_array([compact_string(txn_id), compact_string("nope")]))
             r.i32()
 
             def described(r):
-                error, tid, state, timeout_ms, start_ms = r.i16(), read_cstring(r), read_cstring(r), r.i32(), r.i64()
+                error, tid, state, timeout_ms, start_ms = r.i16(), r.compact_string(), r.compact_string(), r.i32(), r.i64()
                 pid, epoch = r.i64(), r.i16()
 
                 def topic_data(r):
-                    item = (read_cstring(r), read_carray(r, lambda r: r.i32()))
-                    skip_tags(r)
+                    item = (r.compact_string(), r.compact_array(r.i32))
+                    r.skip_tags()
                     return item
 
-                topics = read_carray(r, topic_data)
-                skip_tags(r)
+                topics = r.compact_array(lambda: topic_data(r))
+                r.skip_tags()
                 return error, tid, state, timeout_ms, start_ms, pid, epoch, topics
 
-            found, missing = read_carray(r, described)
+            found, missing = r.compact_array(lambda: described(r))
             assert found[:4] == (0, txn_id, "Ongoing", 30000)
             assert found[4] > 0 and found[5] == producer_id and found[6] == 0
             assert found[7] == [(topic, [1])]
             assert missing[0] == 105  # TRANSACTIONAL_ID_NOT_FOUND
 
-            body = carray([cstring(topic) + carray([struct.pack(">i", 0), struct.pack(">i", 1)]) + b"\x00"])
-            r = flexible_call(conn, API_DESCRIBE_PRODUCERS, body)
+            body = compact_array([compact_string(topic) + compact_array([struct.pack(">i", 0), struct.pack(">i", 1)]) + b"\x00"])
+            r = conn.flexible_call(API_DESCRIBE_PRODUCERS, 0, body)
             r.i32()
 
             def producer_state(r):
                 item = (r.i64(), r.i32(), r.i32(), r.i64(), r.i32(), r.i64())
-                skip_tags(r)
+                r.skip_tags()
                 return item
 
             def partition(r):
-                index, error, _message = r.i32(), r.i16(), read_cstring(r)
-                active = read_carray(r, producer_state)
-                skip_tags(r)
+                index, error, _message = r.i32(), r.i16(), r.compact_string()
+                active = r.compact_array(lambda: producer_state(r))
+                r.skip_tags()
                 return index, error, active
 
             def topic_response(r):
-                item = (read_cstring(r), read_carray(r, partition))
-                skip_tags(r)
+                item = (r.compact_string(), r.compact_array(lambda: partition(r)))
+                r.skip_tags()
                 return item
 
-            [(name, parts)] = read_carray(r, topic_response)
+            [(name, parts)] = r.compact_array(lambda: topic_response(r))
             assert name == topic
             by_index = {index: (error, active) for index, error, active in parts}
             assert by_index[0] == (0, [])

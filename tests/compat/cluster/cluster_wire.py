@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import kafka_wire
 from kafka.record.default_records import DefaultRecordBatchBuilder
-from kafka_wire import Reader, kstring
+from kafka_wire import Reader, compact_array, compact_string, kstring, uvarint
 
 API_PRODUCE = 0
 API_CREATE_TOPICS = 19
@@ -131,86 +131,41 @@ def find_coordinator(address, key, key_type, timeout=5.0):
 # ---------------------------------------------------------------- flexible versions
 
 
-def _uvarint(n):
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _cstring(s):
-    raw = s.encode()
-    return _uvarint(len(raw) + 1) + raw
-
-
-def _carray(items):
-    return _uvarint(len(items) + 1) + b"".join(items)
-
-
-def _read_uvarint(r):
-    shift = value = 0
-    while True:
-        byte = r.i8() & 0xFF
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value
-        shift += 7
-
-
-def _read_cstring(r):
-    n = _read_uvarint(r)
-    return None if n == 0 else r.take(n - 1).decode()
-
-
-def _read_carray(r, item):
-    n = _read_uvarint(r)
-    return None if n == 0 else [item() for _ in range(n - 1)]
-
-
-def _skip_tags(r):
-    for _ in range(_read_uvarint(r)):
-        _read_uvarint(r)
-        r.take(_read_uvarint(r))
-
-
 def _flexible_call(address, api_key, version, body, timeout):
-    r = Reader(_call(address, api_key, version, b"\x00" + body + b"\x00", timeout))
-    _skip_tags(r)  # response header v1
-    return r
+    host, port = _host_port(address)
+    with kafka_wire.Connection(host, port, timeout=timeout) as conn:
+        return conn.flexible_call(api_key, version, body, timeout=timeout)
 
 
 def list_reassignments(address, timeout_ms=10000):
     """ListPartitionReassignments v0 for every partition: {(topic, p): (replicas, adding, removing)}."""
-    body = struct.pack(">i", timeout_ms) + _uvarint(0)  # null topics: all in flight
+    body = struct.pack(">i", timeout_ms) + uvarint(0)  # null topics: all in flight
     r = _flexible_call(address, API_LIST_PARTITION_REASSIGNMENTS, 0, body, timeout_ms / 1000 + 10)
     r.i32()
-    error, message = r.i16(), _read_cstring(r)
+    error, message = r.i16(), r.compact_string()
     assert error == 0, f"ListPartitionReassignments failed: {error} {message}"
     found = {}
 
     def ints():
-        return _read_carray(r, r.i32) or []
+        return r.compact_array(r.i32) or []
 
     def partition(topic):
         index, replicas, adding, removing = r.i32(), ints(), ints(), ints()
-        _skip_tags(r)
+        r.skip_tags()
         found[(topic, index)] = (replicas, adding, removing)
 
     def topic_entry():
-        name = _read_cstring(r)
-        _read_carray(r, lambda: partition(name))
-        _skip_tags(r)
+        name = r.compact_string()
+        r.compact_array(lambda: partition(name))
+        r.skip_tags()
 
-    _read_carray(r, topic_entry)
+    r.compact_array(topic_entry)
     return found
 
 
 def describe_quorum_leader(address, timeout=5.0):
     """The controller quorum's leader id by DescribeQuorum v0 (None if not answered)."""
-    body = _carray([_cstring("__cluster_metadata") + _carray([struct.pack(">i", 0) + b"\x00"]) + b"\x00"])
+    body = compact_array([compact_string("__cluster_metadata") + compact_array([struct.pack(">i", 0) + b"\x00"]) + b"\x00"])
     try:
         r = _flexible_call(address, API_DESCRIBE_QUORUM, 0, body, timeout)
     except (OSError, ValueError, kafka_wire.ConnectionClosed):
@@ -222,23 +177,23 @@ def describe_quorum_leader(address, timeout=5.0):
     def voter():
         r.i32()
         r.i64()
-        _skip_tags(r)
+        r.skip_tags()
 
     def partition():
         r.i32()
         error, leader = r.i16(), r.i32()
         r.i32()
         r.i64()
-        _read_carray(r, voter)
-        _read_carray(r, voter)
-        _skip_tags(r)
+        r.compact_array(voter)
+        r.compact_array(voter)
+        r.skip_tags()
         if error == 0 and leader >= 0:
             leaders.append(leader)
 
     def topic():
-        _read_cstring(r)
-        _read_carray(r, partition)
-        _skip_tags(r)
+        r.compact_string()
+        r.compact_array(partition)
+        r.skip_tags()
 
-    _read_carray(r, topic)
+    r.compact_array(topic)
     return leaders[0] if leaders else None

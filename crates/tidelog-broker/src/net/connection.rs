@@ -186,28 +186,88 @@ async fn dispatch(ctx: &Ctx, mut frame: Bytes, peer: SocketAddr) -> (Reply, Opti
     (reply, Some(api))
 }
 
-async fn write_replies(
+/// Replies already waiting when the writer reaches a complete one are written together,
+/// up to this many bytes: a producer that sends a request per partition gets one write
+/// (one segment, one wake-up on its side) for a burst instead of one per partition.
+const COALESCE_MAX_BYTES: usize = 64 * 1024;
+
+/// A reply taken apart: its content, when its request arrived and was dispatched, when
+/// the writer dequeued it, and when its content was ready.
+struct Unwrapped {
+    reply: Reply,
+    timing: Option<RequestTiming>,
+    dequeued: Instant,
+    ready: Instant,
+}
+
+/// Removes the metrics wrapper and resolves a reply that is not ready yet.
+async fn unwrap_reply(mut reply: Reply) -> Unwrapped {
+    let dequeued = Instant::now();
+    let mut ready = dequeued;
+    let mut timing = None;
+    loop {
+        match reply {
+            Reply::Timed(inner, t) => {
+                timing = Some(t);
+                reply = *inner;
+            }
+            Reply::Later(fut) => {
+                reply = fut.await;
+                ready = Instant::now();
+            }
+            reply => {
+                return Unwrapped {
+                    reply,
+                    timing,
+                    dequeued,
+                    ready,
+                }
+            }
+        }
+    }
+}
+
+pub(super) async fn write_replies(
     mut writer: OwnedWriteHalf,
     mut rx: mpsc::Receiver<Reply>,
     peer: SocketAddr,
     metrics: Arc<Metrics>,
 ) {
-    while let Some(reply) = rx.recv().await {
-        let dequeued = Instant::now();
-        let mut timing = None;
-        let mut ready = dequeued;
-        let mut reply = reply;
-        loop {
+    let mut next = rx.recv().await;
+    // Complete replies gathered for one write, with their timings.
+    let mut gathered: Vec<Bytes> = Vec::new();
+    let mut gathered_len = 0usize;
+    let mut finished: Vec<(RequestTiming, Instant, Instant)> = Vec::new();
+    while let Some(reply) = next.take() {
+        let Unwrapped {
+            reply,
+            timing,
+            dequeued,
+            ready,
+        } = unwrap_reply(reply).await;
+        if let Reply::Bytes(bytes) = reply {
+            gathered_len += bytes.len();
+            gathered.push(bytes);
+            if let Some(t) = timing {
+                finished.push((t, dequeued, ready));
+            }
+            if gathered_len < COALESCE_MAX_BYTES {
+                next = rx.try_recv().ok();
+                // A reply still waiting (a parked fetch) must not hold back the ones
+                // gathered before it.
+                if next.as_ref().is_some_and(is_complete_bytes) {
+                    continue;
+                }
+            }
+            if let Err(e) = write_gathered(&mut writer, &mut gathered).await {
+                tracing::debug!(%peer, error = %e, "write failed");
+                return;
+            }
+            metrics.requests.bytes_sent(gathered_len as u64);
+            gathered_len = 0;
+        } else {
+            // Only complete replies are gathered, and the gathered ones go out at once.
             match reply {
-                Reply::Timed(inner, t) => {
-                    timing = Some(t);
-                    reply = *inner;
-                }
-                Reply::Later(fut) => {
-                    reply = fut.await;
-                    ready = Instant::now();
-                }
-                Reply::Nothing => break,
                 Reply::Close => {
                     let _ = writer.shutdown().await;
                     return;
@@ -220,23 +280,50 @@ async fn write_replies(
                         return;
                     }
                     metrics.requests.bytes_sent(chunks_len(&chunks));
-                    break;
                 }
-                Reply::Bytes(bytes) => {
-                    if let Err(e) = writer.write_all(&bytes).await {
-                        tracing::debug!(%peer, error = %e, "write failed");
-                        return;
-                    }
-                    metrics.requests.bytes_sent(bytes.len() as u64);
-                    break;
-                }
+                _ => {}
+            }
+            if let Some(t) = timing {
+                finished.push((t, dequeued, ready));
             }
         }
-        if let Some(t) = timing {
+        for (t, dequeued, ready) in finished.drain(..) {
             metrics.requests.finished(t, dequeued, ready);
+        }
+        if next.is_none() {
+            next = rx.recv().await;
         }
     }
     let _ = writer.shutdown().await;
+}
+
+fn is_complete_bytes(reply: &Reply) -> bool {
+    match reply {
+        Reply::Bytes(_) => true,
+        Reply::Timed(inner, _) => is_complete_bytes(inner),
+        _ => false,
+    }
+}
+
+/// Writes the gathered replies in order with one write where there are several, and
+/// empties `gathered`.
+async fn write_gathered(
+    writer: &mut OwnedWriteHalf,
+    gathered: &mut Vec<Bytes>,
+) -> std::io::Result<()> {
+    match gathered.as_slice() {
+        [] => {}
+        [one] => writer.write_all(one).await?,
+        several => {
+            let mut joined = Vec::with_capacity(several.iter().map(Bytes::len).sum());
+            for bytes in several {
+                joined.extend_from_slice(bytes);
+            }
+            writer.write_all(&joined).await?;
+        }
+    }
+    gathered.clear();
+    Ok(())
 }
 
 fn chunks_len(chunks: &[Chunk]) -> u64 {

@@ -5,8 +5,11 @@
 //! connection's appends keep their order); the handler's reply, possibly still waiting
 //! (a long-poll fetch, later an acks=all produce), goes into a bounded queue that the
 //! writer drains in request order. The queue bound is the connection's in-flight limit.
+//! Complete replies the writer finds waiting together are written with one write.
 
 mod connection;
 mod sendfile;
+#[cfg(test)]
+mod writer_tests;
 
 pub(crate) use connection::{serve_listener, Reply};

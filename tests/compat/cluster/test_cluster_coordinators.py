@@ -9,6 +9,9 @@ with the committed state intact.
 - A consume-transform-produce copier (transactions with send_offsets_to_transaction)
   runs while the transaction coordinator's broker dies; the copier is restarted if it
   gives up; read_committed output equals the input exactly once, per partition, in order.
+- The group's coordinator moves away (by reassignment and preferred election, no kill)
+  from the node that coordinates the transaction and kept its offsets; the commit must
+  still make them the group's committed offsets on the new node.
 """
 
 import signal
@@ -17,11 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import cluster_wire
 from cluster_load import read_log, values_of
-from cluster_meta import WIRE_ERRORS, create_topic
+from cluster_meta import WIRE_ERRORS, create_topic, elect_preferred, partition, wait_partition
 from compat_helpers import (
     TRANSIENT_CONSUMER_ERRORS, DeliveryLog, client_logger, produce_all, producer, unique, wait_until,
 )
@@ -54,12 +57,12 @@ def coordinator(cluster, key, key_type, exclude=()):
     return wait_until(ask, 30, what)
 
 
-def committed(cluster, group, topic, tolerate_errors=False):
+def committed(cluster, group, topic, tolerate_errors=False, partitions=PARTITIONS):
     """{partition: committed offset} from the group coordinator; None on an error when
     `tolerate_errors` (a progress probe while the coordinator moves)."""
     c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group}, logger=client_logger("committed"))
     try:
-        tps = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=15)
+        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
         return {tp.partition: tp.offset for tp in tps}
     except KafkaException:
         if tolerate_errors:
@@ -212,3 +215,80 @@ def test_copier_exactly_once_with_the_transaction_coordinators_broker_killed(clu
     for p in range(PARTITIONS):
         assert values_of(got, p) == values_of(source_log, p), (
             f"partition {p}: {len(got[p])} committed records, {len(source_log[p])} in the source")
+
+
+def coordinator_partition(key, partitions=5):
+    """The internal-topic partition of a group or transactional id (ASCII): Java's
+    String.hashCode with its sign bit cleared, as Kafka's Utils.abs does, modulo the
+    partition count (the cluster tests run with 5 partitions per internal topic)."""
+    h = 0
+    for ch in key:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def test_transaction_offsets_follow_the_group_when_its_coordinator_moves(cluster):
+    """The group's coordinator moves to another node between send_offsets_to_transaction
+    (when one node coordinated both the group and the transaction, so the offsets are
+    kept with the transaction) and the commit. The transaction's coordinator must hand
+    the offsets to the group's new coordinator before its marker: after the commit the
+    group's committed offset is the transaction's."""
+    source = create_topic(cluster, unique("hand-in"), 1, 3)
+    sink = create_topic(cluster, unique("hand-out"), 1, 3)
+    fill(cluster, source, 10)
+
+    def same_coordinator():
+        group, txn_id = unique("hand-g"), unique("hand-tx")
+        at = coordinator(cluster, group, cluster_wire.COORDINATOR_GROUP)
+        return (group, txn_id, at) if coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION) == at else None
+
+    group, txn_id, home = wait_until(same_coordinator, 60, "a group and a transactional id coordinated by one node")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"},
+                        logger=client_logger("hand-consumer"))
+    prod = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id},
+                    logger=client_logger("hand-producer"))
+    try:
+        consumer.subscribe([source])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            got += [m for m in consumer.consume(num_messages=10, timeout=1.0) if m.error() is None]
+        assert len(got) == 10, f"consumed {len(got)} of 10 records"
+        prod.init_transactions(30)
+        prod.begin_transaction()
+        for m in got:
+            prod.produce(sink, key=m.key(), value=m.value(), partition=0)
+        prod.send_offsets_to_transaction([TopicPartition(source, 0, 10)], consumer.consumer_group_metadata(), 30)
+
+        offsets_partition = coordinator_partition(group)
+        replicas = partition(cluster, "__consumer_offsets", offsets_partition).replicas
+        away = next(r for r in replicas if r != home)
+        target = [away] + [r for r in replicas if r != away]
+        move = subprocess.run(
+            [str(cluster.binary), "partition", "reassign", "--topic", "__consumer_offsets",
+             "--partition", str(offsets_partition), "--replicas", ",".join(map(str, target)),
+             "--bootstrap", cluster.bootstrap],
+            capture_output=True, text=True, timeout=60)
+        assert move.returncode == 0, f"tidelog partition reassign failed: {move.stdout}{move.stderr}"
+        elect_preferred(cluster, "__consumer_offsets", offsets_partition)
+        wait_partition(cluster, "__consumer_offsets", offsets_partition, lambda s: s.leader == away, 30,
+                       f"node {away} leading the group's offsets partition")
+        def coordinator_views():
+            return {n.node_id: (cluster_wire.find_coordinator(n.bootstrap, group, cluster_wire.COORDINATOR_GROUP),
+                                partition(cluster, "__consumer_offsets", offsets_partition, via=n.node_id))
+                    for n in cluster.serving()}
+        try:
+            wait_until(lambda: coordinator(cluster, group, cluster_wire.COORDINATOR_GROUP) == away, 15,
+                       f"FindCoordinator naming node {away} for the group")
+        except AssertionError as err:
+            raise AssertionError(f"{err}; target {target}; per node: {coordinator_views()}") from None
+        assert coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION) == home
+
+        prod.commit_transaction(30)
+        wait_until(lambda: committed(cluster, group, source, tolerate_errors=True, partitions=1) == {0: 10}, 30,
+                   f"the transaction's offset committed by the group's new coordinator (node {away})")
+    finally:
+        consumer.close()
+    out = read_log(cluster.bootstrap, sink, 1, isolation="read_committed")
+    assert values_of(out, 0) == [m.value() for m in got]

@@ -1,7 +1,9 @@
 //! TxnOffsetCommit: consumer offsets sent inside a transaction. They are kept with the
 //! transaction (in `__transaction_state`) and become the group's committed offsets only
-//! when the transaction commits; an abort drops them. Unknown partitions are refused
-//! one by one.
+//! when the transaction commits; an abort drops them. On a cluster, a group coordinator
+//! that is not the transaction's keeps them until the transaction's marker decides
+//! (`txn::foreign`), and a node that does not coordinate the group refuses them with
+//! NOT_COORDINATOR. Unknown partitions are refused one by one.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;

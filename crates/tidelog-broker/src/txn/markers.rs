@@ -16,8 +16,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::error::ResponseError;
 use tidelog_storage::BatchBuilder;
 
-use super::remote::MarkerKey;
-use super::state::TxnMeta;
+use super::remote::{MarkerKey, OffsetsDelivery, OffsetsKey};
+use super::state::{PendingOffset, TxnMeta};
 use crate::context::{now_ms, BrokerContext};
 use crate::group::{CommitRequest, OFFSETS_TOPIC};
 use crate::internal_topic::{await_replicated, partition_for, replicated_now, Written as Appended};
@@ -28,6 +28,9 @@ use crate::internal_topic::{await_replicated, partition_for, replicated_now, Wri
 pub(crate) struct Written {
     partitions: BTreeSet<(String, i32)>,
     groups: BTreeSet<String>,
+    /// Groups coordinated elsewhere whose offsets, kept here, were handed over, and
+    /// the broker they went to.
+    offsets_handed: BTreeMap<String, i32>,
     /// Markers appended here and not yet replicated.
     replicating: BTreeMap<(String, i32), Appended>,
     /// Whether the last pass left markers to another broker (`remote`).
@@ -56,6 +59,7 @@ fn marker_replicated(ctx: &BrokerContext, topic: &str, appended: Appended) -> Op
 /// Returns true when nothing is left.
 pub(super) fn write_all(
     ctx: &BrokerContext,
+    transactional_id: &str,
     meta: &TxnMeta,
     commit: bool,
     coordinator_epoch: i32,
@@ -132,13 +136,44 @@ pub(super) fn write_all(
         }
     }
     let remote_groups = remote_groups(ctx, meta);
-    for (group, partition) in &remote_groups {
+    for (group, &(partition, leader)) in &remote_groups {
         if done.groups.contains(group) {
             continue;
         }
+        // Offsets kept here (the group was coordinated here when they came) go to the
+        // group's coordinator first: its marker commits only what it holds.
+        let offsets = if commit && done.offsets_handed.get(group) != Some(&leader) {
+            group_offsets(meta, group)
+        } else {
+            Vec::new()
+        };
+        if !offsets.is_empty() {
+            let key = OffsetsKey {
+                group: group.clone(),
+                partition,
+                producer_id: meta.producer_id,
+                epoch: meta.epoch,
+            };
+            let delivery = OffsetsDelivery {
+                transactional_id: transactional_id.to_string(),
+                offsets,
+            };
+            if !ctx
+                .txns
+                .remote_lock()
+                .offsets_delivered_or_want(key, delivery)
+            {
+                done.remote_pending = true;
+                complete = false;
+                continue;
+            }
+            // Once per coordinator: offsets handed over again after the marker would
+            // wait there for a marker that never comes.
+            done.offsets_handed.insert(group.clone(), leader);
+        }
         let key = MarkerKey {
             topic: OFFSETS_TOPIC.to_string(),
-            partition: *partition,
+            partition,
             producer_id: meta.producer_id,
             epoch: meta.epoch,
             commit,
@@ -158,19 +193,9 @@ pub(super) fn write_all(
         if done.groups.contains(group) || remote_groups.contains_key(group) {
             continue;
         }
-        let offsets: Vec<(String, i32, i64, i32, Option<String>)> = meta
-            .offsets
-            .iter()
-            .filter(|((g, _, _), _)| g == group)
-            .map(|((_, topic, p), o)| {
-                (
-                    topic.clone(),
-                    *p,
-                    o.offset,
-                    o.leader_epoch,
-                    o.metadata.clone(),
-                )
-            })
+        let offsets: Vec<(String, i32, i64, i32, Option<String>)> = group_offsets(meta, group)
+            .into_iter()
+            .map(|(topic, p, o)| (topic, p, o.offset, o.leader_epoch, o.metadata))
             .collect();
         if offsets.is_empty() {
             done.groups.insert(group.clone());
@@ -208,10 +233,19 @@ pub(super) fn write_all(
     complete
 }
 
+/// The transaction's offsets for `group`, as (topic, partition, offset).
+fn group_offsets(meta: &TxnMeta, group: &str) -> Vec<(String, i32, PendingOffset)> {
+    meta.offsets
+        .iter()
+        .filter(|((g, _, _), _)| g == group)
+        .map(|((_, topic, p), o)| (topic.clone(), *p, o.clone()))
+        .collect()
+}
+
 /// The transaction's groups coordinated by another node (a cluster), each with its
 /// `__consumer_offsets` partition: that node keeps their offsets (`foreign`) and a
 /// marker for the partition decides them.
-fn remote_groups(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, i32> {
+fn remote_groups(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, (i32, i32)> {
     if ctx.metadata.controller().is_none() {
         return BTreeMap::new();
     }
@@ -224,7 +258,7 @@ fn remote_groups(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, i32> {
         .filter_map(|group| {
             let partition = partition_for(group, topic.partition_count());
             let leader = topic.partitions.get(&partition).map_or(-1, |p| p.leader);
-            (leader >= 0 && leader != ctx.node_id()).then(|| (group.clone(), partition))
+            (leader >= 0 && leader != ctx.node_id()).then(|| (group.clone(), (partition, leader)))
         })
         .collect()
 }

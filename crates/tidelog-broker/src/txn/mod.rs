@@ -267,7 +267,7 @@ impl TxnCoordinator {
         };
         let coordinator_epoch = Self::coordinator_epoch(ctx, entry.partition);
         let done = inner.done.entry(id.to_string()).or_default();
-        let all_written = markers::write_all(ctx, &entry.meta, commit, coordinator_epoch, done);
+        let all_written = markers::write_all(ctx, id, &entry.meta, commit, coordinator_epoch, done);
         if !all_written {
             return false;
         }

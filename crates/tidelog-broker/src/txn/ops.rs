@@ -199,14 +199,17 @@ impl TxnCoordinator {
     ) -> Result<(), i16> {
         // On a cluster the transaction may be coordinated by another node than the
         // group: this node keeps the offsets until that coordinator's marker decides.
-        let not_coordinator = Err(ResponseError::NotCoordinator.code());
-        if ctx.metadata.controller().is_some()
-            && led_partition_of(ctx, TXN_TOPIC, id) == not_coordinator
-            && led_partition_of(ctx, OFFSETS_TOPIC, group).is_ok()
-        {
-            self.foreign_lock()
-                .add(producer.0, group, committer, offsets);
-            return Ok(());
+        if ctx.metadata.controller().is_some() {
+            // Sent to a node that no longer coordinates the group (a stale client
+            // view): kept with the transaction here, they would reach the group only
+            // through this node, so the client is told to find the group's coordinator.
+            led_partition_of(ctx, OFFSETS_TOPIC, group)?;
+            let not_coordinator = Err(ResponseError::NotCoordinator.code());
+            if led_partition_of(ctx, TXN_TOPIC, id) == not_coordinator {
+                self.foreign_lock()
+                    .add(producer.0, group, committer, offsets);
+                return Ok(());
+            }
         }
         self.update(ctx, id, producer, fenced_code, |meta, now| {
             meta.with_offsets(group, committer, offsets, now).map(Some)

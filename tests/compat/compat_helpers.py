@@ -1,6 +1,8 @@
 """Client-side helpers shared by the compatibility tests. Every wait is bounded."""
 
 import logging
+import random
+import socket
 import sys
 import time
 import uuid
@@ -197,3 +199,35 @@ def watermarks(bootstrap, topic, partition, timeout=10):
         return cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout, cached=False)
     finally:
         cons.close()
+
+
+_PORTS_GIVEN = set()
+
+
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port():
+    """A free loopback port for a test listener, below the kernel's ephemeral range
+    (32768 and up by default), where no outgoing connection of another process can take
+    it between this pick and the broker's bind; never the same port twice in one run."""
+    high = min(_ephemeral_low(), 32768)
+    for _ in range(500):
+        port = random.randrange(20000, max(high, 20001))
+        if port in _PORTS_GIVEN:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PORTS_GIVEN.add(port)
+        return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -11,14 +11,12 @@
 - broker kill -9 with transactions in flight: each is all or nothing afterwards.
 """
 
-import os
 import signal
 import socket
 import struct
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition

@@ -11,12 +11,13 @@ import atexit
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from compat_helpers import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 READY_TIMEOUT_S = 40.0
@@ -41,12 +42,6 @@ LIVE_CLUSTERS = []
 
 class NodeError(Exception):
     """A node did not start, become ready or stop in time."""
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def tidelog_bin():

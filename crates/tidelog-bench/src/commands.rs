@@ -116,6 +116,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 warmup: Duration::from_secs_f64((e.duration_secs / 5.0).min(2.0)),
                 acks: e.acks.clone(),
                 linger_ms: e.linger_ms,
+                sticky_ms: None,
             };
             e2e_figures("e2e", &spec, &ceilings)?
         }

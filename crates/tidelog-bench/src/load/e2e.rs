@@ -29,6 +29,9 @@ pub(crate) struct E2eSpec {
     pub(crate) warmup: Duration,
     pub(crate) acks: String,
     pub(crate) linger_ms: u32,
+    /// librdkafka's `sticky.partitioning.linger.ms` (records without a key stay on one
+    /// partition this long); `None` keeps librdkafka's default (twice `linger_ms`).
+    pub(crate) sticky_ms: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -161,6 +164,9 @@ fn send_paced(
         // core (unserved reports also count against the producer's queue limit).
         .set("delivery.report.only.error", "true")
         .set("statistics.interval.ms", STATS_INTERVAL_MS);
+    if let Some(ms) = spec.sticky_ms {
+        config.set("sticky.partitioning.linger.ms", ms.to_string());
+    }
     super::extra_settings(&mut config, "BENCH_PRODUCER_SET");
     let producer: BaseProducer<StatsContext> = config.create_with_context(stats)?;
     let mut payload = incompressible(record_size, 42);

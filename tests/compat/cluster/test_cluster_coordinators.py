@@ -12,6 +12,8 @@ with the committed state intact.
 - The group's coordinator moves away (by reassignment and preferred election, no kill)
   from the node that coordinates the transaction and kept its offsets; the commit must
   still make them the group's committed offsets on the new node.
+- The group's coordinator, keeping a transaction coordinated elsewhere's offsets, is
+  killed before the commit; its successor must find them in the group's log.
 """
 
 import signal
@@ -288,6 +290,54 @@ def test_transaction_offsets_follow_the_group_when_its_coordinator_moves(cluster
         prod.commit_transaction(30)
         wait_until(lambda: committed(cluster, group, source, tolerate_errors=True, partitions=1) == {0: 10}, 30,
                    f"the transaction's offset committed by the group's new coordinator (node {away})")
+    finally:
+        consumer.close()
+    out = read_log(cluster.bootstrap, sink, 1, isolation="read_committed")
+    assert values_of(out, 0) == [m.value() for m in got]
+
+
+def test_transaction_offsets_kept_by_another_group_coordinator_survive_its_death(cluster):
+    """The group and the transaction are coordinated by different nodes, so the group's
+    coordinator keeps the transaction's offsets until the transaction's marker. That node
+    is killed (-9) between send_offsets_to_transaction and the commit: the group's next
+    coordinator must find the undecided offsets in the group's log, and the commit must
+    make them the group's committed offset."""
+    source = create_topic(cluster, unique("keep-in"), 1, 3)
+    sink = create_topic(cluster, unique("keep-out"), 1, 3, {"min.insync.replicas": "2"})
+    fill(cluster, source, 10)
+
+    def apart():
+        group, txn_id = unique("keep-g"), unique("keep-tx")
+        keeper = coordinator(cluster, group, cluster_wire.COORDINATOR_GROUP)
+        txn_home = coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION)
+        return (group, txn_id, keeper, txn_home) if keeper != txn_home else None
+
+    group, txn_id, keeper, txn_home = wait_until(apart, 60, "a group and a transactional id coordinated apart")
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"},
+                        logger=client_logger("keep-consumer"))
+    prod = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id},
+                    logger=client_logger("keep-producer"))
+    try:
+        consumer.subscribe([source])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            got += [m for m in consumer.consume(num_messages=10, timeout=1.0) if m.error() is None]
+        assert len(got) == 10, f"consumed {len(got)} of 10 records"
+        prod.init_transactions(30)
+        prod.begin_transaction()
+        for m in got:
+            prod.produce(sink, key=m.key(), value=m.value(), partition=0)
+        prod.send_offsets_to_transaction([TopicPartition(source, 0, 10)], consumer.consumer_group_metadata(), 30)
+        prod.flush(30)
+
+        cluster.node(keeper).kill9()
+        successor = coordinator(cluster, group, cluster_wire.COORDINATOR_GROUP, exclude=(keeper,))
+        prod.commit_transaction(60)
+        wait_until(lambda: committed(cluster, group, source, tolerate_errors=True, partitions=1) == {0: 10}, 60,
+                   f"the transaction's offset committed by the group's next coordinator (node {successor}) "
+                   f"after node {keeper}, which kept it, was killed")
     finally:
         consumer.close()
     out = read_log(cluster.bootstrap, sink, 1, isolation="read_committed")

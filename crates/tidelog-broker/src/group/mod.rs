@@ -42,6 +42,7 @@ use tokio::sync::watch;
 
 pub(crate) use crate::internal_topic::{coordinator_for, Coordinates};
 pub(crate) use join::JoinRequest;
+pub(crate) use load::PendingByProducer;
 pub(crate) use members::SyncRequest;
 pub(crate) use offsets::CommitRequest;
 pub(crate) use rebalance::Waiting;
@@ -51,8 +52,8 @@ pub(crate) use topic::ensure_offsets_topic;
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
 use crate::internal_topic::{
-    append_error_code, await_replicated, coordinator_code, led_partition_of, Loads, Replayed,
-    Written,
+    append_error_code, await_replicated, coordinator_code, led_partition_of, Entry, Loads,
+    Replayed, Written,
 };
 use crate::replica::{Partition, PartitionError};
 use records::{GroupRecord, RecordKey};
@@ -102,10 +103,15 @@ pub(crate) struct Inner {
     loads: Loads,
     /// Offset records written but not yet replicated (`uncommitted`).
     uncommitted: Uncommitted,
+    /// Partitions loaded since the last look, with the transactional offsets their logs
+    /// hold undecided (handed to `txn::foreign` after the load, outside this lock).
+    loaded_pending: Vec<(i32, load::PendingByProducer)>,
+    /// Partitions no longer led since the last look (their undecided offsets go too).
+    forgotten: Vec<i32>,
 }
 
 impl Replayed for Inner {
-    type Record = GroupRecord;
+    type Record = Entry<GroupRecord>;
 
     fn loads(&mut self) -> &mut Loads {
         &mut self.loads
@@ -114,13 +120,16 @@ impl Replayed for Inner {
     fn forget(&mut self, partition: i32) {
         self.groups.unload(partition);
         self.uncommitted.forget(partition);
+        self.forgotten.push(partition);
     }
 
-    fn replay_loaded(&mut self, partition: i32, records: Vec<GroupRecord>) {
+    fn replay_loaded(&mut self, partition: i32, entries: Vec<Entry<GroupRecord>>) {
+        let (records, pending) = load::resolve(entries);
         let (now, now_ms) = (Instant::now(), now_ms());
         for record in &records {
             self.groups.replay(partition, record, now, now_ms);
         }
+        self.loaded_pending.push((partition, pending));
     }
 }
 
@@ -136,6 +145,8 @@ impl GroupCoordinator {
                 groups: Groups::default(),
                 loads: Loads::default(),
                 uncommitted: Uncommitted::default(),
+                loaded_pending: Vec::new(),
+                forgotten: Vec::new(),
             }),
             config,
         }
@@ -183,6 +194,19 @@ impl GroupCoordinator {
     /// those it no longer leads. Blocking: reads logs.
     pub(crate) fn load_owned(&self, ctx: &BrokerContext) {
         crate::internal_topic::load_owned(ctx, OFFSETS_TOPIC, || self.lock(), load::read_partition);
+        let (forgotten, loaded) = {
+            let mut inner = self.lock();
+            (
+                std::mem::take(&mut inner.forgotten),
+                std::mem::take(&mut inner.loaded_pending),
+            )
+        };
+        for partition in forgotten {
+            ctx.txns.forget_foreign(ctx, partition);
+        }
+        for (partition, pending) in loaded {
+            ctx.txns.restore_foreign(ctx, partition, pending);
+        }
     }
 
     /// Appends `records` to the group's offsets partition: the only way durable group
@@ -290,16 +314,26 @@ fn apply_committed(p: &Partition, inner: &mut Inner, partition: i32) {
 
 /// One uncompressed RecordBatch v2 holding `records` (offsets 0..n, assigned on append).
 fn encode_batch(records: &[GroupRecord], now_ms: i64) -> Result<BytesMut, i16> {
+    encode_batch_of(records, now_ms, None)
+}
+
+/// As `encode_batch`, in a transactional batch of `producer` (id, epoch) when given.
+fn encode_batch_of(
+    records: &[GroupRecord],
+    now_ms: i64,
+    producer: Option<(i64, i16)>,
+) -> Result<BytesMut, i16> {
+    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
     let kafka_records: Vec<Record> = records
         .iter()
         .zip(0i64..)
         .map(|(r, offset)| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset,
             sequence: -1,

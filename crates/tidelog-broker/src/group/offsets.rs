@@ -11,6 +11,8 @@ use super::records::{GroupRecord, OffsetValue, RecordKey, RecordValue};
 use super::state::{Group, GroupState, Groups};
 use super::GroupCoordinator;
 use crate::context::{now_ms, BrokerContext};
+use crate::group::OFFSETS_TOPIC;
+use crate::internal_topic::{append_error_code, Written};
 
 /// An OffsetCommit as the coordinator sees it.
 #[derive(Debug, Clone)]
@@ -60,6 +62,47 @@ fn offset_key(group: &str, topic: &str, partition: i32) -> RecordKey {
 }
 
 impl GroupCoordinator {
+    /// Stores offsets another node's transaction sent here (TxnOffsetCommit where this
+    /// node coordinates the group only) as a transactional batch of `producer`: they
+    /// become committed offsets only at that transaction's COMMIT marker (which a reload
+    /// of the partition finds after them), never by being written. Answers once the
+    /// batch is replicated, so offsets the client was told are kept survive this node.
+    pub(crate) fn write_transactional_offsets(
+        &self,
+        ctx: &BrokerContext,
+        group: &str,
+        producer: (i64, i16),
+        offsets: &[(String, i32, crate::txn::PendingOffset)],
+    ) -> Result<(), i16> {
+        if offsets.is_empty() {
+            return Ok(());
+        }
+        let now = now_ms();
+        let records: Vec<GroupRecord> = offsets
+            .iter()
+            .map(|(topic, p, o)| GroupRecord {
+                key: offset_key(group, topic, *p),
+                value: Some(RecordValue::Offset(OffsetValue {
+                    offset: o.offset,
+                    leader_epoch: o.leader_epoch,
+                    metadata: o.metadata.clone().unwrap_or_default(),
+                    commit_timestamp_ms: now,
+                })),
+            })
+            .collect();
+        let written =
+            self.with_partition(ctx, group, |_, partition| -> Result<Written, i16> {
+                let mut buf = super::encode_batch_of(&records, now, Some(producer))?;
+                let p = ctx
+                    .replicas
+                    .get(OFFSETS_TOPIC, partition)
+                    .ok_or(ResponseError::NotCoordinator.code())?;
+                let appended = p.append(&mut buf, now).map_err(|e| append_error_code(&e))?;
+                Ok(Written::of(partition, &appended))
+            })??;
+        self.acknowledge(ctx, Some(written))
+    }
+
     /// Validates the committer, then writes one record per partition. Returns one error
     /// code per requested offset, in order.
     /// Answers once the records are replicated (acks=all, as Kafka does).

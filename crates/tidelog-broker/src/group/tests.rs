@@ -300,9 +300,11 @@ fn a_partition_loads_back_by_replay_from_its_log() {
         let mut buf = encode_batch(records, 5).unwrap();
         p.append(&mut buf, 5).unwrap();
     }
-    let (records, end) = read_partition(&p).unwrap();
+    let (entries, end) = read_partition(&p).unwrap();
     assert_eq!(end, 4);
+    let (records, pending) = super::load::resolve(entries);
     assert_eq!(records.len(), 4);
+    assert!(pending.is_empty());
     let c = coordinator(0);
     let mut inner = c.lock();
     for r in &records {
@@ -397,4 +399,67 @@ fn over_long_names_are_refused_and_member_ids_stay_storable() {
     let record = inner.groups.map["g"].metadata_record(0);
     let decoded = GroupRecord::decode(&record.encode_key(), record.encode_value().as_deref());
     assert_eq!(decoded.unwrap(), record);
+}
+
+#[test]
+fn transactional_offsets_count_at_their_commit_marker_and_stay_pending_without_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log =
+        tidelog_storage::Log::open(dir.path(), tidelog_storage::LogConfig::default()).unwrap();
+    let p = Partition::new("__consumer_offsets".into(), uuid::Uuid::nil(), 0, 0, log);
+    let transactional = |producer_id: i64, partition: i32, offset: i64| {
+        let mut buf = super::encode_batch_of(
+            &[offset_record(partition, Some(offset))],
+            5,
+            Some((producer_id, 0)),
+        )
+        .unwrap();
+        p.append(&mut buf, 5).unwrap();
+    };
+    let marker = |producer_id: i64, commit: bool| {
+        let mut batch = tidelog_storage::BatchBuilder::control_marker(producer_id, 0, commit, 0, 5)
+            .build()
+            .unwrap();
+        p.append_control(&mut batch, 5).unwrap();
+    };
+    transactional(7, 0, 70); // committed below
+    transactional(8, 1, 80); // aborted below
+    transactional(9, 2, 90); // never decided
+    let mut plain = encode_batch(&[offset_record(3, Some(30))], 5).unwrap();
+    p.append(&mut plain, 5).unwrap();
+    marker(7, true);
+    marker(8, false);
+
+    let (entries, _) = read_partition(&p).unwrap();
+    let (records, pending) = super::load::resolve(entries);
+    let replayed: Vec<(i32, i64)> = records
+        .iter()
+        .map(|r| match (&r.key, &r.value) {
+            (RecordKey::Offset { partition, .. }, Some(RecordValue::Offset(v))) => {
+                (*partition, v.offset)
+            }
+            other => panic!("unexpected record {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        replayed,
+        vec![(3, 30), (0, 70)],
+        "plain in place, the committed one at its marker"
+    );
+    assert_eq!(
+        pending.len(),
+        1,
+        "only producer 9 is undecided: {pending:?}"
+    );
+    let undecided = &pending[&9];
+    assert_eq!(undecided.len(), 1);
+    assert_eq!(
+        (
+            undecided[0].0.as_str(),
+            undecided[0].1.as_str(),
+            undecided[0].2,
+            undecided[0].3.offset
+        ),
+        ("g", "t", 2, 90)
+    );
 }

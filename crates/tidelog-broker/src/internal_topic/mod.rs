@@ -18,7 +18,7 @@ use kafka_protocol::error::ResponseError;
 use tidelog_controller::CreateTopic;
 
 pub(crate) use placement::partition_for;
-pub(crate) use read::read_records;
+pub(crate) use read::{read_entries, read_records, Entry};
 pub(crate) use replicated::{
     append_error_code, await_replicated, coordinator_code, replicated_now, Written,
 };

@@ -4,9 +4,11 @@
 //! The partition is read from its log start to its log end (the caller checks that the
 //! high watermark has reached that end) in bounded chunks of whole batches. Each batch's own header says where the next one starts (compaction
 //! may leave a batch whose last records were removed, so the offsets of the surviving
-//! records cannot tell). Control batches (transaction markers) carry no coordinator
-//! state and are stepped over. A record that does not decode is skipped with a warning:
-//! one bad record must not keep a coordinator from loading.
+//! records cannot tell). Records of transactional batches are told apart (the group
+//! coordinator keeps another node's transactional offsets that way, as Kafka does), and
+//! transaction markers are returned as such; the transaction coordinator's own topic
+//! has neither. A record that does not decode is skipped with a warning: one bad record
+//! must not keep a coordinator from loading.
 
 use std::fmt::Display;
 
@@ -19,12 +21,41 @@ use crate::replica::{Partition, PartitionError};
 /// Bytes read per step.
 const CHUNK_BYTES: usize = 1 << 20;
 
+/// One thing read back from an internal topic, in log order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Entry<R> {
+    /// A record written outside any transaction.
+    Plain(R),
+    /// A record of a transactional batch: it counts only once a COMMIT marker of the
+    /// same producer follows.
+    Transactional { producer_id: i64, record: R },
+    /// A transaction marker.
+    Marker { producer_id: i64, commit: bool },
+}
+
 /// Every record of the partition that `decode` (given a key and an optional value)
-/// accepts, in log order, and the log end offset the read went to.
+/// accepts, transactional or not, in log order, and the log end offset the read went to.
 pub(crate) fn read_records<R, E: Display>(
     p: &Partition,
     decode: impl Fn(&[u8], Option<&[u8]>) -> Result<R, E>,
 ) -> Result<(Vec<R>, i64), PartitionError> {
+    let (entries, end) = read_entries(p, decode)?;
+    let records = entries
+        .into_iter()
+        .filter_map(|e| match e {
+            Entry::Plain(r) | Entry::Transactional { record: r, .. } => Some(r),
+            Entry::Marker { .. } => None,
+        })
+        .collect();
+    Ok((records, end))
+}
+
+/// Every record `decode` accepts and every transaction marker of the partition, in log
+/// order, and the log end offset the read went to.
+pub(crate) fn read_entries<R, E: Display>(
+    p: &Partition,
+    decode: impl Fn(&[u8], Option<&[u8]>) -> Result<R, E>,
+) -> Result<(Vec<Entry<R>>, i64), PartitionError> {
     let (log_start, log_end) =
         p.with_log(|log| Ok((log.log_start_offset(), log.log_end_offset())))?;
     let mut next = log_start;
@@ -51,9 +82,7 @@ pub(crate) fn read_records<R, E: Display>(
             if h.base_offset() >= log_end {
                 break;
             }
-            if !h.is_control() {
-                decode_batch(p, batch, next, &decode, &mut out);
-            }
+            decode_batch(p, batch, next, &decode, &mut out);
             next = batch_end;
         }
         if next == before {
@@ -69,7 +98,7 @@ fn decode_batch<R, E: Display>(
     batch: &[u8],
     from: i64,
     decode: &impl Fn(&[u8], Option<&[u8]>) -> Result<R, E>,
-    out: &mut Vec<R>,
+    out: &mut Vec<Entry<R>>,
 ) {
     let mut buf = Bytes::copy_from_slice(batch);
     let set = match RecordBatchDecoder::decode(&mut buf) {
@@ -80,14 +109,28 @@ fn decode_batch<R, E: Display>(
         }
     };
     for record in set.records {
-        if record.control || record.offset < from {
+        if record.offset < from {
             continue;
         }
         let Some(key) = record.key.as_deref() else {
             continue;
         };
+        if record.control {
+            // Key: version i16, type i16 (0 ABORT, 1 COMMIT).
+            if let [_, _, 0, kind @ (0 | 1), ..] = key {
+                out.push(Entry::Marker {
+                    producer_id: record.producer_id,
+                    commit: *kind == 1,
+                });
+            }
+            continue;
+        }
         match decode(key, record.value.as_deref()) {
-            Ok(r) => out.push(r),
+            Ok(r) if record.transactional => out.push(Entry::Transactional {
+                producer_id: record.producer_id,
+                record: r,
+            }),
+            Ok(r) => out.push(Entry::Plain(r)),
             Err(e) => {
                 tracing::warn!(topic = %p.topic, partition = p.index, offset = record.offset, error = %e, "skipping bad record");
             }

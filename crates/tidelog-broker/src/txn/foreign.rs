@@ -5,13 +5,17 @@
 //! `__consumer_offsets` partition (WriteTxnMarkers), which makes them committed offsets
 //! or drops them: Kafka's own division of the work between the two coordinators.
 //!
-//! Memory only: offsets not yet decided when this node stops are lost and the consumer
-//! re-reads from its last committed offsets, never skipping input.
+//! They are also written to the group's `__consumer_offsets` partition as a
+//! transactional batch of the producer (`GroupCoordinator::write_transactional_offsets`),
+//! and the marker follows them there, so a node that loads the partition (a restart, or
+//! the group's coordinator moving) finds the undecided ones again (`group::load`) and
+//! restores them here.
 
 use std::collections::BTreeMap;
 
 use super::state::{Committer, PendingOffset};
 use crate::context::BrokerContext;
+use crate::group::PendingByProducer;
 use crate::group::{CommitRequest, OFFSETS_TOPIC};
 use crate::internal_topic::partition_for;
 
@@ -56,6 +60,15 @@ impl ForeignOffsets {
                 .offsets
                 .insert((topic.clone(), *partition), offset.clone());
         }
+    }
+
+    /// Drops the offsets of every group stored in `partition` of `__consumer_offsets`
+    /// (of `partition_count`).
+    fn forget_partition(&mut self, partition: i32, partition_count: i32) {
+        for groups in self.by_producer.values_mut() {
+            groups.retain(|group, _| partition_for(group, partition_count) != partition);
+        }
+        self.by_producer.retain(|_, groups| !groups.is_empty());
     }
 
     /// Whether an undecided transaction holds an offset for this group partition.
@@ -157,4 +170,42 @@ pub(crate) fn decide(
         kept.add(producer_id, &group, pending.committer, &offsets);
     }
     Err(code)
+}
+
+fn offsets_partition_count(ctx: &BrokerContext) -> i32 {
+    ctx.metadata
+        .image()
+        .topic(OFFSETS_TOPIC)
+        .map_or(0, |t| t.partition_count())
+}
+
+impl super::TxnCoordinator {
+    /// This node no longer leads `partition` of `__consumer_offsets`: its groups' kept
+    /// offsets go (the partition's next leader reloads them from the log).
+    pub(crate) fn forget_foreign(&self, ctx: &BrokerContext, partition: i32) {
+        let count = offsets_partition_count(ctx);
+        self.foreign_lock().forget_partition(partition, count);
+    }
+
+    /// `partition` of `__consumer_offsets` was loaded: its groups' kept offsets are
+    /// exactly the undecided ones its log holds.
+    pub(crate) fn restore_foreign(
+        &self,
+        ctx: &BrokerContext,
+        partition: i32,
+        pending: PendingByProducer,
+    ) {
+        let count = offsets_partition_count(ctx);
+        let mut foreign = self.foreign_lock();
+        foreign.forget_partition(partition, count);
+        for (producer_id, offsets) in pending {
+            let mut by_group: BTreeMap<String, Vec<(String, i32, PendingOffset)>> = BTreeMap::new();
+            for (group, topic, p, offset) in offsets {
+                by_group.entry(group).or_default().push((topic, p, offset));
+            }
+            for (group, offsets) in by_group {
+                foreign.add(producer_id, &group, Committer::default(), &offsets);
+            }
+        }
+    }
 }

@@ -3,6 +3,10 @@
 //! 1 = COMMIT, value `version i16 = 0, coordinator_epoch i32`) appended to each
 //! partition, and on commit the transaction's consumer offsets made committed.
 //!
+//! On a cluster each group's `__consumer_offsets` partition gets a marker too: it decides
+//! the offsets the group's coordinator keeps for the transaction (`foreign`), and a
+//! reload of that partition finds the decision after them.
+//!
 //! Partitions hosted here are written directly; WriteTxnMarkers uses `write_marker`
 //! when another coordinator asks. A marker counts as written only once replicated (a
 //! marker lost in a leader change would leave its transaction open on the partition):
@@ -67,7 +71,59 @@ pub(super) fn write_all(
 ) -> bool {
     let mut complete = true;
     done.remote_pending = false;
-    for (topic, partition) in &meta.partitions {
+    let groups = group_partitions(ctx, meta);
+    // Offsets kept here for a group now coordinated elsewhere (the group was coordinated
+    // here when they came) go to its coordinator first: its marker decides only what it
+    // holds.
+    let mut held_back = BTreeSet::new();
+    for (group, &(partition, leader)) in groups.iter().filter(|_| commit) {
+        if leader < 0 || leader == ctx.node_id() || done.offsets_handed.get(group) == Some(&leader)
+        {
+            continue;
+        }
+        let offsets = group_offsets(meta, group);
+        if offsets.is_empty() {
+            continue;
+        }
+        let key = OffsetsKey {
+            group: group.clone(),
+            partition,
+            producer_id: meta.producer_id,
+            epoch: meta.epoch,
+        };
+        let delivery = OffsetsDelivery {
+            transactional_id: transactional_id.to_string(),
+            offsets,
+        };
+        if ctx
+            .txns
+            .remote_lock()
+            .offsets_delivered_or_want(key, delivery)
+        {
+            // Once per coordinator: offsets handed over again after the marker would
+            // wait there for a marker that never comes.
+            done.offsets_handed.insert(group.clone(), leader);
+        } else {
+            done.remote_pending = true;
+            complete = false;
+            held_back.insert(partition);
+        }
+    }
+    // A marker for every partition the transaction wrote and, on a cluster, for each
+    // group's offsets partition: there it decides the offsets the group's coordinator
+    // keeps for the transaction (`foreign`), on this node or another, as in Kafka.
+    let targets: BTreeSet<(String, i32)> = meta
+        .partitions
+        .iter()
+        .cloned()
+        .chain(
+            groups
+                .values()
+                .filter(|(partition, _)| !held_back.contains(partition))
+                .map(|(partition, _)| (OFFSETS_TOPIC.to_string(), *partition)),
+        )
+        .collect();
+    for (topic, partition) in &targets {
         let key = (topic.clone(), *partition);
         if done.partitions.contains(&key) {
             continue;
@@ -135,62 +191,14 @@ pub(super) fn write_all(
             }
         }
     }
-    let remote_groups = remote_groups(ctx, meta);
-    for (group, &(partition, leader)) in &remote_groups {
-        if done.groups.contains(group) {
-            continue;
-        }
-        // Offsets kept here (the group was coordinated here when they came) go to the
-        // group's coordinator first: its marker commits only what it holds.
-        let offsets = if commit && done.offsets_handed.get(group) != Some(&leader) {
-            group_offsets(meta, group)
-        } else {
-            Vec::new()
-        };
-        if !offsets.is_empty() {
-            let key = OffsetsKey {
-                group: group.clone(),
-                partition,
-                producer_id: meta.producer_id,
-                epoch: meta.epoch,
-            };
-            let delivery = OffsetsDelivery {
-                transactional_id: transactional_id.to_string(),
-                offsets,
-            };
-            if !ctx
-                .txns
-                .remote_lock()
-                .offsets_delivered_or_want(key, delivery)
-            {
-                done.remote_pending = true;
-                complete = false;
-                continue;
-            }
-            // Once per coordinator: offsets handed over again after the marker would
-            // wait there for a marker that never comes.
-            done.offsets_handed.insert(group.clone(), leader);
-        }
-        let key = MarkerKey {
-            topic: OFFSETS_TOPIC.to_string(),
-            partition,
-            producer_id: meta.producer_id,
-            epoch: meta.epoch,
-            commit,
-            coordinator_epoch,
-        };
-        if ctx.txns.remote_lock().take_or_want(key) {
-            done.groups.insert(group.clone());
-        } else {
-            done.remote_pending = true;
-            complete = false;
-        }
-    }
     if !commit {
         return complete;
     }
     for (group, committer) in &meta.groups {
-        if done.groups.contains(group) || remote_groups.contains_key(group) {
+        let elsewhere = groups
+            .get(group)
+            .is_some_and(|(_, leader)| *leader >= 0 && *leader != ctx.node_id());
+        if done.groups.contains(group) || elsewhere {
             continue;
         }
         let offsets: Vec<(String, i32, i64, i32, Option<String>)> = group_offsets(meta, group)
@@ -242,10 +250,10 @@ fn group_offsets(meta: &TxnMeta, group: &str) -> Vec<(String, i32, PendingOffset
         .collect()
 }
 
-/// The transaction's groups coordinated by another node (a cluster), each with its
-/// `__consumer_offsets` partition: that node keeps their offsets (`foreign`) and a
-/// marker for the partition decides them.
-fn remote_groups(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, (i32, i32)> {
+/// On a cluster, each of the transaction's groups with its `__consumer_offsets`
+/// partition and that partition's leader (-1: none); nothing on a cluster of one, where
+/// the transaction's coordinator is every group's.
+fn group_partitions(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, (i32, i32)> {
     if ctx.metadata.controller().is_none() {
         return BTreeMap::new();
     }
@@ -255,10 +263,10 @@ fn remote_groups(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, (i32, 
     };
     meta.groups
         .keys()
-        .filter_map(|group| {
+        .map(|group| {
             let partition = partition_for(group, topic.partition_count());
             let leader = topic.partitions.get(&partition).map_or(-1, |p| p.leader);
-            (leader >= 0 && leader != ctx.node_id()).then(|| (group.clone(), (partition, leader)))
+            (group.clone(), (partition, leader))
         })
         .collect()
 }

@@ -206,6 +206,8 @@ impl TxnCoordinator {
             led_partition_of(ctx, OFFSETS_TOPIC, group)?;
             let not_coordinator = Err(ResponseError::NotCoordinator.code());
             if led_partition_of(ctx, TXN_TOPIC, id) == not_coordinator {
+                ctx.groups
+                    .write_transactional_offsets(ctx, group, producer, offsets)?;
                 self.foreign_lock()
                     .add(producer.0, group, committer, offsets);
                 return Ok(());

@@ -96,9 +96,18 @@ pub(crate) fn t2(
 ) -> anyhow::Result<Vec<Figure>> {
     let topic = topic.ok_or_else(|| anyhow::anyhow!("T1 filled no topic to read"))?;
     let mut t2 = Vec::new();
+    let mut native = Vec::new();
     for _ in 0..scale.runs.max(1) {
         t2.push(consume::run(&target.bootstrap, topic, Duration::from_secs(300))?.mb_s);
+        // The broker's own capacity beside the client-bound figure: a Fetch loop with
+        // the workspace's protocol code that drops the record bytes unread.
+        native.push(load::native::consume(
+            &target.bootstrap,
+            topic,
+            Duration::from_secs(300),
+        )?);
     }
+    let native_mb_s = median(&native);
     Ok(vec![Figure::new(
         "T2",
         "consume a page-cache-resident topic",
@@ -107,7 +116,13 @@ pub(crate) fn t2(
     )
     .ceiling(c.loopback_tcp_mb_s)
     .at_least_ratio(0.6, T2_TARGET)
-    .note(format!("runs {}", list(&t2)))])
+    .note(format!(
+        "runs {}; native load (workspace protocol code, one Fetch in flight, record bytes dropped unread): {} MB/s = {} of loopback TCP (runs {})",
+        list(&t2),
+        number(native_mb_s),
+        number(native_mb_s / c.loopback_tcp_mb_s.max(f64::EPSILON)),
+        list(&native)
+    ))])
 }
 
 /// T3: OMB 1-topic-16-partitions-1kb at a fixed rate, end-to-end latency.

@@ -219,6 +219,14 @@ def test_copier_exactly_once_with_the_transaction_coordinators_broker_killed(clu
             f"partition {p}: {len(got[p])} committed records, {len(source_log[p])} in the source")
 
 
+def expect_committed_output(cluster, sink, values):
+    """The sink's partition 0 reads back exactly `values` with read_committed, once the
+    transaction's marker reached it (markers are written after EndTxn is answered, and
+    a killed leader's partition gets its marker once a new leader is elected)."""
+    wait_until(lambda: values_of(read_log(cluster.bootstrap, sink, 1, isolation="read_committed"), 0) == values,
+               30, f"{len(values)} committed records in {sink}")
+
+
 def coordinator_partition(key, partitions=5):
     """The internal-topic partition of a group or transactional id (ASCII): Java's
     String.hashCode with its sign bit cleared, as Kafka's Utils.abs does, modulo the
@@ -292,8 +300,7 @@ def test_transaction_offsets_follow_the_group_when_its_coordinator_moves(cluster
                    f"the transaction's offset committed by the group's new coordinator (node {away})")
     finally:
         consumer.close()
-    out = read_log(cluster.bootstrap, sink, 1, isolation="read_committed")
-    assert values_of(out, 0) == [m.value() for m in got]
+    expect_committed_output(cluster, sink, [m.value() for m in got])
 
 
 def test_transaction_offsets_kept_by_another_group_coordinator_survive_its_death(cluster):
@@ -340,5 +347,4 @@ def test_transaction_offsets_kept_by_another_group_coordinator_survive_its_death
                    f"after node {keeper}, which kept it, was killed")
     finally:
         consumer.close()
-    out = read_log(cluster.bootstrap, sink, 1, isolation="read_committed")
-    assert values_of(out, 0) == [m.value() for m in got]
+    expect_committed_output(cluster, sink, [m.value() for m in got])

@@ -15,8 +15,7 @@ use std::collections::BTreeMap;
 
 use super::state::{Committer, PendingOffset};
 use crate::context::BrokerContext;
-use crate::group::PendingByProducer;
-use crate::group::{CommitRequest, OFFSETS_TOPIC};
+use crate::group::{CommitRequest, PendingByProducer, OFFSETS_TOPIC};
 use crate::internal_topic::partition_for;
 
 /// Producers with offsets kept at once; beyond it the oldest producer's are dropped.

@@ -227,6 +227,33 @@ def expect_committed_output(cluster, sink, values):
                30, f"{len(values)} committed records in {sink}")
 
 
+def open_copy_transaction(cluster, group, txn_id, source, sink, name):
+    """A consumer in `group` reads the 10 records of `source`; a producer with `txn_id`
+    copies them to `sink` and sends the consumer's offset (10) in a transaction left
+    open. Returns (consumer, producer, records read); the caller closes the consumer."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"},
+                        logger=client_logger(f"{name}-consumer"))
+    try:
+        prod = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id},
+                        logger=client_logger(f"{name}-producer"))
+        consumer.subscribe([source])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            got += [m for m in consumer.consume(num_messages=10, timeout=1.0) if m.error() is None]
+        assert len(got) == 10, f"consumed {len(got)} of 10 records"
+        prod.init_transactions(30)
+        prod.begin_transaction()
+        for m in got:
+            prod.produce(sink, key=m.key(), value=m.value(), partition=0)
+        prod.send_offsets_to_transaction([TopicPartition(source, 0, 10)], consumer.consumer_group_metadata(), 30)
+    except BaseException:
+        consumer.close()
+        raise
+    return consumer, prod, got
+
+
 def coordinator_partition(key, partitions=5):
     """The internal-topic partition of a group or transactional id (ASCII): Java's
     String.hashCode with its sign bit cleared, as Kafka's Utils.abs does, modulo the
@@ -253,24 +280,8 @@ def test_transaction_offsets_follow_the_group_when_its_coordinator_moves(cluster
         return (group, txn_id, at) if coordinator(cluster, txn_id, cluster_wire.COORDINATOR_TRANSACTION) == at else None
 
     group, txn_id, home = wait_until(same_coordinator, 60, "a group and a transactional id coordinated by one node")
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"},
-                        logger=client_logger("hand-consumer"))
-    prod = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id},
-                    logger=client_logger("hand-producer"))
+    consumer, prod, got = open_copy_transaction(cluster, group, txn_id, source, sink, "hand")
     try:
-        consumer.subscribe([source])
-        got = []
-        deadline = time.monotonic() + 30
-        while len(got) < 10 and time.monotonic() < deadline:
-            got += [m for m in consumer.consume(num_messages=10, timeout=1.0) if m.error() is None]
-        assert len(got) == 10, f"consumed {len(got)} of 10 records"
-        prod.init_transactions(30)
-        prod.begin_transaction()
-        for m in got:
-            prod.produce(sink, key=m.key(), value=m.value(), partition=0)
-        prod.send_offsets_to_transaction([TopicPartition(source, 0, 10)], consumer.consumer_group_metadata(), 30)
-
         offsets_partition = coordinator_partition(group)
         replicas = partition(cluster, "__consumer_offsets", offsets_partition).replicas
         away = next(r for r in replicas if r != home)
@@ -284,6 +295,7 @@ def test_transaction_offsets_follow_the_group_when_its_coordinator_moves(cluster
         elect_preferred(cluster, "__consumer_offsets", offsets_partition)
         wait_partition(cluster, "__consumer_offsets", offsets_partition, lambda s: s.leader == away, 30,
                        f"node {away} leading the group's offsets partition")
+
         def coordinator_views():
             return {n.node_id: (cluster_wire.find_coordinator(n.bootstrap, group, cluster_wire.COORDINATOR_GROUP),
                                 partition(cluster, "__consumer_offsets", offsets_partition, via=n.node_id))
@@ -320,23 +332,8 @@ def test_transaction_offsets_kept_by_another_group_coordinator_survive_its_death
         return (group, txn_id, keeper, txn_home) if keeper != txn_home else None
 
     group, txn_id, keeper, txn_home = wait_until(apart, 60, "a group and a transactional id coordinated apart")
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"},
-                        logger=client_logger("keep-consumer"))
-    prod = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn_id},
-                    logger=client_logger("keep-producer"))
+    consumer, prod, got = open_copy_transaction(cluster, group, txn_id, source, sink, "keep")
     try:
-        consumer.subscribe([source])
-        got = []
-        deadline = time.monotonic() + 30
-        while len(got) < 10 and time.monotonic() < deadline:
-            got += [m for m in consumer.consume(num_messages=10, timeout=1.0) if m.error() is None]
-        assert len(got) == 10, f"consumed {len(got)} of 10 records"
-        prod.init_transactions(30)
-        prod.begin_transaction()
-        for m in got:
-            prod.produce(sink, key=m.key(), value=m.value(), partition=0)
-        prod.send_offsets_to_transaction([TopicPartition(source, 0, 10)], consumer.consumer_group_metadata(), 30)
         prod.flush(30)
 
         cluster.node(keeper).kill9()

@@ -71,6 +71,7 @@ const KNOWN_SETTINGS: &[(&str, &str)] = &[
     ("controlled.shutdown.max.wait.ms", "30000"),
     ("auto.leader.rebalance.enable", "true"),
     ("leader.imbalance.check.interval.seconds", "300"),
+    ("leader.imbalance.per.broker.percentage", "10"),
     ("controller.quorum.request.timeout.ms", "2000"),
 ];
 

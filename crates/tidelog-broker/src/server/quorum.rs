@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tidelog_controller::quorum::{
     ControllerClient, ControllerHandle, ControllerOptions, MetadataQuorum, QuorumConfig,
-    QuorumController, QuorumPeers, RaftQuorum,
+    QuorumController, QuorumPeers, RaftQuorum, DEFAULT_LEADER_IMBALANCE_PERCENT,
 };
 use tidelog_controller::{MetadataImage, TopicDefaults};
 use tokio::sync::watch;
@@ -87,6 +87,12 @@ async fn start_voter(
         auto_rebalance_interval: config
             .get_bool("auto.leader.rebalance.enable")
             .then(|| Duration::from_secs(millis("leader.imbalance.check.interval.seconds"))),
+        leader_imbalance_percent: u32::try_from(
+            config
+                .get_i64("leader.imbalance.per.broker.percentage")
+                .clamp(0, 100),
+        )
+        .unwrap_or(DEFAULT_LEADER_IMBALANCE_PERCENT),
     };
     Ok(QuorumController::start_with(
         Arc::new(quorum),

@@ -11,7 +11,7 @@
 //! - With `unclean.leader.election.enable`, an offline partition takes any live
 //!   replica instead, with ISR = [it]: records only the old ISR had are lost.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::partition::{
     change_record, complete_if_caught_up, is_live, leader_candidates, unclean_allowed,
@@ -108,6 +108,36 @@ pub fn plan_controlled_shutdown(image: &MetadataImage, broker_id: i32) -> Plan<u
         records,
         response: still_leading,
     }
+}
+
+/// The partitions automatic rebalancing hands back to their preferred leader (the
+/// first replica): those of every broker that leads, of the partitions it is preferred
+/// for, a share smaller than `100 - max_imbalance_percent` percent (Kafka's
+/// `leader.imbalance.per.broker.percentage` rule). A broker at or under the threshold
+/// keeps its imbalance, so leadership does not move for every small difference.
+pub fn imbalanced_partitions(
+    image: &MetadataImage,
+    max_imbalance_percent: u32,
+) -> Vec<TopicPartition> {
+    let mut by_preferred: BTreeMap<i32, (usize, Vec<TopicPartition>)> = BTreeMap::new();
+    for topic in image.topics() {
+        for (&partition, state) in &topic.partitions {
+            let Some(&preferred) = state.replicas.first() else {
+                continue;
+            };
+            let entry = by_preferred.entry(preferred).or_default();
+            entry.0 += 1;
+            if state.leader != preferred {
+                entry.1.push((topic.name.clone(), partition));
+            }
+        }
+    }
+    let limit = u64::from(max_imbalance_percent);
+    by_preferred
+        .into_values()
+        .filter(|(total, elsewhere)| elsewhere.len() as u64 * 100 > *total as u64 * limit)
+        .flat_map(|(_, elsewhere)| elsewhere)
+        .collect()
 }
 
 /// ElectLeaders: one result per partition asked for. With `partitions = None` every

@@ -295,3 +295,26 @@ mod model {
         }
     }
 }
+
+#[test]
+fn automatic_rebalancing_moves_only_brokers_past_the_imbalance_threshold() {
+    // Broker 1 prefers 10 partitions and leads 9 of them (10 % elsewhere: at the
+    // threshold, left alone); broker 2 prefers 5 and leads 3 (40 % elsewhere).
+    let mut partitions: Vec<(&[i32], &[i32], i32)> = Vec::new();
+    for i in 0..10 {
+        partitions.push((&[1, 2], &[1, 2], if i == 0 { 2 } else { 1 }));
+    }
+    for i in 0..5 {
+        partitions.push((&[2, 1], &[1, 2], if i < 2 { 1 } else { 2 }));
+    }
+    let images = Images::new().brokers(&[1, 2]).topic("t", &partitions);
+    let wanted = imbalanced_partitions(&images.image, 10);
+    assert_eq!(wanted, vec![("t".to_owned(), 10), ("t".to_owned(), 11)]);
+    // With no tolerance every partition led elsewhere goes back.
+    let all = imbalanced_partitions(&images.image, 0);
+    assert_eq!(all.len(), 3);
+    assert!(all.contains(&("t".to_owned(), 0)));
+    // The planned election hands those two back to broker 2.
+    let plan = plan_elect_leaders(&images.image, ElectionKind::Preferred, Some(&wanted));
+    assert_eq!(plan.records.len(), 2);
+}

@@ -21,7 +21,9 @@ pub use alter_partition::plan_alter_partition;
 pub use balance::plan_balanced_assignment;
 use create_topic::{checked_replication_factor, live_brokers, new_partition_record};
 pub use create_topic::{plan_create_topic, validate_topic_name, CreateTopic, TopicDefaults};
-pub use election::{plan_controlled_shutdown, plan_elect_leaders, plan_leader_repairs};
+pub use election::{
+    imbalanced_partitions, plan_controlled_shutdown, plan_elect_leaders, plan_leader_repairs,
+};
 pub use partition::{
     image_with, AlterPartition, ElectionKind, PartitionError, PartitionResults, Reassignment,
     TopicPartition, UNCLEAN_LEADER_ELECTION,

@@ -55,6 +55,9 @@ pub struct HeartbeatReply {
     pub metadata_offset: Option<u64>,
 }
 
+/// Kafka's default `leader.imbalance.per.broker.percentage`.
+pub const DEFAULT_LEADER_IMBALANCE_PERCENT: u32 = 10;
+
 /// How the controller runs (the cluster settings it needs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControllerOptions {
@@ -65,6 +68,9 @@ pub struct ControllerOptions {
     /// `leader.imbalance.check.interval.seconds` when `auto.leader.rebalance.enable`:
     /// how often the leader moves leadership back to preferred replicas.
     pub auto_rebalance_interval: Option<Duration>,
+    /// `leader.imbalance.per.broker.percentage`: a broker's partitions go back to it
+    /// only when more than this share of those it prefers to lead are led elsewhere.
+    pub leader_imbalance_percent: u32,
 }
 
 impl Default for ControllerOptions {
@@ -73,6 +79,7 @@ impl Default for ControllerOptions {
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             unclean_leader_election_default: false,
             auto_rebalance_interval: None,
+            leader_imbalance_percent: DEFAULT_LEADER_IMBALANCE_PERCENT,
         }
     }
 }

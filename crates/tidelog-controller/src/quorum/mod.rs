@@ -43,7 +43,8 @@ pub use api::PartitionOutcomes;
 pub use client::ControllerClient;
 pub use config::QuorumConfig;
 pub use controller::{
-    ControllerOptions, HeartbeatReply, QuorumController, DEFAULT_SESSION_TIMEOUT,
+    ControllerOptions, HeartbeatReply, QuorumController, DEFAULT_LEADER_IMBALANCE_PERCENT,
+    DEFAULT_SESSION_TIMEOUT,
 };
 pub use error::{QuorumError, RequestError};
 pub use handle::ControllerHandle;

@@ -128,6 +128,7 @@ impl Cluster {
             session_timeout: self.tuning.session_timeout,
             unclean_leader_election_default: self.tuning.unclean_leader_election_default,
             auto_rebalance_interval: self.tuning.auto_rebalance_interval,
+            ..ControllerOptions::default()
         };
         let controller = QuorumController::start_with(Arc::clone(&quorum), DEFAULTS, options);
         Node { quorum, controller }

@@ -137,8 +137,13 @@ impl QuorumController {
 
     /// Moves leadership back to preferred replicas that are live and in sync.
     pub(super) async fn rebalance_leaders(&self) -> Result<(), RequestError> {
+        let percent = self.options.leader_imbalance_percent;
         self.write_planned("leadership moved back to preferred replicas", |image| {
-            ops::plan_elect_leaders(image, ElectionKind::Preferred, None).records
+            let wanted = ops::imbalanced_partitions(image, percent);
+            if wanted.is_empty() {
+                return Vec::new();
+            }
+            ops::plan_elect_leaders(image, ElectionKind::Preferred, Some(&wanted)).records
         })
         .await
     }

@@ -74,6 +74,9 @@ pub(crate) struct ProduceArgs {
     pub(crate) duration_secs: Option<f64>,
     #[arg(long, default_value_t = 4)]
     pub(crate) partitions: i32,
+    /// Copies of each partition of the created topic (a cluster given with --bootstrap).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) replication_factor: i32,
     #[arg(long, default_value = "1")]
     pub(crate) acks: String,
     #[arg(long, default_value_t = 5)]

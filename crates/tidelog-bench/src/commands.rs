@@ -58,7 +58,13 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
         Command::Produce(p) => {
             let topic = load::fresh_topic("produce");
             let configs = parse_pairs(&p.topic_config)?;
-            admin::create_topic(&bootstrap, &topic, p.partitions, 1, &configs)?;
+            admin::create_topic(
+                &bootstrap,
+                &topic,
+                p.partitions,
+                p.replication_factor,
+                &configs,
+            )?;
             let spec = produce::ProduceSpec {
                 bootstrap: bootstrap.clone(),
                 topic,

@@ -41,6 +41,15 @@ pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// Dirty page cache in bytes (`Dirty` of `/proc/meminfo`): data written but not yet on
+/// disk. Past the kernel's dirty limits, `write()` is throttled to the disk's own speed.
+pub(crate) fn dirty_bytes() -> Option<u64> {
+    let meminfo = fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("Dirty:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Number of open file descriptors (sockets and pipes included).
 pub(crate) fn open_fds(pid: u32) -> Option<usize> {
     Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
@@ -83,6 +92,7 @@ mod tests {
         assert!(rss > 1024 * 1024, "rss {rss}");
         assert!(open_fds(pid).unwrap_or(0) >= 3);
         assert!(max_open_files(pid).unwrap_or(0) >= 3);
+        assert!(dirty_bytes().is_some());
     }
 
     #[test]

@@ -42,7 +42,7 @@ impl Scale {
             t3_seconds: 10.0,
             t3_rate: 50_000.0,
             t4_pings: 3_000,
-            t5_records: 50_000,
+            t5_records: 200_000,
             t5_group_seconds: 5.0,
             t6_records: 1_000_000,
             t8_idle_partitions: 1_000,
@@ -157,6 +157,9 @@ pub(crate) fn run(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> TargetsOu
         )],
         || t2(target, c, scale, filled_topic.as_deref()),
     );
+    if let Some(topic) = filled_topic.take() {
+        admin::delete_topic(&target.bootstrap, &topic);
+    }
     section(
         target,
         &mut figures,

@@ -29,16 +29,20 @@ pub(crate) fn t10(
     let mut load_cpu = 0.0;
     let mut wall = 0.0;
     let mut bytes = 0u64;
+    let mut dirty_gb = Vec::new();
     for _ in 0..scale.runs.max(1) {
         let topic = load::fresh_topic("t10");
         admin::create_topic(&bootstrap, &topic, 4, 3, &configs)?;
         let mut spec = produce_spec(&bootstrap, &topic, 1024, scale.t1_records);
         spec.acks = "all".to_string();
+        dirty_gb.extend(crate::procfs::dirty_bytes().map(|b| b as f64 / 1e9));
         let nodes_before = cluster.cpu_seconds();
         let load_before = crate::procfs::cpu_seconds(std::process::id());
-        let result = produce::run(&spec)?;
+        let result = produce::run(&spec);
         let nodes_after = cluster.cpu_seconds();
         let load_after = crate::procfs::cpu_seconds(std::process::id());
+        admin::delete_topic(&bootstrap, &topic);
+        let result = result?;
         for (total, (after, before)) in node_cpu
             .iter_mut()
             .zip(nodes_after.iter().zip(&nodes_before))
@@ -75,9 +79,10 @@ pub(crate) fn t10(
     );
     let note = format!(
         "{} records per run, 4 partitions, min.insync.replicas=2, leaders spread over the nodes; \
-         runs {}; {pinning}; {profile}; cluster ready in {:.1} s, stopped in {:.1} s{}",
+         runs {}; dirty page cache before each run {} GB; {pinning}; {profile}; cluster ready in {:.1} s, stopped in {:.1} s{}",
         scale.t1_records,
         list(&runs),
+        list(&dirty_gb),
         ready.as_secs_f64(),
         stopped.as_secs_f64(),
         if killed > 0 {

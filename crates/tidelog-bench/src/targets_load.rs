@@ -30,6 +30,7 @@ pub(crate) fn t1_t7(
     let mut t7 = Vec::new();
     let mut load_cpu = 0.0;
     let mut load_bytes = 0u64;
+    let mut load_seconds = 0.0;
     for _ in 0..scale.runs.max(1) {
         let topic = load::fresh_topic("t1");
         admin::create_topic(bootstrap, &topic, 4, 1, &[])?;
@@ -42,12 +43,15 @@ pub(crate) fn t1_t7(
         {
             load_cpu += after - before;
             load_bytes += result.bytes;
+            load_seconds += result.seconds;
         }
         if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
             t7.push((after - before) / (result.bytes as f64 / 1e9));
         }
         t1.push(result.mb_s);
-        *filled_topic = Some(topic);
+        if let Some(previous) = filled_topic.replace(topic) {
+            admin::delete_topic(bootstrap, &previous);
+        }
     }
     let t1_ceiling = c.loopback_tcp_mb_s.min(c.buffered_write_mb_s);
     let t7_figure = if t7.is_empty() {
@@ -78,10 +82,12 @@ pub(crate) fn t1_t7(
         .ceiling(t1_ceiling)
         .at_least_ratio(0.5, T1_TARGET)
         .note(format!(
-            "{} records per run; runs {}; the load process (librdkafka producer) used {} core-s/GB",
+            "{} records per run; runs {}; the load process (librdkafka producer) used {} core-s/GB, \
+             {} % of its one core while producing",
             scale.t1_records,
             list(&t1),
-            number(load_cpu / (load_bytes as f64 / 1e9).max(f64::EPSILON))
+            number(load_cpu / (load_bytes as f64 / 1e9).max(f64::EPSILON)),
+            number(100.0 * load_cpu / load_seconds.max(f64::EPSILON))
         )),
         t7_figure,
     ])
@@ -138,12 +144,10 @@ pub(crate) fn t3(
     let mut last_curve = None;
     let mut splits = Vec::new();
     for _ in 0..scale.runs.max(1) {
-        let result = e2e::run(&omb_spec(
-            &target.bootstrap,
-            16,
-            scale.t3_rate,
-            scale.t3_seconds,
-        )?)?;
+        let spec = omb_spec(&target.bootstrap, 16, scale.t3_rate, scale.t3_seconds)?;
+        let result = e2e::run(&spec);
+        admin::delete_topic(&target.bootstrap, &spec.topic);
+        let result = result?;
         p50.push(result.latency.p50_us / 1e3);
         p99.push(result.latency.p99_us / 1e3);
         rates.push(result.achieved_rate);
@@ -199,7 +203,9 @@ pub(crate) fn t4(
         let mut spec = produce_spec(&target.bootstrap, &topic, 100, scale.t4_pings);
         spec.one_in_flight = true;
         spec.linger_ms = 0;
-        let result = produce::run(&spec)?;
+        let result = produce::run(&spec);
+        admin::delete_topic(&target.bootstrap, &topic);
+        let result = result?;
         rtt_p50.extend(result.client_rtt_p50_us);
         rtt_p99.extend(result.client_rtt_p99_us);
         if let Some(latency) = result.latency {
@@ -230,27 +236,37 @@ pub(crate) fn t4(
 }
 
 /// T5: flush.messages=1 (fsync before ack): bulk MB/s, then 16 one-in-flight writers.
+/// Each run also drives the same load at a topic without `flush.messages`: what the
+/// load process delivers when the broker never syncs, the most T5 could show.
 pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Result<Vec<Figure>> {
     let bootstrap = target.bootstrap.as_str();
-    let fsync_topic_config = [("flush.messages".to_string(), "1".to_string())];
+    let fsync = [("flush.messages".to_string(), "1".to_string())];
     let mut t5a = Vec::new();
+    let mut t5a_unsynced = Vec::new();
     let mut t5b = Vec::new();
+    let mut t5b_unsynced = Vec::new();
     for _ in 0..scale.runs.max(1) {
-        let topic = load::fresh_topic("t5a");
-        admin::create_topic(bootstrap, &topic, 1, 1, &fsync_topic_config)?;
-        let mut spec = produce_spec(bootstrap, &topic, 1024, scale.t5_records);
-        spec.batch_size = 1 << 20;
-        t5a.push(produce::run(&spec)?.mb_s);
-
-        let topic = load::fresh_topic("t5b");
-        admin::create_topic(bootstrap, &topic, 1, 1, &fsync_topic_config)?;
-        let mut spec = produce_spec(bootstrap, &topic, 100, u64::MAX / 2);
-        spec.producers = 16;
-        spec.one_in_flight = true;
-        spec.linger_ms = 0;
-        spec.duration = Some(Duration::from_secs_f64(scale.t5_group_seconds));
-        t5b.push(produce::run(&spec)?.records_s);
+        for (configs, out) in [(&fsync[..], &mut t5a), (&[][..], &mut t5a_unsynced)] {
+            let result = produce_once(bootstrap, "t5a", configs, |topic| {
+                let mut spec = produce_spec(bootstrap, topic, 1024, scale.t5_records);
+                spec.batch_size = 1 << 20;
+                spec
+            })?;
+            out.push(result.mb_s);
+        }
+        for (configs, out) in [(&fsync[..], &mut t5b), (&[][..], &mut t5b_unsynced)] {
+            let result = produce_once(bootstrap, "t5b", configs, |topic| {
+                let mut spec = produce_spec(bootstrap, topic, 100, u64::MAX / 2);
+                spec.producers = 16;
+                spec.one_in_flight = true;
+                spec.linger_ms = 0;
+                spec.duration = Some(Duration::from_secs_f64(scale.t5_group_seconds));
+                spec
+            })?;
+            out.push(result.records_s);
+        }
     }
+    let unsynced_b = median(&t5b_unsynced);
     Ok(vec![
         Figure::new(
             "T5a",
@@ -260,7 +276,13 @@ pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Re
         )
         .ceiling(c.fsync_1m_mb_s)
         .at_least_ratio(0.7, T5A_TARGET)
-        .note(format!("runs {}", list(&t5a))),
+        .note(format!(
+            "{} records per run; runs {}; the same load without flush.messages: {} MB/s (runs {})",
+            scale.t5_records,
+            list(&t5a),
+            number(median(&t5a_unsynced)),
+            list(&t5a_unsynced)
+        )),
         Figure::new(
             "T5b",
             "flush.messages=1, 16 producers one in flight: acked requests",
@@ -270,10 +292,28 @@ pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Re
         .ceiling(c.fsync_4k_per_s)
         .at_least_ratio(10.0, T5B_TARGET)
         .note(format!(
-            "ceiling = one writer's fdatasyncs/s; runs {}",
-            list(&t5b)
+            "ceiling = one writer's fdatasyncs/s; runs {}; the same load without \
+             flush.messages: {} req/s = {} × the ceiling (runs {})",
+            list(&t5b),
+            number(unsynced_b),
+            number(unsynced_b / c.fsync_4k_per_s.max(f64::EPSILON)),
+            list(&t5b_unsynced)
         )),
     ])
+}
+
+/// One produce run at a fresh single-partition topic with `configs`, deleted after.
+fn produce_once(
+    bootstrap: &str,
+    workload: &str,
+    configs: &[(String, String)],
+    spec: impl FnOnce(&str) -> produce::ProduceSpec,
+) -> anyhow::Result<produce::ProduceResult> {
+    let topic = load::fresh_topic(workload);
+    admin::create_topic(bootstrap, &topic, 1, 1, configs)?;
+    let result = produce::run(&spec(&topic));
+    admin::delete_topic(bootstrap, &topic);
+    result
 }
 
 /// T6: 100-byte records.
@@ -284,7 +324,9 @@ pub(crate) fn t6(target: &Target<'_>, scale: &Scale) -> anyhow::Result<Vec<Figur
         admin::create_topic(&target.bootstrap, &topic, 4, 1, &[])?;
         let mut spec = produce_spec(&target.bootstrap, &topic, 100, scale.t6_records);
         spec.batch_size = 1 << 20;
-        t6.push(produce::run(&spec)?.records_s);
+        let result = produce::run(&spec);
+        admin::delete_topic(&target.bootstrap, &topic);
+        t6.push(result?.records_s);
     }
     Ok(vec![Figure::new(
         "T6",

@@ -31,7 +31,12 @@ pub(crate) fn t1_t7(
     let mut load_cpu = 0.0;
     let mut load_bytes = 0u64;
     let mut load_seconds = 0.0;
+    let mut native = Vec::new();
+    let mut native_cpu = Vec::new();
     for _ in 0..scale.runs.max(1) {
+        let (mb_s, cpu) = native_produce_run(target, scale)?;
+        native.push(mb_s);
+        native_cpu.extend(cpu);
         let topic = load::fresh_topic("t1");
         admin::create_topic(bootstrap, &topic, 4, 1, &[])?;
         let cpu_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
@@ -83,14 +88,54 @@ pub(crate) fn t1_t7(
         .at_least_ratio(0.5, T1_TARGET)
         .note(format!(
             "{} records per run; runs {}; the load process (librdkafka producer) used {} core-s/GB, \
-             {} % of its one core while producing",
+             {} % of its one core while producing; native load (workspace protocol code, one \
+             256 KiB batch encoded once and re-sent, {NATIVE_IN_FLIGHT} requests in flight): {} MB/s \
+             = {} of the ceiling (runs {}), broker {} core-s/GB",
             scale.t1_records,
             list(&t1),
             number(load_cpu / (load_bytes as f64 / 1e9).max(f64::EPSILON)),
-            number(100.0 * load_cpu / load_seconds.max(f64::EPSILON))
+            number(100.0 * load_cpu / load_seconds.max(f64::EPSILON)),
+            number(median(&native)),
+            number(median(&native) / t1_ceiling.max(f64::EPSILON)),
+            list(&native),
+            if native_cpu.is_empty() {
+                "-".to_string()
+            } else {
+                number(median(&native_cpu))
+            },
         )),
         t7_figure,
     ])
+}
+
+/// Requests the native reference producer keeps in flight in T1.
+const NATIVE_IN_FLIGHT: usize = 8;
+
+/// T1's workload from the native reference producer at a fresh topic: MB/s, and the
+/// broker's CPU seconds per GB when it was spawned.
+fn native_produce_run(target: &Target<'_>, scale: &Scale) -> anyhow::Result<(f64, Option<f64>)> {
+    let bootstrap = target.bootstrap.as_str();
+    let topic = load::fresh_topic("t1n");
+    admin::create_topic(bootstrap, &topic, 4, 1, &[])?;
+    let batch_records = 256;
+    let batches = (scale.t1_records / batch_records as u64).max(1);
+    let cpu_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
+    let result = load::native_produce::produce(&load::native_produce::NativeProduceSpec {
+        bootstrap,
+        topic: &topic,
+        record_size: 1024,
+        batch_records,
+        batches,
+        in_flight: NATIVE_IN_FLIGHT,
+        timeout: Duration::from_secs(60),
+    });
+    let cpu_after = target.broker.and_then(SpawnedBroker::cpu_seconds);
+    admin::delete_topic(bootstrap, &topic);
+    let gb = (batches * batch_records as u64 * 1024) as f64 / 1e9;
+    let cpu = cpu_before
+        .zip(cpu_after)
+        .map(|(before, after)| (after - before) / gb);
+    Ok((result?, cpu))
 }
 
 /// T2: read back T1's last topic, just written and so in the page cache.

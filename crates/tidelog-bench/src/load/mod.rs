@@ -6,6 +6,7 @@ pub(crate) mod client_stats;
 pub(crate) mod consume;
 pub(crate) mod e2e;
 pub(crate) mod native;
+pub(crate) mod native_produce;
 pub(crate) mod produce;
 
 use std::sync::atomic::{AtomicU64, Ordering};

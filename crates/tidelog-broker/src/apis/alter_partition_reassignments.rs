@@ -19,6 +19,7 @@ use kafka_protocol::ResponseError;
 use tidelog_controller::MetadataImage;
 use tidelog_protocol::ProtocolError;
 
+use super::partition_outcome::{record_controller_reply, Outcome};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -27,8 +28,6 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 /// One requested change: topic, partition, target replicas (`None` cancels).
 type Change = (String, i32, Option<Vec<i32>>);
-/// A partition's outcome: `None` for success, else an error code and message.
-type Outcome = Option<(i16, String)>;
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: AlterPartitionReassignmentsRequest = req.decode()?;
@@ -91,19 +90,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         Some(_) if valid.is_empty() => {}
         Some(controller) => {
             let keys: Vec<(String, i32)> = valid.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
-            match controller.alter_reassignments(valid).await {
-                Ok(results) => {
-                    for (tp, result) in results {
-                        outcomes.insert(tp, result.err().map(|e| (e.error_code(), e.to_string())));
-                    }
-                }
-                Err(e) => {
-                    for tp in keys {
-                        outcomes.insert(tp, Some((e.error_code(), e.to_string())));
-                    }
-                    top_level = Some((e.error_code(), e.to_string()));
-                }
-            }
+            let reply = controller.alter_reassignments(valid).await;
+            top_level = record_controller_reply(&mut outcomes, reply, keys);
         }
     }
     let mut response = AlterPartitionReassignmentsResponse::default()
@@ -228,33 +216,12 @@ fn to_responses(
 
 #[cfg(test)]
 mod tests {
-    use tidelog_controller::{Controller, CreateTopic, Endpoint, TopicDefaults};
-
     use super::*;
-
-    fn image_with_topic() -> MetadataImage {
-        let dir = tempfile::tempdir().unwrap();
-        let mut controller = Controller::open(dir.path(), 1, TopicDefaults::default()).unwrap();
-        let endpoint = Endpoint {
-            name: "PLAINTEXT".into(),
-            host: "127.0.0.1".into(),
-            port: 9092,
-        };
-        controller.register_broker(vec![endpoint], None).unwrap();
-        let create = CreateTopic {
-            name: "orders".into(),
-            num_partitions: 1,
-            replication_factor: 1,
-            assignments: vec![],
-            configs: vec![],
-        };
-        controller.create_topic(create, false).unwrap();
-        (*controller.shared_image()).clone()
-    }
+    use crate::apis::partition_outcome::image_with_orders;
 
     #[test]
     fn bad_entries_get_their_error_codes() {
-        let image = image_with_topic();
+        let image = image_with_orders(1);
         let code = |t: &str, p: i32, r: Option<&[i32]>, allow: bool| {
             check(&image, t, p, r, allow).err().map(|(c, _)| c)
         };
@@ -271,7 +238,7 @@ mod tests {
 
     #[test]
     fn a_single_node_accepts_only_the_current_assignment() {
-        let image = image_with_topic();
+        let image = image_with_orders(1);
         assert_eq!(single_node(&image, "orders", 0, Some(&[1])), None);
         assert_eq!(
             single_node(&image, "orders", 0, Some(&[2])).map(|o| o.0),

@@ -21,14 +21,12 @@ use tidelog_controller::quorum::ElectionKind;
 use tidelog_controller::MetadataImage;
 use tidelog_protocol::ProtocolError;
 
+use super::partition_outcome::{record_controller_reply, Outcome};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
-
-/// A partition's outcome: `None` for success, else an error code and message.
-type Outcome = Option<(i16, String)>;
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ElectLeadersRequest = req.decode()?;
@@ -78,20 +76,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         Some(controller) => {
             let asked = known.as_ref().is_some_and(|k| !k.is_empty()) || requested.is_none();
             if asked {
-                match controller.elect_leaders(kind, known.clone()).await {
-                    Ok(results) => {
-                        for (tp, result) in results {
-                            let outcome = result.err().map(|e| (e.error_code(), e.to_string()));
-                            outcomes.insert(tp, outcome);
-                        }
-                    }
-                    Err(e) => {
-                        top_level = e.error_code();
-                        for tp in known.into_iter().flatten() {
-                            outcomes.insert(tp, Some((e.error_code(), e.to_string())));
-                        }
-                    }
-                }
+                let reply = controller.elect_leaders(kind, known.clone()).await;
+                let failed =
+                    record_controller_reply(&mut outcomes, reply, known.into_iter().flatten());
+                top_level = failed.map_or(0, |(code, _)| code);
             }
         }
     }
@@ -180,34 +168,13 @@ fn to_results(outcomes: BTreeMap<(String, i32), Outcome>) -> Vec<ReplicaElection
 
 #[cfg(test)]
 mod tests {
-    use kafka_protocol::protocol::{Decodable, Encodable};
-    use tidelog_controller::{Controller, CreateTopic, Endpoint, TopicDefaults};
-
     use super::*;
-
-    fn image_with_topic() -> MetadataImage {
-        let dir = tempfile::tempdir().unwrap();
-        let mut controller = Controller::open(dir.path(), 1, TopicDefaults::default()).unwrap();
-        let endpoint = Endpoint {
-            name: "PLAINTEXT".into(),
-            host: "127.0.0.1".into(),
-            port: 9092,
-        };
-        controller.register_broker(vec![endpoint], None).unwrap();
-        let create = CreateTopic {
-            name: "orders".into(),
-            num_partitions: 2,
-            replication_factor: 1,
-            assignments: vec![],
-            configs: vec![],
-        };
-        controller.create_topic(create, false).unwrap();
-        (*controller.shared_image()).clone()
-    }
+    use crate::apis::partition_outcome::image_with_orders;
+    use kafka_protocol::protocol::{Decodable, Encodable};
 
     #[test]
     fn a_single_node_never_needs_an_election() {
-        let image = image_with_topic();
+        let image = image_with_orders(2);
         let asked = vec![("orders".to_owned(), 0), ("orders".to_owned(), 1)];
         for kind in [ElectionKind::Preferred, ElectionKind::Unclean] {
             let outcomes = local_outcomes(&image, kind, Some(&asked));

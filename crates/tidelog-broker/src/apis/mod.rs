@@ -36,6 +36,7 @@ mod offset_commit;
 mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
+mod partition_outcome;
 mod produce;
 mod sync_group;
 mod txn_offset_commit;

@@ -1,0 +1,60 @@
+//! The per-partition answer of the admin calls the controller decides partition by
+//! partition (ElectLeaders, AlterPartitionReassignments). Both collect outcomes keyed by
+//! partition and fold the controller's reply into them the same way, so that fold lives
+//! here once.
+
+use std::collections::BTreeMap;
+
+use tidelog_controller::quorum::{PartitionOutcomes, RequestError, TopicPartition};
+
+/// A partition's outcome: `None` for success, else an error code and message.
+pub(crate) type Outcome = Option<(i16, String)>;
+
+/// Records the controller's reply in `outcomes`. When the call failed as a whole, every
+/// partition in `asked` carries that error, which is also returned (code and message)
+/// for the response's top-level error.
+pub(crate) fn record_controller_reply(
+    outcomes: &mut BTreeMap<TopicPartition, Outcome>,
+    reply: Result<PartitionOutcomes, RequestError>,
+    asked: impl IntoIterator<Item = TopicPartition>,
+) -> Option<(i16, String)> {
+    match reply {
+        Ok(results) => {
+            for (tp, result) in results {
+                outcomes.insert(tp, result.err().map(|e| (e.error_code(), e.to_string())));
+            }
+            None
+        }
+        Err(e) => {
+            for tp in asked {
+                outcomes.insert(tp, Some((e.error_code(), e.to_string())));
+            }
+            Some((e.error_code(), e.to_string()))
+        }
+    }
+}
+
+/// The image of a one-broker cluster (broker 1) holding topic "orders" with
+/// `num_partitions` partitions of one replica each.
+#[cfg(test)]
+pub(crate) fn image_with_orders(num_partitions: i32) -> tidelog_controller::MetadataImage {
+    use tidelog_controller::{Controller, CreateTopic, Endpoint, TopicDefaults};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut controller = Controller::open(dir.path(), 1, TopicDefaults::default()).unwrap();
+    let endpoint = Endpoint {
+        name: "PLAINTEXT".into(),
+        host: "127.0.0.1".into(),
+        port: 9092,
+    };
+    controller.register_broker(vec![endpoint], None).unwrap();
+    let create = CreateTopic {
+        name: "orders".into(),
+        num_partitions,
+        replication_factor: 1,
+        assignments: vec![],
+        configs: vec![],
+    };
+    controller.create_topic(create, false).unwrap();
+    (*controller.shared_image()).clone()
+}

@@ -12,7 +12,7 @@ use tidelog_protocol::ProtocolError;
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
-use crate::txn::write_marker;
+use crate::txn::{write_marker, MarkerKey};
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
 
@@ -30,17 +30,15 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                         .partition_indexes
                         .iter()
                         .map(|p| {
-                            let code = write_marker(
-                                ctx,
-                                t.name.0.as_str(),
-                                *p,
-                                m.producer_id.0,
-                                m.producer_epoch,
-                                m.transaction_result,
-                                m.coordinator_epoch,
-                            )
-                            .err()
-                            .unwrap_or(0);
+                            let marker = MarkerKey {
+                                topic: t.name.0.as_str().to_owned(),
+                                partition: *p,
+                                producer_id: m.producer_id.0,
+                                epoch: m.producer_epoch,
+                                commit: m.transaction_result,
+                                coordinator_epoch: m.coordinator_epoch,
+                            };
+                            let code = write_marker(ctx, &marker).err().unwrap_or(0);
                             WritableTxnMarkerPartitionResult::default()
                                 .with_partition_index(*p)
                                 .with_error_code(code)

@@ -144,15 +144,15 @@ pub(super) fn write_all(
                 }
             }
         }
-        match append_marker(
-            ctx,
-            topic,
-            *partition,
-            meta.producer_id,
-            meta.epoch,
+        let marker = MarkerKey {
+            topic: topic.clone(),
+            partition: *partition,
+            producer_id: meta.producer_id,
+            epoch: meta.epoch,
             commit,
             coordinator_epoch,
-        ) {
+        };
+        match append_marker(ctx, &marker) {
             Ok(None) => {
                 done.partitions.insert(key);
             }
@@ -170,15 +170,7 @@ pub(super) fn write_all(
                 if code == ResponseError::NotLeaderOrFollower.code()
                     && ctx.metadata.controller().is_some() =>
             {
-                let remote = MarkerKey {
-                    topic: topic.clone(),
-                    partition: *partition,
-                    producer_id: meta.producer_id,
-                    epoch: meta.epoch,
-                    commit,
-                    coordinator_epoch,
-                };
-                if ctx.txns.remote_lock().take_or_want(remote) {
+                if ctx.txns.remote_lock().take_or_want(marker) {
                     done.partitions.insert(key);
                 } else {
                     done.remote_pending = true;
@@ -274,49 +266,24 @@ fn group_partitions(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, (i3
 /// Appends one transaction marker to a partition led here and answers once it is
 /// replicated (WriteTxnMarkers from another node's coordinator). Blocks its thread
 /// while waiting: call with no lock held.
-pub(crate) fn write_marker(
-    ctx: &BrokerContext,
-    topic: &str,
-    partition: i32,
-    producer_id: i64,
-    epoch: i16,
-    commit: bool,
-    coordinator_epoch: i32,
-) -> Result<(), i16> {
-    let appended = append_marker(
-        ctx,
-        topic,
-        partition,
-        producer_id,
-        epoch,
-        commit,
-        coordinator_epoch,
-    )?;
-    let Some(appended) = appended else {
+pub(crate) fn write_marker(ctx: &BrokerContext, marker: &MarkerKey) -> Result<(), i16> {
+    let Some(appended) = append_marker(ctx, marker)? else {
         return Ok(());
     };
     let p = ctx
         .replicas
-        .get(topic, partition)
+        .get(&marker.topic, marker.partition)
         .ok_or(ResponseError::NotLeaderOrFollower.code())?;
     await_replicated(&p, appended)
 }
 
 /// Appends one transaction marker to a partition led here; where it landed, or `None`
 /// when the topic is gone (nothing left to mark).
-fn append_marker(
-    ctx: &BrokerContext,
-    topic: &str,
-    partition: i32,
-    producer_id: i64,
-    epoch: i16,
-    commit: bool,
-    coordinator_epoch: i32,
-) -> Result<Option<Appended>, i16> {
+fn append_marker(ctx: &BrokerContext, marker: &MarkerKey) -> Result<Option<Appended>, i16> {
     let image = ctx.metadata.image();
     let Some(leader) = image
-        .topic(topic)
-        .and_then(|t| t.partitions.get(&partition))
+        .topic(&marker.topic)
+        .and_then(|t| t.partitions.get(&marker.partition))
         .map(|p| p.leader)
     else {
         return Ok(None);
@@ -326,19 +293,24 @@ fn append_marker(
     }
     let p = ctx
         .replicas
-        .get(topic, partition)
+        .get(&marker.topic, marker.partition)
         .ok_or(ResponseError::NotLeaderOrFollower.code())?;
-    if topic == OFFSETS_TOPIC {
+    if marker.topic == OFFSETS_TOPIC {
         // Decide the transactional offsets kept here before the marker is written, so
         // a failure leaves both for the retried marker.
-        super::foreign::decide(ctx, partition, producer_id, commit)?;
+        super::foreign::decide(ctx, marker.partition, marker.producer_id, marker.commit)?;
     }
     let now = now_ms();
-    let mut batch =
-        BatchBuilder::control_marker(producer_id, epoch, commit, coordinator_epoch, now)
-            .build()
-            .ok_or(ResponseError::UnknownServerError.code())?;
+    let mut batch = BatchBuilder::control_marker(
+        marker.producer_id,
+        marker.epoch,
+        marker.commit,
+        marker.coordinator_epoch,
+        now,
+    )
+    .build()
+    .ok_or(ResponseError::UnknownServerError.code())?;
     p.append_control(&mut batch, now)
-        .map(|appended| Some(Appended::of(partition, &appended)))
+        .map(|appended| Some(Appended::of(marker.partition, &appended)))
         .map_err(|e| e.code())
 }

@@ -31,6 +31,7 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::watch;
 
 pub(crate) use markers::write_marker;
+pub(crate) use remote::MarkerKey;
 pub(crate) use state::{Committer, PendingOffset, TxnMeta, TxnState};
 
 use crate::config::BrokerConfig;

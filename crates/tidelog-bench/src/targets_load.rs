@@ -148,17 +148,44 @@ pub(crate) fn t2(
     let topic = topic.ok_or_else(|| anyhow::anyhow!("T1 filled no topic to read"))?;
     let mut t2 = Vec::new();
     let mut native = Vec::new();
+    let mut load_cpu = 0.0;
+    let mut load_bytes = 0u64;
+    let mut broker_cpu = Vec::new();
+    let mut native_broker_cpu = Vec::new();
+    let mut first_record_ms = Vec::new();
     for _ in 0..scale.runs.max(1) {
-        t2.push(consume::run(&target.bootstrap, topic, Duration::from_secs(300))?.mb_s);
+        let broker_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        let load_before = crate::procfs::cpu_seconds(std::process::id());
+        let result = consume::run(&target.bootstrap, topic, Duration::from_secs(300))?;
+        let load_after = crate::procfs::cpu_seconds(std::process::id());
+        let broker_after = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        if let (Some(before), Some(after)) = (load_before, load_after) {
+            load_cpu += after - before;
+            load_bytes += result.bytes;
+        }
+        let gb = (result.bytes as f64 / 1e9).max(f64::EPSILON);
+        broker_cpu.extend(broker_before.zip(broker_after).map(|(b, a)| (a - b) / gb));
+        t2.push(result.mb_s);
+        first_record_ms.push(result.first_record_after * 1e3);
         // The broker's own capacity beside the client-bound figure: a Fetch loop with
         // the workspace's protocol code that drops the record bytes unread.
-        native.push(load::native::consume(
-            &target.bootstrap,
-            topic,
-            Duration::from_secs(300),
-        )?);
+        let broker_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        let started = std::time::Instant::now();
+        let mb_s =
+            load::native_consume::consume(&target.bootstrap, topic, Duration::from_secs(300))?;
+        let gb = (mb_s * started.elapsed().as_secs_f64() / 1e3).max(f64::EPSILON);
+        let broker_after = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        native_broker_cpu.extend(broker_before.zip(broker_after).map(|(b, a)| (a - b) / gb));
+        native.push(mb_s);
     }
     let native_mb_s = median(&native);
+    let per_gb = |values: &[f64]| {
+        if values.is_empty() {
+            "-".to_string()
+        } else {
+            number(median(values))
+        }
+    };
     Ok(vec![Figure::new(
         "T2",
         "consume a page-cache-resident topic",
@@ -168,11 +195,20 @@ pub(crate) fn t2(
     .ceiling(c.loopback_tcp_mb_s)
     .at_least_ratio(0.6, T2_TARGET)
     .note(format!(
-        "runs {}; native load (workspace protocol code, one Fetch in flight, record bytes dropped unread): {} MB/s = {} of loopback TCP (runs {})",
+        "runs {} (from the first record to the last; the first came {} ms after the start, \
+         runs {}); the load process (librdkafka consumer, start-up included) used {} core-s/GB, the \
+         broker {} core-s/GB served; native load (workspace protocol code, one Fetch in \
+         flight, record bytes dropped unread): {} MB/s = {} of loopback TCP (runs {}), broker \
+         {} core-s/GB served",
         list(&t2),
+        number(median(&first_record_ms)),
+        list(&first_record_ms),
+        number(load_cpu / (load_bytes as f64 / 1e9).max(f64::EPSILON)),
+        per_gb(&broker_cpu),
         number(native_mb_s),
         number(native_mb_s / c.loopback_tcp_mb_s.max(f64::EPSILON)),
-        list(&native)
+        list(&native),
+        per_gb(&native_broker_cpu),
     ))])
 }
 

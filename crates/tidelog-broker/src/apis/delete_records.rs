@@ -9,6 +9,7 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
 
+use super::per_partition::{answer_each, led_partition};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -17,38 +18,30 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DeleteRecordsRequest = req.decode()?;
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let result = DeleteRecordsPartitionResult::default()
-                        .with_partition_index(p.partition_index);
-                    match delete_before(ctx, &topic.name.0, p.partition_index, p.offset) {
-                        Ok(low) => result.with_low_watermark(low),
-                        Err(code) => result.with_low_watermark(-1).with_error_code(code),
-                    }
-                })
-                .collect();
+    let topics = answer_each(
+        request.topics,
+        |topic| &topic.partitions,
+        |topic, p| {
+            let result =
+                DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
+            match delete_before(ctx, &topic.name.0, p.partition_index, p.offset) {
+                Ok(low) => result.with_low_watermark(low),
+                Err(code) => result.with_low_watermark(-1).with_error_code(code),
+            }
+        },
+        |topic, partitions| {
             DeleteRecordsTopicResult::default()
                 .with_name(topic.name)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     req.respond(&DeleteRecordsResponse::default().with_topics(topics))
 }
 
 /// The new low watermark, or a Kafka error code. Offset -1 means "up to the high watermark".
 fn delete_before(ctx: &Ctx, topic: &str, partition: i32, offset: i64) -> Result<i64, i16> {
-    let p = ctx
-        .replicas
-        .get(topic, partition)
-        .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
     // Only the leader moves the log start; followers take it from its fetch answers.
-    p.check_leader(-1)?;
+    let p = led_partition(ctx, topic, partition, -1)?;
     let result = p.with_log(|log| {
         let hw = log.high_watermark();
         let target = if offset == -1 { hw } else { offset };

@@ -11,6 +11,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
 
+use super::per_partition::{answer_each, led_partition};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -29,44 +30,40 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let read_committed = request.isolation_level == 1;
     // The leader epoch is on the wire from v4.
     let with_epoch = req.version() >= 4;
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let base = ListOffsetsPartitionResponse::default()
-                        .with_partition_index(p.partition_index);
-                    let current_epoch = if with_epoch {
-                        p.current_leader_epoch
-                    } else {
-                        -1
-                    };
-                    match lookup(
-                        ctx,
-                        &topic.name.0,
-                        p.partition_index,
-                        (p.timestamp, current_epoch),
-                        read_committed,
-                    ) {
-                        Ok((offset, timestamp, epoch)) => base
-                            .with_offset(offset)
-                            .with_timestamp(timestamp)
-                            .with_leader_epoch(if with_epoch { epoch } else { -1 }),
-                        Err(code) => base
-                            .with_error_code(code)
-                            .with_offset(-1)
-                            .with_timestamp(-1),
-                    }
-                })
-                .collect();
+    let topics = answer_each(
+        request.topics,
+        |topic| &topic.partitions,
+        |topic, p| {
+            let base =
+                ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index);
+            let current_epoch = if with_epoch {
+                p.current_leader_epoch
+            } else {
+                -1
+            };
+            match lookup(
+                ctx,
+                &topic.name.0,
+                p.partition_index,
+                (p.timestamp, current_epoch),
+                read_committed,
+            ) {
+                Ok((offset, timestamp, epoch)) => base
+                    .with_offset(offset)
+                    .with_timestamp(timestamp)
+                    .with_leader_epoch(if with_epoch { epoch } else { -1 }),
+                Err(code) => base
+                    .with_error_code(code)
+                    .with_offset(-1)
+                    .with_timestamp(-1),
+            }
+        },
+        |topic, partitions| {
             ListOffsetsTopicResponse::default()
                 .with_name(topic.name)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     req.respond(&ListOffsetsResponse::default().with_topics(topics))
 }
 
@@ -78,11 +75,7 @@ fn lookup(
     (timestamp, current_leader_epoch): (i64, i32),
     read_committed: bool,
 ) -> Result<(i64, i64, i32), i16> {
-    let p = ctx
-        .replicas
-        .get(topic, partition)
-        .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
-    p.check_leader(current_leader_epoch)?;
+    let p = led_partition(ctx, topic, partition, current_leader_epoch)?;
     let epoch = p.leader_epoch();
     let error = |e: PartitionError| e.code();
     let offsets = p.offsets().map_err(error)?;

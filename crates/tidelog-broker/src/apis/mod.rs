@@ -37,6 +37,7 @@ mod offset_delete;
 mod offset_fetch;
 mod offset_for_leader_epoch;
 mod partition_outcome;
+mod per_partition;
 mod produce;
 mod sync_group;
 mod txn_offset_commit;

@@ -8,6 +8,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
 
+use super::per_partition::answer_each;
 use super::Request;
 use crate::context::Ctx;
 use crate::group::CommitRequest;
@@ -40,23 +41,19 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         offsets,
     };
     let mut codes = ctx.groups.commit(ctx, commit).into_iter();
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    OffsetCommitResponsePartition::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(codes.next().unwrap_or(0))
-                })
-                .collect();
+    let topics = answer_each(
+        request.topics,
+        |t| &t.partitions,
+        |_, p| {
+            OffsetCommitResponsePartition::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(codes.next().unwrap_or(0))
+        },
+        |t, partitions| {
             OffsetCommitResponseTopic::default()
                 .with_name(t.name)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     req.respond(&OffsetCommitResponse::default().with_topics(topics))
 }

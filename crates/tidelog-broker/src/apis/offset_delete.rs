@@ -7,6 +7,7 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
 
+use super::per_partition::answer_each;
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -30,23 +31,19 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         return req.respond(&response);
     }
     let mut codes = codes.into_iter();
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|t| {
-            let partitions = t
-                .partitions
-                .iter()
-                .map(|p| {
-                    OffsetDeleteResponsePartition::default()
-                        .with_partition_index(p.partition_index)
-                        .with_error_code(codes.next().unwrap_or(0))
-                })
-                .collect();
+    let topics = answer_each(
+        request.topics,
+        |t| &t.partitions,
+        |_, p| {
+            OffsetDeleteResponsePartition::default()
+                .with_partition_index(p.partition_index)
+                .with_error_code(codes.next().unwrap_or(0))
+        },
+        |t, partitions| {
             OffsetDeleteResponseTopic::default()
                 .with_name(t.name)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     req.respond(&response.with_topics(topics))
 }

@@ -12,6 +12,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
 
+use super::per_partition::{answer_each, led_partition};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -27,40 +28,36 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         -1
     };
     let refused = replica_id >= 0 && ctx.metadata.image().broker(replica_id).is_none();
-    let topics = request
-        .topics
-        .into_iter()
-        .map(|topic| {
-            let partitions = topic
-                .partitions
-                .iter()
-                .map(|p| {
-                    let base = EpochEndOffset::default()
-                        .with_partition(p.partition)
-                        .with_leader_epoch(-1)
-                        .with_end_offset(-1);
-                    let found = if refused {
-                        Err(ResponseError::ClusterAuthorizationFailed.code())
-                    } else {
-                        lookup(
-                            ctx,
-                            &topic.topic.0,
-                            p.partition,
-                            p.current_leader_epoch,
-                            p.leader_epoch,
-                        )
-                    };
-                    match found {
-                        Ok((epoch, end)) => base.with_leader_epoch(epoch).with_end_offset(end),
-                        Err(code) => base.with_error_code(code),
-                    }
-                })
-                .collect();
+    let topics = answer_each(
+        request.topics,
+        |topic| &topic.partitions,
+        |topic, p| {
+            let base = EpochEndOffset::default()
+                .with_partition(p.partition)
+                .with_leader_epoch(-1)
+                .with_end_offset(-1);
+            let found = if refused {
+                Err(ResponseError::ClusterAuthorizationFailed.code())
+            } else {
+                lookup(
+                    ctx,
+                    &topic.topic.0,
+                    p.partition,
+                    p.current_leader_epoch,
+                    p.leader_epoch,
+                )
+            };
+            match found {
+                Ok((epoch, end)) => base.with_leader_epoch(epoch).with_end_offset(end),
+                Err(code) => base.with_error_code(code),
+            }
+        },
+        |topic, partitions| {
             OffsetForLeaderTopicResult::default()
                 .with_topic(topic.topic)
                 .with_partitions(partitions)
-        })
-        .collect();
+        },
+    );
     req.respond(&OffsetForLeaderEpochResponse::default().with_topics(topics))
 }
 
@@ -71,10 +68,7 @@ fn lookup(
     current_leader_epoch: i32,
     epoch: i32,
 ) -> Result<(i32, i64), i16> {
-    let p = ctx
-        .replicas
-        .get(topic, partition)
-        .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
-    p.check_leader(current_leader_epoch)?;
-    p.end_offset_for_epoch(epoch).map_err(|e| e.code())
+    led_partition(ctx, topic, partition, current_leader_epoch)?
+        .end_offset_for_epoch(epoch)
+        .map_err(|e| e.code())
 }

@@ -72,17 +72,12 @@ impl Broker {
         cluster: Option<ClusterOptions>,
     ) -> Result<Broker, StartError> {
         let data_dir = config.data_dir.clone();
-        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
-            path: data_dir.display().to_string(),
-            source,
-        })?;
-        let lock = lock_data_dir(&data_dir)?;
+        let lock = claim_data_dir(&data_dir)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
         let metrics = Arc::new(Metrics::new());
 
-        let admin_listener = bind(config.admin_listen).await?;
-        let admin_addr = local_addr(&admin_listener, config.admin_listen)?;
+        let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
         let mut tasks = vec![tokio::spawn(admin_http::serve(
             admin_listener,
             Arc::clone(&ready),
@@ -90,8 +85,7 @@ impl Broker {
             shutdown_rx.clone(),
         ))];
 
-        let kafka_listener = bind(config.listen).await?;
-        let kafka_addr = local_addr(&kafka_listener, config.listen)?;
+        let (kafka_listener, kafka_addr) = bind(config.listen).await?;
 
         let defaults = topic_defaults(&config);
         let node_id = config.node_id;
@@ -246,26 +240,27 @@ fn open_logs(
     Ok(())
 }
 
-pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, StartError> {
-    TcpListener::bind(addr)
+/// A listener on `addr`, with the address it got (port 0 picks a free one).
+pub(crate) async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let listener = TcpListener::bind(addr)
         .await
-        .map_err(|source| StartError::Bind { addr, source })
-}
-
-pub(crate) fn local_addr(
-    listener: &TcpListener,
-    addr: SocketAddr,
-) -> Result<SocketAddr, StartError> {
-    listener
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let bound = listener
         .local_addr()
-        .map_err(|source| StartError::Bind { addr, source })
+        .map_err(|source| StartError::Bind { addr, source })?;
+    Ok((listener, bound))
 }
 
-/// An exclusive advisory lock on `<data-dir>/.lock`, held for the process's life, so two
-/// nodes can never write one directory.
+/// Creates the data directory if it is missing and takes an exclusive advisory lock on
+/// `<data-dir>/.lock`, held for the process's life, so two nodes can never write one
+/// directory.
 #[allow(unsafe_code)]
-pub(crate) fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
+pub(crate) fn claim_data_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
     use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(dir).map_err(|source| StartError::DataDir {
+        path: dir.display().to_string(),
+        source,
+    })?;
     let path = dir.join(".lock");
     let file = std::fs::OpenOptions::new()
         .create(true)

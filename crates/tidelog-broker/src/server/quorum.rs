@@ -14,7 +14,7 @@ use tidelog_controller::{MetadataImage, TopicDefaults};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::{bind, local_addr, lock_data_dir, StartError};
+use super::{bind, claim_data_dir, StartError};
 use crate::admin_http;
 use crate::config::BrokerConfig;
 use crate::metrics::Metrics;
@@ -116,16 +116,10 @@ impl ControllerNode {
         config: BrokerConfig,
         options: ClusterOptions,
     ) -> Result<ControllerNode, StartError> {
-        let data_dir = config.data_dir.clone();
-        std::fs::create_dir_all(&data_dir).map_err(|source| StartError::DataDir {
-            path: data_dir.display().to_string(),
-            source,
-        })?;
-        let lock = lock_data_dir(&data_dir)?;
+        let lock = claim_data_dir(&config.data_dir)?;
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
-        let admin_listener = bind(config.admin_listen).await?;
-        let admin_addr = local_addr(&admin_listener, config.admin_listen)?;
+        let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
         let defaults = super::topic_defaults(&config);
         let controller = start_voter(&config, &options, defaults).await?;
         let tasks = vec![

@@ -96,6 +96,11 @@ impl SpawnedBroker {
         self.root.path().join("data")
     }
 
+    /// The broker's `/metrics` exposition.
+    pub(crate) fn metrics(&self) -> Option<String> {
+        http_get(self.admin, "/metrics")
+    }
+
     pub(crate) fn cpu_seconds(&self) -> Option<f64> {
         procfs::cpu_seconds(self.pid()?)
     }
@@ -278,6 +283,29 @@ fn free_port() -> anyhow::Result<SocketAddr> {
     Ok(listener.local_addr()?)
 }
 
+/// The body of `GET path` (at most 8 MiB), or `None` if the server did not answer with
+/// 200 in time.
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = Vec::new();
+    stream.take(8 << 20).read_to_end(&mut response).ok()?;
+    let text = String::from_utf8(response).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
+    (status == 200).then(|| body.to_string())
+}
+
+/// The value of an unlabelled metric in a Prometheus text exposition.
+pub(crate) fn metric_value(exposition: &str, name: &str) -> Option<f64> {
+    exposition.lines().find_map(|line| {
+        let value = line.strip_prefix(name)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}
+
 /// The status code of `GET path`, or `None` if the server did not answer in 1 s.
 pub(crate) fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
@@ -295,4 +323,18 @@ pub(crate) fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     }
     let text = std::str::from_utf8(&head[..filled]).ok()?;
     text.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::metric_value;
+
+    #[test]
+    fn unlabelled_metrics_are_found_by_their_whole_name() {
+        let text = "# TYPE x histogram\nx_sum 0.5\nx_count 3\nx_count_other 9\ny{a=\"b\"} 1\n";
+        assert_eq!(metric_value(text, "x_count"), Some(3.0));
+        assert_eq!(metric_value(text, "x_sum"), Some(0.5));
+        assert_eq!(metric_value(text, "x"), None);
+        assert_eq!(metric_value(text, "y"), None);
+    }
 }

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use crate::broker::SpawnedBroker;
+use crate::broker::{metric_value, SpawnedBroker};
 use crate::ceilings::Ceilings;
+use crate::load::native_produce::{self, NativeProduceSpec};
 use crate::load::{self, admin, consume, e2e, produce};
 use crate::report::{number, Figure};
 use crate::stats::{median, LatencySummary};
@@ -108,34 +109,35 @@ pub(crate) fn t1_t7(
     ])
 }
 
-/// Requests the native reference producer keeps in flight in T1.
+/// Requests the native reference producer keeps in flight in T1 and T5a.
 const NATIVE_IN_FLIGHT: usize = 8;
 
 /// T1's workload from the native reference producer at a fresh topic: MB/s, and the
 /// broker's CPU seconds per GB when it was spawned.
 fn native_produce_run(target: &Target<'_>, scale: &Scale) -> anyhow::Result<(f64, Option<f64>)> {
     let bootstrap = target.bootstrap.as_str();
-    let topic = load::fresh_topic("t1n");
-    admin::create_topic(bootstrap, &topic, 4, 1, &[])?;
     let batch_records = 256;
     let batches = (scale.t1_records / batch_records as u64).max(1);
-    let cpu_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
-    let result = load::native_produce::produce(&load::native_produce::NativeProduceSpec {
-        bootstrap,
-        topic: &topic,
-        record_size: 1024,
-        batch_records,
-        batches,
-        in_flight: NATIVE_IN_FLIGHT,
-        timeout: Duration::from_secs(60),
-    });
-    let cpu_after = target.broker.and_then(SpawnedBroker::cpu_seconds);
-    admin::delete_topic(bootstrap, &topic);
-    let gb = (batches * batch_records as u64 * 1024) as f64 / 1e9;
-    let cpu = cpu_before
-        .zip(cpu_after)
-        .map(|(before, after)| (after - before) / gb);
-    Ok((result?, cpu))
+    with_topic(bootstrap, "t1n", 4, &[], |topic| {
+        let cpu_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        let result = native_produce::produce(&NativeProduceSpec {
+            bootstrap,
+            topic,
+            record_size: 1024,
+            batch_records,
+            batches,
+            duration: None,
+            connections: 1,
+            in_flight: NATIVE_IN_FLIGHT,
+            timeout: Duration::from_secs(60),
+        })?;
+        let cpu_after = target.broker.and_then(SpawnedBroker::cpu_seconds);
+        let gb = (batches * batch_records as u64 * 1024) as f64 / 1e9;
+        let cpu = cpu_before
+            .zip(cpu_after)
+            .map(|(before, after)| (after - before) / gb);
+        Ok((result.mb_s, cpu))
+    })
 }
 
 /// T2: read back T1's last topic, just written and so in the page cache.
@@ -317,37 +319,80 @@ pub(crate) fn t4(
 }
 
 /// T5: flush.messages=1 (fsync before ack): bulk MB/s, then 16 one-in-flight writers.
-/// Each run also drives the same load at a topic without `flush.messages`: what the
-/// load process delivers when the broker never syncs, the most T5 could show.
+/// Each run also drives the same load at a topic without `flush.messages` (what the load
+/// process delivers when the broker never syncs, the most T5 could show with it), and
+/// the same work from the native reference producer (what the broker does with syncs
+/// when the client costs almost nothing).
 pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Result<Vec<Figure>> {
     let bootstrap = target.bootstrap.as_str();
     let fsync = [("flush.messages".to_string(), "1".to_string())];
     let mut t5a = Vec::new();
     let mut t5a_unsynced = Vec::new();
+    let mut t5a_native = Vec::new();
     let mut t5b = Vec::new();
     let mut t5b_unsynced = Vec::new();
+    let mut t5b_native = Vec::new();
+    let mut syncs = SyncTally::default();
+    let group_seconds = Duration::from_secs_f64(scale.t5_group_seconds);
     for _ in 0..scale.runs.max(1) {
         for (configs, out) in [(&fsync[..], &mut t5a), (&[][..], &mut t5a_unsynced)] {
-            let result = produce_once(bootstrap, "t5a", configs, |topic| {
+            let result = with_topic(bootstrap, "t5a", 1, configs, |topic| {
                 let mut spec = produce_spec(bootstrap, topic, 1024, scale.t5_records);
                 spec.batch_size = 1 << 20;
-                spec
+                produce::run(&spec)
             })?;
             out.push(result.mb_s);
         }
+        let native = with_topic(bootstrap, "t5an", 1, &fsync, |topic| {
+            native_produce::produce(&NativeProduceSpec {
+                bootstrap,
+                topic,
+                record_size: 1024,
+                // 1,000 records: just under the 1 MiB max.message.bytes with their headers.
+                batch_records: 1000,
+                batches: (scale.t5_records / 1000).max(1),
+                duration: None,
+                connections: 1,
+                in_flight: NATIVE_IN_FLIGHT,
+                timeout: Duration::from_secs(60),
+            })
+        })?;
+        t5a_native.push(native.mb_s);
+
         for (configs, out) in [(&fsync[..], &mut t5b), (&[][..], &mut t5b_unsynced)] {
-            let result = produce_once(bootstrap, "t5b", configs, |topic| {
+            let result = with_topic(bootstrap, "t5b", 1, configs, |topic| {
                 let mut spec = produce_spec(bootstrap, topic, 100, u64::MAX / 2);
                 spec.producers = 16;
                 spec.one_in_flight = true;
                 spec.linger_ms = 0;
-                spec.duration = Some(Duration::from_secs_f64(scale.t5_group_seconds));
-                spec
+                spec.duration = Some(group_seconds);
+                produce::run(&spec)
             })?;
             out.push(result.records_s);
         }
+        let before = flush_totals(target);
+        let native = with_topic(bootstrap, "t5bn", 1, &fsync, |topic| {
+            native_produce::produce(&NativeProduceSpec {
+                bootstrap,
+                topic,
+                record_size: 100,
+                batch_records: 1,
+                batches: u64::MAX / 2,
+                duration: Some(group_seconds),
+                connections: 16,
+                in_flight: 1,
+                timeout: Duration::from_secs(60),
+            })
+        })?;
+        syncs.add(
+            before,
+            flush_totals(target),
+            native.requests_s * group_seconds.as_secs_f64(),
+        );
+        syncs.seconds += group_seconds.as_secs_f64();
+        t5b_native.push(native.requests_s);
     }
-    let unsynced_b = median(&t5b_unsynced);
+    let fsync_rate = c.fsync_4k_per_s.max(f64::EPSILON);
     Ok(vec![
         Figure::new(
             "T5a",
@@ -358,11 +403,16 @@ pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Re
         .ceiling(c.fsync_1m_mb_s)
         .at_least_ratio(0.7, T5A_TARGET)
         .note(format!(
-            "{} records per run; runs {}; the same load without flush.messages: {} MB/s (runs {})",
+            "{} records per run; runs {}; the same load without flush.messages: {} MB/s \
+             (runs {}); native load (1,000-record batches, {NATIVE_IN_FLIGHT} in flight) with \
+             flush.messages=1: {} MB/s = {} of the ceiling (runs {})",
             scale.t5_records,
             list(&t5a),
             number(median(&t5a_unsynced)),
-            list(&t5a_unsynced)
+            list(&t5a_unsynced),
+            number(median(&t5a_native)),
+            number(median(&t5a_native) / c.fsync_1m_mb_s.max(f64::EPSILON)),
+            list(&t5a_native),
         )),
         Figure::new(
             "T5b",
@@ -374,25 +424,77 @@ pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Re
         .at_least_ratio(10.0, T5B_TARGET)
         .note(format!(
             "ceiling = one writer's fdatasyncs/s; runs {}; the same load without \
-             flush.messages: {} req/s = {} × the ceiling (runs {})",
+             flush.messages: {} req/s = {} × the ceiling (runs {}); native load (16 \
+             connections, one 100 B record in flight on each) with flush.messages=1: {} \
+             req/s = {} × the ceiling (runs {}){}",
             list(&t5b),
-            number(unsynced_b),
-            number(unsynced_b / c.fsync_4k_per_s.max(f64::EPSILON)),
-            list(&t5b_unsynced)
+            number(median(&t5b_unsynced)),
+            number(median(&t5b_unsynced) / fsync_rate),
+            list(&t5b_unsynced),
+            number(median(&t5b_native)),
+            number(median(&t5b_native) / fsync_rate),
+            list(&t5b_native),
+            syncs.describe(),
         )),
     ])
 }
 
-/// One produce run at a fresh single-partition topic with `configs`, deleted after.
-fn produce_once(
+/// The broker's fdatasync count and seconds so far (its `log_flush_seconds` histogram),
+/// when it was spawned here.
+fn flush_totals(target: &Target<'_>) -> Option<(f64, f64)> {
+    let metrics = target.broker?.metrics()?;
+    Some((
+        metric_value(&metrics, "tidelog_log_flush_seconds_count")?,
+        metric_value(&metrics, "tidelog_log_flush_seconds_sum")?,
+    ))
+}
+
+/// The broker's fdatasyncs during T5b's native runs: how the acknowledged requests
+/// divide into syncs, and how much of the time a sync was running.
+#[derive(Default)]
+struct SyncTally {
+    syncs: f64,
+    sync_seconds: f64,
+    requests: f64,
+    seconds: f64,
+}
+
+impl SyncTally {
+    fn add(&mut self, before: Option<(f64, f64)>, after: Option<(f64, f64)>, requests: f64) {
+        if let (Some((count0, sum0)), Some((count1, sum1))) = (before, after) {
+            self.syncs += count1 - count0;
+            self.sync_seconds += sum1 - sum0;
+            self.requests += requests;
+        }
+    }
+
+    fn describe(&self) -> String {
+        if self.syncs <= 0.0 {
+            return String::new();
+        }
+        format!(
+            "; the broker's fdatasyncs in the native runs: {} of {} µs on average, {} requests \
+             each, a sync running {} % of the time",
+            number(self.syncs),
+            number(1e6 * self.sync_seconds / self.syncs),
+            number(self.requests / self.syncs),
+            number(100.0 * self.sync_seconds / self.seconds.max(f64::EPSILON)),
+        )
+    }
+}
+
+/// Runs `load` at a fresh topic of `partitions` partitions with `configs`, and deletes
+/// the topic afterwards whatever the outcome.
+fn with_topic<T>(
     bootstrap: &str,
     workload: &str,
+    partitions: i32,
     configs: &[(String, String)],
-    spec: impl FnOnce(&str) -> produce::ProduceSpec,
-) -> anyhow::Result<produce::ProduceResult> {
+    load: impl FnOnce(&str) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let topic = load::fresh_topic(workload);
-    admin::create_topic(bootstrap, &topic, 1, 1, configs)?;
-    let result = produce::run(&spec(&topic));
+    admin::create_topic(bootstrap, &topic, partitions, 1, configs)?;
+    let result = load(&topic);
     admin::delete_topic(bootstrap, &topic);
     result
 }

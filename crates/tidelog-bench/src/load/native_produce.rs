@@ -28,20 +28,31 @@ const CORRELATION_AT: usize = 8;
 /// A response larger than this is not a Produce response to our small requests.
 const MAX_RESPONSE: usize = 1 << 20;
 
-/// What to send: `batches` requests of one `batch_records` × `record_size` batch each.
+/// What to send: over each of `connections` connections, up to `batches` requests of one
+/// `batch_records` × `record_size` batch each, `in_flight` at a time.
 pub(crate) struct NativeProduceSpec<'a> {
     pub(crate) bootstrap: &'a str,
     pub(crate) topic: &'a str,
     pub(crate) record_size: usize,
     pub(crate) batch_records: usize,
     pub(crate) batches: u64,
+    /// Stop sending after this long; what was sent is still waited for.
+    pub(crate) duration: Option<Duration>,
+    pub(crate) connections: usize,
     pub(crate) in_flight: usize,
     pub(crate) timeout: Duration,
 }
 
-/// Sends the batches to the leader of partition 0 (over the partitions it leads) and
-/// returns MB/s of record values acknowledged, the figure librdkafka's runs report.
-pub(crate) fn produce(spec: &NativeProduceSpec<'_>) -> anyhow::Result<f64> {
+/// What was acknowledged, and how fast.
+pub(crate) struct NativeProduceResult {
+    /// MB/s of record values acknowledged (what librdkafka's runs report).
+    pub(crate) mb_s: f64,
+    pub(crate) requests_s: f64,
+}
+
+/// Sends to the leader of partition 0 (over the partitions it leads, each connection
+/// starting at another one).
+pub(crate) fn produce(spec: &NativeProduceSpec<'_>) -> anyhow::Result<NativeProduceResult> {
     let (address, partitions) = leader_and_partitions(spec.bootstrap, spec.topic)?;
     let records: Vec<ProduceRecord> = (0..spec.batch_records.max(1))
         .map(|_| ProduceRecord::new(None, Some(Bytes::from(vec![b'x'; spec.record_size]))))
@@ -52,30 +63,74 @@ pub(crate) fn produce(spec: &NativeProduceSpec<'_>) -> anyhow::Result<f64> {
         .map(|&partition| produce_request(spec.topic, partition, batch.clone()))
         .collect::<anyhow::Result<Vec<Bytes>>>()?;
 
-    let stream =
-        TcpStream::connect(&address).with_context(|| format!("connecting to {address}"))?;
-    stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(spec.timeout))?;
-    stream.set_write_timeout(Some(spec.timeout))?;
-    let reader = stream.try_clone()?;
-    // The channel's bound is the in-flight limit: the writer blocks on a full channel
-    // until the reader takes the oldest request's answer off it.
-    let (sent, outstanding) = mpsc::sync_channel::<i32>(spec.in_flight.max(1));
-    let batches = spec.batches;
     let start = Instant::now();
-    let answers = thread::spawn(move || read_answers(reader, outstanding, batches));
-    let written = write_requests(stream, &requests, batches, &sent);
-    drop(sent);
-    let acknowledged = answers
-        .join()
-        .map_err(|_| anyhow!("the native producer's reader panicked"))??;
-    written?;
-    let elapsed = start.elapsed();
-    if acknowledged != batches {
-        bail!("native produce: {acknowledged} of {batches} requests acknowledged");
+    let deadline = spec.duration.map(|d| start + d);
+    let pipelines: Vec<_> = (0..spec.connections.max(1))
+        .map(|n| {
+            let mut requests = requests.clone();
+            let first = n % requests.len().max(1);
+            requests.rotate_left(first);
+            let pipeline = Pipeline {
+                address: address.clone(),
+                requests,
+                batches: spec.batches,
+                deadline,
+                in_flight: spec.in_flight.max(1),
+                timeout: spec.timeout,
+            };
+            thread::spawn(move || pipeline.run())
+        })
+        .collect();
+    let mut acknowledged = 0u64;
+    for pipeline in pipelines {
+        acknowledged += pipeline
+            .join()
+            .map_err(|_| anyhow!("a native producer connection panicked"))??;
     }
-    let value_bytes = batches * (spec.batch_records.max(1) * spec.record_size) as u64;
-    Ok(mb_per_s(value_bytes, elapsed))
+    let elapsed = start.elapsed();
+    let wanted = spec.batches * spec.connections.max(1) as u64;
+    if spec.duration.is_none() && acknowledged != wanted {
+        bail!("native produce: {acknowledged} of {wanted} requests acknowledged");
+    }
+    let value_bytes = acknowledged * (spec.batch_records.max(1) * spec.record_size) as u64;
+    Ok(NativeProduceResult {
+        mb_s: mb_per_s(value_bytes, elapsed),
+        requests_s: acknowledged as f64 / elapsed.as_secs_f64().max(1e-9),
+    })
+}
+
+/// One connection: a writer (this thread) and a reader thread.
+struct Pipeline {
+    address: String,
+    requests: Vec<Bytes>,
+    batches: u64,
+    deadline: Option<Instant>,
+    in_flight: usize,
+    timeout: Duration,
+}
+
+impl Pipeline {
+    /// Returns how many requests were acknowledged.
+    fn run(self) -> anyhow::Result<u64> {
+        let address = &self.address;
+        let stream =
+            TcpStream::connect(address).with_context(|| format!("connecting to {address}"))?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(self.timeout))?;
+        stream.set_write_timeout(Some(self.timeout))?;
+        let reader = stream.try_clone()?;
+        // The channel's bound is the in-flight limit: the writer blocks on a full channel
+        // until the reader takes the oldest request's answer off it.
+        let (sent, outstanding) = mpsc::sync_channel::<i32>(self.in_flight);
+        let answers = thread::spawn(move || read_answers(reader, outstanding));
+        let written = write_requests(stream, &self, &sent);
+        drop(sent);
+        let acknowledged = answers
+            .join()
+            .map_err(|_| anyhow!("the native producer's reader panicked"))??;
+        written?;
+        Ok(acknowledged)
+    }
 }
 
 fn leader_and_partitions(bootstrap: &str, topic: &str) -> anyhow::Result<(String, Vec<i32>)> {
@@ -115,14 +170,18 @@ fn produce_request(topic: &str, partition: i32, batch: Bytes) -> anyhow::Result<
     )?)
 }
 
-/// Writes `batches` requests, partitions in turn, each with the next correlation id.
+/// Writes up to `batches` requests (fewer if the deadline passes), partitions in turn,
+/// each with the next correlation id.
 fn write_requests(
     mut stream: TcpStream,
-    requests: &[Bytes],
-    batches: u64,
+    pipeline: &Pipeline,
     sent: &mpsc::SyncSender<i32>,
 ) -> anyhow::Result<()> {
-    for n in 0..batches {
+    let requests = &pipeline.requests;
+    for n in 0..pipeline.batches {
+        if pipeline.deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
         let correlation = i32::try_from(n % i32::MAX as u64)?;
         let frame = &requests[usize::try_from(n)? % requests.len()];
         // Announced before writing, so the reader never sees an answer it was not told of.
@@ -151,19 +210,13 @@ fn write_all_vectored(stream: &mut TcpStream, mut parts: &mut [IoSlice<'_>]) -> 
     Ok(())
 }
 
-/// Reads answers in order, checking each one's correlation id and partition error codes;
-/// returns how many were acknowledged.
-fn read_answers(
-    mut stream: TcpStream,
-    outstanding: mpsc::Receiver<i32>,
-    batches: u64,
-) -> anyhow::Result<u64> {
+/// Reads answers in order until the writer is done and every request it announced is
+/// answered, checking each one's correlation id and partition error codes; returns how
+/// many were acknowledged.
+fn read_answers(mut stream: TcpStream, outstanding: mpsc::Receiver<i32>) -> anyhow::Result<u64> {
     let mut acknowledged = 0u64;
     let mut size = [0u8; 4];
-    while acknowledged < batches {
-        let Ok(expected) = outstanding.recv() else {
-            break;
-        };
+    while let Ok(expected) = outstanding.recv() {
         stream.read_exact(&mut size)?;
         let len = usize::try_from(i32::from_be_bytes(size))
             .ok()

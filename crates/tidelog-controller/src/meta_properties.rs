@@ -128,7 +128,8 @@ pub(crate) fn random_cluster_id() -> String {
     }
 }
 
-fn base64url(bytes: &[u8]) -> String {
+/// Unpadded URL-safe base64 (RFC 4648 section 5), the text form Kafka gives ids.
+pub(crate) fn base64url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {

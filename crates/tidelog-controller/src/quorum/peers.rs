@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
+use crate::meta_properties::base64url;
+
 /// Most voters a quorum may have. Every write waits for a majority, so more voters
 /// only add latency; Kafka clusters run 3 or 5.
 pub const MAX_VOTERS: usize = 9;
@@ -109,7 +111,7 @@ impl QuorumPeers {
         for (chunk, word) in digest.chunks_mut(4).zip(words) {
             chunk.copy_from_slice(&word.to_be_bytes());
         }
-        base64_url_no_pad(&digest)
+        base64url(&digest)
     }
 }
 
@@ -158,25 +160,6 @@ fn parse_entry(entry: &str) -> Result<(i32, String), PeersError> {
             entry: entry.to_owned(),
         }),
     }
-}
-
-fn base64_url_no_pad(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        let chars = chunk.len() + 1;
-        for i in 0..chars {
-            let index = (n >> (18 - 6 * i)) & 0x3f;
-            out.push(char::from(ALPHABET[index as usize]));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@ use partitions::rebalance_loop;
 use sessions::fence_loop;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -262,6 +263,33 @@ impl QuorumController {
 impl Route for QuorumController {
     async fn route(&self, call: ForwardedCall) -> Result<ForwardReply, RequestError> {
         self.call(call).await
+    }
+}
+
+/// Runs `tick` on the controller every `period` until `stop` turns true (or its sender
+/// is gone) or the controller is dropped: the loop holds it only weakly, between ticks.
+async fn run_every<F, Fut>(
+    controller: Weak<QuorumController>,
+    mut stop: watch::Receiver<bool>,
+    period: Duration,
+    mut tick: F,
+) where
+    F: FnMut(Arc<QuorumController>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    loop {
+        tokio::select! {
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+            }
+            () = tokio::time::sleep(period) => {}
+        }
+        let Some(controller) = controller.upgrade() else {
+            return;
+        };
+        tick(controller).await;
     }
 }
 

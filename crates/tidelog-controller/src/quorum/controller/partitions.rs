@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::leader::check_epoch;
-use super::{lock, QuorumController};
+use super::{lock, run_every, QuorumController};
 use crate::image::MetadataImage;
 use crate::ops::{self, ElectionKind, PartitionError};
 use crate::quorum::error::{codes, RequestError};
@@ -151,24 +151,14 @@ impl QuorumController {
 
 pub(super) async fn rebalance_loop(
     controller: Weak<QuorumController>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     interval: Duration,
 ) {
     let period = interval.max(Duration::from_millis(50));
-    loop {
-        tokio::select! {
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow() {
-                    return;
-                }
-            }
-            () = tokio::time::sleep(period) => {}
-        }
-        let Some(controller) = controller.upgrade() else {
-            return;
-        };
+    run_every(controller, stop, period, |controller| async move {
         if let Err(e) = controller.rebalance_leaders().await {
             tracing::debug!(error = %e, "preferred leader rebalancing failed");
         }
-    }
+    })
+    .await;
 }

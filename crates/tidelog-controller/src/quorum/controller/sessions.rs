@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::leader::check_epoch;
-use super::{lock, HeartbeatReply, QuorumController, Sessions};
+use super::{lock, run_every, HeartbeatReply, QuorumController, Sessions};
 use crate::image::MetadataImage;
 use crate::ops;
 use crate::quorum::error::{QuorumError, RequestError};
@@ -138,27 +138,17 @@ impl QuorumController {
 
 pub(super) async fn fence_loop(
     controller: Weak<QuorumController>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
     session_timeout: Duration,
 ) {
     let period = (session_timeout / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
-    loop {
-        tokio::select! {
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow() {
-                    return;
-                }
-            }
-            () = tokio::time::sleep(period) => {}
-        }
-        let Some(controller) = controller.upgrade() else {
-            return;
-        };
+    run_every(controller, stop, period, |controller| async move {
         if let Err(e) = controller.fence_expired().await {
             tracing::debug!(error = %e, "broker fencing check failed");
         }
         if let Err(e) = controller.repair_partitions().await {
             tracing::debug!(error = %e, "partition leadership check failed");
         }
-    }
+    })
+    .await;
 }

@@ -15,12 +15,28 @@ use crate::index_file::IndexFile;
 /// entries. Nothing is checksummed: on load the increasing-entries rule and the segment
 /// size are checked, and segments recovered after a crash have their index rebuilt from
 /// the log.
-pub(crate) struct OffsetIndex {
-    file: IndexFile,
-}
+pub(crate) type OffsetIndex = SparseIndex<OFFSET_ENTRY>;
+
+/// `<base>.timeindex`: maps a timestamp to the offset up to which all records are at most
+/// that old.
+///
+/// Byte layout: 12-byte entries `timestamp i64 BE, relative_offset u32 BE`. An entry
+/// `(t, r)` means every record at offset `<= base + r` has timestamp `<= t`: it is written
+/// with the segment's running maximum timestamp and the last offset of the batch that
+/// raised it, at most once per `index.interval.bytes`, plus a final entry when the segment
+/// rolls. Timestamps strictly increase, offsets never decrease. Preallocated, trimmed,
+/// validated and rebuilt exactly like [`OffsetIndex`].
+pub(crate) type TimeIndex = SparseIndex<TIME_ENTRY>;
 
 pub(crate) const OFFSET_ENTRY: usize = 8;
 pub(crate) const TIME_ENTRY: usize = 12;
+
+/// An index file of `ENTRY`-byte entries. What both kinds do alike (create, load and
+/// validate, trim, flush) is here once; what an entry means is in the impl for each
+/// entry size.
+pub(crate) struct SparseIndex<const ENTRY: usize> {
+    file: IndexFile,
+}
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
@@ -49,33 +65,27 @@ fn valid_prefix(file: &IndexFile, ok: impl Fn(Option<&[u8]>, &[u8]) -> bool) -> 
         .then_some(n)
 }
 
-impl OffsetIndex {
+impl<const ENTRY: usize> SparseIndex<ENTRY> {
     pub(crate) fn create(path: &Path, capacity_bytes: u64) -> io::Result<Self> {
-        Ok(OffsetIndex {
-            file: IndexFile::create(path, OFFSET_ENTRY, capacity_bytes)?,
+        Ok(SparseIndex {
+            file: IndexFile::create(path, ENTRY, capacity_bytes)?,
         })
     }
 
-    /// Loads an existing index; `Ok(None)` when it is missing or fails validation against
-    /// a log of `log_size` bytes (the caller rebuilds it).
-    pub(crate) fn load(path: &Path, log_size: u64) -> io::Result<Option<Self>> {
+    /// Loads an existing index; `Ok(None)` when it is missing or its entries fail
+    /// `ok(previous, current)` (the caller rebuilds it).
+    fn load_valid(
+        path: &Path,
+        ok: impl Fn(Option<&[u8]>, &[u8]) -> bool,
+    ) -> io::Result<Option<Self>> {
         if !path.exists() {
             return Ok(None);
         }
-        let mut file = IndexFile::open(path, OFFSET_ENTRY)?;
-        let valid = valid_prefix(&file, |prev, cur| {
-            let (rel, pos) = (u32_at(cur, 0), u32_at(cur, 4));
-            if u64::from(pos) >= log_size {
-                return false;
-            }
-            match prev {
-                None => true,
-                Some(p) => rel > u32_at(p, 0) && pos > u32_at(p, 4),
-            }
-        });
+        let mut file = IndexFile::open(path, ENTRY)?;
+        let valid = valid_prefix(&file, ok);
         Ok(valid.map(|n| {
             file.keep_entries(n);
-            OffsetIndex { file }
+            SparseIndex { file }
         }))
     }
 
@@ -87,6 +97,40 @@ impl OffsetIndex {
     }
     pub(crate) fn len(&self) -> usize {
         self.file.len()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.file.keep_entries(0);
+    }
+    /// Forgets (and zeroes) the entries from `n` on.
+    pub(crate) fn keep_first(&mut self, n: usize) {
+        self.file.keep_entries(n);
+    }
+    pub(crate) fn resize(&mut self, bytes: u64) -> io::Result<()> {
+        self.file.resize(bytes)
+    }
+    pub(crate) fn trim(&mut self) -> io::Result<()> {
+        self.file.trim()
+    }
+    pub(crate) fn flush(&self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl SparseIndex<OFFSET_ENTRY> {
+    /// Loads an existing index; `Ok(None)` when it is missing or fails validation against
+    /// a log of `log_size` bytes (the caller rebuilds it).
+    pub(crate) fn load(path: &Path, log_size: u64) -> io::Result<Option<Self>> {
+        Self::load_valid(path, |prev, cur| {
+            let (rel, pos) = (u32_at(cur, 0), u32_at(cur, 4));
+            if u64::from(pos) >= log_size {
+                return false;
+            }
+            match prev {
+                None => true,
+                Some(p) => rel > u32_at(p, 0) && pos > u32_at(p, 4),
+            }
+        })
     }
 
     pub(crate) fn entry(&self, i: usize) -> (u32, u32) {
@@ -122,68 +166,16 @@ impl OffsetIndex {
             self.entry(idx - 1).1
         }
     }
-
-    pub(crate) fn clear(&mut self) {
-        self.file.keep_entries(0);
-    }
-    /// Forgets (and zeroes) the entries from `n` on.
-    pub(crate) fn keep_first(&mut self, n: usize) {
-        self.file.keep_entries(n);
-    }
-    pub(crate) fn resize(&mut self, bytes: u64) -> io::Result<()> {
-        self.file.resize(bytes)
-    }
-    pub(crate) fn trim(&mut self) -> io::Result<()> {
-        self.file.trim()
-    }
-    pub(crate) fn flush(&self) -> io::Result<()> {
-        self.file.flush()
-    }
 }
 
-/// `<base>.timeindex`: maps a timestamp to the offset up to which all records are at most
-/// that old.
-///
-/// Byte layout: 12-byte entries `timestamp i64 BE, relative_offset u32 BE`. An entry
-/// `(t, r)` means every record at offset `<= base + r` has timestamp `<= t`: it is written
-/// with the segment's running maximum timestamp and the last offset of the batch that
-/// raised it, at most once per `index.interval.bytes`, plus a final entry when the segment
-/// rolls. Timestamps strictly increase, offsets never decrease. Preallocated, trimmed,
-/// validated and rebuilt exactly like [`OffsetIndex`].
-pub(crate) struct TimeIndex {
-    file: IndexFile,
-}
-
-impl TimeIndex {
-    pub(crate) fn create(path: &Path, capacity_bytes: u64) -> io::Result<Self> {
-        Ok(TimeIndex {
-            file: IndexFile::create(path, TIME_ENTRY, capacity_bytes)?,
-        })
-    }
-
+impl SparseIndex<TIME_ENTRY> {
+    /// Loads an existing index; `Ok(None)` when it is missing or fails validation (the
+    /// caller rebuilds it).
     pub(crate) fn load(path: &Path) -> io::Result<Option<Self>> {
-        if !path.exists() {
-            return Ok(None);
-        }
-        let mut file = IndexFile::open(path, TIME_ENTRY)?;
-        let valid = valid_prefix(&file, |prev, cur| match prev {
+        Self::load_valid(path, |prev, cur| match prev {
             None => true,
             Some(p) => i64_at(cur, 0) > i64_at(p, 0) && u32_at(cur, 8) >= u32_at(p, 8),
-        });
-        Ok(valid.map(|n| {
-            file.keep_entries(n);
-            TimeIndex { file }
-        }))
-    }
-
-    pub(crate) fn path(&self) -> &Path {
-        self.file.path()
-    }
-    pub(crate) fn is_full(&self) -> bool {
-        self.file.is_full()
-    }
-    pub(crate) fn len(&self) -> usize {
-        self.file.len()
+        })
     }
 
     pub(crate) fn entry(&self, i: usize) -> (i64, u32) {
@@ -219,23 +211,6 @@ impl TimeIndex {
     pub(crate) fn last_offset_older_than(&self, ts: i64) -> Option<u32> {
         let idx = partition_point(self.len(), |i| self.entry(i).0 < ts);
         idx.checked_sub(1).map(|i| self.entry(i).1)
-    }
-
-    pub(crate) fn clear(&mut self) {
-        self.file.keep_entries(0);
-    }
-    /// Forgets (and zeroes) the entries from `n` on.
-    pub(crate) fn keep_first(&mut self, n: usize) {
-        self.file.keep_entries(n);
-    }
-    pub(crate) fn resize(&mut self, bytes: u64) -> io::Result<()> {
-        self.file.resize(bytes)
-    }
-    pub(crate) fn trim(&mut self) -> io::Result<()> {
-        self.file.trim()
-    }
-    pub(crate) fn flush(&self) -> io::Result<()> {
-        self.file.flush()
     }
 }
 

@@ -1,5 +1,6 @@
 //! The `tidelog` binary: one executable for the server and every operator command.
 
+mod bench;
 mod cli;
 mod plan;
 mod serve;
@@ -32,6 +33,9 @@ enum Command {
     Partition(cli::partition::PartitionArgs),
     /// Back-of-envelope capacity plan from stated assumptions.
     Plan(plan::PlanArgs),
+    /// Benchmarks against this machine's ceilings (runs tidelog-bench).
+    #[command(disable_help_flag = true)]
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
@@ -54,5 +58,6 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Cluster(args) => cli::cluster::run(args),
         Command::Partition(args) => cli::partition::run(args),
         Command::Plan(args) => plan::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::broker::{metric_value, SpawnedBroker};
 use crate::ceilings::Ceilings;
-use crate::load::native_produce::{self, NativeProduceSpec};
+use crate::load::native_produce::{self, NativeProduceSpec, DEFAULT_IN_FLIGHT};
 use crate::load::{self, admin, consume, e2e, produce};
 use crate::report::{number, Figure};
 use crate::stats::{median, LatencySummary};
@@ -90,7 +90,7 @@ pub(crate) fn t1_t7(
         .note(format!(
             "{} records per run; runs {}; the load process (librdkafka producer) used {} core-s/GB, \
              {} % of its one core while producing; native load (workspace protocol code, one \
-             256 KiB batch encoded once and re-sent, {NATIVE_IN_FLIGHT} requests in flight): {} MB/s \
+             256 KiB batch encoded once and re-sent, {DEFAULT_IN_FLIGHT} requests in flight): {} MB/s \
              = {} of the ceiling (runs {}), broker {} core-s/GB",
             scale.t1_records,
             list(&t1),
@@ -109,9 +109,6 @@ pub(crate) fn t1_t7(
     ])
 }
 
-/// Requests the native reference producer keeps in flight in T1 and T5a.
-const NATIVE_IN_FLIGHT: usize = 8;
-
 /// T1's workload from the native reference producer at a fresh topic: MB/s, and the
 /// broker's CPU seconds per GB when it was spawned.
 fn native_produce_run(target: &Target<'_>, scale: &Scale) -> anyhow::Result<(f64, Option<f64>)> {
@@ -120,17 +117,8 @@ fn native_produce_run(target: &Target<'_>, scale: &Scale) -> anyhow::Result<(f64
     let batches = (scale.t1_records / batch_records as u64).max(1);
     with_topic(bootstrap, "t1n", 4, &[], |topic| {
         let cpu_before = target.broker.and_then(SpawnedBroker::cpu_seconds);
-        let result = native_produce::produce(&NativeProduceSpec {
-            bootstrap,
-            topic,
-            record_size: 1024,
-            batch_records,
-            batches,
-            duration: None,
-            connections: 1,
-            in_flight: NATIVE_IN_FLIGHT,
-            timeout: Duration::from_secs(60),
-        })?;
+        let spec = NativeProduceSpec::new(bootstrap, topic, 1024, batch_records, batches);
+        let result = native_produce::produce(&spec)?;
         let cpu_after = target.broker.and_then(SpawnedBroker::cpu_seconds);
         let gb = (batches * batch_records as u64 * 1024) as f64 / 1e9;
         let cpu = cpu_before
@@ -344,18 +332,11 @@ pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Re
             out.push(result.mb_s);
         }
         let native = with_topic(bootstrap, "t5an", 1, &fsync, |topic| {
-            native_produce::produce(&NativeProduceSpec {
-                bootstrap,
-                topic,
-                record_size: 1024,
-                // 1,000 records: just under the 1 MiB max.message.bytes with their headers.
-                batch_records: 1000,
-                batches: (scale.t5_records / 1000).max(1),
-                duration: None,
-                connections: 1,
-                in_flight: NATIVE_IN_FLIGHT,
-                timeout: Duration::from_secs(60),
-            })
+            // 1,000 records: just under the 1 MiB max.message.bytes with their headers.
+            let batches = (scale.t5_records / 1000).max(1);
+            native_produce::produce(&NativeProduceSpec::new(
+                bootstrap, topic, 1024, 1000, batches,
+            ))
         })?;
         t5a_native.push(native.mb_s);
 
@@ -373,15 +354,10 @@ pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Re
         let before = flush_totals(target);
         let native = with_topic(bootstrap, "t5bn", 1, &fsync, |topic| {
             native_produce::produce(&NativeProduceSpec {
-                bootstrap,
-                topic,
-                record_size: 100,
-                batch_records: 1,
-                batches: u64::MAX / 2,
                 duration: Some(group_seconds),
                 connections: 16,
                 in_flight: 1,
-                timeout: Duration::from_secs(60),
+                ..NativeProduceSpec::new(bootstrap, topic, 100, 1, u64::MAX / 2)
             })
         })?;
         syncs.add(
@@ -404,7 +380,7 @@ pub(crate) fn t5(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> anyhow::Re
         .at_least_ratio(0.7, T5A_TARGET)
         .note(format!(
             "{} records per run; runs {}; the same load without flush.messages: {} MB/s \
-             (runs {}); native load (1,000-record batches, {NATIVE_IN_FLIGHT} in flight) with \
+             (runs {}); native load (1,000-record batches, {DEFAULT_IN_FLIGHT} in flight) with \
              flush.messages=1: {} MB/s = {} of the ceiling (runs {})",
             scale.t5_records,
             list(&t5a),

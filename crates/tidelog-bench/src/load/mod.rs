@@ -5,6 +5,7 @@ pub(crate) mod admin;
 pub(crate) mod client_stats;
 pub(crate) mod consume;
 pub(crate) mod e2e;
+pub(crate) mod native;
 pub(crate) mod native_consume;
 pub(crate) mod native_produce;
 pub(crate) mod produce;

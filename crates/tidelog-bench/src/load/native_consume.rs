@@ -15,7 +15,6 @@ use anyhow::{anyhow, bail, Context};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::{ApiKey, BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_client::Client;
 use tidelog_protocol::client::encode_request;
 
 use crate::stats::mb_per_s;
@@ -31,7 +30,10 @@ const MAX_FRAME: usize = (RESPONSE_MAX_BYTES as usize) + (16 << 20);
 /// Reads every partition of `topic` (all led by one broker) from offset 0 to the high
 /// watermark its first response reports; returns record-batch MB/s (headers included).
 pub(crate) fn consume(bootstrap: &str, topic: &str, timeout: Duration) -> anyhow::Result<f64> {
-    let (address, partitions) = leader_and_partitions(bootstrap, topic)?;
+    let (address, partitions, count) = super::native::leader_of_partition_zero(bootstrap, topic)?;
+    if partitions.len() != count {
+        bail!("the partitions of {topic} are not all led by one broker");
+    }
     let mut stream =
         TcpStream::connect(&address).with_context(|| format!("connecting to {address}"))?;
     stream.set_nodelay(true)?;
@@ -79,25 +81,6 @@ pub(crate) fn consume(bootstrap: &str, topic: &str, timeout: Duration) -> anyhow
         return Err(anyhow!("native consume of {topic} read nothing"));
     }
     Ok(mb_per_s(bytes, elapsed))
-}
-
-fn leader_and_partitions(bootstrap: &str, topic: &str) -> anyhow::Result<(String, Vec<i32>)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let mut client = Client::connect_to(bootstrap).await?;
-        let meta = client.topic(topic, false).await?;
-        let leader = client.leader_of(topic, 0).await?;
-        if let Some(p) = meta.partitions.iter().find(|p| p.leader != leader) {
-            bail!("partition {} of {topic} is led elsewhere", p.partition);
-        }
-        let address = client.broker_connection(leader).await?.addr().to_string();
-        Ok((
-            address,
-            meta.partitions.iter().map(|p| p.partition).collect(),
-        ))
-    })
 }
 
 fn fetch_request(topic: &str, wanted: &[(i32, i64)], correlation: i32) -> anyhow::Result<Vec<u8>> {

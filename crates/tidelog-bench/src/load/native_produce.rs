@@ -16,7 +16,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_client::{encode_batch, Client, Compression, ProduceRecord};
+use tidelog_client::{encode_batch, Compression, ProduceRecord};
 use tidelog_protocol::client::{decode_response, encode_request};
 
 use crate::stats::mb_per_s;
@@ -25,6 +25,8 @@ use crate::stats::mb_per_s;
 /// sits at a fixed place (bytes 8..12 of the frame).
 const PRODUCE_VERSION: i16 = 8;
 const CORRELATION_AT: usize = 8;
+/// Requests a connection keeps in flight unless told otherwise.
+pub(crate) const DEFAULT_IN_FLIGHT: usize = 8;
 /// A response larger than this is not a Produce response to our small requests.
 const MAX_RESPONSE: usize = 1 << 20;
 
@@ -43,6 +45,30 @@ pub(crate) struct NativeProduceSpec<'a> {
     pub(crate) timeout: Duration,
 }
 
+impl<'a> NativeProduceSpec<'a> {
+    /// `batches` requests of `batch_records` × `record_size` over one connection,
+    /// [`DEFAULT_IN_FLIGHT`] at a time.
+    pub(crate) fn new(
+        bootstrap: &'a str,
+        topic: &'a str,
+        record_size: usize,
+        batch_records: usize,
+        batches: u64,
+    ) -> Self {
+        NativeProduceSpec {
+            bootstrap,
+            topic,
+            record_size,
+            batch_records,
+            batches,
+            duration: None,
+            connections: 1,
+            in_flight: DEFAULT_IN_FLIGHT,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
 /// What was acknowledged, and how fast.
 pub(crate) struct NativeProduceResult {
     /// MB/s of record values acknowledged (what librdkafka's runs report).
@@ -53,7 +79,8 @@ pub(crate) struct NativeProduceResult {
 /// Sends to the leader of partition 0 (over the partitions it leads, each connection
 /// starting at another one).
 pub(crate) fn produce(spec: &NativeProduceSpec<'_>) -> anyhow::Result<NativeProduceResult> {
-    let (address, partitions) = leader_and_partitions(spec.bootstrap, spec.topic)?;
+    let (address, partitions, _) =
+        super::native::leader_of_partition_zero(spec.bootstrap, spec.topic)?;
     let records: Vec<ProduceRecord> = (0..spec.batch_records.max(1))
         .map(|_| ProduceRecord::new(None, Some(Bytes::from(vec![b'x'; spec.record_size]))))
         .collect();
@@ -131,25 +158,6 @@ impl Pipeline {
         written?;
         Ok(acknowledged)
     }
-}
-
-fn leader_and_partitions(bootstrap: &str, topic: &str) -> anyhow::Result<(String, Vec<i32>)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let mut client = Client::connect_to(bootstrap).await?;
-        let meta = client.topic(topic, false).await?;
-        let leader = client.leader_of(topic, 0).await?;
-        let address = client.broker_connection(leader).await?.addr().to_string();
-        let partitions: Vec<i32> = meta
-            .partitions
-            .iter()
-            .filter(|p| p.leader == leader)
-            .map(|p| p.partition)
-            .collect();
-        Ok((address, partitions))
-    })
 }
 
 fn produce_request(topic: &str, partition: i32, batch: Bytes) -> anyhow::Result<Bytes> {

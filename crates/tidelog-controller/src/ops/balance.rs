@@ -1,64 +1,88 @@
-//! Planning a balanced assignment (what `tidelog cluster add-broker` and
-//! `tidelog partition reassign` propose): the replica lists that spread every
-//! partition's replicas, and its preferred leaders, evenly over a set of brokers, with
-//! as few moves as the greedy steps below find. The result is only a proposal; it
-//! becomes real through [`super::plan_alter_reassignments`].
+//! The one rebalance planner: the replica lists that spread replicas, and preferred
+//! leaders, evenly over a set of brokers with few changes, never putting a second
+//! replica of a partition in a rack that already holds one while another rack could
+//! take it. `tidelog cluster add-broker` plans with it (the set is the live brokers
+//! plus the new one); on the controller side [`assignment_of`] gives it an image's
+//! assignment. The result is only a proposal; it becomes real through
+//! [`super::plan_alter_reassignments`].
 //!
-//! 1. Replicas on brokers outside the set (a dead or retiring broker) move to the
-//!    least loaded broker of the set that the partition does not use yet.
-//! 2. While the most and least loaded brokers differ by more than one replica, one
-//!    replica moves from the most to the least loaded, a follower position first, so
-//!    preferred leaders stay where they are when possible.
-//! 3. While preferred leaderships differ by more than one, a partition led by the
-//!    busiest broker swaps its first replica with the least busy one among its replicas.
+//! It works on a plain assignment so the CLI, which only sees Metadata responses, and
+//! the controller, which sees the image, run the same steps:
+//!
+//! 1. While the most and least loaded brokers of the set differ by more than one
+//!    replica, one replica moves to the least loaded broker from the most loaded donor
+//!    that has a partition the receiver does not hold and the racks allow. The moved
+//!    replica keeps its position in the list. A preferred-leader position is taken
+//!    while the receiver leads fewer than its share and the donor more, a follower
+//!    position otherwise, so leadership mostly balances without extra changes.
+//!    Partitions are tried round-robin over topics (the k-th partition of every topic
+//!    before any topic's (k+1)-th), so no single topic piles onto one broker.
+//! 2. While preferred leaderships still differ by more than one, a partition led by
+//!    the busiest broker swaps its first replica with the least busy one among its
+//!    replicas, preferring partitions step 1 changed already.
+//!
+//! Replicas on brokers outside the set are never moved and do not count towards any
+//! load: their broker may be down, and replacing it is a separate, deliberate step
+//! (`tidelog partition reassign`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::partition::TopicPartition;
 use crate::image::MetadataImage;
 
-/// The partitions whose replica list should change, with their new lists, to balance
-/// all topics over `brokers`. Each step is bounded by the number of replicas.
-pub fn plan_balanced_assignment(
-    image: &MetadataImage,
-    brokers: &[i32],
-) -> Vec<(String, i32, Vec<i32>)> {
-    if brokers.is_empty() {
-        return Vec::new();
-    }
-    let current: BTreeMap<TopicPartition, Vec<i32>> = image
+/// Every partition's replicas, preferred leader first.
+pub type Assignment = BTreeMap<TopicPartition, Vec<i32>>;
+
+/// The replica lists an image is heading to (a reassignment's target, else the
+/// current list): what [`plan_balanced_assignment`] starts from.
+pub fn assignment_of(image: &MetadataImage) -> Assignment {
+    image
         .topics()
         .flat_map(|t| {
             t.partitions
                 .iter()
                 .map(|(p, state)| ((t.name.clone(), *p), state.target_replicas()))
         })
-        .collect();
-    let mut next = current.clone();
-    let bound = next.values().map(Vec::len).sum::<usize>() + 1;
-    move_off_other_brokers(&mut next, brokers);
-    spread_replicas(&mut next, brokers, bound);
-    spread_leaders(&mut next, brokers, bound);
-    next.into_iter()
-        .filter(|(tp, replicas)| current.get(tp) != Some(replicas))
-        .map(|((topic, partition), replicas)| (topic, partition, replicas))
         .collect()
 }
 
-type Assignment = BTreeMap<TopicPartition, Vec<i32>>;
+/// The partitions whose replica list should change, with their new lists, to balance
+/// `current` over `brokers` (id and rack, when it has one). A broker without a rack
+/// takes part in no rack rule. Both steps are bounded by the number of replicas.
+pub fn plan_balanced_assignment(
+    current: &Assignment,
+    brokers: &[(i32, Option<&str>)],
+) -> Assignment {
+    let racks: Racks<'_> = brokers.iter().copied().collect();
+    if racks.is_empty() {
+        return Assignment::new();
+    }
+    let order = topic_rotation(current);
+    // Every move lowers the replicas above or below the even share, each at most
+    // the total.
+    let bound = 2 * current.values().map(Vec::len).sum::<usize>() + 1;
+    let mut next = current.clone();
+    spread_replicas(&mut next, &order, &racks, bound);
+    spread_leaders(&mut next, current, &order, &racks, bound);
+    next.into_iter()
+        .filter(|(tp, replicas)| current.get(tp) != Some(replicas))
+        .collect()
+}
 
+type Racks<'a> = BTreeMap<i32, Option<&'a str>>;
+
+/// Replicas per broker of the set.
 fn replica_counts(assignment: &Assignment, brokers: &[i32]) -> BTreeMap<i32, usize> {
     let mut counts: BTreeMap<i32, usize> = brokers.iter().map(|b| (*b, 0)).collect();
-    for replicas in assignment.values() {
-        for r in replicas {
-            if let Some(n) = counts.get_mut(r) {
-                *n += 1;
-            }
+    for r in assignment.values().flatten() {
+        if let Some(n) = counts.get_mut(r) {
+            *n += 1;
         }
     }
     counts
 }
 
+/// Partitions each broker of the set is the preferred leader of.
 fn leader_counts(assignment: &Assignment, brokers: &[i32]) -> BTreeMap<i32, usize> {
     let mut counts: BTreeMap<i32, usize> = brokers.iter().map(|b| (*b, 0)).collect();
     for replicas in assignment.values() {
@@ -82,188 +106,118 @@ fn extremes(counts: &BTreeMap<i32, usize>) -> Option<((i32, usize), (i32, usize)
     Some((most, fewest))
 }
 
-fn move_off_other_brokers(assignment: &mut Assignment, brokers: &[i32]) {
-    let keys: Vec<TopicPartition> = assignment.keys().cloned().collect();
-    for key in keys {
-        let mut counts = replica_counts(assignment, brokers);
-        let Some(replicas) = assignment.get_mut(&key) else {
-            continue;
-        };
-        for i in 0..replicas.len() {
-            if brokers.contains(&replicas[i]) {
-                continue;
-            }
-            let target = counts
-                .iter()
-                .filter(|(b, _)| !replicas.contains(b))
-                .min_by_key(|(_, n)| **n)
-                .map(|(b, _)| *b);
-            if let Some(target) = target {
-                replicas[i] = target;
-                if let Some(n) = counts.get_mut(&target) {
-                    *n += 1;
-                }
-            }
-        }
-    }
+/// Partitions ordered so that taking them front to back rotates through topics.
+fn topic_rotation(assignment: &Assignment) -> Vec<TopicPartition> {
+    let mut rank_in_topic: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut ranked: Vec<(usize, &TopicPartition)> = assignment
+        .keys()
+        .map(|tp| {
+            let rank = rank_in_topic.entry(tp.0.as_str()).or_insert(0);
+            *rank += 1;
+            (*rank, tp)
+        })
+        .collect();
+    ranked.sort();
+    ranked.into_iter().map(|(_, tp)| tp.clone()).collect()
 }
 
-fn spread_replicas(assignment: &mut Assignment, brokers: &[i32], bound: usize) {
-    for _ in 0..bound {
-        let counts = replica_counts(assignment, brokers);
-        let Some(((hi, most), (lo, fewest))) = extremes(&counts) else {
-            return;
-        };
-        if most <= fewest + 1 {
-            return;
-        }
-        // A follower position first; a preferred-leader position only if needed.
-        let mut choice = None;
-        for (key, replicas) in assignment.iter() {
-            if replicas.contains(&lo) {
-                continue;
-            }
-            match replicas.iter().position(|r| *r == hi) {
-                Some(0) if choice.is_none() => choice = Some((key.clone(), 0)),
-                Some(i) if i > 0 => {
-                    choice = Some((key.clone(), i));
-                    break;
-                }
-                _ => {}
-            }
-        }
-        let Some((key, i)) = choice else {
-            return;
-        };
-        if let Some(replicas) = assignment.get_mut(&key) {
-            replicas[i] = lo;
-        }
-    }
+/// Whether replacing `from` by `to` keeps the racks spread: `to`'s rack is not used by
+/// the partition's other replicas, or every known rack is (no other rack could take it).
+fn racks_allow(replicas: &[i32], from: i32, to: i32, racks: &Racks<'_>) -> bool {
+    let Some(to_rack) = racks.get(&to).copied().flatten() else {
+        return true;
+    };
+    let used: BTreeSet<&str> = replicas
+        .iter()
+        .filter(|r| **r != from)
+        .filter_map(|r| racks.get(r).copied().flatten())
+        .collect();
+    !used.contains(to_rack) || racks.values().flatten().all(|rack| used.contains(rack))
 }
 
-fn spread_leaders(assignment: &mut Assignment, brokers: &[i32], bound: usize) {
+fn spread_replicas(
+    assignment: &mut Assignment,
+    order: &[TopicPartition],
+    racks: &Racks<'_>,
+    bound: usize,
+) {
+    let ids: Vec<i32> = racks.keys().copied().collect();
     for _ in 0..bound {
-        let counts = leader_counts(assignment, brokers);
-        let Some(((hi, most), (lo, fewest))) = extremes(&counts) else {
+        let loads = replica_counts(assignment, &ids);
+        let leads = leader_counts(assignment, &ids);
+        let Some((_, (to, fewest))) = extremes(&loads) else {
             return;
         };
-        if most <= fewest + 1 {
-            return;
-        }
-        let swap = assignment
+        let led_in_set: usize = leads.values().sum();
+        let leader_share = led_in_set / ids.len();
+        let to_leads = leads.get(&to).copied().unwrap_or(0);
+        let mut donors: Vec<(i32, usize)> = loads
             .iter()
-            .find(|(_, r)| r.first() == Some(&hi) && r.contains(&lo))
-            .map(|(key, r)| (key.clone(), r.iter().position(|b| *b == lo)));
-        let Some((key, Some(j))) = swap else {
+            .filter(|(_, n)| **n > fewest + 1)
+            .map(|(b, n)| (*b, *n))
+            .collect();
+        donors.sort_by(|(ba, na), (bb, nb)| nb.cmp(na).then(ba.cmp(bb)));
+        let pick = donors.iter().find_map(|(from, _)| {
+            let take_lead =
+                to_leads < leader_share && leads.get(from).copied().unwrap_or(0) > leader_share;
+            let candidates = || {
+                order.iter().filter_map(|tp| {
+                    let replicas = assignment.get(tp)?;
+                    let slot = replicas.iter().position(|r| r == from)?;
+                    let movable =
+                        !replicas.contains(&to) && racks_allow(replicas, *from, to, racks);
+                    movable.then_some((tp, slot))
+                })
+            };
+            candidates()
+                .find(|(_, slot)| (*slot == 0) == take_lead)
+                .or_else(|| candidates().next())
+                .map(|(tp, slot)| (tp.clone(), slot))
+        });
+        let Some((tp, slot)) = pick else {
             return;
         };
-        if let Some(replicas) = assignment.get_mut(&key) {
+        if let Some(replica) = assignment.get_mut(&tp).and_then(|r| r.get_mut(slot)) {
+            *replica = to;
+        }
+    }
+}
+
+fn spread_leaders(
+    assignment: &mut Assignment,
+    current: &Assignment,
+    order: &[TopicPartition],
+    racks: &Racks<'_>,
+    bound: usize,
+) {
+    let ids: Vec<i32> = racks.keys().copied().collect();
+    for _ in 0..bound {
+        let leads = leader_counts(assignment, &ids);
+        let Some(((busiest, most), (idlest, fewest))) = extremes(&leads) else {
+            return;
+        };
+        if most <= fewest + 1 {
+            return;
+        }
+        let swap = order
+            .iter()
+            .filter_map(|tp| {
+                let replicas = assignment.get(tp)?;
+                let j = replicas.iter().position(|r| *r == idlest)?;
+                let unchanged = current.get(tp) == Some(replicas);
+                (replicas.first() == Some(&busiest)).then_some((unchanged, tp, j))
+            })
+            .min_by_key(|(unchanged, _, _)| *unchanged)
+            .map(|(_, tp, j)| (tp.clone(), j));
+        let Some((tp, j)) = swap else {
+            return;
+        };
+        if let Some(replicas) = assignment.get_mut(&tp) {
             replicas.swap(0, j);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ops::test_support::Images;
-
-    fn applied(images: &Images, plan: &[(String, i32, Vec<i32>)]) -> Assignment {
-        let mut all: Assignment = images
-            .image
-            .topics()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(|(p, s)| ((t.name.clone(), *p), s.replicas.clone()))
-            })
-            .collect();
-        for (topic, partition, replicas) in plan {
-            all.insert((topic.clone(), *partition), replicas.clone());
-        }
-        all
-    }
-
-    fn assert_balanced(all: &Assignment, brokers: &[i32], rf: usize) {
-        for replicas in all.values() {
-            assert_eq!(replicas.len(), rf);
-            let mut ids = replicas.clone();
-            ids.sort_unstable();
-            ids.dedup();
-            assert_eq!(ids.len(), rf, "{replicas:?}");
-            assert!(replicas.iter().all(|r| brokers.contains(r)), "{replicas:?}");
-        }
-        for counts in [replica_counts(all, brokers), leader_counts(all, brokers)] {
-            let (most, fewest) = extremes(&counts).map(|(a, b)| (a.1, b.1)).unwrap();
-            assert!(most <= fewest + 1, "{counts:?}");
-        }
-    }
-
-    #[test]
-    fn a_new_empty_broker_gets_its_share_of_replicas_and_leaderships() {
-        let three: [&[i32]; 3] = [&[1, 2, 3], &[2, 3, 1], &[3, 1, 2]];
-        let parts: Vec<(&[i32], &[i32], i32)> = (0..8)
-            .map(|i| (three[i % 3], three[i % 3], three[i % 3][0]))
-            .collect();
-        let images = Images::new().brokers(&[1, 2, 3, 4]).topic("t", &parts);
-        let plan = plan_balanced_assignment(&images.image, &[1, 2, 3, 4]);
-        let all = applied(&images, &plan);
-        assert_balanced(&all, &[1, 2, 3, 4], 3);
-        assert_eq!(
-            replica_counts(&all, &[4])[&4],
-            6,
-            "24 replicas over 4 brokers"
-        );
-        // Only the moves needed: 6 replicas land on broker 4, each in its own partition.
-        assert_eq!(plan.len(), 6, "{plan:?}");
-        // Balanced already: nothing to do.
-        assert!(plan_balanced_assignment(&images.image, &[1, 2, 3]).is_empty());
-    }
-
-    use proptest::prelude::Strategy as _;
-
-    proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
-
-        /// Any assignment over brokers 1..=5, balanced over any set of at least three:
-        /// valid replica lists inside the set, replica counts within one of each other.
-        #[test]
-        fn any_assignment_balances_replicas_over_any_set(
-            parts in proptest::collection::vec(
-                proptest::sample::subsequence(vec![1i32, 2, 3, 4, 5], 3).prop_shuffle(),
-                1..12,
-            ),
-            set in proptest::sample::subsequence(vec![1i32, 2, 3, 4, 5], 3..=5),
-        ) {
-            let refs: Vec<(&[i32], &[i32], i32)> =
-                parts.iter().map(|r| (&r[..], &r[..], r[0])).collect();
-            let images = Images::new().brokers(&[1, 2, 3, 4, 5]).topic("t", &refs);
-            let all = applied(&images, &plan_balanced_assignment(&images.image, &set));
-            for replicas in all.values() {
-                let mut ids = replicas.clone();
-                ids.sort_unstable();
-                ids.dedup();
-                proptest::prop_assert_eq!(ids.len(), 3);
-                proptest::prop_assert!(replicas.iter().all(|r| set.contains(r)));
-            }
-            let counts = replica_counts(&all, &set);
-            let (most, fewest) = extremes(&counts).map(|(a, b)| (a.1, b.1)).unwrap();
-            proptest::prop_assert!(most <= fewest + 1, "{:?}", counts);
-        }
-    }
-
-    #[test]
-    fn replicas_leave_brokers_outside_the_set() {
-        let images = Images::new().brokers(&[1, 2, 3, 4]).topic(
-            "t",
-            &[
-                (&[1, 3], &[1, 3], 1),
-                (&[3, 2], &[3, 2], 3),
-                (&[2, 1], &[2, 1], 2),
-            ],
-        );
-        let plan = plan_balanced_assignment(&images.image, &[1, 2, 4]);
-        let all = applied(&images, &plan);
-        assert_balanced(&all, &[1, 2, 4], 2);
-    }
-}
+#[path = "balance_tests.rs"]
+mod tests;

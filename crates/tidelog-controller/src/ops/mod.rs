@@ -18,7 +18,7 @@ use std::ops::Range;
 use uuid::Uuid;
 
 pub use alter_partition::plan_alter_partition;
-pub use balance::plan_balanced_assignment;
+pub use balance::{assignment_of, plan_balanced_assignment, Assignment};
 use create_topic::{checked_replication_factor, live_brokers, new_partition_record};
 pub use create_topic::{plan_create_topic, validate_topic_name, CreateTopic, TopicDefaults};
 pub use election::{

@@ -11,7 +11,8 @@ use anyhow::{bail, Context};
 use tidelog_client::{Client, ClusterMetadata, TopicMetadata};
 
 use super::ConnectArgs;
-use plan::{plan_add_broker, AddBrokerPlan, Assignment};
+use plan::{plan_add_broker, AddBrokerPlan};
+use tidelog_controller::ops::Assignment;
 
 #[derive(clap::Args)]
 pub(crate) struct ClusterArgs {
@@ -211,19 +212,21 @@ async fn add_broker(client: &mut Client, broker_id: i32, execute: bool) -> anyho
             moving.len()
         );
     }
-    let assignments: Vec<Assignment> = metadata
+    let current: Assignment = metadata
         .topics
         .values()
         .flat_map(|t| {
-            t.partitions.iter().map(|p| Assignment {
-                topic: t.name.clone(),
-                partition: p.partition,
-                replicas: p.replicas.clone(),
-            })
+            t.partitions
+                .iter()
+                .map(|p| ((t.name.clone(), p.partition), p.replicas.clone()))
         })
         .collect();
-    let brokers: Vec<i32> = metadata.brokers.keys().copied().collect();
-    let plan = plan_add_broker(&assignments, &brokers, broker_id);
+    let brokers: Vec<(i32, Option<&str>)> = metadata
+        .brokers
+        .values()
+        .map(|b| (b.node_id, b.rack.as_deref()))
+        .collect();
+    let plan = plan_add_broker(&current, &brokers, broker_id);
     print_plan(&plan, broker_id)?;
     if plan.moves.is_empty() {
         return Ok(());
@@ -267,12 +270,19 @@ fn print_plan(plan: &AddBrokerPlan, broker_id: i32) -> anyhow::Result<()> {
             plan.target
         )?;
     } else {
+        let moved: usize = plan.moves.iter().map(|m| m.from.len()).sum();
+        let onto_new = plan
+            .moves
+            .iter()
+            .filter(|m| m.new_replicas.contains(&broker_id) && !m.old_replicas.contains(&broker_id))
+            .count();
         writeln!(
             text,
-            "Plan: move {} replicas onto broker {broker_id} (target {} of {} replicas).",
-            plan.moves.len(),
+            "Plan: move {moved} replicas, {onto_new} of them onto broker {broker_id} \
+             (target {} of {} replicas), changing {} partitions.",
             plan.target,
-            plan.total_replicas
+            plan.total_replicas,
+            plan.moves.len()
         )?;
         writeln!(text, "  PARTITION\tFROM\tREPLICAS NOW\tREPLICAS AFTER")?;
         for m in &plan.moves {
@@ -281,7 +291,7 @@ fn print_plan(plan: &AddBrokerPlan, broker_id: i32) -> anyhow::Result<()> {
                 "  {}-{}\t{}\t{}\t{}",
                 m.topic,
                 m.partition,
-                m.from,
+                ids(&m.from),
                 ids(&m.old_replicas),
                 ids(&m.new_replicas)
             )?;

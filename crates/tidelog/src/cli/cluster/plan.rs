@@ -1,33 +1,22 @@
-//! The add-broker plan: which replicas to move onto a new (usually empty) broker so that
-//! every broker ends up holding about the same number of replicas.
+//! The add-broker plan: the controller's balance planner
+//! ([`tidelog_controller::ops::plan_balanced_assignment`], the only one) run over the
+//! live brokers plus the new one, and the figures `tidelog cluster add-broker` prints.
 //!
-//! Pure: it sees the current assignment and the broker list, and returns moves. Each
-//! move replaces one replica of one partition with the new broker, in the same position
-//! of the replica list, so moving a preferred leader (the first replica) makes the new
-//! broker that partition's preferred leader. A partition gets at most one move. Donors
-//! are always the most loaded brokers; from a donor that prefers-leads more than its
-//! share, a partition it leads is taken while the new broker leads less than its share
-//! (partitions / brokers), otherwise one where it is a follower, so preferred leadership
-//! ends up balanced too. Partitions are taken round-robin over topics so no single
-//! topic lands on the new broker.
+//! Replicas on brokers outside the list still count in the total but are never moved
+//! (their broker may be down; replacing it is a separate step).
 
 use std::collections::BTreeMap;
 
-/// One partition's replicas, preferred leader first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Assignment {
-    pub(crate) topic: String,
-    pub(crate) partition: i32,
-    pub(crate) replicas: Vec<i32>,
-}
+use tidelog_controller::ops::{plan_balanced_assignment, Assignment};
 
-/// Replace `from` by `to` in one partition's replicas.
+/// One partition's replica list before and after the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Move {
     pub(crate) topic: String,
     pub(crate) partition: i32,
-    pub(crate) from: i32,
-    pub(crate) to: i32,
+    /// Brokers that give up their replica of this partition (none when only the
+    /// preferred leader changes).
+    pub(crate) from: Vec<i32>,
     pub(crate) old_replicas: Vec<i32>,
     pub(crate) new_replicas: Vec<i32>,
 }
@@ -46,110 +35,57 @@ pub(crate) struct AddBrokerPlan {
     pub(crate) leaders_after: BTreeMap<i32, usize>,
 }
 
-/// Plans moves onto `new_broker`. `brokers` are the brokers that may hold replicas (the
-/// new one included or not: it is added). Replicas on brokers outside the list still
-/// count but are never moved (their broker may be down; replacing it is a separate step).
+/// Plans the moves that balance `current` over `brokers` (id and rack) and
+/// `new_broker`, which is added without a rack when the list lacks it.
 pub(crate) fn plan_add_broker(
-    assignments: &[Assignment],
-    brokers: &[i32],
+    current: &Assignment,
+    brokers: &[(i32, Option<&str>)],
     new_broker: i32,
 ) -> AddBrokerPlan {
-    let mut load: BTreeMap<i32, usize> = brokers.iter().map(|b| (*b, 0)).collect();
-    load.insert(new_broker, 0);
-    let mut leads: BTreeMap<i32, usize> = load.keys().map(|b| (*b, 0)).collect();
+    let mut set = brokers.to_vec();
+    if !set.iter().any(|(id, _)| *id == new_broker) {
+        set.push((new_broker, None));
+    }
+    let changes = plan_balanced_assignment(current, &set);
+    let mut load_after: BTreeMap<i32, usize> = set.iter().map(|(id, _)| (*id, 0)).collect();
+    let mut leaders_after = load_after.clone();
     let mut total_replicas = 0;
-    for a in assignments {
-        if let Some(n) = a.replicas.first().and_then(|first| leads.get_mut(first)) {
+    for (tp, replicas) in current {
+        let after = changes.get(tp).unwrap_or(replicas);
+        total_replicas += after.len();
+        if let Some(n) = after.first().and_then(|b| leaders_after.get_mut(b)) {
             *n += 1;
         }
-        for r in &a.replicas {
-            total_replicas += 1;
-            if let Some(n) = load.get_mut(r) {
+        for b in after {
+            if let Some(n) = load_after.get_mut(b) {
                 *n += 1;
             }
         }
     }
-    let target = total_replicas / load.len();
-    let leader_target = assignments.len() / load.len();
-    // Candidates per donor: partitions without the new broker, ordered so that taking
-    // them front to back rotates through topics (the k-th partition of each topic
-    // before any topic's (k+1)-th).
-    let mut rank_in_topic: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut ranked: Vec<(usize, &Assignment)> = assignments
-        .iter()
-        .filter(|a| !a.replicas.contains(&new_broker))
-        .map(|a| {
-            let rank = rank_in_topic.entry(a.topic.as_str()).or_insert(0);
-            *rank += 1;
-            (*rank, a)
+    let moves = changes
+        .into_iter()
+        .filter_map(|(tp, new_replicas)| {
+            let old_replicas = current.get(&tp)?.clone();
+            let from = old_replicas
+                .iter()
+                .copied()
+                .filter(|b| !new_replicas.contains(b))
+                .collect();
+            Some(Move {
+                topic: tp.0,
+                partition: tp.1,
+                from,
+                old_replicas,
+                new_replicas,
+            })
         })
         .collect();
-    ranked
-        .sort_by(|(ra, a), (rb, b)| (ra, &a.topic, a.partition).cmp(&(rb, &b.topic, b.partition)));
-    let mut moved = vec![false; ranked.len()];
-    let mut moves = Vec::new();
-    while load.get(&new_broker).copied().unwrap_or(0) < target {
-        // The most loaded donor that still has a movable partition; ties go to the
-        // lowest id so the plan is the same every run.
-        let new_load = load.get(&new_broker).copied().unwrap_or(0);
-        let mut donors: Vec<(i32, usize)> = load
-            .iter()
-            .filter(|(b, n)| **b != new_broker && **n > new_load + 1)
-            .map(|(b, n)| (*b, *n))
-            .collect();
-        donors.sort_by(|(ba, na), (bb, nb)| nb.cmp(na).then(ba.cmp(bb)));
-        let new_leads = leads.get(&new_broker).copied().unwrap_or(0);
-        let pick = donors.iter().find_map(|(donor, _)| {
-            let donor_leads = leads.get(donor).copied().unwrap_or(0);
-            let take_lead = new_leads < leader_target && donor_leads > leader_target;
-            let movable = |i: &usize, a: &Assignment| !moved[*i] && a.replicas.contains(donor);
-            let leads_it = |a: &Assignment| a.replicas.first() == Some(donor);
-            let candidates = || {
-                ranked
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, (_, a))| movable(i, a))
-            };
-            candidates()
-                .find(|(_, (_, a))| leads_it(a) == take_lead)
-                .or_else(|| candidates().next())
-                .map(|(i, (_, a))| (i, *donor, *a))
-        });
-        let Some((index, donor, assignment)) = pick else {
-            break;
-        };
-        moved[index] = true;
-        if assignment.replicas.first() == Some(&donor) {
-            if let Some(n) = leads.get_mut(&donor) {
-                *n -= 1;
-            }
-            *leads.entry(new_broker).or_insert(0) += 1;
-        }
-        let new_replicas: Vec<i32> = assignment
-            .replicas
-            .iter()
-            .map(|r| if *r == donor { new_broker } else { *r })
-            .collect();
-        if let Some(n) = load.get_mut(&donor) {
-            *n -= 1;
-        }
-        *load.entry(new_broker).or_insert(0) += 1;
-        moves.push(Move {
-            topic: assignment.topic.clone(),
-            partition: assignment.partition,
-            from: donor,
-            to: new_broker,
-            old_replicas: assignment.replicas.clone(),
-            new_replicas,
-        });
-    }
-    moves.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
     AddBrokerPlan {
         moves,
         total_replicas,
-        target,
-        load_after: load,
-        leaders_after: leads,
+        target: total_replicas / load_after.len(),
+        load_after,
+        leaders_after,
     }
 }
 
@@ -157,30 +93,25 @@ pub(crate) fn plan_add_broker(
 mod tests {
     use super::*;
 
-    fn topic(name: &str, replicas: &[&[i32]]) -> Vec<Assignment> {
+    fn topic(name: &str, replicas: &[&[i32]]) -> Assignment {
         replicas
             .iter()
             .enumerate()
-            .map(|(i, r)| Assignment {
-                topic: name.into(),
-                partition: i32::try_from(i).unwrap(),
-                replicas: r.to_vec(),
-            })
+            .map(|(i, r)| ((name.to_owned(), i32::try_from(i).unwrap()), r.to_vec()))
             .collect()
+    }
+
+    fn no_racks(ids: &[i32]) -> Vec<(i32, Option<&'static str>)> {
+        ids.iter().map(|id| (*id, None)).collect()
     }
 
     #[test]
     fn three_to_four_brokers_evens_out_the_load() {
         // 12 partitions, RF 2, round-robin over brokers 1-3: 8 replicas each.
-        let mut assignments = topic(
-            "orders",
-            &[&[1, 2], &[2, 3], &[3, 1], &[1, 2], &[2, 3], &[3, 1]],
-        );
-        assignments.extend(topic(
-            "events",
-            &[&[1, 2], &[2, 3], &[3, 1], &[1, 2], &[2, 3], &[3, 1]],
-        ));
-        let plan = plan_add_broker(&assignments, &[1, 2, 3], 4);
+        let rr: &[&[i32]] = &[&[1, 2], &[2, 3], &[3, 1], &[1, 2], &[2, 3], &[3, 1]];
+        let mut current = topic("orders", rr);
+        current.extend(topic("events", rr));
+        let plan = plan_add_broker(&current, &no_racks(&[1, 2, 3]), 4);
         assert_eq!((plan.total_replicas, plan.target), (24, 6));
         assert_eq!(plan.moves.len(), 6);
         assert_eq!(
@@ -196,27 +127,24 @@ mod tests {
         let from_orders = plan.moves.iter().filter(|m| m.topic == "orders").count();
         assert_eq!(from_orders, 3);
         for m in &plan.moves {
+            assert_eq!(m.from.len(), 1, "{m:?}");
             assert_eq!(m.new_replicas.len(), 2);
-            assert!(m.new_replicas.contains(&4));
-            assert!(!m.new_replicas.contains(&m.from));
-            let kept = m.old_replicas.iter().filter(|r| **r != m.from);
-            assert!(kept.clone().all(|r| m.new_replicas.contains(r)));
+            assert!(!m.new_replicas.contains(&m.from[0]));
             // Same position: the replaced broker's slot is now the new broker's.
-            let slot = m.old_replicas.iter().position(|r| *r == m.from).unwrap();
+            let slot = m.old_replicas.iter().position(|r| *r == m.from[0]).unwrap();
             assert_eq!(m.new_replicas[slot], 4);
+            let kept = m.old_replicas.iter().filter(|r| **r != m.from[0]);
+            assert!(kept.clone().all(|r| m.new_replicas.contains(r)));
         }
-        let partitions: std::collections::BTreeSet<_> =
-            plan.moves.iter().map(|m| (&m.topic, m.partition)).collect();
-        assert_eq!(partitions.len(), 6, "one move per partition");
     }
 
     #[test]
     fn the_most_loaded_broker_gives_first() {
         // Broker 1 holds 4 replicas, broker 2 holds 2: the plan takes from 1 only.
-        let assignments = topic("t", &[&[1], &[1], &[1], &[1], &[2], &[2]]);
-        let plan = plan_add_broker(&assignments, &[1, 2], 3);
+        let current = topic("t", &[&[1], &[1], &[1], &[1], &[2], &[2]]);
+        let plan = plan_add_broker(&current, &no_racks(&[1, 2]), 3);
         assert_eq!(plan.target, 2);
-        assert!(plan.moves.iter().all(|m| m.from == 1));
+        assert!(plan.moves.iter().all(|m| m.from == [1]));
         assert_eq!(plan.moves.len(), 2);
         assert_eq!(plan.load_after, BTreeMap::from([(1, 2), (2, 2), (3, 2)]));
     }
@@ -224,19 +152,22 @@ mod tests {
     #[test]
     fn nothing_to_do_when_balanced_or_too_small() {
         let balanced = topic("t", &[&[1, 2], &[2, 3], &[3, 1]]);
-        let plan = plan_add_broker(&balanced, &[1, 2, 3], 3);
+        let plan = plan_add_broker(&balanced, &no_racks(&[1, 2, 3]), 3);
         assert!(plan.moves.is_empty());
+        assert_eq!(plan.target, 2);
         // One partition, RF 1: 1 replica over 2 brokers rounds down to 0.
         let tiny = topic("t", &[&[1]]);
-        assert!(plan_add_broker(&tiny, &[1], 2).moves.is_empty());
-        assert!(plan_add_broker(&[], &[1, 2], 3).moves.is_empty());
+        assert!(plan_add_broker(&tiny, &no_racks(&[1]), 2).moves.is_empty());
+        assert!(plan_add_broker(&Assignment::new(), &no_racks(&[1, 2]), 3)
+            .moves
+            .is_empty());
     }
 
     #[test]
     fn a_partition_already_on_the_new_broker_is_not_moved() {
         // RF 3 on 3 of 4 brokers: broker 4 already holds p0.
-        let assignments = topic("t", &[&[4, 1, 2], &[1, 2, 3], &[2, 3, 1], &[3, 1, 2]]);
-        let plan = plan_add_broker(&assignments, &[1, 2, 3, 4], 4);
+        let current = topic("t", &[&[4, 1, 2], &[1, 2, 3], &[2, 3, 1], &[3, 1, 2]]);
+        let plan = plan_add_broker(&current, &no_racks(&[1, 2, 3, 4]), 4);
         assert_eq!(plan.target, 3);
         assert!(plan.moves.iter().all(|m| m.partition != 0));
         assert_eq!(plan.load_after.get(&4), Some(&3));
@@ -247,11 +178,29 @@ mod tests {
     #[test]
     fn replicas_on_unlisted_brokers_are_left_alone() {
         // Broker 9 is gone (not in the list): its replicas count but never move.
-        let assignments = topic("t", &[&[9], &[9], &[9], &[9], &[1], &[1]]);
-        let plan = plan_add_broker(&assignments, &[1], 2);
+        let current = topic("t", &[&[9], &[9], &[9], &[9], &[1], &[1]]);
+        let plan = plan_add_broker(&current, &no_racks(&[1]), 2);
         assert_eq!(plan.target, 3);
         assert_eq!(plan.moves.len(), 1, "broker 1 gives one of its two");
-        assert!(plan.moves.iter().all(|m| m.from == 1));
+        assert!(plan.moves.iter().all(|m| m.from == [1]));
         assert_eq!(plan.load_after, BTreeMap::from([(1, 1), (2, 1)]));
+    }
+
+    #[test]
+    fn the_new_brokers_rack_is_respected() {
+        // Each partition has one replica in rack a (broker 1 only) and one in rack b;
+        // the new broker is in rack b, so only rack-b replicas move to it.
+        let racks = [
+            (1, Some("a")),
+            (2, Some("b")),
+            (3, Some("b")),
+            (4, Some("b")),
+        ];
+        let current = topic("t", &[&[1, 2], &[3, 1], &[1, 2], &[3, 1], &[1, 2], &[3, 1]]);
+        let plan = plan_add_broker(&current, &racks, 4);
+        assert!(!plan.moves.is_empty());
+        assert!(plan.moves.iter().all(|m| !m.from.contains(&1)), "{plan:?}");
+        assert_eq!(plan.load_after.get(&1), Some(&6));
+        assert_eq!(plan.load_after.get(&4), Some(&2));
     }
 }

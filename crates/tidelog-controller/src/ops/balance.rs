@@ -17,15 +17,17 @@
 //!    position otherwise, so leadership mostly balances without extra changes.
 //!    Partitions are tried round-robin over topics (the k-th partition of every topic
 //!    before any topic's (k+1)-th), so no single topic piles onto one broker.
-//! 2. While preferred leaderships still differ by more than one, a partition led by
-//!    the busiest broker swaps its first replica with the least busy one among its
-//!    replicas, preferring partitions step 1 changed already.
+//! 2. While preferred leaderships still differ by more than one, the busiest broker
+//!    hands one to a broker leading at least two fewer: a partition it leads swaps its
+//!    first replica with that broker's, or, when they share no such partition, with
+//!    the next broker's along the shortest chain of such swaps. Partitions step 1
+//!    changed already are used first.
 //!
 //! Replicas on brokers outside the set are never moved and do not count towards any
 //! load: their broker may be down, and replacing it is a separate, deliberate step
 //! (`tidelog partition reassign`).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::partition::TopicPartition;
 use crate::image::MetadataImage;
@@ -193,29 +195,70 @@ fn spread_leaders(
     let ids: Vec<i32> = racks.keys().copied().collect();
     for _ in 0..bound {
         let leads = leader_counts(assignment, &ids);
-        let Some(((busiest, most), (idlest, fewest))) = extremes(&leads) else {
+        let Some(((busiest, most), _)) = extremes(&leads) else {
             return;
         };
-        if most <= fewest + 1 {
+        let Some(path) = leadership_path(assignment, current, order, &leads, (busiest, most))
+        else {
             return;
+        };
+        for (tp, slot) in path {
+            if let Some(replicas) = assignment.get_mut(&tp) {
+                replicas.swap(0, slot);
+            }
         }
-        let swap = order
+    }
+}
+
+/// The swaps that hand one preferred leadership from the busiest broker to one that
+/// leads at least two fewer, along the shortest chain of brokers where each leads a
+/// partition the next one holds: with racks, the two ends often share no partition.
+/// Every broker between the ends gains one leadership and loses one. Partitions
+/// changed already are used first.
+fn leadership_path(
+    assignment: &Assignment,
+    current: &Assignment,
+    order: &[TopicPartition],
+    leads: &BTreeMap<i32, usize>,
+    (busiest, most): (i32, usize),
+) -> Option<Vec<(TopicPartition, usize)>> {
+    // Broker reached -> (broker it was reached from, partition, slot of the broker).
+    let mut via: BTreeMap<i32, (i32, TopicPartition, usize)> = BTreeMap::new();
+    let mut queue = VecDeque::from([busiest]);
+    while let Some(from) = queue.pop_front() {
+        let mut led: Vec<(bool, &TopicPartition, &Vec<i32>)> = order
             .iter()
             .filter_map(|tp| {
                 let replicas = assignment.get(tp)?;
-                let j = replicas.iter().position(|r| *r == idlest)?;
                 let unchanged = current.get(tp) == Some(replicas);
-                (replicas.first() == Some(&busiest)).then_some((unchanged, tp, j))
+                (replicas.first() == Some(&from)).then_some((unchanged, tp, replicas))
             })
-            .min_by_key(|(unchanged, _, _)| *unchanged)
-            .map(|(_, tp, j)| (tp.clone(), j));
-        let Some((tp, j)) = swap else {
-            return;
-        };
-        if let Some(replicas) = assignment.get_mut(&tp) {
-            replicas.swap(0, j);
+            .collect();
+        led.sort_by_key(|(unchanged, _, _)| *unchanged);
+        for (_, tp, replicas) in led {
+            for (slot, to) in replicas.iter().enumerate().skip(1) {
+                let Some(to_leads) = leads.get(to) else {
+                    continue;
+                };
+                if *to == busiest || via.contains_key(to) {
+                    continue;
+                }
+                via.insert(*to, (from, tp.clone(), slot));
+                if to_leads + 1 < most {
+                    let mut path = Vec::new();
+                    let mut at = *to;
+                    while at != busiest {
+                        let (previous, tp, slot) = via.get(&at)?.clone();
+                        path.push((tp, slot));
+                        at = previous;
+                    }
+                    return Some(path);
+                }
+                queue.push_back(*to);
+            }
         }
     }
+    None
 }
 
 #[cfg(test)]

@@ -195,6 +195,36 @@ fn a_rack_holds_two_replicas_only_when_every_rack_holds_one() {
     assert!(plan.is_empty(), "balanced already: {plan:?}");
 }
 
+#[test]
+fn leadership_passes_along_a_chain_when_racks_keep_the_ends_apart() {
+    // What rack-aware topic creation gives three racks; broker 4 joins rack a. Rack
+    // rules leave broker 3 leading 4 and broker 2 leading 2 after the moves, and the
+    // two share only partitions broker 2 leads: 3 hands a leadership to 1, 1 to 2.
+    let racks = [
+        (1, Some("a")),
+        (2, Some("b")),
+        (3, Some("c")),
+        (4, Some("a")),
+    ];
+    let rr: &[&[i32]] = &[&[1, 2], &[2, 3], &[3, 1], &[1, 2], &[2, 3], &[3, 1]];
+    let mut current = topic("orders", rr);
+    current.extend(topic("events", &[rr[1], rr[2], rr[0], rr[1], rr[2], rr[0]]));
+    let plan = plan_balanced_assignment(&current, &racks);
+    let all = applied(&current, &plan);
+    assert_balanced(&all, &[1, 2, 3, 4], 2);
+    for replicas in all.values() {
+        let used: BTreeSet<&str> = racks_of(replicas, &racks).into_iter().collect();
+        assert_eq!(used.len(), 2, "{all:?}");
+    }
+}
+
+fn distinct_racks(replicas: &[i32], racks: &[(i32, Option<&str>)]) -> usize {
+    racks_of(replicas, racks)
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
 use proptest::prelude::Strategy as _;
 
 proptest::proptest! {
@@ -226,5 +256,44 @@ proptest::proptest! {
         let counts = replica_counts(&all, &set);
         let (most, fewest) = spread(&counts);
         proptest::prop_assert!(most <= fewest + 1, "{:?}", counts);
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+
+    /// With every broker in one of three racks, no partition ever ends up in fewer
+    /// known racks (those of the set's brokers) than it started in, and replicas
+    /// outside the set stay put.
+    #[test]
+    fn moves_never_narrow_a_partitions_rack_spread(
+        parts in proptest::collection::vec(
+            proptest::sample::subsequence(vec![1i32, 2, 3, 4, 5, 6], 2..=3).prop_shuffle(),
+            1..16,
+        ),
+        rack_of in proptest::collection::vec(proptest::sample::select(vec!["a", "b", "c"]), 6),
+        set in proptest::sample::subsequence(vec![1i32, 2, 3, 4, 5, 6], 2..=6),
+    ) {
+        let parts: Vec<&[i32]> = parts.iter().map(|p| &p[..]).collect();
+        let current = topic("t", &parts);
+        let all_racks: Vec<(i32, Option<&str>)> =
+            (1..=6).map(|id| (id, Some(rack_of[(id - 1) as usize]))).collect();
+        let in_set: Vec<(i32, Option<&str>)> =
+            all_racks.iter().copied().filter(|(id, _)| set.contains(id)).collect();
+        let all = applied(&current, &plan_balanced_assignment(&current, &in_set));
+        for (tp, replicas) in &all {
+            let before = &current[tp];
+            let ids: BTreeSet<i32> = replicas.iter().copied().collect();
+            proptest::prop_assert_eq!(ids.len(), before.len());
+            proptest::prop_assert!(
+                distinct_racks(replicas, &in_set) >= distinct_racks(before, &in_set),
+                "{:?} -> {:?}", before, replicas
+            );
+            for (slot, r) in before.iter().enumerate() {
+                if !set.contains(r) {
+                    proptest::prop_assert_eq!(replicas[slot], *r);
+                }
+            }
+        }
     }
 }

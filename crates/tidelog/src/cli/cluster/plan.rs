@@ -187,20 +187,23 @@ mod tests {
     }
 
     #[test]
-    fn the_new_brokers_rack_is_respected() {
-        // Each partition has one replica in rack a (broker 1 only) and one in rack b;
-        // the new broker is in rack b, so only rack-b replicas move to it.
-        let racks = [
-            (1, Some("a")),
-            (2, Some("b")),
-            (3, Some("b")),
-            (4, Some("b")),
-        ];
-        let current = topic("t", &[&[1, 2], &[3, 1], &[1, 2], &[3, 1], &[1, 2], &[3, 1]]);
+    fn racks_pass_through_to_the_planner() {
+        // Rack-aware creation over racks a, b, c; the new broker 4 joins rack a, so it
+        // takes no replica of a partition broker 1 (rack a) keeps.
+        let racks = [(1, "a"), (2, "b"), (3, "c"), (4, "a")].map(|(id, r)| (id, Some(r)));
+        let rack = |b: &i32| racks.iter().find(|(id, _)| id == b).and_then(|(_, r)| *r);
+        let mut current = topic("orders", &[&[1, 2], &[2, 3], &[3, 1], &[1, 2]]);
+        current.extend(topic("events", &[&[2, 3], &[3, 1], &[1, 2], &[2, 3]]));
         let plan = plan_add_broker(&current, &racks, 4);
-        assert!(!plan.moves.is_empty());
-        assert!(plan.moves.iter().all(|m| !m.from.contains(&1)), "{plan:?}");
-        assert_eq!(plan.load_after.get(&1), Some(&6));
-        assert_eq!(plan.load_after.get(&4), Some(&2));
+        assert_eq!((plan.total_replicas, plan.target), (16, 4));
+        assert_eq!(
+            plan.load_after,
+            BTreeMap::from([(1, 4), (2, 4), (3, 4), (4, 4)])
+        );
+        assert_eq!(plan.leaders_after.values().sum::<usize>(), 8);
+        assert!(plan.leaders_after.values().all(|n| *n == 2), "{plan:?}");
+        for m in &plan.moves {
+            assert_ne!(rack(&m.new_replicas[0]), rack(&m.new_replicas[1]), "{m:?}");
+        }
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use support::cli_run::tidelog;
 use support::cluster::Cluster;
-use support::Node;
+use support::{http_get, Node};
 
 /// Short sessions so the cluster settles quickly.
 const SETTINGS: &[&str] = &[
@@ -527,4 +527,137 @@ fn unclean_then_preferred_election_from_the_cli() {
         },
     );
     assert_eq!((leader, latest.as_str()), (preferred, "10"));
+}
+
+/// `tidelog cluster add-broker --execute` onto a broker that joins after the topic was
+/// placed: every broker ends with an even share of the replicas, no partition holds a
+/// broker twice, and every record is still there.
+#[test]
+fn add_broker_moves_an_even_share_onto_a_new_broker_and_keeps_every_record() {
+    let roles = [(1, None), (2, None), (3, None), (4, Some("broker"))];
+    let mut cluster = Cluster::start_with_roles(&roles, SETTINGS, Duration::from_secs(90));
+    assert!(
+        cluster.stop(4, Duration::from_secs(30)),
+        "broker 4 did not stop cleanly"
+    );
+    let b = (1..=3)
+        .map(|id| cluster.node(id).kafka.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    // Stopped cleanly, broker 4 is fenced at once: no new replica is placed on it.
+    eventually("broker 4 fenced", Duration::from_secs(30), || {
+        let info = ok(&b, &["cluster", "info"]);
+        let line = format!("  4\t{}\t-\tfenced", cluster.node(4).kafka);
+        info.lines().any(|l| l == line).then_some(())
+    });
+
+    // Six RF 2 partitions on brokers 1-3, with records in every partition.
+    ok(
+        &b,
+        &[
+            "topic",
+            "create",
+            "spread",
+            "--partitions",
+            "6",
+            "--replication-factor",
+            "2",
+        ],
+    );
+    let mut expected = Vec::new();
+    for p in 0..6 {
+        let lines: String = (0..50).map(|i| format!("p{p}-record-{i}\n")).collect();
+        expected.extend(lines.lines().map(str::to_string));
+        let partition = p.to_string();
+        let produced = tidelog(
+            &b,
+            &[
+                "produce",
+                "spread",
+                "--partition",
+                &partition,
+                "--acks",
+                "all",
+            ],
+            lines.as_bytes(),
+        );
+        assert!(produced.ok, "produce failed: {}", produced.stderr);
+    }
+    for p in 0..6 {
+        let (_, replicas, _, latest) = describe_partition(&b, "spread", p);
+        assert!(
+            !replicas.contains(&4),
+            "partition {p} on the stopped broker: {replicas:?}"
+        );
+        assert_eq!(latest, "50", "partition {p}");
+    }
+
+    cluster.restart(4, Duration::from_secs(60));
+    let all = format!("{b},{}", cluster.node(4).kafka);
+    let plan = eventually("add-broker sees broker 4", Duration::from_secs(30), || {
+        let out = tidelog(
+            &all,
+            &["cluster", "add-broker", "--broker-id", "4", "--execute"],
+            b"",
+        );
+        out.ok.then_some(out.stdout)
+    });
+    assert!(plan.contains("reassignment started"), "{plan}");
+
+    eventually("the reassignments finish", Duration::from_secs(90), || {
+        let listed = ok(&all, &["partition", "list-reassignments"]);
+        (listed == "no reassignments in progress\n").then_some(())
+    });
+    let mut held = [0usize; 5];
+    for p in 0..6 {
+        let (_, replicas, isr, latest) = eventually(
+            "the partition back in sync",
+            Duration::from_secs(30),
+            || {
+                let d = describe_partition(&all, "spread", p);
+                (d.2.len() == d.1.len()).then_some(d)
+            },
+        );
+        let distinct: BTreeSet<i32> = replicas.iter().copied().collect();
+        assert_eq!(
+            (replicas.len(), distinct.len()),
+            (2, 2),
+            "partition {p}: {replicas:?}"
+        );
+        assert_eq!(isr.len(), 2, "partition {p}");
+        assert_eq!(latest, "50", "partition {p}");
+        for r in replicas {
+            held[usize::try_from(r).unwrap()] += 1;
+        }
+    }
+    // 12 replicas over 4 brokers.
+    assert_eq!(&held[1..], &[3, 3, 3, 3], "replicas per broker 1-4");
+
+    let consumed = ok(
+        &all,
+        &[
+            "consume",
+            "spread",
+            "--from-beginning",
+            "--count",
+            "300",
+            "--timeout-ms",
+            "20000",
+        ],
+    );
+    let mut got: Vec<String> = consumed.lines().map(str::to_string).collect();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+
+    // Every new leader was in sync when elected: no node counts an unclean election
+    // (broker 4 may see its ISR entry and its leadership in one metadata update).
+    for id in 1..=4 {
+        let (_, _, metrics) = http_get(cluster.node(id).admin, "/metrics");
+        let unclean = metrics
+            .lines()
+            .find(|l| l.starts_with("tidelog_leader_elections_total{kind=\"unclean\"}"))
+            .unwrap_or_else(|| panic!("node {id} has no unclean election counter"));
+        assert!(unclean.ends_with(" 0"), "node {id}: {unclean}");
+    }
 }

@@ -6,7 +6,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -29,7 +28,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use support::{Conn, Node};
+use support::{http_get, Conn, Node};
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -107,24 +106,6 @@ async fn fetch_all(conn: &mut Conn, topic: &str) -> usize {
     let p = &resp.responses[0].partitions[0];
     assert_eq!(p.error_code, 0);
     p.records.as_ref().map_or(0, |r| r.len())
-}
-
-/// GET over HTTP/1.1; returns (status, content type, body).
-fn http_get(addr: SocketAddr, path: &str) -> (u16, String, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let (head, body) = out.split_once("\r\n\r\n").expect("http head");
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    let content_type = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Type: "))
-        .unwrap_or("")
-        .to_string();
-    (status, content_type, body.to_string())
 }
 
 /// Parses the text exposition strictly: every line is `# HELP|TYPE|UNIT ...`, the

@@ -187,8 +187,13 @@ impl ReplicaManager {
     /// first role is no election).
     fn assign(&self, p: &Partition, a: &ImageAssignment, now: i64, opened: bool) {
         // Whether this node was in the ISR as it knew it before this image: a leader
-        // that was not has been elected uncleanly (records acknowledged may be lost).
+        // that was not has been elected uncleanly (records acknowledged may be lost)...
         let was_in_sync = p.in_known_isr();
+        // ...unless others share its new ISR: an unclean election always leaves the new
+        // leader alone in it, while a replica that joined the ISR and was elected in
+        // the same metadata update (a reassignment completing onto a replica that just
+        // caught up) sees both at once.
+        let unclean = !was_in_sync && a.isr.as_slice() == [self.node_id];
         let transition = p.apply_assignment(a, now);
         if transition == state::Transition::Unchanged {
             return;
@@ -207,14 +212,14 @@ impl ReplicaManager {
             "partition role changed"
         );
         if transition == state::Transition::BecameLeader {
-            if !was_in_sync {
+            if unclean {
                 tracing::warn!(
                     topic = %p.topic, partition = p.index, leader_epoch = a.leader_epoch,
                     "unclean leader election: this replica leads without having been in the ISR"
                 );
             }
             if let Some(ctx) = self.context.get().and_then(std::sync::Weak::upgrade) {
-                ctx.metrics.replication.leader_elected(!was_in_sync);
+                ctx.metrics.replication.leader_elected(unclean);
             }
         }
     }

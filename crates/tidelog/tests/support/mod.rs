@@ -124,6 +124,24 @@ impl Drop for Node {
     }
 }
 
+/// GET over HTTP/1.1; returns (status, content type, body).
+pub fn http_get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").expect("http head");
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let content_type = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap_or("")
+        .to_string();
+    (status, content_type, body.to_string())
+}
+
 /// The status code of a GET on the admin port, if it answered.
 pub fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     use std::io::{Read, Write};

@@ -129,26 +129,16 @@ impl SpawnedBroker {
     }
 
     fn launch(&mut self) -> anyhow::Result<()> {
-        let log = File::create(self.root.path().join("broker.log"))?;
-        let mut command = pinned_command(&self.options);
-        command
-            .arg("serve")
-            .arg("--listen")
-            .arg(self.listen.to_string())
-            .arg("--admin-listen")
-            .arg(self.admin.to_string())
-            .arg("--data-dir")
-            .arg(self.data_dir());
-        for setting in &self.options.settings {
-            command.arg("--set").arg(setting);
-        }
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("starting {}", self.options.binary.display()))?;
-        self.child = Some(child);
+        let args = [
+            "--listen".to_string(),
+            self.listen.to_string(),
+            "--admin-listen".to_string(),
+            self.admin.to_string(),
+            "--data-dir".to_string(),
+            self.data_dir().display().to_string(),
+        ];
+        let log = self.root.path().join("broker.log");
+        self.child = Some(spawn_serve(&self.options, &args, &log)?);
         Ok(())
     }
 
@@ -214,10 +204,42 @@ impl SpawnedBroker {
     }
 
     fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.root.path().join("broker.log")).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(20).collect();
-        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        log_tail(&self.root.path().join("broker.log"))
     }
+}
+
+/// Starts `tidelog serve ARGS` with the options' `--set` settings, pinned as the options
+/// say, its output going to `log`.
+pub(crate) fn spawn_serve(
+    options: &SpawnOptions,
+    args: &[String],
+    log: &Path,
+) -> anyhow::Result<Child> {
+    let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let mut command = pinned_command(options);
+    command.arg("serve").args(args);
+    for setting in &options.settings {
+        command.arg("--set").arg(setting);
+    }
+    command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .spawn()
+        .with_context(|| {
+            format!(
+                "starting {} serve {}",
+                options.binary.display(),
+                args.join(" ")
+            )
+        })
+}
+
+/// The last 20 lines of a node's log, for an error message.
+pub(crate) fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let tail: Vec<&str> = text.lines().rev().take(20).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
 }
 
 impl Drop for SpawnedBroker {

@@ -3,7 +3,6 @@
 //! Every node is killed when the handle drops, so no node outlives the bench.
 
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::thread;
@@ -11,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::broker::{http_status, pinned_command, SpawnOptions};
+use crate::broker::{http_status, log_tail, spawn_serve, SpawnOptions};
 use crate::procfs;
 
 /// Ports are picked below this, outside Linux's default ephemeral range (32768–60999),
@@ -72,32 +71,22 @@ impl SpawnedCluster {
         let node = &self.nodes[index];
         let data = self.root.path().join(format!("node{}", node.id));
         std::fs::create_dir_all(&data)?;
-        let log = File::create(self.root.path().join(format!("node{}.log", node.id)))?;
-        let mut command = pinned_command(options);
-        command
-            .arg("serve")
-            .arg("--node-id")
-            .arg(node.id.to_string())
-            .arg("--listen")
-            .arg(node.listen.to_string())
-            .arg("--controller-listen")
-            .arg(node.controller.to_string())
-            .arg("--admin-listen")
-            .arg(node.admin.to_string())
-            .arg("--data-dir")
-            .arg(&data)
-            .arg("--quorum")
-            .arg(quorum);
-        for setting in &options.settings {
-            command.arg("--set").arg(setting);
-        }
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("starting node {}", node.id))?;
-        self.nodes[index].child = Some(child);
+        let args = [
+            "--node-id".to_string(),
+            node.id.to_string(),
+            "--listen".to_string(),
+            node.listen.to_string(),
+            "--controller-listen".to_string(),
+            node.controller.to_string(),
+            "--admin-listen".to_string(),
+            node.admin.to_string(),
+            "--data-dir".to_string(),
+            data.display().to_string(),
+            "--quorum".to_string(),
+            quorum.to_string(),
+        ];
+        let log = self.root.path().join(format!("node{}.log", node.id));
+        self.nodes[index].child = Some(spawn_serve(options, &args, &log)?);
         Ok(())
     }
 
@@ -203,10 +192,7 @@ impl SpawnedCluster {
     }
 
     fn log_tail(&self, id: u32) -> String {
-        let path = self.root.path().join(format!("node{id}.log"));
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(20).collect();
-        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        log_tail(&self.root.path().join(format!("node{id}.log")))
     }
 }
 

@@ -1,5 +1,11 @@
-//! DeleteRecords: moves a partition's log start offset forward, on the leader (followers
-//! follow the log start offset it reports in fetch answers).
+//! DeleteRecords: moves a partition's log start offset forward on the leader, and
+//! answers once every in-sync replica has moved its own (the low watermark reached the
+//! offset), as Kafka does: whichever of them leads next must not serve the deleted
+//! records again. Followers take the new log start from the leader's fetch answers and
+//! report theirs in their next fetch.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
@@ -7,25 +13,49 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsResponse, DeleteRecordsTopicResult,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_protocol::header::encode_response;
 use tidelog_protocol::ProtocolError;
 
 use super::per_partition::{answer_each, led_partition};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
+use crate::replica::Partition;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
+/// A partition whose answer waits for its followers: its name, the partition, and the
+/// offset its low watermark must reach.
+struct Waiting {
+    topic: String,
+    partition_index: i32,
+    partition: Arc<Partition>,
+    offset: i64,
+}
+
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DeleteRecordsRequest = req.decode()?;
-    let topics = answer_each(
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    let mut waiting = Vec::new();
+    let mut topics = answer_each(
         request.topics,
         |topic| &topic.partitions,
         |topic, p| {
             let result =
                 DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
             match delete_before(ctx, &topic.name.0, p.partition_index, p.offset) {
-                Ok(low) => result.with_low_watermark(low),
+                Ok((partition, offset)) => {
+                    let low = partition.hw_watch().borrow().low_watermark;
+                    if low < offset {
+                        waiting.push(Waiting {
+                            topic: topic.name.0.to_string(),
+                            partition_index: p.partition_index,
+                            partition,
+                            offset,
+                        });
+                    }
+                    result.with_low_watermark(low)
+                }
                 Err(code) => result.with_low_watermark(-1).with_error_code(code),
             }
         },
@@ -35,11 +65,48 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .with_partitions(partitions)
         },
     );
-    req.respond(&DeleteRecordsResponse::default().with_topics(topics))
+    if waiting.is_empty() {
+        return req.respond(&DeleteRecordsResponse::default().with_topics(topics));
+    }
+    let header = req.header;
+    Ok(Reply::Later(Box::pin(async move {
+        for w in waiting {
+            let outcome = w.partition.wait_low_watermark(w.offset, timeout).await;
+            let result = topics
+                .iter_mut()
+                .filter(|t| t.name.0.as_str() == w.topic)
+                .flat_map(|t| t.partitions.iter_mut())
+                .find(|r| r.partition_index == w.partition_index);
+            match (result, outcome) {
+                (Some(result), Ok(low)) => result.low_watermark = low,
+                (Some(result), Err(code)) => result.error_code = code,
+                (None, _) => {}
+            }
+        }
+        let body = DeleteRecordsResponse::default().with_topics(topics);
+        match encode_response(
+            header.correlation_id,
+            header.api_key,
+            header.api_version,
+            &body,
+        ) {
+            Ok(bytes) => Reply::Bytes(bytes),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode delete records response");
+                Reply::Close
+            }
+        }
+    })))
 }
 
-/// The new low watermark, or a Kafka error code. Offset -1 means "up to the high watermark".
-fn delete_before(ctx: &Ctx, topic: &str, partition: i32, offset: i64) -> Result<i64, i16> {
+/// Moves the leader's log start; returns the partition and the offset the low watermark
+/// must reach, or a Kafka error code. Offset -1 means "up to the high watermark".
+fn delete_before(
+    ctx: &Ctx,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<(Arc<Partition>, i64), i16> {
     // Only the leader moves the log start; followers take it from its fetch answers.
     let p = led_partition(ctx, topic, partition, -1)?;
     let result = p.with_log(|log| {
@@ -48,10 +115,15 @@ fn delete_before(ctx: &Ctx, topic: &str, partition: i32, offset: i64) -> Result<
         if target < 0 || target > hw {
             return Ok(Err(ResponseError::OffsetOutOfRange.code()));
         }
-        Ok(Ok(log.delete_records_before(target)?))
+        log.delete_records_before(target)?;
+        Ok(Ok(target))
     });
     match result {
-        Ok(inner) => inner,
+        Ok(Ok(target)) => {
+            p.log_start_moved();
+            Ok((p, target))
+        }
+        Ok(Err(code)) => Err(code),
         Err(e) => Err(e.code()),
     }
 }

@@ -47,6 +47,8 @@ struct Wanted {
     topic_id: Uuid,
     partition: i32,
     offset: i64,
+    /// Replica fetches: where the follower's log starts.
+    log_start_offset: i64,
     max_bytes: usize,
     current_leader_epoch: i32,
     /// Replica fetches: where the follower's log diverges from ours.
@@ -101,6 +103,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 topic_id: topic.topic_id,
                 partition: p.partition,
                 offset: p.fetch_offset,
+                log_start_offset: p.log_start_offset,
                 max_bytes: usize::try_from(p.partition_max_bytes).unwrap_or(0),
                 current_leader_epoch: p.current_leader_epoch,
                 diverging: None,
@@ -419,7 +422,7 @@ fn follower_fetched(
     if w.diverging.is_some() {
         return;
     }
-    match p.record_follower_fetch(replica_id, w.offset, now, lag_max_ms) {
+    match p.record_follower_fetch(replica_id, w.offset, w.log_start_offset, now, lag_max_ms) {
         Ok(true) => ctx.replicas.isr_wake.notify_one(),
         Ok(false) => {}
         Err(code) => w.replica_error = Some(code),

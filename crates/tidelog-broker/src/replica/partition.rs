@@ -102,6 +102,7 @@ impl Partition {
     ) -> Self {
         let snapshot = HwSnapshot {
             high_watermark: log.high_watermark(),
+            low_watermark: log.log_start_offset(),
             leader_epoch,
             is_leader: true,
             isr_len: 1,

@@ -14,10 +14,12 @@ pub(crate) use super::follower::Truncation;
 use super::partition::{Partition, PartitionError, PartitionRead};
 use super::state::{ImageAssignment, PendingIsr, ReplicaState, Role, Transition};
 
-/// What acks=all waiters watch: the high watermark and who leads.
+/// What acks=all and DeleteRecords waiters watch: the high watermark, the low
+/// watermark (see [`ReplicaState::low_watermark`]) and who leads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct HwSnapshot {
     pub(crate) high_watermark: i64,
+    pub(crate) low_watermark: i64,
     pub(crate) leader_epoch: i32,
     pub(crate) is_leader: bool,
     pub(crate) isr_len: usize,
@@ -144,10 +146,13 @@ impl Partition {
 
     /// Tells acks=all waiters the current leadership, ISR and high watermark.
     pub(super) fn publish(&self) {
-        let hw = self.lock().as_ref().map_or(-1, Log::high_watermark);
+        let (hw, log_start) = self.lock().as_ref().map_or((-1, -1), |log| {
+            (log.high_watermark(), log.log_start_offset())
+        });
         let repl = self.repl_state();
         let snapshot = HwSnapshot {
             high_watermark: hw,
+            low_watermark: repl.low_watermark(log_start),
             leader_epoch: repl.leader_epoch,
             is_leader: repl.is_leader(),
             isr_len: repl.isr.len(),
@@ -157,13 +162,16 @@ impl Partition {
         self.hw_watch.send_replace(snapshot);
     }
 
-    /// Leader: a follower fetched from `fetch_offset`. Records its LEO and caught-up time
-    /// and moves the HW (waking consumers and acks=all waiters). Returns whether it
-    /// should now join the ISR, or the error code when this node cannot serve it.
+    /// Leader: a follower fetched from `fetch_offset`, its log starting at
+    /// `log_start_offset`. Records its LEO, log start and caught-up time and moves the HW
+    /// and the low watermark (waking consumers, acks=all and DeleteRecords waiters).
+    /// Returns whether it should now join the ISR, or the error code when this node
+    /// cannot serve it.
     pub(crate) fn record_follower_fetch(
         &self,
         replica: i32,
         fetch_offset: i64,
+        log_start_offset: i64,
         now_ms: i64,
         lag_max_ms: i64,
     ) -> Result<bool, i16> {
@@ -178,6 +186,13 @@ impl Partition {
             if !repl.record_fetch(replica, fetch_offset, leo, now_ms) {
                 return Err(ResponseError::NotLeaderOrFollower.code());
             }
+            repl.record_log_start(replica, log_start_offset);
+            let low = repl.low_watermark(log.log_start_offset());
+            self.hw_watch.send_if_modified(|s| {
+                let moved = s.low_watermark != low;
+                s.low_watermark = low;
+                moved
+            });
             let hw = repl
                 .isr_high_watermark(leo)
                 .unwrap_or(-1)
@@ -319,6 +334,43 @@ impl Partition {
                 };
                 if let Some(outcome) = outcome {
                     return outcome;
+                }
+                if rx.changed().await.is_err() {
+                    return Err(ResponseError::NotLeaderOrFollower.code());
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ResponseError::RequestTimedOut.code()),
+        }
+    }
+
+    /// Leader: this node's log start moved (DeleteRecords). Waiters see the new low
+    /// watermark, and parked follower fetches answer at once with the new log start, so
+    /// the followers drop the records without waiting out their long poll.
+    pub(crate) fn log_start_moved(&self) {
+        self.publish();
+        self.wake_waiters();
+    }
+
+    /// Leader: waits (up to `timeout`) until the low watermark reaches `offset` and
+    /// returns it; NOT_LEADER_OR_FOLLOWER if leadership is lost meanwhile,
+    /// REQUEST_TIMED_OUT when an in-sync follower does not catch up in time.
+    pub(crate) async fn wait_low_watermark(
+        &self,
+        offset: i64,
+        timeout: Duration,
+    ) -> Result<i64, i16> {
+        let mut rx = self.hw_watch();
+        let wait = async {
+            loop {
+                let s = *rx.borrow_and_update();
+                if !s.is_leader {
+                    return Err(ResponseError::NotLeaderOrFollower.code());
+                }
+                if s.low_watermark >= offset {
+                    return Ok(s.low_watermark);
                 }
                 if rx.changed().await.is_err() {
                     return Err(ResponseError::NotLeaderOrFollower.code());

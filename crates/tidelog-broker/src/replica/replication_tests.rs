@@ -59,9 +59,9 @@ async fn acks_all_waits_for_every_isr_member() {
         let p = Arc::clone(&p);
         tokio::spawn(async move { p.wait_replicated(2, 1, LONG).await })
     };
-    assert_eq!(p.record_follower_fetch(2, 2, 10, 2_000), Ok(false));
+    assert_eq!(p.record_follower_fetch(2, 2, 0, 10, 2_000), Ok(false));
     assert_eq!(p.offsets().unwrap().high_watermark, 0, "3 holds it back");
-    assert_eq!(p.record_follower_fetch(3, 2, 11, 2_000), Ok(false));
+    assert_eq!(p.record_follower_fetch(3, 2, 0, 11, 2_000), Ok(false));
     assert_eq!(p.offsets().unwrap().high_watermark, 2);
     assert_eq!(waiter.await.unwrap(), Ok(()));
     assert!(p.read(0, 1 << 20, false).unwrap().slice.is_some());
@@ -70,7 +70,7 @@ async fn acks_all_waits_for_every_isr_member() {
     assert!(p.read_for_follower(2, 1 << 20).unwrap().slice.is_some());
     assert!(p.read(2, 1 << 20, false).unwrap().slice.is_none());
     assert_eq!(
-        p.record_follower_fetch(9, 3, 12, 2_000),
+        p.record_follower_fetch(9, 3, 0, 12, 2_000),
         Err(ResponseError::NotLeaderOrFollower.code())
     );
 }
@@ -86,7 +86,7 @@ async fn too_small_an_isr_is_refused_before_and_after_the_append() {
     );
 
     p.apply_assignment(&assignment(1, 1, &[1, 2], 2), 0);
-    p.record_follower_fetch(2, 0, 1, 2_000).unwrap();
+    p.record_follower_fetch(2, 0, 0, 1, 2_000).unwrap();
     let done = p.append(&mut batch(&["a"]), 1000).unwrap();
     let waiter = {
         let p = Arc::clone(&p);
@@ -147,7 +147,9 @@ fn replicate(leader: &Partition, follower: &Partition, leader_id: i32) -> usize 
         follower.truncate_to_divergence(epoch, end).unwrap();
         return 0;
     }
-    leader.record_follower_fetch(2, offset, 0, 2_000).unwrap();
+    leader
+        .record_follower_fetch(2, offset, 0, 0, 2_000)
+        .unwrap();
     let read = leader.read_for_follower(offset, 1 << 20).unwrap();
     let bytes = read
         .slice
@@ -279,7 +281,7 @@ fn fifty_partitions_created_at_once_keep_their_full_isr() {
     while t <= created + 5 * LAG {
         for p in &parts {
             for follower in [2, 3] {
-                assert_eq!(p.record_follower_fetch(follower, 0, t, 2_000), Ok(false));
+                assert_eq!(p.record_follower_fetch(follower, 0, 0, t, 2_000), Ok(false));
             }
         }
         assert_eq!(wanted(t + 499), vec![], "at {} ms", t + 499 - created);
@@ -289,7 +291,7 @@ fn fifty_partitions_created_at_once_keep_their_full_isr() {
     let stopped = t - 500;
     while t <= stopped + LAG + 500 {
         for p in &parts {
-            p.record_follower_fetch(2, 0, t, 2_000).unwrap();
+            p.record_follower_fetch(2, 0, 0, t, 2_000).unwrap();
         }
         t += 500;
     }
@@ -342,4 +344,44 @@ fn an_isr_change_is_begun_once_per_snapshot() {
     assert_eq!(p.replica_state().isr_retry_at_ms, 5_000);
     assert_eq!(p.replica_state().pending_isr, None);
     assert!(p.begin_isr_change(&now, expand), "may be asked again");
+}
+
+#[tokio::test]
+async fn delete_records_waits_for_every_isr_member_to_move_its_log_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = partition(&dir, "t-0", 1);
+    p.apply_assignment(&assignment(1, 1, &[1, 2, 3], 2), 0);
+    p.append(&mut batch(&["a", "b", "c"]), 1000).unwrap();
+    p.record_follower_fetch(2, 3, 0, 10, 2_000).unwrap();
+    p.record_follower_fetch(3, 3, 0, 10, 2_000).unwrap();
+    assert_eq!(p.offsets().unwrap().high_watermark, 3);
+
+    p.with_log(|log| log.delete_records_before(2)).unwrap();
+    p.log_start_moved();
+    assert_eq!(
+        p.hw_watch().borrow().low_watermark,
+        0,
+        "the followers still start at 0"
+    );
+    assert_eq!(
+        p.wait_low_watermark(2, SHORT).await,
+        Err(ResponseError::RequestTimedOut.code())
+    );
+    let waiter = {
+        let p = Arc::clone(&p);
+        tokio::spawn(async move { p.wait_low_watermark(2, LONG).await })
+    };
+    p.record_follower_fetch(2, 3, 2, 20, 2_000).unwrap();
+    tokio::time::sleep(SHORT).await;
+    assert!(!waiter.is_finished(), "3 still starts at 0");
+    p.record_follower_fetch(3, 3, 2, 21, 2_000).unwrap();
+    assert_eq!(waiter.await.unwrap(), Ok(2));
+
+    // A follower that leaves the ISR no longer holds the low watermark back.
+    p.with_log(|log| log.delete_records_before(3)).unwrap();
+    p.log_start_moved();
+    p.record_follower_fetch(2, 3, 3, 30, 2_000).unwrap();
+    assert_eq!(p.hw_watch().borrow().low_watermark, 2);
+    p.apply_assignment(&assignment(1, 1, &[1, 2], 2), 31);
+    assert_eq!(p.wait_low_watermark(3, SHORT).await, Ok(3));
 }

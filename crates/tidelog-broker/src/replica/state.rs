@@ -24,6 +24,8 @@ pub(crate) struct FollowerState {
     pub(crate) log_end_offset: i64,
     /// Last time (ms) the follower was known to hold everything the leader had.
     pub(crate) last_caught_up_ms: i64,
+    /// Where the follower's log starts, as its last fetch said; -1 until it says.
+    pub(crate) log_start_offset: i64,
     /// The leader's LEO when this follower last fetched, and when that was.
     prev_fetch_leader_leo: i64,
     prev_fetch_ms: i64,
@@ -34,6 +36,7 @@ impl FollowerState {
         FollowerState {
             log_end_offset: -1,
             last_caught_up_ms: if caught_up { now_ms } else { 0 },
+            log_start_offset: -1,
             prev_fetch_leader_leo: -1,
             prev_fetch_ms: 0,
         }
@@ -248,6 +251,25 @@ impl ReplicaState {
         f.prev_fetch_leader_leo = leader_leo;
         f.prev_fetch_ms = now_ms;
         true
+    }
+
+    /// A follower's fetch said where its log starts.
+    pub(crate) fn record_log_start(&mut self, replica: i32, log_start_offset: i64) {
+        if let Some(f) = self.followers.get_mut(&replica) {
+            f.log_start_offset = log_start_offset;
+        }
+    }
+
+    /// Leader: the lowest log start among this node and the followers in the ISR (Kafka's
+    /// low watermark), given the leader's own `leader_log_start`. A follower that has not
+    /// said where its log starts counts as -1. DeleteRecords answers once this reaches
+    /// its offset, so whichever in-sync replica leads next has dropped the records too.
+    pub(crate) fn low_watermark(&self, leader_log_start: i64) -> i64 {
+        self.isr
+            .iter()
+            .filter(|r| **r != self.node_id)
+            .map(|r| self.followers.get(r).map_or(-1, |f| f.log_start_offset))
+            .fold(leader_log_start, i64::min)
     }
 
     /// A follower's fetch that sat in the leader's long poll is answered with nothing new:

@@ -13,11 +13,10 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsResponse, DeleteRecordsTopicResult,
 };
 use kafka_protocol::protocol::VersionRange;
-use tidelog_protocol::header::encode_response;
 use tidelog_protocol::ProtocolError;
 
 use super::per_partition::{answer_each, led_partition};
-use super::Request;
+use super::{later_response, Request};
 use crate::context::Ctx;
 use crate::net::Reply;
 use crate::replica::Partition;
@@ -83,19 +82,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 (None, _) => {}
             }
         }
-        let body = DeleteRecordsResponse::default().with_topics(topics);
-        match encode_response(
-            header.correlation_id,
-            header.api_key,
-            header.api_version,
-            &body,
-        ) {
-            Ok(bytes) => Reply::Bytes(bytes),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot encode delete records response");
-                Reply::Close
-            }
-        }
+        later_response(
+            &header,
+            &DeleteRecordsResponse::default().with_topics(topics),
+        )
     })))
 }
 

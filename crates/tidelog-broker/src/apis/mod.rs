@@ -92,6 +92,24 @@ impl Request {
     }
 }
 
+/// The framed answer of a request answered later (a delayed reply's future), or a
+/// closed connection when the body cannot be encoded: the client must not wait for an
+/// answer that will never come.
+pub(crate) fn later_response<T: Encodable>(header: &DecodedHeader, body: &T) -> Reply {
+    match encode_response(
+        header.correlation_id,
+        header.api_key,
+        header.api_version,
+        body,
+    ) {
+        Ok(bytes) => Reply::Bytes(bytes),
+        Err(e) => {
+            tracing::error!(api = ?header.api_key, error = %e, "cannot encode response");
+            Reply::Close
+        }
+    }
+}
+
 macro_rules! apis {
     ($($key:ident => $module:ident),* $(,)?) => {
         /// Every API this node answers, with the versions it implements.

@@ -22,11 +22,10 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
-use tidelog_protocol::header::encode_response;
 use tidelog_protocol::ProtocolError;
 use tidelog_storage::PendingSync;
 
-use super::Request;
+use super::{later_response, Request};
 use crate::context::{now_ms, Ctx};
 use crate::metrics::{Metrics, StorageOperation};
 use crate::net::Reply;
@@ -154,19 +153,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 fail_partition(&ctx.metrics, &mut topics, t, i, code);
             }
         }
-        let body = ProduceResponse::default().with_responses(topics);
-        match encode_response(
-            header.correlation_id,
-            header.api_key,
-            header.api_version,
-            &body,
-        ) {
-            Ok(bytes) => Reply::Bytes(bytes),
-            Err(e) => {
-                tracing::error!(error = %e, "cannot encode produce response");
-                Reply::Close
-            }
-        }
+        later_response(&header, &ProduceResponse::default().with_responses(topics))
     })))
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidelog_controller::quorum::QuorumController;
-use tidelog_controller::{Controller, Endpoint, MetadataImage, TopicDefaults};
+use tidelog_controller::{Endpoint, MetadataImage, TopicDefaults};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -59,14 +59,15 @@ pub struct Broker {
 
 impl Broker {
     /// Opens the data directory (recovering logs if the last run crashed), binds the
-    /// listeners and starts serving as a cluster of one.
+    /// listeners and starts serving as a cluster of one (its own one-voter quorum).
     pub async fn start(config: BrokerConfig) -> Result<Broker, StartError> {
         Broker::start_with(config, None).await
     }
 
-    /// Like [`Broker::start`]; with `cluster`, a node of that cluster: it starts its
-    /// controller voter (if it runs one), then registers with the quorum and follows
-    /// its metadata in the background (`/readyz` answers 200 once it has caught up).
+    /// Like [`Broker::start`]; with `cluster`, a node of that cluster. Either way it
+    /// starts its controller voter (if it runs one), then registers with the quorum and
+    /// follows its metadata in the background (`/readyz` answers 200 once it has caught
+    /// up). A single node waits for that before it accepts Kafka connections.
     pub async fn start_with(
         config: BrokerConfig,
         cluster: Option<ClusterOptions>,
@@ -97,32 +98,13 @@ impl Broker {
         let rack = Some(config.get("broker.rack").to_string()).filter(|r| !r.is_empty());
         let replicas = ReplicaManager::new(node_id, &data_dir, Arc::clone(&metrics.storage));
 
-        let (metadata, voter, link) = match &cluster {
-            None => {
-                let mut controller =
-                    Controller::open(&data_dir.join("__cluster_metadata"), node_id, defaults)
-                        .map_err(|e| StartError::Metadata(e.to_string()))?;
-                controller
-                    .register_broker(vec![endpoint.clone()], rack.clone())
-                    .map_err(|e| StartError::Metadata(e.to_string()))?;
-                open_logs(&replicas, controller.image(), &config)?;
-                (MetadataManager::new(controller), None, None)
-            }
-            Some(options) => {
-                let (link, voter, image) = join_quorum(&config, options, defaults).await?;
-                if voter.is_some() {
-                    // A voter has its image from disk: open the logs it names now, as a
-                    // single node does. A broker-only node waits for its first fetch.
-                    open_logs(&replicas, &image, &config)?;
-                }
-                (
-                    MetadataManager::clustered(Arc::clone(&link), image),
-                    voter,
-                    Some(link),
-                )
-            }
-        };
-
+        let (link, voter, image) = join_quorum(&config, cluster.as_ref(), defaults).await?;
+        if voter.is_some() {
+            // A voter has its image from disk: open the logs it names now. A
+            // broker-only node waits for its first fetch.
+            open_logs(&replicas, &image, &config)?;
+        }
+        let metadata = MetadataManager::new(Arc::clone(&link), image);
         let group_config = GroupConfig::from_broker(&config);
         let txn_config = TxnConfig::from_broker(&config);
         let ctx: Ctx = Arc::new(BrokerContext {
@@ -135,6 +117,24 @@ impl Broker {
             shutdown: shutdown_rx.clone(),
         });
         ctx.metrics.attach(&ctx);
+        tasks.push(tokio::spawn(crate::metadata::follow_image(
+            Arc::clone(&ctx),
+            Arc::clone(&link),
+            shutdown_rx.clone(),
+        )));
+        tasks.push(tokio::spawn(crate::metadata::heartbeat_loop(
+            Arc::clone(&ctx),
+            link,
+            vec![endpoint],
+            rack,
+            Arc::clone(&ready),
+            shutdown_rx.clone(),
+        )));
+        if cluster.is_none() {
+            // Nobody else needs to answer: a client of a single node finds it registered
+            // and its metadata in place from its first request.
+            wait_until_ready(&ready).await;
+        }
         tasks.push(tokio::spawn(net::serve_listener(
             kafka_listener,
             Arc::clone(&ctx),
@@ -152,28 +152,11 @@ impl Broker {
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         )));
-        tasks.push(tokio::spawn(cleaner(Arc::clone(&ctx), shutdown_rx.clone())));
-        match link {
-            None => {
-                ready.store(true, Ordering::Release);
-                tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");
-            }
-            Some(link) => {
-                tasks.push(tokio::spawn(crate::metadata::follow_image(
-                    Arc::clone(&ctx),
-                    Arc::clone(&link),
-                    shutdown_rx.clone(),
-                )));
-                tasks.push(tokio::spawn(crate::metadata::heartbeat_loop(
-                    Arc::clone(&ctx),
-                    link,
-                    vec![endpoint],
-                    rack,
-                    ready,
-                    shutdown_rx,
-                )));
-                tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog started; joining the cluster");
-            }
+        tasks.push(tokio::spawn(cleaner(Arc::clone(&ctx), shutdown_rx)));
+        if ready.load(Ordering::Acquire) {
+            tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");
+        } else {
+            tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog started; joining the cluster");
         }
         Ok(Broker {
             ctx,
@@ -214,6 +197,21 @@ impl Broker {
             quorum::stop_voter(&voter).await;
         }
         tracing::info!("tidelog stopped cleanly");
+    }
+}
+
+/// How long a single node waits at start-up to be registered with its own controller
+/// before it serves anyway (the heartbeat loop keeps trying; `/readyz` tells).
+const SINGLE_NODE_READY_WITHIN: Duration = Duration::from_secs(10);
+
+async fn wait_until_ready(ready: &AtomicBool) {
+    let started = tokio::time::Instant::now();
+    while !ready.load(Ordering::Acquire) {
+        if started.elapsed() >= SINGLE_NODE_READY_WITHIN {
+            tracing::warn!("not registered with this node's own controller yet; serving anyway");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
 

@@ -1,7 +1,7 @@
 //! Small crash-safe file helpers shared by the snapshot and `meta.properties` writers.
 
 use std::fs::{self, File};
-use std::io::Write;
+use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
 
 use crate::error::ControllerError;
@@ -51,4 +51,18 @@ pub(crate) fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, C
     fs::read(path)
         .map(Some)
         .map_err(|e| ControllerError::io(path, e))
+}
+
+/// Like `read_exact`, but reports how many bytes were read before end of file.
+pub(crate) fn read_full(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
 }

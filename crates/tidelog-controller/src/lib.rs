@@ -1,36 +1,33 @@
-//! tidelog-controller: the cluster metadata state machine and its local log.
+//! tidelog-controller: the cluster metadata state machine and the Raft quorum that
+//! replicates it. Every node runs the same controller: a single node is a one-voter
+//! quorum of itself.
 //!
 //! - [`MetadataRecord`]s are the only way metadata changes; [`MetadataImage::replay`]
 //!   applies them. Startup (snapshot + log) and normal operation run the same code.
 //! - [`ops`] holds request handlers as pure functions of the image returning
-//!   `(records, response)`; a Raft controller will reuse them unchanged.
-//! - [`MetadataLog`] persists records in `<data-dir>/__cluster_metadata/`.
-//! - [`Controller`] ties them together; it writes through the [`MetadataStore`] seam
-//!   ([`MetadataLog`] on one node, [`MemoryStore`] in tests, Raft later).
+//!   `(records, response)`.
+//! - [`quorum`] runs them on the leader of a Raft quorum of 1, 3 or 5 voters and
+//!   replicates their records (`<data-dir>/__cluster_metadata/quorum/`).
 //! - [`topic_config`] is the catalogue of supported topic configs.
-//! - [`quorum`] replicates the metadata log across controller voters with Raft.
+//! - `legacy` reads (once, to migrate it) the local metadata log single nodes wrote
+//!   before they ran the Raft controller.
 
-mod controller;
 mod durable;
 mod error;
-mod frame;
 mod image;
+mod legacy;
 mod meta_properties;
-mod metadata_log;
 pub mod ops;
 mod placement;
 pub mod quorum;
 mod record;
 mod snapshot;
-mod store;
 pub mod topic_config;
 
-pub use controller::{Controller, SNAPSHOT_EVERY_RECORDS};
 pub use error::{ControllerError, TopicError};
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage, INTERNAL_TOPICS};
-pub use metadata_log::{metadata_dir, MetadataLog, METADATA_DIR_NAME};
 pub use ops::{validate_topic_name, CreateTopic, TopicDefaults};
+pub use quorum::{metadata_dir, METADATA_DIR_NAME};
 pub use record::{ConfigResource, Endpoint, MetadataRecord};
-pub use store::{MemoryStore, MetadataStore};
 pub use topic_config::{ConfigDef, ConfigEntryInfo, ConfigType};
 pub use uuid::Uuid;

@@ -77,6 +77,11 @@ fn load(dir: &Path) -> Result<Option<MetaProperties>, ControllerError> {
     }))
 }
 
+/// The cluster id stored in `dir`, if the file exists.
+pub(crate) fn stored_cluster_id(dir: &Path) -> Result<Option<String>, ControllerError> {
+    Ok(load(dir)?.map(|props| props.cluster_id))
+}
+
 /// Returns the cluster id stored in `dir`, creating the file with a fresh random id if
 /// there is none.
 pub(crate) fn load_or_create_cluster_id(dir: &Path) -> Result<String, ControllerError> {

@@ -1,57 +1,29 @@
-//! The single-node controller: topic requests, their errors, durability across reopen.
+//! The controller of a single node (its one-voter quorum): topic requests, their
+//! errors, durability across restarts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use std::path::Path;
+mod single_voter;
 
-use tidelog_controller::{Controller, CreateTopic, Endpoint, TopicDefaults, TopicError};
+use single_voter::{code, create, endpoint, SingleVoter};
+use tidelog_controller::quorum::{ElectionKind, QuorumError, RequestError};
+use tidelog_controller::{ControllerError, Uuid};
 
-const DEFAULTS: TopicDefaults = TopicDefaults {
-    num_partitions: 3,
-    replication_factor: 1,
-};
-
-fn open(dir: &Path) -> Controller {
-    let mut c = Controller::open(dir, 1, DEFAULTS).unwrap();
-    c.register_broker(
-        vec![Endpoint {
-            name: "PLAINTEXT".into(),
-            host: "127.0.0.1".into(),
-            port: 9092,
-        }],
-        None,
-    )
-    .unwrap();
+/// Asserts a restarted controller sees exactly the same image; returns it.
+async fn assert_survives_restart(c: SingleVoter) -> SingleVoter {
+    let before = c.image();
+    let c = c.restart().await;
+    assert_eq!(*c.image(), *before);
     c
 }
 
-fn create(name: &str, partitions: i32, rf: i16) -> CreateTopic {
-    CreateTopic {
-        name: name.into(),
-        num_partitions: partitions,
-        replication_factor: rf,
-        assignments: vec![],
-        configs: vec![],
-    }
-}
-
-fn code<T: std::fmt::Debug>(r: Result<T, TopicError>) -> i16 {
-    r.unwrap_err().error_code()
-}
-
-/// Asserts a reopened controller sees exactly the same image.
-fn assert_survives_reopen(dir: &Path, c: &Controller) {
-    let reopened = Controller::open(dir, 1, DEFAULTS).unwrap();
-    assert_eq!(reopened.image(), c.image());
-}
-
-#[test]
-fn create_topic_with_defaults_and_configs() {
+#[tokio::test]
+async fn create_topic_with_defaults_and_configs() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = open(dir.path());
+    let c = SingleVoter::open(dir.path()).await;
     let mut req = create("orders", -1, -1);
     req.configs = vec![("retention.ms".into(), Some("1000".into()))];
-    let topic = c.create_topic(req, false).unwrap();
+    let topic = c.create(req).await.unwrap();
     assert_eq!(topic.partitions.len(), 3);
     for (id, p) in &topic.partitions {
         assert_eq!(p.replicas, vec![1], "partition {id}");
@@ -66,54 +38,60 @@ fn create_topic_with_defaults_and_configs() {
     assert_eq!(c.image().topic("orders"), Some(&topic));
     assert_eq!(c.image().topic_by_id(&topic.topic_id), Some(&topic));
     assert!(!topic.is_internal());
-    assert_survives_reopen(dir.path(), &c);
+    assert_survives_restart(c).await.stop().await;
 }
 
-#[test]
-fn validate_only_changes_nothing_but_answers_like_the_real_thing() {
+#[tokio::test]
+async fn validate_only_changes_nothing_but_answers_like_the_real_thing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = open(dir.path());
-    let before = c.image().clone();
-    let dry = c.create_topic(create("x", 2, 1), true).unwrap();
-    assert_eq!(c.image(), &before);
-    let real = c.create_topic(create("x", 2, 1), false).unwrap();
+    let c = SingleVoter::open(dir.path()).await;
+    let before = c.image();
+    let dry = c
+        .controller
+        .create_topic(create("x", 2, 1), true)
+        .await
+        .unwrap();
+    assert_eq!(*c.image(), *before);
+    let real = c.create(create("x", 2, 1)).await.unwrap();
     assert_eq!(dry.partitions, real.partitions);
     assert_eq!(dry.name, real.name);
 
-    c.create_partitions("x", 5, true).unwrap();
+    c.controller.create_partitions("x", 5, true).await.unwrap();
     assert_eq!(c.image().topic("x").unwrap().partitions.len(), 2);
-    c.alter_topic_configs("x", vec![("retention.ms".into(), Some("5".into()))], true)
+    let change = vec![("retention.ms".into(), Some("5".into()))];
+    c.controller
+        .alter_topic_configs("x", change, true)
+        .await
         .unwrap();
     assert!(c.image().topic_configs("x").is_empty());
+    c.stop().await;
 }
 
-#[test]
-fn every_topic_error_case() {
+#[tokio::test]
+async fn every_topic_error_case() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = open(dir.path());
-    c.create_topic(create("a.b", 1, 1), false).unwrap();
+    let c = SingleVoter::open(dir.path()).await;
+    c.create(create("a.b", 1, 1)).await.unwrap();
 
-    assert_eq!(code(c.create_topic(create("a.b", 1, 1), false)), 36);
+    assert_eq!(code(c.create(create("a.b", 1, 1)).await), 36);
     assert_eq!(
-        code(c.create_topic(create("a_b", 1, 1), false)),
+        code(c.create(create("a_b", 1, 1)).await),
         17,
         "collides with a.b"
     );
     for bad in ["", ".", "..", "has space", "slash/no", &"x".repeat(250)] {
-        assert_eq!(
-            code(c.create_topic(create(bad, 1, 1), false)),
-            17,
-            "{bad:?}"
-        );
+        assert_eq!(code(c.create(create(bad, 1, 1)).await), 17, "{bad:?}");
     }
-    c.create_topic(create(&"y".repeat(249), 1, 1), true)
+    c.controller
+        .create_topic(create(&"y".repeat(249), 1, 1), true)
+        .await
         .unwrap();
-    assert_eq!(code(c.create_topic(create("p0", 0, 1), false)), 37);
-    assert_eq!(code(c.create_topic(create("p0", -2, 1), false)), 37);
-    assert_eq!(code(c.create_topic(create("p0", 100_001, 1), false)), 37);
-    assert_eq!(code(c.create_topic(create("r0", 1, 0), false)), 38);
+    assert_eq!(code(c.create(create("p0", 0, 1)).await), 37);
+    assert_eq!(code(c.create(create("p0", -2, 1)).await), 37);
+    assert_eq!(code(c.create(create("p0", 100_001, 1)).await), 37);
+    assert_eq!(code(c.create(create("r0", 1, 0)).await), 38);
     assert_eq!(
-        code(c.create_topic(create("r2", 1, 2), false)),
+        code(c.create(create("r2", 1, 2)).await),
         38,
         "one broker only"
     );
@@ -121,71 +99,78 @@ fn every_topic_error_case() {
     let mut manual = create("m", -1, -1);
     manual.assignments = vec![(0, vec![1]), (2, vec![1])];
     assert_eq!(
-        code(c.create_topic(manual.clone(), false)),
+        code(c.create(manual.clone()).await),
         39,
         "gap in partition ids"
     );
     manual.assignments = vec![(0, vec![7])];
-    assert_eq!(
-        code(c.create_topic(manual.clone(), false)),
-        39,
-        "unknown broker"
-    );
+    assert_eq!(code(c.create(manual.clone()).await), 39, "unknown broker");
     manual.assignments = vec![(0, vec![1, 1])];
-    assert_eq!(
-        code(c.create_topic(manual.clone(), false)),
-        39,
-        "duplicate broker"
-    );
+    assert_eq!(code(c.create(manual.clone()).await), 39, "duplicate broker");
     manual.assignments = vec![(0, vec![])];
-    assert_eq!(code(c.create_topic(manual.clone(), false)), 39, "empty");
+    assert_eq!(code(c.create(manual.clone()).await), 39, "empty");
     manual.assignments = vec![(1, vec![1]), (0, vec![1])];
-    let made = c.create_topic(manual.clone(), false).unwrap();
+    let made = c.create(manual.clone()).await.unwrap();
     assert_eq!(made.partitions.len(), 2);
     let mut both = create("m2", 2, -1);
     both.assignments = vec![(0, vec![1])];
-    assert_eq!(code(c.create_topic(both, false)), 42);
+    assert_eq!(code(c.create(both).await), 42);
 
     let mut cfg = create("c", 1, 1);
     cfg.configs = vec![("retention.ms".into(), Some("never".into()))];
-    assert_eq!(code(c.create_topic(cfg.clone(), false)), 40);
+    assert_eq!(code(c.create(cfg.clone()).await), 40);
     cfg.configs = vec![("no.such".into(), Some("1".into()))];
-    assert_eq!(code(c.create_topic(cfg.clone(), false)), 40);
+    assert_eq!(code(c.create(cfg.clone()).await), 40);
     cfg.configs = vec![("retention.ms".into(), None)];
-    assert_eq!(code(c.create_topic(cfg.clone(), false)), 40);
+    assert_eq!(code(c.create(cfg.clone()).await), 40);
     cfg.configs = vec![
         ("retention.ms".into(), Some("1".into())),
         ("retention.ms".into(), Some("2".into())),
     ];
-    assert_eq!(code(c.create_topic(cfg, false)), 42);
+    assert_eq!(code(c.create(cfg).await), 42);
 
-    assert_eq!(code(c.delete_topic("nope")), 3);
-    assert_eq!(code(c.create_partitions("nope", 3, false)), 3);
-    assert_eq!(code(c.create_partitions("a.b", 1, false)), 37, "same count");
-    assert_eq!(code(c.create_partitions("a.b", 0, false)), 37, "shrink");
-    assert_eq!(code(c.alter_topic_configs("nope", vec![], false)), 3);
+    let ctl = &c.controller;
+    assert_eq!(code(ctl.delete_topic("nope").await), 3);
+    assert_eq!(code(ctl.create_partitions("nope", 3, false).await), 3);
+    assert_eq!(
+        code(ctl.create_partitions("a.b", 1, false).await),
+        37,
+        "same count"
+    );
+    assert_eq!(
+        code(ctl.create_partitions("a.b", 0, false).await),
+        37,
+        "shrink"
+    );
+    assert_eq!(
+        code(ctl.alter_topic_configs("nope", vec![], false).await),
+        3
+    );
     let bad_value = vec![("segment.bytes".into(), Some("1".into()))];
-    assert_eq!(code(c.alter_topic_configs("a.b", bad_value, false)), 40);
+    assert_eq!(
+        code(ctl.alter_topic_configs("a.b", bad_value, false).await),
+        40
+    );
     let unknown_delete = vec![("no.such".into(), None)];
     assert_eq!(
-        code(c.alter_topic_configs("a.b", unknown_delete, false)),
+        code(ctl.alter_topic_configs("a.b", unknown_delete, false).await),
         40
     );
 
     // Nothing above left a trace.
-    let names: Vec<&str> = c.image().topics().map(|t| t.name.as_str()).collect();
+    let names: Vec<String> = c.image().topics().map(|t| t.name.clone()).collect();
     assert_eq!(names, ["a.b", "m"]);
-    assert_survives_reopen(dir.path(), &c);
+    assert_survives_restart(c).await.stop().await;
 }
 
-#[test]
-fn reopen_after_every_operation_gives_the_same_image() {
+#[tokio::test]
+async fn restart_after_every_operation_gives_the_same_image() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = open(dir.path());
-    assert_survives_reopen(dir.path(), &c);
-    let id = c.create_topic(create("t", 2, 1), false).unwrap().topic_id;
-    assert_survives_reopen(dir.path(), &c);
-    c.create_partitions("t", 4, false).unwrap();
+    let mut c = SingleVoter::open(dir.path()).await;
+    c = assert_survives_restart(c).await;
+    let id = c.create(create("t", 2, 1)).await.unwrap().topic_id;
+    c = assert_survives_restart(c).await;
+    c.controller.create_partitions("t", 4, false).await.unwrap();
     assert_eq!(
         c.image()
             .topic("t")
@@ -196,18 +181,20 @@ fn reopen_after_every_operation_gives_the_same_image() {
             .collect::<Vec<_>>(),
         [0, 1, 2, 3]
     );
-    assert_survives_reopen(dir.path(), &c);
-    c.alter_topic_configs(
-        "t",
-        vec![
-            ("cleanup.policy".into(), Some("compact".into())),
-            ("flush.messages".into(), Some("1".into())),
-        ],
-        false,
-    )
-    .unwrap();
-    assert_survives_reopen(dir.path(), &c);
-    c.alter_topic_configs("t", vec![("flush.messages".into(), None)], false)
+    c = assert_survives_restart(c).await;
+    let set = vec![
+        ("cleanup.policy".into(), Some("compact".into())),
+        ("flush.messages".into(), Some("1".into())),
+    ];
+    c.controller
+        .alter_topic_configs("t", set, false)
+        .await
+        .unwrap();
+    c = assert_survives_restart(c).await;
+    let unset = vec![("flush.messages".into(), None)];
+    c.controller
+        .alter_topic_configs("t", unset, false)
+        .await
         .unwrap();
     let configs = c.image().topic_configs("t");
     assert_eq!(configs.len(), 1);
@@ -215,83 +202,86 @@ fn reopen_after_every_operation_gives_the_same_image() {
         configs.get("cleanup.policy").map(String::as_str),
         Some("compact")
     );
-    assert_survives_reopen(dir.path(), &c);
-    c.create_topic(create("__consumer_offsets", 50, 1), false)
-        .unwrap();
+    c = assert_survives_restart(c).await;
+    c.create(create("__consumer_offsets", 50, 1)).await.unwrap();
     assert!(c.image().topic("__consumer_offsets").unwrap().is_internal());
-    assert_survives_reopen(dir.path(), &c);
-    assert_eq!(c.delete_topic("t").unwrap(), id);
+    c = assert_survives_restart(c).await;
+    assert_eq!(c.controller.delete_topic("t").await.unwrap(), id);
     assert!(c.image().topic("t").is_none());
     assert!(c.image().topic_by_id(&id).is_none());
-    assert_survives_reopen(dir.path(), &c);
-    c.snapshot().unwrap();
-    assert_survives_reopen(dir.path(), &c);
-    c.create_topic(create("t", 1, 1), false).unwrap();
+    c = assert_survives_restart(c).await;
+    c.create(create("t", 1, 1)).await.unwrap();
     assert_ne!(
         c.image().topic("t").unwrap().topic_id,
         id,
         "a recreated topic gets a new id"
     );
-    assert_survives_reopen(dir.path(), &c);
+    assert_survives_restart(c).await.stop().await;
 }
 
-#[test]
-fn broker_registration_is_durable_and_bumps_the_epoch_on_restart() {
+#[tokio::test]
+async fn broker_registration_is_durable_and_bumps_the_epoch_on_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let c = open(dir.path());
+    let c = SingleVoter::open(dir.path()).await;
     let first = c.image().broker(1).unwrap().clone();
     assert_eq!(first.listeners[0].port, 9092);
     assert_eq!(c.image().brokers().count(), 1);
-    drop(c);
-    let c = open(dir.path());
-    let second = c.image().broker(1).unwrap();
+    let c = c.restart().await;
+    assert_eq!(c.image().broker(1), Some(&first), "kept across the restart");
+    c.register(Uuid::new_v4()).await;
+    let second = c.image().broker(1).unwrap().clone();
     assert!(second.epoch > first.epoch);
     assert_ne!(second.incarnation, first.incarnation);
+    c.stop().await;
 }
 
-#[test]
-fn registering_the_same_endpoints_twice_writes_nothing() {
+#[tokio::test]
+async fn registering_the_same_endpoints_twice_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = open(dir.path());
+    let c = SingleVoter::open(dir.path()).await;
     let offset = c.image().last_offset();
-    let listeners = c.image().broker(1).unwrap().listeners.clone();
-    c.register_broker(listeners, None).unwrap();
+    let broker = c.image().broker(1).unwrap().clone();
+    let again = c
+        .controller
+        .register_broker(1, broker.incarnation, broker.listeners.clone(), None)
+        .await
+        .unwrap();
+    assert_eq!(again, broker.epoch);
     assert_eq!(c.image().last_offset(), offset);
+    c.stop().await;
 }
 
-#[test]
-fn producer_ids_are_never_reused_across_reopen() {
+#[tokio::test]
+async fn producer_ids_are_never_reused_across_restart() {
     let dir = tempfile::tempdir().unwrap();
     let mut seen = std::collections::BTreeSet::new();
     for round in 0..3 {
-        let mut c = open(dir.path());
-        for _ in 0..1500 {
-            let id = c.allocate_producer_id().unwrap();
-            assert!(id >= 0);
-            assert!(seen.insert(id), "id {id} reused in round {round}");
+        let c = SingleVoter::open(dir.path()).await;
+        let epoch = c.image().broker(1).unwrap().epoch;
+        for _ in 0..3 {
+            let block = c.controller.allocate_producer_ids(1, epoch).await.unwrap();
+            assert!(block.start >= 0 && !block.is_empty());
+            for id in block {
+                assert!(seen.insert(id), "id {id} reused in round {round}");
+            }
         }
+        c.stop().await;
     }
-    assert_eq!(seen.len(), 4500);
+    assert!(seen.len() >= 9, "{}", seen.len());
 }
 
-#[test]
-fn partitions_are_spread_over_brokers_when_there_are_several() {
+#[tokio::test]
+async fn partitions_are_spread_over_brokers_when_there_are_several() {
     let dir = tempfile::tempdir().unwrap();
-    // Other brokers register through the log as a Raft follower would replay them.
-    let (mut log, _) = tidelog_controller::MetadataLog::open(dir.path()).unwrap();
+    let c = SingleVoter::open(dir.path()).await;
     for id in [2, 3] {
-        log.append(&[tidelog_controller::MetadataRecord::RegisterBroker {
-            broker_id: id,
-            incarnation: tidelog_controller::Uuid::from_u128(id as u128),
-            epoch: 0,
-            listeners: vec![],
-            rack: None,
-        }])
-        .unwrap();
+        let incarnation = Uuid::from_u128(u128::try_from(id).unwrap());
+        c.controller
+            .register_broker(id, incarnation, endpoint(9092 + id as u16), None)
+            .await
+            .unwrap();
     }
-    drop(log);
-    let mut c = open(dir.path());
-    let topic = c.create_topic(create("spread", 6, 3), false).unwrap();
+    let topic = c.create(create("spread", 6, 3)).await.unwrap();
     let mut leaders: Vec<i32> = topic.partitions.values().map(|p| p.leader).collect();
     leaders.sort_unstable();
     assert_eq!(leaders, [1, 1, 2, 2, 3, 3]);
@@ -300,53 +290,90 @@ fn partitions_are_spread_over_brokers_when_there_are_several() {
         r.sort_unstable();
         assert_eq!(r, [1, 2, 3]);
     }
-    let code = c
-        .create_topic(create("too-many", 1, 4), false)
-        .unwrap_err()
-        .error_code();
-    assert_eq!(code, 38);
+    assert_eq!(code(c.create(create("too-many", 1, 4)).await), 38);
+    c.stop().await;
 }
 
-#[test]
-fn periodic_snapshot_on_disk_keeps_the_log_short_and_the_image_whole() {
+#[tokio::test]
+async fn a_directory_belongs_to_one_node_id() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = open(dir.path());
-    let partitions = i32::try_from(tidelog_controller::SNAPSHOT_EVERY_RECORDS).unwrap();
-    c.create_topic(create("big", partitions, 1), false).unwrap();
-    assert!(dir.path().join("metadata.snapshot").exists());
-    c.create_topic(create("after", 1, 1), false).unwrap();
-    let logs: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.ends_with(".log"))
-        .collect();
-    assert_eq!(logs.len(), 1, "covered segments deleted: {logs:?}");
-    assert_survives_reopen(dir.path(), &c);
-}
-
-#[test]
-fn a_directory_belongs_to_one_node_id() {
-    let dir = tempfile::tempdir().unwrap();
-    drop(open(dir.path()));
-    let err = Controller::open(dir.path(), 2, DEFAULTS).unwrap_err();
+    SingleVoter::open(dir.path()).await.stop().await;
+    let Err(err) = SingleVoter::open_as(dir.path(), 2).await else {
+        panic!("node 2 started on node 1's directory");
+    };
     assert!(
         matches!(
             err,
-            tidelog_controller::ControllerError::NodeIdMismatch {
+            QuorumError::Storage(ControllerError::NodeIdMismatch {
                 stored: 1,
                 configured: 2
-            }
+            })
         ),
         "{err}"
     );
-    assert!(Controller::open(dir.path(), 1, DEFAULTS).is_ok());
+    SingleVoter::open(dir.path()).await.stop().await;
 }
 
-#[test]
-fn open_creates_missing_parent_directories() {
+#[tokio::test]
+async fn open_creates_missing_parent_directories() {
     let dir = tempfile::tempdir().unwrap();
-    let nested = dir.path().join("data").join("__cluster_metadata");
-    let c = open(&nested);
+    let nested = dir.path().join("data").join("deeper");
+    let c = SingleVoter::open(&nested).await;
     assert_eq!(c.image().cluster_id().len(), 22);
-    assert!(nested.join("meta.properties").exists());
+    assert!(nested.join("__cluster_metadata/meta.properties").exists());
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_single_node_never_needs_an_election() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = SingleVoter::open(dir.path()).await;
+    c.create(create("orders", 2, 1)).await.unwrap();
+    let asked = vec![("orders".to_owned(), 0), ("orders".to_owned(), 1)];
+    for kind in [ElectionKind::Preferred, ElectionKind::Unclean] {
+        let outcomes = c
+            .controller
+            .elect_leaders(kind, Some(asked.clone()))
+            .await
+            .unwrap();
+        let codes: Vec<i16> = outcomes
+            .iter()
+            .map(|(_, o)| o.as_ref().map_or_else(RequestError::error_code, |()| 0))
+            .collect();
+        assert_eq!(codes, vec![84, 84], "{kind:?}: ELECTION_NOT_NEEDED");
+    }
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_single_node_accepts_only_the_current_assignment() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = SingleVoter::open(dir.path()).await;
+    c.create(create("orders", 1, 1)).await.unwrap();
+    let outcome = |replicas: Option<Vec<i32>>| {
+        let controller = std::sync::Arc::clone(&c.controller);
+        async move {
+            let outcomes = controller
+                .alter_reassignments(vec![("orders".into(), 0, replicas)])
+                .await
+                .unwrap();
+            outcomes[0].1.as_ref().err().map(RequestError::error_code)
+        }
+    };
+    assert_eq!(outcome(Some(vec![1])).await, None, "already there");
+    assert_eq!(outcome(Some(vec![2])).await, Some(39), "no broker 2");
+    assert_eq!(outcome(None).await, Some(85), "nothing to cancel");
+    c.stop().await;
+}
+
+#[tokio::test]
+async fn a_single_node_leads_its_own_quorum() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = SingleVoter::open(dir.path()).await;
+    let status = c.controller.describe_quorum().await.unwrap();
+    assert_eq!(status.leader, Some(1));
+    assert_eq!(status.voters.len(), 1);
+    assert_eq!(status.voters[0].node_id, 1);
+    assert_eq!(status.voters[0].lag, Some(0));
+    c.stop().await;
 }

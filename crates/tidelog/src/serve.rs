@@ -28,7 +28,8 @@ pub(crate) struct ServeArgs {
     #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
     /// The controller voters of a cluster, `id@host:port,...` (the same list on every
-    /// node). Without it the node is a cluster of one with its controller in-process.
+    /// node). Without it the node is a cluster of one: the only voter of its own
+    /// controller quorum, with no controller listener.
     #[arg(long, env = "TIDELOG_QUORUM", value_name = "ID@HOST:PORT,...")]
     quorum: Option<String>,
     /// Where this node's controller voter listens; its port must be the one of this

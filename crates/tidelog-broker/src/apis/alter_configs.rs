@@ -50,7 +50,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             );
             let outcome = ctx
                 .metadata
-                .alter_topic_configs(ctx, &name, changes, request.validate_only)
+                .alter_topic_configs(&name, changes, request.validate_only)
                 .await;
             match outcome {
                 Ok(()) => response,

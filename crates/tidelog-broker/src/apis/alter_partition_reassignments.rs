@@ -80,19 +80,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         order.push((name, listed));
     }
     let mut top_level: Option<(i16, String)> = None;
-    match ctx.metadata.controller() {
-        None => {
-            for (topic, partition, replicas) in valid {
-                let outcome = single_node(&image, &topic, partition, replicas.as_deref());
-                outcomes.insert((topic, partition), outcome);
-            }
-        }
-        Some(_) if valid.is_empty() => {}
-        Some(controller) => {
-            let keys: Vec<(String, i32)> = valid.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
-            let reply = controller.alter_reassignments(valid).await;
-            top_level = record_controller_reply(&mut outcomes, reply, keys);
-        }
+    if !valid.is_empty() {
+        let keys: Vec<(String, i32)> = valid.iter().map(|(t, p, _)| (t.clone(), *p)).collect();
+        let reply = ctx.metadata.controller().alter_reassignments(valid).await;
+        top_level = record_controller_reply(&mut outcomes, reply, keys);
     }
     let mut response = AlterPartitionReassignmentsResponse::default()
         .with_error_message(None)
@@ -157,31 +148,6 @@ fn check(
     Ok(())
 }
 
-/// A cluster of one keeps every replica where it is.
-fn single_node(
-    image: &MetadataImage,
-    topic: &str,
-    partition: i32,
-    replicas: Option<&[i32]>,
-) -> Outcome {
-    let current = image.topic(topic)?.partitions.get(&partition)?;
-    match replicas {
-        None => Some(error(
-            ResponseError::NoReassignmentInProgress,
-            format!("no reassignment of {topic}-{partition} is in progress"),
-        )),
-        Some(r) if r == current.replicas.as_slice() => None,
-        Some(_) => Some(error(
-            ResponseError::InvalidReplicaAssignment,
-            format!(
-                "this node runs without a controller quorum (no --quorum): the replicas of \
-                 {topic}-{partition} stay on {:?}",
-                current.replicas
-            ),
-        )),
-    }
-}
-
 fn to_responses(
     order: Vec<(String, Vec<i32>)>,
     outcomes: &BTreeMap<(String, i32), Outcome>,
@@ -234,19 +200,5 @@ mod tests {
         assert_eq!(code("orders", 0, Some(&[1]), false), None);
         assert_eq!(code("orders", 0, Some(&[1, 2]), false), Some(38));
         assert_eq!(code("orders", 0, Some(&[1, 2]), true), Some(39));
-    }
-
-    #[test]
-    fn a_single_node_accepts_only_the_current_assignment() {
-        let image = image_with_orders(1);
-        assert_eq!(single_node(&image, "orders", 0, Some(&[1])), None);
-        assert_eq!(
-            single_node(&image, "orders", 0, Some(&[2])).map(|o| o.0),
-            Some(39)
-        );
-        assert_eq!(
-            single_node(&image, "orders", 0, None).map(|o| o.0),
-            Some(85)
-        );
     }
 }

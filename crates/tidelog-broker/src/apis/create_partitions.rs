@@ -21,7 +21,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         let name = topic.name.0.to_string();
         let outcome = ctx
             .metadata
-            .create_partitions(ctx, &name, topic.count, request.validate_only)
+            .create_partitions(&name, topic.count, request.validate_only)
             .await;
         let result = CreatePartitionsTopicResult::default().with_name(topic.name);
         results.push(match outcome {

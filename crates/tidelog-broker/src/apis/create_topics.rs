@@ -44,7 +44,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         };
         let outcome = ctx
             .metadata
-            .create_topic(ctx, create, request.validate_only)
+            .create_topic(create, request.validate_only)
             .await;
         let result = CreatableTopicResult::default().with_name(topic.name);
         results.push(match outcome {

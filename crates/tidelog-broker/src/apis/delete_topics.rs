@@ -54,7 +54,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             )),
             (Some(n), _) => ctx
                 .metadata
-                .delete_topic(ctx, n)
+                .delete_topic(n)
                 .await
                 .map_err(|e| (e.error_code(), e.to_string())),
         };

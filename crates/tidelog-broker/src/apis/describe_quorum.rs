@@ -13,7 +13,6 @@ use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
 use tidelog_controller::quorum::QuorumStatus;
-use tidelog_controller::MetadataImage;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -40,10 +39,12 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     if !asks_for_metadata_log {
         return req.respond(&unknown_partitions(request, version));
     }
-    let quorum = match ctx.metadata.controller() {
-        None => Ok(single_node(ctx.node_id(), &ctx.metadata.image())),
-        Some(controller) => controller.describe_quorum().await.map(|s| from_status(&s)),
-    };
+    let quorum = ctx
+        .metadata
+        .controller()
+        .describe_quorum()
+        .await
+        .map(|s| from_status(&s));
     let response = match quorum {
         Ok(quorum) => quorum.into_response(version),
         Err(e) => {
@@ -73,28 +74,6 @@ struct QuorumView {
     epoch: i32,
     high_watermark: i64,
     voters: Vec<Voter>,
-}
-
-/// A cluster of one: this node is the quorum, its metadata log end is the high watermark.
-fn single_node(node_id: i32, image: &MetadataImage) -> QuorumView {
-    let end = image
-        .last_offset()
-        .and_then(|o| i64::try_from(o).ok())
-        .map_or(0, |o| o.saturating_add(1));
-    let address = image
-        .broker(node_id)
-        .and_then(|b| b.listeners.first())
-        .map(|l| (l.host.clone(), l.port));
-    QuorumView {
-        leader: node_id,
-        epoch: 1,
-        high_watermark: end,
-        voters: vec![Voter {
-            node_id,
-            log_end: end,
-            address,
-        }],
-    }
 }
 
 /// The leader's status as Kafka's fields: the Raft term is the epoch, the applied end
@@ -300,13 +279,5 @@ mod tests {
             response.encode(&mut buf, version).unwrap();
             assert_eq!(response.topics[0].partitions[0].error_code, 3);
         }
-    }
-
-    #[test]
-    fn a_single_node_leads_its_own_quorum() {
-        let view = single_node(1, &MetadataImage::new("c"));
-        assert_eq!((view.leader, view.high_watermark), (1, 0));
-        assert_eq!(view.voters.len(), 1);
-        assert_eq!(view.voters[0].log_end, 0);
     }
 }

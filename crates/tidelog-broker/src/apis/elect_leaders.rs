@@ -71,17 +71,15 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         }
         known
     });
-    match ctx.metadata.controller() {
-        None => outcomes.extend(local_outcomes(&image, kind, known.as_deref())),
-        Some(controller) => {
-            let asked = known.as_ref().is_some_and(|k| !k.is_empty()) || requested.is_none();
-            if asked {
-                let reply = controller.elect_leaders(kind, known.clone()).await;
-                let failed =
-                    record_controller_reply(&mut outcomes, reply, known.into_iter().flatten());
-                top_level = failed.map_or(0, |(code, _)| code);
-            }
-        }
+    let asked = known.as_ref().is_some_and(|k| !k.is_empty()) || requested.is_none();
+    if asked {
+        let reply = ctx
+            .metadata
+            .controller()
+            .elect_leaders(kind, known.clone())
+            .await;
+        let failed = record_controller_reply(&mut outcomes, reply, known.into_iter().flatten());
+        top_level = failed.map_or(0, |(code, _)| code);
     }
     if requested.is_none() {
         let not_needed = ResponseError::ElectionNotNeeded.code();
@@ -99,46 +97,6 @@ fn exists(image: &MetadataImage, topic: &str, partition: i32) -> bool {
     image
         .topic(topic)
         .is_some_and(|t| t.partitions.contains_key(&partition))
-}
-
-/// What a cluster of one answers: its only replica already leads, or nothing can.
-fn local_outcomes(
-    image: &MetadataImage,
-    kind: ElectionKind,
-    partitions: Option<&[(String, i32)]>,
-) -> Vec<((String, i32), Outcome)> {
-    let all: Vec<(String, i32)> = match partitions {
-        Some(ps) => ps.to_vec(),
-        None => image
-            .topics()
-            .flat_map(|t| t.partitions.keys().map(|p| (t.name.clone(), *p)))
-            .collect(),
-    };
-    all.into_iter()
-        .filter_map(|(topic, p)| {
-            let partition = image.topic(&topic)?.partitions.get(&p)?;
-            let preferred = partition.replicas.first().copied().unwrap_or(-1);
-            let outcome = match kind {
-                ElectionKind::Preferred if partition.leader == preferred && preferred >= 0 => (
-                    ResponseError::ElectionNotNeeded,
-                    "the preferred replica already leads",
-                ),
-                ElectionKind::Preferred => (
-                    ResponseError::PreferredLeaderNotAvailable,
-                    "the preferred replica is not available to lead",
-                ),
-                ElectionKind::Unclean if partition.leader >= 0 => (
-                    ResponseError::ElectionNotNeeded,
-                    "the partition has a leader",
-                ),
-                ElectionKind::Unclean => (
-                    ResponseError::EligibleLeadersNotAvailable,
-                    "no live replica can lead",
-                ),
-            };
-            Some(((topic, p), Some((outcome.0.code(), outcome.1.to_owned()))))
-        })
-        .collect()
 }
 
 fn to_results(outcomes: BTreeMap<(String, i32), Outcome>) -> Vec<ReplicaElectionResult> {
@@ -169,22 +127,7 @@ fn to_results(outcomes: BTreeMap<(String, i32), Outcome>) -> Vec<ReplicaElection
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apis::partition_outcome::image_with_orders;
     use kafka_protocol::protocol::{Decodable, Encodable};
-
-    #[test]
-    fn a_single_node_never_needs_an_election() {
-        let image = image_with_orders(2);
-        let asked = vec![("orders".to_owned(), 0), ("orders".to_owned(), 1)];
-        for kind in [ElectionKind::Preferred, ElectionKind::Unclean] {
-            let outcomes = local_outcomes(&image, kind, Some(&asked));
-            let codes: Vec<i16> = outcomes
-                .iter()
-                .map(|(_, o)| o.as_ref().unwrap().0)
-                .collect();
-            assert_eq!(codes, vec![84, 84]);
-        }
-    }
 
     #[test]
     fn results_group_by_topic_and_encode_at_every_version() {

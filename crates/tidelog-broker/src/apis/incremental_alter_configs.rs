@@ -120,7 +120,7 @@ async fn alter(
         changes.push(change);
     }
     ctx.metadata
-        .alter_topic_configs(ctx, &name, changes, validate_only)
+        .alter_topic_configs(&name, changes, validate_only)
         .await
         .map_err(|e| (e.error_code(), e.to_string()))
 }

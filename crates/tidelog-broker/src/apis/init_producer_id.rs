@@ -67,7 +67,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .with_producer_id(request.producer_id)
             .with_producer_epoch(request.producer_epoch + 1)
     } else {
-        match ctx.metadata.allocate_producer_id(ctx).await {
+        match ctx.metadata.allocate_producer_id(ctx.node_id()).await {
             Ok(id) => response
                 .with_producer_id(ProducerId(id))
                 .with_producer_epoch(0),

@@ -36,9 +36,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         all
     });
     let mut response = ListPartitionReassignmentsResponse::default().with_error_message(None);
-    let Some(controller) = ctx.metadata.controller() else {
-        return req.respond(&response);
-    };
+    let controller = ctx.metadata.controller();
     if asked.as_ref().is_some_and(Vec::is_empty) {
         return req.respond(&response);
     }

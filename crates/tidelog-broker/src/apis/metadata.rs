@@ -93,19 +93,13 @@ async fn lookup_topic(
     if !allow_create {
         return unknown(ResponseError::UnknownTopicOrPartition.code());
     }
-    // On a cluster: default.replication.factor capped by the live brokers (as for the
-    // internal topics), so a cluster with a broker down still auto-creates. A cluster
-    // of one keeps the controller's default (-1).
-    let replication = match ctx.metadata.controller() {
-        Some(_) => {
-            let live = i64::try_from(image.live_broker_ids().len())
-                .unwrap_or(1)
-                .max(1);
-            let wanted = ctx.config.get_i64("default.replication.factor");
-            i16::try_from(wanted.clamp(1, live)).unwrap_or(1)
-        }
-        None => -1,
-    };
+    // default.replication.factor capped by the live brokers (as for the internal
+    // topics), so a cluster with a broker down still auto-creates.
+    let live = i64::try_from(image.live_broker_ids().len())
+        .unwrap_or(1)
+        .max(1);
+    let wanted = ctx.config.get_i64("default.replication.factor");
+    let replication = i16::try_from(wanted.clamp(1, live)).unwrap_or(1);
     let request = CreateTopic {
         name: name.to_string(),
         num_partitions: -1,
@@ -113,7 +107,7 @@ async fn lookup_topic(
         assignments: Vec::new(),
         configs: Vec::new(),
     };
-    match ctx.metadata.create_topic(ctx, request, false).await {
+    match ctx.metadata.create_topic(request, false).await {
         Ok(created) => {
             tracing::info!(
                 topic = name,

@@ -38,16 +38,24 @@ pub(crate) fn record_controller_reply(
 /// `num_partitions` partitions of one replica each.
 #[cfg(test)]
 pub(crate) fn image_with_orders(num_partitions: i32) -> tidelog_controller::MetadataImage {
-    use tidelog_controller::{Controller, CreateTopic, Endpoint, TopicDefaults};
+    use tidelog_controller::ops::{plan_create_topic, plan_register_broker};
+    use tidelog_controller::{CreateTopic, Endpoint, MetadataImage, TopicDefaults, Uuid};
 
-    let dir = tempfile::tempdir().unwrap();
-    let mut controller = Controller::open(dir.path(), 1, TopicDefaults::default()).unwrap();
+    // Replays what the controller would have planned: the only way an image changes.
+    fn replay(image: &mut MetadataImage, records: &[tidelog_controller::MetadataRecord]) {
+        for record in records {
+            let offset = image.last_offset().map_or(0, |o| o + 1);
+            image.replay(offset, record);
+        }
+    }
+    let mut image = MetadataImage::new("test");
     let endpoint = Endpoint {
         name: "PLAINTEXT".into(),
         host: "127.0.0.1".into(),
         port: 9092,
     };
-    controller.register_broker(vec![endpoint], None).unwrap();
+    let registered = plan_register_broker(&image, 1, Uuid::from_u128(1), 0, vec![endpoint], None);
+    replay(&mut image, &registered.records);
     let create = CreateTopic {
         name: "orders".into(),
         num_partitions,
@@ -55,6 +63,14 @@ pub(crate) fn image_with_orders(num_partitions: i32) -> tidelog_controller::Meta
         assignments: vec![],
         configs: vec![],
     };
-    controller.create_topic(create, false).unwrap();
-    (*controller.shared_image()).clone()
+    let planned = plan_create_topic(
+        &image,
+        &create,
+        TopicDefaults::default(),
+        Uuid::from_u128(7),
+        0,
+    )
+    .unwrap();
+    replay(&mut image, &planned.records);
+    image
 }

@@ -219,14 +219,21 @@ pub(crate) async fn controlled_shutdown(ctx: &Ctx) {
     if !ctx.config.get_bool("controlled.shutdown.enable") {
         return;
     }
-    let Some(link) = ctx.metadata.controller() else {
-        return;
-    };
+    let link = ctx.metadata.controller();
     let epoch = ctx.metadata.broker_epoch();
     if epoch < 0 {
         return; // never registered: nothing can be led here
     }
     let node_id = ctx.node_id();
+    if ctx
+        .metadata
+        .image()
+        .live_broker_ids()
+        .iter()
+        .all(|id| *id == node_id)
+    {
+        return; // no other broker to hand leaderships to (e.g. a single node)
+    }
     let deadline = Instant::now() + ms(ctx, "controlled.shutdown.max.wait.ms", 0);
     let mut last: Option<u32> = None;
     let mut failing_since: Option<Instant> = None;

@@ -159,10 +159,7 @@ async fn send_alter_partition(
     st: &ReplicaState,
     new_isr: Vec<i32>,
 ) -> Result<i32, String> {
-    let controller = ctx
-        .metadata
-        .controller()
-        .ok_or_else(|| "no controller quorum to send AlterPartition to".to_string())?;
+    let controller = ctx.metadata.controller();
     let req = AlterPartition {
         broker_id: ctx.node_id(),
         broker_epoch: ctx.metadata.broker_epoch(),

@@ -1,5 +1,6 @@
 //! The controller quorum side of a node: joining it as a voter or as a client
-//! (`join_quorum`), and a node that runs only a controller voter (`ControllerNode`,
+//! (`join_quorum`; a node started without `--quorum` is the one voter of its own
+//! quorum), and a node that runs only a controller voter (`ControllerNode`,
 //! `--roles controller`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -7,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidelog_controller::quorum::{
-    ControllerClient, ControllerHandle, ControllerOptions, MetadataQuorum, QuorumConfig,
-    QuorumController, QuorumPeers, RaftQuorum, DEFAULT_LEADER_IMBALANCE_PERCENT,
+    start_voter as start_raft_voter, ControllerClient, ControllerHandle, ControllerOptions,
+    MetadataQuorum, QuorumConfig, QuorumController, QuorumPeers, DEFAULT_LEADER_IMBALANCE_PERCENT,
 };
 use tidelog_controller::{MetadataImage, TopicDefaults};
 use tokio::sync::watch;
@@ -19,8 +20,8 @@ use crate::admin_http;
 use crate::config::BrokerConfig;
 use crate::metrics::Metrics;
 
-/// How a node joins a cluster (`--quorum`). Without it a node is a cluster of one with
-/// its controller in-process.
+/// How a node joins a cluster (`--quorum`). Without it a node is a cluster of one: the
+/// one voter of its own quorum, with no controller listener.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
     /// Every controller voter (`--quorum 1@host:port,...`).
@@ -34,10 +35,10 @@ pub struct ClusterOptions {
 }
 
 /// Starts this node's controller voter (when it runs one) or a client of the voters;
-/// returns the handle, the voter, and the image to start from.
+/// returns the handle, the voter, and the image to start from. `None`: a single node.
 pub(super) async fn join_quorum(
     config: &BrokerConfig,
-    options: &ClusterOptions,
+    options: Option<&ClusterOptions>,
     defaults: TopicDefaults,
 ) -> Result<
     (
@@ -49,37 +50,64 @@ pub(super) async fn join_quorum(
 > {
     let ms =
         |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0).max(1));
-    if !options.controller {
-        let quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), "");
-        // The voter may spend a write timeout confirming its leadership and another
-        // committing, on top of the request's own time on the wire.
-        let timeout = ms("controller.quorum.request.timeout.ms") + quorum_config.write_timeout * 2;
-        let cluster_id = options.peers.derived_cluster_id();
-        let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout);
-        let handle = Arc::new(ControllerHandle::Remote(Arc::new(client)));
-        return Ok((handle, None, Arc::new(MetadataImage::new(cluster_id))));
+    let quorum_config = match options {
+        None => QuorumConfig::single_node(&config.data_dir, config.node_id).map_err(voter_error)?,
+        Some(options) if !options.controller => {
+            let quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), "");
+            // The voter may spend a write timeout confirming its leadership and another
+            // committing, on top of the request's own time on the wire.
+            let timeout =
+                ms("controller.quorum.request.timeout.ms") + quorum_config.write_timeout * 2;
+            let cluster_id = options.peers.derived_cluster_id();
+            let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout);
+            let handle = Arc::new(ControllerHandle::Remote(Arc::new(client)));
+            return Ok((handle, None, Arc::new(MetadataImage::new(cluster_id))));
+        }
+        Some(options) => voter_config(config, options)?,
+    };
+    let single = quorum_config.is_single_node();
+    let controller = start_voter(config, quorum_config, defaults).await?;
+    if single {
+        // Its own vote elects it: wait for that (bounded) so the node registers at once.
+        let elected = controller
+            .quorum()
+            .wait_until_leader(Duration::from_secs(10))
+            .await;
+        if !elected {
+            tracing::warn!("this node's one-voter controller has not elected itself yet");
+        }
     }
-    let controller = start_voter(config, options, defaults).await?;
     let image = controller.image();
     let handle = Arc::new(ControllerHandle::Voter(Arc::clone(&controller)));
     Ok((handle, Some(controller), image))
 }
 
-/// Starts this node's voter on `<data-dir>/__cluster_metadata/quorum` (the cluster id
-/// is derived from the voter list, the same on every node) and its controller.
-async fn start_voter(
+/// The voter of a node started with `--quorum` that runs one.
+fn voter_config(
     config: &BrokerConfig,
     options: &ClusterOptions,
+) -> Result<QuorumConfig, StartError> {
+    let mut quorum_config =
+        QuorumConfig::in_data_dir(&config.data_dir, config.node_id, options.peers.clone())
+            .map_err(voter_error)?;
+    if let Some(listen) = &options.controller_listen {
+        quorum_config.listen = Some(listen.clone());
+    }
+    Ok(quorum_config)
+}
+
+fn voter_error(e: impl std::fmt::Display) -> StartError {
+    StartError::Metadata(format!("starting the controller voter: {e}"))
+}
+
+/// Starts this node's voter (migrating or refusing what its data directory holds, see
+/// `tidelog_controller::quorum::start_voter`) and its controller.
+async fn start_voter(
+    config: &BrokerConfig,
+    quorum_config: QuorumConfig,
     defaults: TopicDefaults,
 ) -> Result<Arc<QuorumController>, StartError> {
-    let dir = config.data_dir.join("__cluster_metadata").join("quorum");
-    let mut quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), dir);
-    if let Some(listen) = &options.controller_listen {
-        quorum_config.listen = listen.clone();
-    }
-    let quorum = RaftQuorum::start(quorum_config)
-        .await
-        .map_err(|e| StartError::Metadata(format!("starting the controller voter: {e}")))?;
+    let quorum = start_raft_voter(quorum_config).await.map_err(voter_error)?;
     let millis = |name: &str| u64::try_from(config.get_i64(name)).unwrap_or(0).max(1);
     let options = ControllerOptions {
         session_timeout: Duration::from_millis(millis("broker.session.timeout.ms")),
@@ -121,7 +149,7 @@ impl ControllerNode {
         let ready = Arc::new(AtomicBool::new(false));
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
         let defaults = super::topic_defaults(&config);
-        let controller = start_voter(&config, &options, defaults).await?;
+        let controller = start_voter(&config, voter_config(&config, &options)?, defaults).await?;
         let tasks = vec![
             tokio::spawn(admin_http::serve(
                 admin_listener,

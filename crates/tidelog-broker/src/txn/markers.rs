@@ -166,10 +166,7 @@ pub(super) fn write_all(
                 }
             },
             // Led by another broker of the cluster: it writes the marker when asked.
-            Err(code)
-                if code == ResponseError::NotLeaderOrFollower.code()
-                    && ctx.metadata.controller().is_some() =>
-            {
+            Err(code) if code == ResponseError::NotLeaderOrFollower.code() => {
                 if ctx.txns.remote_lock().take_or_want(marker) {
                     done.partitions.insert(key);
                 } else {
@@ -242,13 +239,9 @@ fn group_offsets(meta: &TxnMeta, group: &str) -> Vec<(String, i32, PendingOffset
         .collect()
 }
 
-/// On a cluster, each of the transaction's groups with its `__consumer_offsets`
-/// partition and that partition's leader (-1: none); nothing on a cluster of one, where
-/// the transaction's coordinator is every group's.
+/// Each of the transaction's groups with its `__consumer_offsets` partition and that
+/// partition's leader (-1: none).
 fn group_partitions(ctx: &BrokerContext, meta: &TxnMeta) -> BTreeMap<String, (i32, i32)> {
-    if ctx.metadata.controller().is_none() {
-        return BTreeMap::new();
-    }
     let image = ctx.metadata.image();
     let Some(topic) = image.topic(OFFSETS_TOPIC) else {
         return BTreeMap::new();

@@ -197,21 +197,19 @@ impl TxnCoordinator {
         offsets: &[(String, i32, PendingOffset)],
         fenced_code: i16,
     ) -> Result<(), i16> {
-        // On a cluster the transaction may be coordinated by another node than the
-        // group: this node keeps the offsets until that coordinator's marker decides.
-        if ctx.metadata.controller().is_some() {
-            // Sent to a node that no longer coordinates the group (a stale client
-            // view): kept with the transaction here, they would reach the group only
-            // through this node, so the client is told to find the group's coordinator.
-            led_partition_of(ctx, OFFSETS_TOPIC, group)?;
-            let not_coordinator = Err(ResponseError::NotCoordinator.code());
-            if led_partition_of(ctx, TXN_TOPIC, id) == not_coordinator {
-                ctx.groups
-                    .write_transactional_offsets(ctx, group, producer, offsets)?;
-                self.foreign_lock()
-                    .add(producer.0, group, committer, offsets);
-                return Ok(());
-            }
+        // The transaction may be coordinated by another node than the group: this node
+        // keeps the offsets until that coordinator's marker decides.
+        // Sent to a node that no longer coordinates the group (a stale client view):
+        // kept with the transaction here, they would reach the group only through this
+        // node, so the client is told to find the group's coordinator.
+        led_partition_of(ctx, OFFSETS_TOPIC, group)?;
+        let not_coordinator = Err(ResponseError::NotCoordinator.code());
+        if led_partition_of(ctx, TXN_TOPIC, id) == not_coordinator {
+            ctx.groups
+                .write_transactional_offsets(ctx, group, producer, offsets)?;
+            self.foreign_lock()
+                .add(producer.0, group, committer, offsets);
+            return Ok(());
         }
         self.update(ctx, id, producer, fenced_code, |meta, now| {
             meta.with_offsets(group, committer, offsets, now).map(Some)
@@ -315,10 +313,13 @@ fn current(inner: &Inner, id: &str) -> Result<TxnMeta, i16> {
 }
 
 async fn allocate_producer_id(ctx: &BrokerContext) -> Result<i64, i16> {
-    ctx.metadata.allocate_producer_id(ctx).await.map_err(|e| {
-        tracing::error!(error = %e, "allocating a producer id failed");
-        crate::metadata::producer_id_error(&e)
-    })
+    ctx.metadata
+        .allocate_producer_id(ctx.node_id())
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "allocating a producer id failed");
+            crate::metadata::producer_id_error(&e)
+        })
 }
 
 #[cfg(test)]

@@ -14,8 +14,10 @@ pub struct QuorumConfig {
     pub node_id: i32,
     pub peers: QuorumPeers,
     /// Address to bind (`--controller-listen`); peers reach this node at its entry in
-    /// `peers`, which may differ (e.g. `0.0.0.0:9093` here, a host name there).
-    pub listen: String,
+    /// `peers`, which may differ (e.g. `0.0.0.0:9093` here, a host name there). `None`:
+    /// no controller listener, for a one-voter quorum that no other node talks to (the
+    /// single node `tidelog serve` runs with no `--quorum`).
+    pub listen: Option<String>,
     /// Directory of the quorum's files (e.g. `<data-dir>/__cluster_metadata/quorum`).
     pub dir: PathBuf,
     /// Identical on every voter; RPCs from another cluster id are refused.
@@ -41,7 +43,7 @@ impl QuorumConfig {
     pub fn new(node_id: i32, peers: QuorumPeers, dir: impl Into<PathBuf>) -> QuorumConfig {
         QuorumConfig {
             node_id,
-            listen: peers.address(node_id).unwrap_or_default().to_owned(),
+            listen: peers.address(node_id).map(str::to_owned),
             cluster_id: peers.derived_cluster_id(),
             peers,
             dir: dir.into(),
@@ -52,6 +54,16 @@ impl QuorumConfig {
             snapshot_every_entries: 10_000,
             entries_kept_after_snapshot: 1_000,
         }
+    }
+
+    /// A one-voter quorum of this node alone, with no controller listener: the single
+    /// node. Its voter entry has no address (nobody dials it); `cluster_id` is the data
+    /// directory's own (`meta.properties`).
+    pub fn single(node_id: i32, dir: impl Into<PathBuf>, cluster_id: String) -> QuorumConfig {
+        let mut config = QuorumConfig::new(node_id, QuorumPeers::single(node_id, ""), dir);
+        config.listen = None;
+        config.cluster_id = cluster_id;
+        config
     }
 
     pub(crate) fn raft_config(&self) -> Result<Config, QuorumError> {

@@ -37,6 +37,13 @@ pub enum QuorumError {
     },
     #[error(transparent)]
     Storage(#[from] ControllerError),
+    /// The metadata log on disk belongs to a quorum of other voters than configured.
+    #[error("this data directory belongs to a controller quorum of voters {stored}, but this node was started with voters {configured}; start it as before (same --quorum, or none for a single node), or give it a new data directory")]
+    VotersMismatch { stored: String, configured: String },
+    /// The data directory holds a single node's metadata in the format written before
+    /// every node ran the Raft controller, and this start cannot take it over.
+    #[error("{0}")]
+    LegacyMetadata(String),
     #[error("controller quorum failure: {0}")]
     Raft(String),
 }

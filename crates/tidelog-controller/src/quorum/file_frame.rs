@@ -13,7 +13,7 @@
 
 use std::io::Read;
 
-use crate::frame::read_full;
+use crate::durable::read_full;
 
 const HEADER_BYTES: usize = 8;
 

@@ -1,10 +1,11 @@
 //! The Raft controller quorum: the metadata log replicated across 1, 3 or 5 voters
-//! with openraft, behind our own [`MetadataQuorum`] trait so that nothing outside this
+//! with openraft (one voter: a node started without `--quorum`), behind our own [`MetadataQuorum`] trait so that nothing outside this
 //! module sees openraft types. See `docs/controller-quorum.md` for the design.
 //!
-//! - [`RaftQuorum`]: one voter (openraft + disk storage + TCP RPC server).
+//! - [`RaftQuorum`]: one voter (openraft + disk storage + TCP RPC server), started on
+//!   a node's data directory by [`start_voter`] (`data_dir`).
 //! - [`QuorumController`]: the controller on top — the leader plans requests with the
-//!   same [`crate::ops`] functions as the single-node controller and proposes their
+//!   [`crate::ops`] functions and proposes their
 //!   records; followers forward them to the leader. Broker registration, heartbeats and
 //!   fencing after the session timeout live here too.
 //! - [`ControllerClient`]: the same requests from a broker-only node, over the
@@ -16,6 +17,7 @@ mod api;
 mod client;
 mod config;
 mod controller;
+mod data_dir;
 mod error;
 mod file_frame;
 mod forward;
@@ -46,6 +48,7 @@ pub use controller::{
     ControllerOptions, HeartbeatReply, QuorumController, DEFAULT_LEADER_IMBALANCE_PERCENT,
     DEFAULT_SESSION_TIMEOUT,
 };
+pub use data_dir::{metadata_dir, start_voter, METADATA_DIR_NAME};
 pub use error::{QuorumError, RequestError};
 pub use handle::ControllerHandle;
 pub use node::RaftQuorum;

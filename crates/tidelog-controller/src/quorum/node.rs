@@ -18,7 +18,7 @@ use super::error::QuorumError;
 use super::log_store::{remove_temp_files, LogStore};
 use super::peers::QuorumPeers;
 use super::server::{self, ForwardHandler, ServerShared};
-use super::state_machine::{Published, StateMachine};
+use super::state_machine::{close_snapshots, Published, SnapshotSlot, StateMachine};
 use super::types::{from_node_id, to_node_id, MetadataBatch, NodeId, TypeConfig};
 use super::{Committed, CommittedEvent, MetadataQuorum, QuorumRole, QuorumStatus, VoterStatus};
 use crate::durable::sync_dir;
@@ -40,9 +40,12 @@ pub struct RaftQuorum {
     published: Arc<Published>,
     image_rx: watch::Receiver<Arc<MetadataImage>>,
     write_timeout: Duration,
-    local_addr: std::net::SocketAddr,
+    /// Where the RPC server listens; `None` for a voter no other node talks to.
+    local_addr: Option<std::net::SocketAddr>,
     shutdown_tx: watch::Sender<bool>,
     server: Mutex<Option<JoinHandle<()>>>,
+    /// Closed at shutdown, so no snapshot builder writes after it.
+    snapshots: Arc<Mutex<SnapshotSlot>>,
 }
 
 impl std::fmt::Debug for RaftQuorum {
@@ -55,16 +58,22 @@ impl std::fmt::Debug for RaftQuorum {
 }
 
 impl RaftQuorum {
-    /// Binds `config.listen` and starts the voter.
+    /// Binds `config.listen` (if any) and starts the voter.
     pub async fn start(config: QuorumConfig) -> Result<RaftQuorum, QuorumError> {
-        let listener =
-            TcpListener::bind(&config.listen)
-                .await
-                .map_err(|source| QuorumError::Bind {
-                    addr: config.listen.clone(),
-                    source,
-                })?;
-        RaftQuorum::start_on(config, listener).await
+        let listener = match &config.listen {
+            Some(addr) => {
+                Some(
+                    TcpListener::bind(addr)
+                        .await
+                        .map_err(|source| QuorumError::Bind {
+                            addr: addr.clone(),
+                            source,
+                        })?,
+                )
+            }
+            None => None,
+        };
+        RaftQuorum::launch(config, listener).await
     }
 
     /// Starts the voter on an already bound listener (tests bind port 0 first to learn
@@ -72,6 +81,13 @@ impl RaftQuorum {
     pub async fn start_on(
         config: QuorumConfig,
         listener: TcpListener,
+    ) -> Result<RaftQuorum, QuorumError> {
+        RaftQuorum::launch(config, Some(listener)).await
+    }
+
+    async fn launch(
+        config: QuorumConfig,
+        listener: Option<TcpListener>,
     ) -> Result<RaftQuorum, QuorumError> {
         if !config.peers.contains(config.node_id) {
             return Err(QuorumError::Config(format!(
@@ -98,6 +114,7 @@ impl RaftQuorum {
         });
         let log_store = LogStore::open(dir)?;
         let state_machine = StateMachine::open(dir, &config.cluster_id, Arc::clone(&published))?;
+        let snapshots = state_machine.snapshot_slot();
         let network = super::network::Network {
             cluster_id: config.cluster_id.clone(),
             node_id: to_node_id(config.node_id),
@@ -106,17 +123,19 @@ impl RaftQuorum {
         let raft = Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
-        let local_addr = listener.local_addr().map_err(|source| QuorumError::Bind {
-            addr: config.listen.clone(),
-            source,
-        })?;
+        let local_addr = match &listener {
+            Some(listener) => Some(listener.local_addr().map_err(|source| QuorumError::Bind {
+                addr: config.listen.clone().unwrap_or_default(),
+                source,
+            })?),
+            None => None,
+        };
         let shared = Arc::new(ServerShared {
             raft: raft.clone(),
             cluster_id: config.cluster_id.clone(),
             forward: OnceLock::new(),
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
-        let server = tokio::spawn(server::serve(listener, Arc::clone(&shared), shutdown_rx));
         let quorum = RaftQuorum {
             node_id: config.node_id,
             peers: config.peers.clone(),
@@ -128,10 +147,31 @@ impl RaftQuorum {
             write_timeout: config.write_timeout,
             local_addr,
             shutdown_tx,
-            server: Mutex::new(Some(server)),
+            server: Mutex::new(None),
+            snapshots,
         };
-        quorum.initialize(&config.peers).await?;
-        tracing::info!(node_id = config.node_id, addr = %local_addr, quorum = %config.peers, "controller quorum voter started");
+        // The voters on disk are checked before this node answers any peer.
+        if let Err(e) = quorum.initialize(&config.peers).await {
+            let _ = quorum.shutdown().await;
+            return Err(e);
+        }
+        if let Some(listener) = listener {
+            let server = tokio::spawn(server::serve(
+                listener,
+                Arc::clone(&quorum.shared),
+                shutdown_rx,
+            ));
+            *quorum.server.lock().unwrap_or_else(|p| p.into_inner()) = Some(server);
+        }
+        match local_addr {
+            Some(addr) => {
+                tracing::info!(node_id = config.node_id, %addr, quorum = %config.peers, "controller quorum voter started")
+            }
+            None => tracing::info!(
+                node_id = config.node_id,
+                "controller started: a one-voter quorum of this node"
+            ),
+        }
         Ok(quorum)
     }
 
@@ -149,8 +189,6 @@ impl RaftQuorum {
             .map(|(id, addr)| (to_node_id(id), BasicNode::new(addr)))
             .collect();
         if initialized {
-            // The membership in the log wins; a different --quorum is only reported
-            // (changing voters needs a membership change, not a new flag).
             let metrics = self.raft.metrics().borrow().clone();
             let stored: BTreeMap<NodeId, BasicNode> = metrics
                 .membership_config
@@ -158,8 +196,19 @@ impl RaftQuorum {
                 .nodes()
                 .map(|(id, node)| (*id, node.clone()))
                 .collect();
+            // Other voters than the log's would be another quorum: this node would lead
+            // (or wait for) a cluster that does not hold its topics. Refuse rather than
+            // hide them.
+            if !stored.keys().eq(members.keys()) {
+                return Err(QuorumError::VotersMismatch {
+                    stored: describe_voters(&stored),
+                    configured: describe_voters(&members),
+                });
+            }
             if stored != members {
-                tracing::warn!(configured = %peers, stored = ?stored, "the configured quorum differs from the voters recorded in the metadata log; using the recorded ones");
+                // Same voters, other addresses: the log's win (changing them needs a
+                // membership change, not a new flag).
+                tracing::warn!(configured = %peers, stored = %describe_voters(&stored), "the configured voter addresses differ from those recorded in the metadata log; using the recorded ones");
             }
             return Ok(());
         }
@@ -183,9 +232,21 @@ impl RaftQuorum {
         &self.cluster_id
     }
 
-    /// The address the RPC server listens on.
-    pub fn local_addr(&self) -> std::net::SocketAddr {
+    /// The address the RPC server listens on (`None`: no listener).
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
         self.local_addr
+    }
+
+    /// Waits (at most `timeout`) until this voter leads the quorum; whether it does.
+    pub async fn wait_until_leader(&self, timeout: Duration) -> bool {
+        self.raft
+            .wait(Some(timeout))
+            .metrics(
+                |m| m.state == ServerState::Leader && m.current_leader == Some(m.id),
+                "this voter leads",
+            )
+            .await
+            .is_ok()
     }
 
     pub(crate) fn set_forward_handler(&self, handler: Arc<dyn ForwardHandler>) {
@@ -209,7 +270,11 @@ impl RaftQuorum {
                 tracing::warn!("controller RPC server did not stop in time");
             }
         }
-        match tokio::time::timeout(self.write_timeout, self.raft.shutdown()).await {
+        let stopped = tokio::time::timeout(self.write_timeout, self.raft.shutdown()).await;
+        // A snapshot write in progress finishes first; none starts after.
+        let slot = Arc::clone(&self.snapshots);
+        let _ = tokio::task::spawn_blocking(move || close_snapshots(&slot)).await;
+        match stopped {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(QuorumError::Raft(e.to_string())),
             Err(_) => Err(QuorumError::Timeout(self.write_timeout)),
@@ -235,9 +300,26 @@ impl RaftQuorum {
     }
 }
 
+/// `1@host:port, 2@host:port`, or `1 (a single node)` for a one-voter quorum with no
+/// controller listener.
+fn describe_voters(voters: &BTreeMap<NodeId, BasicNode>) -> String {
+    if let [(id, node)] = voters.iter().collect::<Vec<_>>()[..] {
+        if node.addr.is_empty() {
+            return format!("{} (a single node, no --quorum)", from_node_id(*id));
+        }
+    }
+    voters
+        .iter()
+        .map(|(id, node)| format!("{}@{}", from_node_id(*id), node.addr))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 impl Drop for RaftQuorum {
     fn drop(&mut self) {
-        self.shutdown_tx.send_replace(true);
+        if self.shutdown_tx.send_replace(true) {
+            return; // `shutdown` ran
+        }
         if let Some(server) = self.server.lock().unwrap_or_else(|p| p.into_inner()).take() {
             server.abort();
         }
@@ -256,15 +338,28 @@ impl MetadataQuorum for RaftQuorum {
     }
 
     async fn propose(&self, records: Vec<MetadataRecord>) -> Result<Committed, QuorumError> {
-        let write = self.raft.client_write(MetadataBatch { records });
-        let response = match tokio::time::timeout(self.write_timeout, write).await {
-            Err(_) => return Err(QuorumError::Timeout(self.write_timeout)),
-            Ok(Ok(response)) => response,
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
-                return Err(self.not_controller())
+        let deadline = tokio::time::Instant::now() + self.write_timeout;
+        let batch = MetadataBatch { records };
+        let response = loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let write = self.raft.client_write(batch.clone());
+            match tokio::time::timeout(left, write).await {
+                Err(_) => return Err(QuorumError::Timeout(self.write_timeout)),
+                Ok(Ok(response)) => break response,
+                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(forward)))) => {
+                    // Just elected, this voter may lead before its leadership is
+                    // established: it names itself (or nobody yet). Ask again shortly.
+                    let own = to_node_id(self.node_id);
+                    let elected_here = forward.leader_id.is_none_or(|l| l == own)
+                        && self.raft.metrics().borrow().state == ServerState::Leader;
+                    if !elected_here || tokio::time::Instant::now() >= deadline {
+                        return Err(self.not_controller());
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Ok(Err(RaftError::APIError(e))) => return Err(QuorumError::Raft(e.to_string())),
+                Ok(Err(RaftError::Fatal(e))) => return Err(Self::fatal(e)),
             }
-            Ok(Err(RaftError::APIError(e))) => return Err(QuorumError::Raft(e.to_string())),
-            Ok(Err(RaftError::Fatal(e))) => return Err(Self::fatal(e)),
         };
         Ok(Committed {
             first_offset: response.data.first_offset,
@@ -278,34 +373,45 @@ impl MetadataQuorum for RaftQuorum {
         // proposal can never commit. What planning needs is an image that includes
         // every entry this leader holds (its term's first entry, and any write that
         // timed out but may still commit), so wait until all of them are applied.
-        let (term, target) = {
-            let m = self.raft.metrics().borrow().clone();
-            if m.state != ServerState::Leader {
-                return Err(QuorumError::NotController {
-                    leader: m.current_leader.map(from_node_id),
-                });
+        let deadline = tokio::time::Instant::now() + self.write_timeout;
+        loop {
+            let (term, target) = {
+                let m = self.raft.metrics().borrow().clone();
+                if m.state != ServerState::Leader {
+                    return Err(QuorumError::NotController {
+                        leader: m.current_leader.map(from_node_id),
+                    });
+                }
+                (m.current_term, m.last_log_index)
+            };
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let waited = self
+                .raft
+                .wait(Some(left))
+                .metrics(
+                    move |m| {
+                        m.state != ServerState::Leader
+                            || m.current_term != term
+                            || m.last_applied.map(|l| l.index) >= target
+                    },
+                    "leader applied its own log",
+                )
+                .await;
+            match waited {
+                Err(WaitError::Timeout(..)) => {
+                    return Err(QuorumError::Timeout(self.write_timeout))
+                }
+                Err(WaitError::ShuttingDown) => return Err(QuorumError::ShuttingDown),
+                Ok(m) if m.state == ServerState::Leader && m.current_term == term => return Ok(()),
+                // Elected again in a newer term (a single voter does so right after a
+                // restart): its new term's entry must be applied too.
+                Ok(m) if m.state == ServerState::Leader => continue,
+                Ok(m) => {
+                    return Err(QuorumError::NotController {
+                        leader: m.current_leader.map(from_node_id),
+                    })
+                }
             }
-            (m.current_term, m.last_log_index)
-        };
-        let waited = self
-            .raft
-            .wait(Some(self.write_timeout))
-            .metrics(
-                move |m| {
-                    m.state != ServerState::Leader
-                        || m.current_term != term
-                        || m.last_applied.map(|l| l.index) >= target
-                },
-                "leader applied its own log",
-            )
-            .await;
-        match waited {
-            Err(WaitError::Timeout(..)) => Err(QuorumError::Timeout(self.write_timeout)),
-            Err(WaitError::ShuttingDown) => Err(QuorumError::ShuttingDown),
-            Ok(m) if m.state == ServerState::Leader && m.current_term == term => Ok(()),
-            Ok(m) => Err(QuorumError::NotController {
-                leader: m.current_leader.map(from_node_id),
-            }),
         }
     }
 

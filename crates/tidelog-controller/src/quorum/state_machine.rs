@@ -47,6 +47,21 @@ struct StoredSnapshot {
     data: Arc<Vec<u8>>,
 }
 
+/// The latest snapshot, shared by the state machine and its snapshot builders (which
+/// openraft runs on tasks of their own). Once `closed` (the voter shut down), nothing
+/// is written any more: a builder still running must not write into a directory that
+/// a restarted voter now owns.
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotSlot {
+    stored: Option<StoredSnapshot>,
+    closed: bool,
+}
+
+/// Closes `slot` once any write in progress is done (see [`SnapshotSlot`]).
+pub(crate) fn close_snapshots(slot: &Mutex<SnapshotSlot>) {
+    slot.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+}
+
 /// What the state machine shares with the quorum handle.
 #[derive(Debug)]
 pub(crate) struct Published {
@@ -62,7 +77,7 @@ pub(crate) struct StateMachine {
     image: Arc<MetadataImage>,
     last_applied: Option<LogId>,
     membership: StoredMembership,
-    snapshot: Arc<Mutex<Option<StoredSnapshot>>>,
+    snapshot: Arc<Mutex<SnapshotSlot>>,
     published: Arc<Published>,
     snapshot_counter: u64,
 }
@@ -81,7 +96,7 @@ impl StateMachine {
             image: Arc::new(MetadataImage::new(cluster_id)),
             last_applied: None,
             membership: StoredMembership::default(),
-            snapshot: Arc::new(Mutex::new(None)),
+            snapshot: Arc::new(Mutex::new(SnapshotSlot::default())),
             published,
             snapshot_counter: 0,
         };
@@ -91,7 +106,7 @@ impl StateMachine {
             machine.image = Arc::new(image);
             machine.last_applied = meta.last_log_id;
             machine.membership = meta.last_membership.clone();
-            *machine.lock_snapshot() = Some(StoredSnapshot {
+            machine.lock_snapshot().stored = Some(StoredSnapshot {
                 meta,
                 data: Arc::new(data),
             });
@@ -103,8 +118,13 @@ impl StateMachine {
         Ok(machine)
     }
 
-    fn lock_snapshot(&self) -> std::sync::MutexGuard<'_, Option<StoredSnapshot>> {
+    fn lock_snapshot(&self) -> std::sync::MutexGuard<'_, SnapshotSlot> {
         self.snapshot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The slot the voter closes at shutdown.
+    pub(crate) fn snapshot_slot(&self) -> Arc<Mutex<SnapshotSlot>> {
+        Arc::clone(&self.snapshot)
     }
 }
 
@@ -128,15 +148,34 @@ fn decode_snapshot_file(
     Ok((meta, rest[meta_len..].to_vec()))
 }
 
-/// Writes `snap` as `raft.snapshot` unless the one on disk is at least as new.
+/// Writes `snap` as `raft.snapshot` unless the one on disk is at least as new, on a
+/// blocking thread (it fsyncs). Writes nothing once the slot is closed.
 #[allow(clippy::result_large_err)] // openraft's error type, fixed by its traits
-fn store_snapshot(
+async fn store_snapshot(
     dir: &Path,
-    slot: &Mutex<Option<StoredSnapshot>>,
+    slot: &Arc<Mutex<SnapshotSlot>>,
+    snap: StoredSnapshot,
+) -> Result<(), StorageError> {
+    let (dir, slot) = (dir.to_path_buf(), Arc::clone(slot));
+    tokio::task::spawn_blocking(move || store_snapshot_now(&dir, &slot, snap))
+        .await
+        .map_err(io_write_error)?
+}
+
+#[allow(clippy::result_large_err)] // openraft's error type, fixed by its traits
+fn store_snapshot_now(
+    dir: &Path,
+    slot: &Mutex<SnapshotSlot>,
     snap: StoredSnapshot,
 ) -> Result<(), StorageError> {
     let mut current = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if current.closed {
+        return Err(io_write_error(std::io::Error::other(
+            "the controller voter is shut down",
+        )));
+    }
     if current
+        .stored
         .as_ref()
         .is_some_and(|c| c.meta.last_log_id >= snap.meta.last_log_id)
     {
@@ -153,7 +192,7 @@ fn store_snapshot(
         &file_frame::encode(KIND_SNAPSHOT, &payload),
     )
     .map_err(io_write_error)?;
-    *current = Some(snap);
+    current.stored = Some(snap);
     Ok(())
 }
 
@@ -164,7 +203,7 @@ pub(crate) struct SnapshotBuilder {
     image: Arc<MetadataImage>,
     last_applied: Option<LogId>,
     membership: StoredMembership,
-    slot: Arc<Mutex<Option<StoredSnapshot>>>,
+    slot: Arc<Mutex<SnapshotSlot>>,
     snapshot_id: String,
 }
 
@@ -180,7 +219,7 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
             meta: meta.clone(),
             data: Arc::new(data.clone()),
         };
-        store_snapshot(&self.dir, &self.slot, stored)?;
+        store_snapshot(&self.dir, &self.slot, stored).await?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -280,7 +319,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             meta: meta.clone(),
             data: Arc::new(data),
         };
-        store_snapshot(&self.dir, &self.snapshot, stored)?;
+        store_snapshot(&self.dir, &self.snapshot, stored).await?;
         self.image = Arc::new(image);
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
@@ -297,7 +336,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
-        Ok(self.lock_snapshot().as_ref().map(|s| Snapshot {
+        Ok(self.lock_snapshot().stored.as_ref().map(|s| Snapshot {
             meta: s.meta.clone(),
             snapshot: Box::new(Cursor::new(s.data.as_ref().clone())),
         }))

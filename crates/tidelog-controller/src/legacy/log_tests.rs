@@ -1,13 +1,17 @@
-//! Recovery of the metadata log: reopen, torn tails, snapshots.
+//! Recovery of the legacy metadata log, which a migration reads: reopen, torn tails,
+//! snapshots.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use tidelog_controller::{
-    ConfigResource, ControllerError, MetadataImage, MetadataLog, MetadataRecord, Uuid,
-};
+use uuid::Uuid;
+
+use super::MetadataLog;
+use crate::error::ControllerError;
+use crate::image::MetadataImage;
+use crate::record::{ConfigResource, MetadataRecord};
 
 fn topic(n: u128) -> MetadataRecord {
     MetadataRecord::Topic {

@@ -12,8 +12,10 @@
 //! without its partitions). The length is outside the CRC; a damaged length makes the
 //! CRC check (or the bound check) fail, which is how a torn tail is recognised.
 
-use std::io::{ErrorKind, Read};
+use std::io::Read;
 
+use crate::durable::read_full;
+#[cfg(test)]
 use crate::error::ControllerError;
 use crate::record::MetadataRecord;
 
@@ -24,6 +26,7 @@ const LEN_BYTES: usize = 4;
 const FIXED_BYTES: usize = 4 + 8 + 1;
 const ENCODING_JSON: u8 = 1;
 
+#[cfg(test)]
 pub(crate) fn encode(
     base_offset: u64,
     records: &[MetadataRecord],
@@ -122,20 +125,6 @@ impl From<std::io::Error> for FrameError {
     fn from(e: std::io::Error) -> Self {
         FrameError::Io(e)
     }
-}
-
-/// Like `read_exact`, but reports how many bytes were read before end of file.
-pub(crate) fn read_full(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! The durable, append-only metadata log on local disk.
+//! The metadata log a single node kept on local disk before every node ran the Raft
+//! controller (releases up to 5966dcc). Only read now, once, to migrate it (see
+//! `legacy`); the writer is kept for the tests that build such a log.
 //!
 //! Directory `<data-dir>/__cluster_metadata/` holds:
 //! - `meta.properties`: the cluster id (see `meta_properties`).
@@ -14,30 +16,27 @@
 //! `append` fsyncs before returning). Damage anywhere else is an error.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, Write};
+use std::io::BufReader;
+#[cfg(test)]
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::frame::{self, FrameError, FrameRead};
 use crate::durable::{sync_dir, TMP_SUFFIX};
 use crate::error::ControllerError;
-use crate::frame::{self, FrameError, FrameRead};
 use crate::image::MetadataImage;
 use crate::meta_properties::load_or_create_cluster_id;
+#[cfg(test)]
 use crate::record::MetadataRecord;
 use crate::snapshot;
 
-/// Name of the metadata log directory inside a node's data directory.
-pub const METADATA_DIR_NAME: &str = "__cluster_metadata";
-
-/// `<data_dir>/__cluster_metadata`.
-pub fn metadata_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join(METADATA_DIR_NAME)
-}
-
-const SEGMENT_SUFFIX: &str = ".log";
+pub(super) const SEGMENT_SUFFIX: &str = ".log";
 
 /// The metadata log; see the module docs for the files and the recovery rules.
 #[derive(Debug)]
-pub struct MetadataLog {
+// Only the tests write a legacy log, so outside them most fields are never read again.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) struct MetadataLog {
     dir: PathBuf,
     cluster_id: String,
     /// Base offsets of all segments, ascending; the last one is `active`.
@@ -52,7 +51,7 @@ pub struct MetadataLog {
 impl MetadataLog {
     /// Opens (creating if needed) the log in `dir`, the `__cluster_metadata` directory
     /// itself. Returns the log and the image rebuilt from snapshot + log.
-    pub fn open(dir: &Path) -> Result<(MetadataLog, MetadataImage), ControllerError> {
+    pub(crate) fn open(dir: &Path) -> Result<(MetadataLog, MetadataImage), ControllerError> {
         let existed = dir.is_dir();
         fs::create_dir_all(dir).map_err(|e| ControllerError::io(dir, e))?;
         if !existed {
@@ -121,7 +120,8 @@ impl MetadataLog {
 
     /// Appends `records` as one atomic batch and fsyncs it before returning. The records
     /// get offsets `next_offset() ..= returned`; returns the offset of the last one.
-    pub fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, ControllerError> {
+    #[cfg(test)]
+    pub(crate) fn append(&mut self, records: &[MetadataRecord]) -> Result<u64, ControllerError> {
         if self.offline {
             return Err(ControllerError::Offline);
         }
@@ -156,7 +156,8 @@ impl MetadataLog {
     /// Writes `image` as the snapshot (atomically), then drops the segments it covers.
     /// `image` must not be ahead of this log. When it covers the whole log, the next
     /// append starts a fresh segment, so the covered prefix can be deleted.
-    pub fn snapshot(&mut self, image: &MetadataImage) -> Result<(), ControllerError> {
+    #[cfg(test)]
+    pub(crate) fn snapshot(&mut self, image: &MetadataImage) -> Result<(), ControllerError> {
         if self.offline {
             return Err(ControllerError::Offline);
         }
@@ -197,29 +198,30 @@ impl MetadataLog {
     }
 
     /// Offset the next appended record will get.
-    pub fn next_offset(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn next_offset(&self) -> u64 {
         self.next_offset
     }
 
     /// Offset of the last record in the log (or in the snapshot), `None` if empty.
-    pub fn last_offset(&self) -> Option<u64> {
+    #[cfg(test)]
+    pub(crate) fn last_offset(&self) -> Option<u64> {
         self.next_offset.checked_sub(1)
     }
 
     /// Records appended since the last snapshot that covered the whole log (or since
     /// open, counting only what is in the segments).
-    pub fn records_since_snapshot(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn records_since_snapshot(&self) -> u64 {
         self.records_since_snapshot
     }
 
-    pub fn cluster_id(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn cluster_id(&self) -> &str {
         &self.cluster_id
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
+    #[cfg(test)]
     fn active_path(&self) -> PathBuf {
         let base = self.segments.last().copied().unwrap_or(self.next_offset);
         segment_path(&self.dir, base)
@@ -282,11 +284,11 @@ fn replay_segment(
     }
 }
 
-fn segment_path(dir: &Path, base: u64) -> PathBuf {
+pub(super) fn segment_path(dir: &Path, base: u64) -> PathBuf {
     dir.join(format!("{base:020}{SEGMENT_SUFFIX}"))
 }
 
-fn list_segments(dir: &Path) -> Result<Vec<u64>, ControllerError> {
+pub(super) fn list_segments(dir: &Path) -> Result<Vec<u64>, ControllerError> {
     let mut bases = Vec::new();
     for entry in fs::read_dir(dir).map_err(|e| ControllerError::io(dir, e))? {
         let entry = entry.map_err(|e| ControllerError::io(dir, e))?;

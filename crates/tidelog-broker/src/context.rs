@@ -14,12 +14,12 @@ use crate::txn::TxnCoordinator;
 
 pub(crate) struct BrokerContext {
     pub(crate) config: BrokerConfig,
-    pub(crate) metadata: MetadataManager,
-    pub(crate) replicas: ReplicaManager,
+    pub(crate) metadata: Arc<MetadataManager>,
+    pub(crate) replicas: Arc<ReplicaManager>,
     /// Consumer groups and committed offsets (`__consumer_offsets`).
-    pub(crate) groups: GroupCoordinator,
+    pub(crate) groups: Arc<GroupCoordinator>,
     /// Transactions (`__transaction_state`).
-    pub(crate) txns: TxnCoordinator,
+    pub(crate) txns: Arc<TxnCoordinator>,
     /// Every probe of this node (served on the admin port's `/metrics`).
     pub(crate) metrics: Arc<Metrics>,
     /// Flips to true when the node begins shutting down; long polls end early on it.

@@ -8,8 +8,10 @@
 
 mod admin_http;
 mod apis;
+mod clock;
 pub mod config;
 mod context;
+mod coordinator;
 mod errors;
 mod group;
 mod internal_topic;

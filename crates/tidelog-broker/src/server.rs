@@ -11,8 +11,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::clock::{Clock, SystemClock};
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
+use crate::coordinator::{LogSource, PartitionLogs};
 use crate::group::{GroupConfig, GroupCoordinator};
 use crate::metadata::MetadataManager;
 use crate::metrics::Metrics;
@@ -96,7 +98,11 @@ impl Broker {
             port: kafka_addr.port(),
         };
         let rack = Some(config.get("broker.rack").to_string()).filter(|r| !r.is_empty());
-        let replicas = ReplicaManager::new(node_id, &data_dir, Arc::clone(&metrics.storage));
+        let replicas = Arc::new(ReplicaManager::new(
+            node_id,
+            &data_dir,
+            Arc::clone(&metrics.storage),
+        ));
 
         let (link, voter, image) = join_quorum(&config, cluster.as_ref(), defaults).await?;
         if voter.is_some() {
@@ -104,15 +110,32 @@ impl Broker {
             // broker-only node waits for its first fetch.
             open_logs(&replicas, &image, &config)?;
         }
-        let metadata = MetadataManager::new(Arc::clone(&link), image);
-        let group_config = GroupConfig::from_broker(&config);
-        let txn_config = TxnConfig::from_broker(&config);
+        let metadata = Arc::new(MetadataManager::new(Arc::clone(&link), image));
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let logs: Arc<dyn LogSource> = Arc::new(PartitionLogs(Arc::clone(&replicas)));
+        let groups = Arc::new(GroupCoordinator::new(
+            GroupConfig::from_broker(&config),
+            node_id,
+            metadata.images(),
+            Arc::clone(&logs),
+            Arc::clone(&clock),
+        ));
+        let txns = Arc::new(TxnCoordinator::new(
+            TxnConfig::from_broker(&config),
+            node_id,
+            metadata.images(),
+            logs,
+            clock,
+            Arc::clone(&metadata),
+            Arc::clone(&replicas),
+            Arc::clone(&groups),
+        ));
         let ctx: Ctx = Arc::new(BrokerContext {
             config,
             metadata,
             replicas,
-            groups: GroupCoordinator::new(group_config),
-            txns: TxnCoordinator::new(txn_config),
+            groups: Arc::clone(&groups),
+            txns: Arc::clone(&txns),
             metrics,
             shutdown: shutdown_rx.clone(),
         });
@@ -144,14 +167,8 @@ impl Broker {
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         )));
-        tasks.push(tokio::spawn(crate::group::run_background(
-            Arc::clone(&ctx),
-            shutdown_rx.clone(),
-        )));
-        tasks.push(tokio::spawn(crate::txn::run_background(
-            Arc::clone(&ctx),
-            shutdown_rx.clone(),
-        )));
+        tasks.push(tokio::spawn(groups.run(shutdown_rx.clone())));
+        tasks.push(tokio::spawn(txns.run(shutdown_rx.clone())));
         tasks.push(tokio::spawn(cleaner(Arc::clone(&ctx), shutdown_rx)));
         if ready.load(Ordering::Acquire) {
             tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");

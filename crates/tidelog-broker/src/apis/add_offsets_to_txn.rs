@@ -2,7 +2,6 @@
 //! (its TxnOffsetCommits follow). Creates `__consumer_offsets` if needed, since the
 //! group's offsets will be written there when the transaction commits.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
 use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
 use kafka_protocol::protocol::VersionRange;
@@ -17,23 +16,19 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: AddOffsetsToTxnRequest = req.decode()?;
-    let fenced = if req.version() >= 2 {
-        ResponseError::ProducerFenced
-    } else {
-        ResponseError::InvalidProducerEpoch
-    };
-    let code = ensure_offsets_topic(ctx)
-        .await
-        .and_then(|()| {
-            ctx.txns.add_offsets(
-                ctx,
+    let producer_fenced = req.version() >= 2;
+    let code = match ensure_offsets_topic(ctx).await {
+        Ok(()) => ctx
+            .txns
+            .add_offsets(
                 request.transactional_id.0.as_str(),
                 (request.producer_id.0, request.producer_epoch),
                 request.group_id.0.as_str(),
-                fenced.code(),
             )
-        })
-        .err()
-        .unwrap_or(0);
+            .await
+            .err()
+            .map_or(0, |e| e.code(producer_fenced)),
+        Err(code) => code,
+    };
     req.respond(&AddOffsetsToTxnResponse::default().with_error_code(code))
 }

@@ -34,25 +34,20 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             }
         }
     }
-    let fenced = if req.version() >= 2 {
-        ResponseError::ProducerFenced
-    } else {
-        ResponseError::InvalidProducerEpoch
-    };
+    let producer_fenced = req.version() >= 2;
     let code = if unknown.is_empty() {
         ctx.txns
             .add_partitions(
-                ctx,
                 request.v3_and_below_transactional_id.0.as_str(),
                 (
                     request.v3_and_below_producer_id.0,
                     request.v3_and_below_producer_epoch,
                 ),
-                &wanted,
-                fenced.code(),
+                wanted,
             )
+            .await
             .err()
-            .unwrap_or(0)
+            .map_or(0, |e| e.code(producer_fenced))
     } else {
         ResponseError::OperationNotAttempted.code()
     };

@@ -15,15 +15,14 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DeleteGroupsRequest = req.decode()?;
-    let results = request
-        .groups_names
-        .into_iter()
-        .map(|id| {
-            let error = ctx.groups.delete_group(ctx, &id.0);
+    let mut results = Vec::with_capacity(request.groups_names.len());
+    for id in request.groups_names {
+        let error = ctx.groups.delete_group(id.0.to_string()).await;
+        results.push(
             DeletableGroupResult::default()
                 .with_group_id(id)
-                .with_error_code(error)
-        })
-        .collect();
+                .with_error_code(error),
+        );
+    }
     req.respond(&DeleteGroupsResponse::default().with_results(results))
 }

@@ -17,36 +17,35 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeGroupsRequest = req.decode()?;
-    let groups = request
-        .groups
-        .into_iter()
-        .map(|id| {
-            let described = ctx.groups.describe(ctx, &id.0);
-            let group = DescribedGroup::default()
-                .with_group_id(id)
-                .with_authorized_operations(i32::MIN);
-            match described {
-                Err(code) => group.with_error_code(code).with_group_state(str_bytes("")),
-                Ok(d) => group
-                    .with_group_state(str_bytes(d.state))
-                    .with_protocol_type(str_bytes(&d.protocol_type))
-                    .with_protocol_data(str_bytes(&d.protocol))
-                    .with_members(
-                        d.members
-                            .into_iter()
-                            .map(|m| {
-                                DescribedGroupMember::default()
-                                    .with_member_id(str_bytes(&m.member_id))
-                                    .with_group_instance_id(m.instance_id.as_deref().map(str_bytes))
-                                    .with_client_id(str_bytes(&m.client_id))
-                                    .with_client_host(str_bytes(&m.client_host))
-                                    .with_member_metadata(m.metadata)
-                                    .with_member_assignment(m.assignment)
-                            })
-                            .collect(),
-                    ),
-            }
-        })
-        .collect();
+    let mut groups = Vec::with_capacity(request.groups.len());
+    for id in request.groups {
+        let described = ctx.groups.describe(id.0.to_string()).await;
+        let group = DescribedGroup::default()
+            .with_group_id(id)
+            .with_authorized_operations(i32::MIN);
+        groups.push(match described {
+            Err(e) => group
+                .with_error_code(e.code())
+                .with_group_state(str_bytes("")),
+            Ok(d) => group
+                .with_group_state(str_bytes(d.state))
+                .with_protocol_type(str_bytes(&d.protocol_type))
+                .with_protocol_data(str_bytes(&d.protocol))
+                .with_members(
+                    d.members
+                        .into_iter()
+                        .map(|m| {
+                            DescribedGroupMember::default()
+                                .with_member_id(str_bytes(&m.member_id))
+                                .with_group_instance_id(m.instance_id.as_deref().map(str_bytes))
+                                .with_client_id(str_bytes(&m.client_id))
+                                .with_client_host(str_bytes(&m.client_host))
+                                .with_member_metadata(m.metadata)
+                                .with_member_assignment(m.assignment)
+                        })
+                        .collect(),
+                ),
+        });
+    }
     req.respond(&DescribeGroupsResponse::default().with_groups(groups))
 }

@@ -33,7 +33,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 Ok(()) => coordinator_for(ctx, OFFSETS_TOPIC, &key),
                 Err(code) => Err(code),
             },
-            1 => match ctx.txns.ensure_topic(ctx).await {
+            1 => match crate::txn::ensure_txn_topic(ctx).await {
                 Ok(()) => coordinator_for(ctx, TXN_TOPIC, &key),
                 Err(code) => Err(code),
             },

@@ -13,12 +13,15 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: HeartbeatRequest = req.decode()?;
-    let error = ctx.groups.heartbeat(
-        ctx,
-        &request.group_id.0,
-        &request.member_id,
-        request.group_instance_id.as_deref(),
-        request.generation_id,
-    );
+    let error = ctx
+        .groups
+        .heartbeat(
+            request.group_id.0.to_string(),
+            request.member_id.to_string(),
+            request.group_instance_id.as_ref().map(|s| s.to_string()),
+            request.generation_id,
+        )
+        .await
+        .unwrap_or_else(|e| e.code());
     req.respond(&HeartbeatResponse::default().with_error_code(error))
 }

@@ -6,7 +6,6 @@
 //! producer id across sessions and each InitProducerId bumps the epoch, fencing the
 //! previous producer and aborting its open transaction.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
 use kafka_protocol::messages::ProducerId;
@@ -36,21 +35,15 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         let current = (request.producer_id.0 >= 0 && request.producer_epoch >= 0)
             .then_some((request.producer_id.0, request.producer_epoch));
         // PRODUCER_FENCED exists on the wire from v4; older clients know INVALID_PRODUCER_EPOCH.
-        let fenced = if req.version() >= 4 {
-            ResponseError::ProducerFenced
-        } else {
-            ResponseError::InvalidProducerEpoch
+        let producer_fenced = req.version() >= 4;
+        let outcome = match crate::txn::ensure_txn_topic(ctx).await {
+            Ok(()) => ctx
+                .txns
+                .init_producer_id(id.0.as_str(), request.transaction_timeout_ms, current)
+                .await
+                .map_err(|e| e.code(producer_fenced)),
+            Err(code) => Err(code),
         };
-        let outcome = ctx
-            .txns
-            .init_producer_id(
-                ctx,
-                id.0.as_str(),
-                request.transaction_timeout_ms,
-                current,
-                fenced.code(),
-            )
-            .await;
         let answer = match outcome {
             Ok((producer_id, epoch)) => response
                 .with_producer_id(ProducerId(producer_id))

@@ -49,7 +49,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         require_known_member: version >= 4,
     };
     let respond_to = Responder::of(&req);
-    match ctx.groups.join(ctx, join) {
+    let joined = ctx.groups.join(join).await.unwrap_or_else(|e| {
+        Waiting::Now(JoinOutcome {
+            error: e.code(),
+            generation: -1,
+            ..JoinOutcome::default()
+        })
+    });
+    match joined {
         Waiting::Now(outcome) => respond_to.send(&response(outcome, version)),
         Waiting::Later(rx, wait) => Ok(later(
             ctx,

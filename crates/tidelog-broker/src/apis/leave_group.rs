@@ -31,8 +31,12 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         vec![(request.member_id.to_string(), None)]
     };
     let response = LeaveGroupResponse::default();
-    let response = match ctx.groups.leave(ctx, &request.group_id.0, leaving) {
-        Err(code) => response.with_error_code(code),
+    let left = ctx
+        .groups
+        .leave(request.group_id.0.to_string(), leaving)
+        .await;
+    let response = match left {
+        Err(e) => response.with_error_code(e.code()),
         Ok(results) if batched => response.with_members(
             results
                 .into_iter()

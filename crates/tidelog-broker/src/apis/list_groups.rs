@@ -30,14 +30,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .types_filter
             .iter()
             .any(|t| t.eq_ignore_ascii_case("classic"));
-    if ctx.groups.loading() {
+    let (listed, loading) = ctx.groups.list_groups().await;
+    if loading {
         let loading = ListGroupsResponse::default()
             .with_error_code(ResponseError::CoordinatorLoadInProgress.code());
         return req.respond(&loading);
     }
-    let groups = ctx
-        .groups
-        .list_groups()
+    let groups = listed
         .into_iter()
         .filter(|g| classic_wanted && wants_state(g.state))
         .map(|g| {

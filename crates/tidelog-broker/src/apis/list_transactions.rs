@@ -32,6 +32,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let listed = ctx
         .txns
         .list()
+        .await
         .into_iter()
         .filter(|(_, m)| states.is_empty() || states.contains(&m.state))
         .filter(|(_, m)| pids.is_empty() || pids.contains(&m.producer_id))

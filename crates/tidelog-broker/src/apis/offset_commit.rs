@@ -40,7 +40,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
         offsets,
     };
-    let mut codes = ctx.groups.commit(ctx, commit).into_iter();
+    let mut codes = ctx.groups.commit(commit).await.into_iter();
     let topics = answer_each(
         request.topics,
         |t| &t.partitions,

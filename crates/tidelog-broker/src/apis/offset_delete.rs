@@ -25,7 +25,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .map(|p| (t.name.0.to_string(), p.partition_index))
         })
         .collect();
-    let (error, codes) = ctx.groups.delete_offsets(ctx, &request.group_id.0, &wanted);
+    let (error, codes) = ctx
+        .groups
+        .delete_offsets(request.group_id.0.to_string(), wanted.clone())
+        .await;
     let response = OffsetDeleteResponse::default().with_error_code(error);
     if error != 0 {
         return req.respond(&response);

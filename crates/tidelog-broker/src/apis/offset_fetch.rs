@@ -29,31 +29,28 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let version = req.version();
     let stable = request.require_stable;
     if version >= 8 {
-        let groups = request
-            .groups
-            .iter()
-            .map(|g| {
-                let wanted: Wanted = g.topics.as_ref().map(|ts| {
-                    ts.iter()
-                        .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
-                        .collect()
-                });
-                let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-                match lookup(ctx, &g.group_id.0, wanted, stable) {
-                    Err(code) => group.with_error_code(code),
-                    Ok(found) => group.with_topics(
-                        found
-                            .into_iter()
-                            .map(|(topic, parts)| {
-                                OffsetFetchResponseTopics::default()
-                                    .with_name(TopicName(str_bytes(&topic)))
-                                    .with_partitions(parts.into_iter().map(v8_partition).collect())
-                            })
-                            .collect(),
-                    ),
-                }
-            })
-            .collect();
+        let mut groups = Vec::with_capacity(request.groups.len());
+        for g in &request.groups {
+            let wanted: Wanted = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+            groups.push(match lookup(ctx, &g.group_id.0, wanted, stable).await {
+                Err(code) => group.with_error_code(code),
+                Ok(found) => group.with_topics(
+                    found
+                        .into_iter()
+                        .map(|(topic, parts)| {
+                            OffsetFetchResponseTopics::default()
+                                .with_name(TopicName(str_bytes(&topic)))
+                                .with_partitions(parts.into_iter().map(v8_partition).collect())
+                        })
+                        .collect(),
+                ),
+            });
+        }
         return req.respond(&OffsetFetchResponse::default().with_groups(groups));
     }
     let wanted: Wanted = request.topics.as_ref().map(|ts| {
@@ -62,7 +59,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .collect()
     });
     let response = OffsetFetchResponse::default();
-    let response = match lookup(ctx, &request.group_id.0, wanted.clone(), stable) {
+    let response = match lookup(ctx, &request.group_id.0, wanted.clone(), stable).await {
         Ok(found) => response.with_topics(v1_topics(found)),
         // v1 has no top-level error: every partition carries it.
         Err(code) if version < 2 => {
@@ -86,20 +83,24 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
 
 /// The committed offsets, each unstable one replaced by UNSTABLE_OFFSET_COMMIT when
 /// `require_stable` asks for it.
-fn lookup(
+async fn lookup(
     ctx: &Ctx,
     group: &str,
     wanted: Wanted,
     require_stable: bool,
 ) -> Result<Vec<(String, Vec<Answer>)>, i16> {
-    let found = ctx.groups.fetch_offsets(ctx, group, wanted)?;
+    let found = ctx
+        .groups
+        .fetch_offsets(group.to_string(), wanted)
+        .await
+        .map_err(|e| e.code())?;
     Ok(found
         .into_iter()
         .map(|(topic, parts)| {
             let parts = parts
                 .into_iter()
-                .map(|(p, offset, epoch, meta)| {
-                    if require_stable && ctx.txns.offset_pending(group, &topic, p) {
+                .map(|(p, offset, epoch, meta, pending)| {
+                    if require_stable && pending {
                         (
                             p,
                             -1,

@@ -61,6 +61,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     txn_id.as_deref(),
                     acks == -1,
                 )
+                .await
             };
             if let Err((code, _)) = &result {
                 ctx.metrics.requests.error_code(ApiKey::Produce, *code);
@@ -195,7 +196,7 @@ fn fail_partition(
 
 type AppendResult = Result<(Arc<Partition>, Appended, Option<PendingSync>), (i16, Option<String>)>;
 
-fn append(
+async fn append(
     ctx: &Ctx,
     topic: &str,
     partition: i32,
@@ -224,22 +225,26 @@ fn append(
         .filter(|h| h.is_transactional())
         .map(|h| (h.producer_id(), h.producer_epoch()));
     let appended = match transactional {
-        Some((producer_id, epoch)) => ctx
-            .txns
-            .with_verified_produce(
-                ctx,
-                transactional_id.unwrap_or(""),
-                producer_id,
-                epoch,
-                topic,
-                partition,
-                || p.append(&mut batches, now_ms()),
-            )
-            .map_err(|code| {
+        Some((producer_id, epoch)) => {
+            // The guard keeps a marker written meanwhile from being overtaken.
+            let guard = p.begin_verification(producer_id);
+            let verified = ctx
+                .txns
+                .verify(
+                    transactional_id.unwrap_or(""),
+                    producer_id,
+                    epoch,
+                    topic,
+                    partition,
+                )
+                .await;
+            if let Err(e) = verified {
+                p.end_verification(producer_id, guard);
                 let why = "partition is not part of the producer's open transaction";
-                (code, Some(why.to_string()))
-            })?
-            .map(|done| (done, None)),
+                return Err((e.code(false), Some(why.to_string())));
+            }
+            p.append_verified(&mut batches, now_ms(), producer_id, guard)
+        }
         None => p.append_deferring_sync(&mut batches, now_ms()),
     };
     match appended {

@@ -22,9 +22,9 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .map(|a| (a.member_id.to_string(), a.assignment.clone()))
         .collect();
     let owned = |s: &Option<kafka_protocol::protocol::StrBytes>| s.as_ref().map(|s| s.to_string());
-    let waiting = ctx.groups.sync(
-        ctx,
-        SyncRequest {
+    let waiting = ctx
+        .groups
+        .sync(SyncRequest {
             group_id: request.group_id.0.to_string(),
             member_id: request.member_id.to_string(),
             instance_id: owned(&request.group_instance_id),
@@ -32,8 +32,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             protocol_type: owned(&request.protocol_type),
             protocol: owned(&request.protocol_name),
             assignments,
-        },
-    );
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Waiting::Now(SyncOutcome {
+                error: e.code(),
+                ..SyncOutcome::default()
+            })
+        });
     let respond_to = Responder::of(&req);
     match waiting {
         Waiting::Now(outcome) => respond_to.send(&response(outcome)),

@@ -1,5 +1,7 @@
 //! WriteTxnMarkers: another node's transaction coordinator asks this node to write
-//! COMMIT/ABORT markers to partitions it leads. Each partition answers on its own.
+//! COMMIT/ABORT markers to partitions it leads. Each partition answers on its own, once
+//! its marker is replicated; a `__consumer_offsets` partition gets its marker through
+//! the group coordinator, which commits or drops the offsets the transaction sent there.
 
 use kafka_protocol::messages::write_txn_markers_request::WriteTxnMarkersRequest;
 use kafka_protocol::messages::write_txn_markers_response::{
@@ -12,47 +14,47 @@ use tidelog_protocol::ProtocolError;
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
-use crate::txn::{write_marker, MarkerKey};
+use crate::txn::{write_local_marker, MarkerKey};
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: WriteTxnMarkersRequest = req.decode()?;
-    let markers = request
-        .markers
-        .into_iter()
-        .map(|m| {
-            let topics = m
-                .topics
-                .iter()
-                .map(|t| {
-                    let partitions = t
-                        .partition_indexes
-                        .iter()
-                        .map(|p| {
-                            let marker = MarkerKey {
-                                topic: t.name.0.as_str().to_owned(),
-                                partition: *p,
-                                producer_id: m.producer_id.0,
-                                epoch: m.producer_epoch,
-                                commit: m.transaction_result,
-                                coordinator_epoch: m.coordinator_epoch,
-                            };
-                            let code = write_marker(ctx, &marker).err().unwrap_or(0);
-                            WritableTxnMarkerPartitionResult::default()
-                                .with_partition_index(*p)
-                                .with_error_code(code)
-                        })
-                        .collect();
-                    WritableTxnMarkerTopicResult::default()
-                        .with_name(t.name.clone())
-                        .with_partitions(partitions)
-                })
-                .collect();
+    let mut markers = Vec::with_capacity(request.markers.len());
+    for m in request.markers {
+        let mut topics = Vec::with_capacity(m.topics.len());
+        for t in &m.topics {
+            let mut partitions = Vec::with_capacity(t.partition_indexes.len());
+            for p in &t.partition_indexes {
+                let marker = MarkerKey {
+                    topic: t.name.0.as_str().to_owned(),
+                    partition: *p,
+                    producer_id: m.producer_id.0,
+                    epoch: m.producer_epoch,
+                    commit: m.transaction_result,
+                    coordinator_epoch: m.coordinator_epoch,
+                };
+                let code = write_local_marker(&ctx.replicas, &ctx.groups, &marker)
+                    .await
+                    .err()
+                    .unwrap_or(0);
+                partitions.push(
+                    WritableTxnMarkerPartitionResult::default()
+                        .with_partition_index(*p)
+                        .with_error_code(code),
+                );
+            }
+            topics.push(
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        markers.push(
             WritableTxnMarkerResult::default()
                 .with_producer_id(m.producer_id)
-                .with_topics(topics)
-        })
-        .collect();
+                .with_topics(topics),
+        );
+    }
     req.respond(&WriteTxnMarkersResponse::default().with_markers(markers))
 }

@@ -12,13 +12,12 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-use super::rebalance::{
-    check_member, current_outcome, maybe_complete_join, millis, persist, Waiting,
-};
+use super::rebalance::{check_member, current_outcome, maybe_complete_join, millis, Waiting};
 use super::records::GroupRecord;
+use super::shard::GroupShard;
 use super::state::{Group, GroupState, JoinOutcome, Member, SyncOutcome};
-use super::{GroupCoordinator, Inner};
-use crate::context::{now_ms, BrokerContext};
+use super::GroupConfig;
+use crate::coordinator::{Now, Outcome};
 
 /// A JoinGroup as the state machine sees it.
 #[derive(Debug, Clone)]
@@ -58,16 +57,28 @@ fn join_error(error: ResponseError, member_id: &str) -> Waiting<JoinOutcome> {
     })
 }
 
-impl GroupCoordinator {
-    pub(crate) fn join(&self, ctx: &BrokerContext, req: JoinRequest) -> Waiting<JoinOutcome> {
-        let cfg = &self.config;
-        if req.session_timeout_ms < cfg.min_session_timeout_ms
-            || req.session_timeout_ms > cfg.max_session_timeout_ms
+impl GroupShard {
+    /// JoinGroup: the answer now (an error, or the current generation), or parked until
+    /// the join phase ends; the group's record when the phase ended with it empty.
+    pub(crate) fn join(
+        &mut self,
+        req: JoinRequest,
+        now: Now,
+    ) -> Outcome<Self, Waiting<JoinOutcome>> {
+        let config = std::sync::Arc::clone(&self.config);
+        if req.session_timeout_ms < config.min_session_timeout_ms
+            || req.session_timeout_ms > config.max_session_timeout_ms
         {
-            return join_error(ResponseError::InvalidSessionTimeout, &req.member_id);
+            return Outcome::answer(join_error(
+                ResponseError::InvalidSessionTimeout,
+                &req.member_id,
+            ));
         }
         if req.protocol_type.is_empty() || req.protocols.is_empty() {
-            return join_error(ResponseError::InconsistentGroupProtocol, &req.member_id);
+            return Outcome::answer(join_error(
+                ResponseError::InconsistentGroupProtocol,
+                &req.member_id,
+            ));
         }
         let too_long = |s: &str| s.len() > usize::from(MAX_NAME_BYTES);
         if too_long(&req.protocol_type)
@@ -75,50 +86,38 @@ impl GroupCoordinator {
             || req.instance_id.as_deref().is_some_and(too_long)
             || too_long(&req.member_id)
         {
-            return join_error(ResponseError::InvalidRequest, "");
+            return Outcome::answer(join_error(ResponseError::InvalidRequest, ""));
         }
-        let group_id = req.group_id.clone();
-        let result = self.with_partition(ctx, &group_id, |inner, partition| {
-            let (reply, record) = self.join_locked(inner, partition, req);
-            if let Some(record) = record {
-                persist(ctx, inner, partition, record);
-            }
-            reply
-        });
-        result.unwrap_or_else(|code| {
-            Waiting::Now(JoinOutcome {
-                error: code,
-                generation: -1,
-                ..JoinOutcome::default()
-            })
-        })
+        let (reply, record) = self.join_locked(req, now);
+        Outcome::records(record.into_iter().collect(), reply)
     }
 
     pub(super) fn join_locked(
-        &self,
-        inner: &mut Inner,
-        partition: i32,
+        &mut self,
         req: JoinRequest,
+        now: Now,
     ) -> (Waiting<JoinOutcome>, Option<GroupRecord>) {
-        let (now, now_ms) = (Instant::now(), now_ms());
-        if !inner.groups.map.contains_key(&req.group_id) && !req.member_id.is_empty() {
+        let (now, now_ms) = (now.at, now.ms);
+        if !self.groups.map.contains_key(&req.group_id) && !req.member_id.is_empty() {
             return (
                 join_error(ResponseError::UnknownMemberId, &req.member_id),
                 None,
             );
         }
-        let group = inner.groups.get_or_create(&req.group_id, partition, now_ms);
+        let config = std::sync::Arc::clone(&self.config);
+        let config = &*config;
+        let group = self.groups.get_or_create(&req.group_id, now_ms);
         if !supports_protocols(group, &req) {
             return (
                 join_error(ResponseError::InconsistentGroupProtocol, &req.member_id),
                 None,
             );
         }
-        let full = group.members.len() + group.pending.len() >= self.config.max_size;
+        let full = group.members.len() + group.pending.len() >= config.max_size;
         if req.member_id.is_empty() {
             if let Some(instance) = &req.instance_id {
                 if let Some(old_id) = group.static_members.get(instance).cloned() {
-                    return self.rejoin_static(group, &old_id, req, now, now_ms);
+                    return config.rejoin_static(group, &old_id, req, now, now_ms);
                 }
             }
             if full {
@@ -134,17 +133,17 @@ impl GroupCoordinator {
                     None,
                 );
             }
-            return self.add_member(group, member_id, req, now, now_ms);
+            return config.add_member(group, member_id, req, now, now_ms);
         }
         if group.pending.remove(&req.member_id).is_some() {
-            if group.members.len() >= self.config.max_size {
+            if group.members.len() >= config.max_size {
                 return (
                     join_error(ResponseError::GroupMaxSizeReached, &req.member_id),
                     None,
                 );
             }
             let member_id = req.member_id.clone();
-            return self.add_member(group, member_id, req, now, now_ms);
+            return config.add_member(group, member_id, req, now, now_ms);
         }
         if let Err(e) = check_member(group, &req.member_id, req.instance_id.as_deref()) {
             return (join_error(e, &req.member_id), None);
@@ -169,21 +168,23 @@ impl GroupCoordinator {
                 let member_id = req.member_id.clone();
                 let rx = park_join(group, &member_id, &req, now);
                 if group.state != GroupState::PreparingRebalance {
-                    self.prepare_rebalance(group, now, now_ms);
+                    config.prepare_rebalance(group, now, now_ms);
                 }
                 let record = maybe_complete_join(group, now, now_ms);
-                (self.later_join(rx, &req), record)
+                (config.later_join(rx, &req), record)
             }
         }
     }
+}
 
+impl GroupConfig {
     fn later_join(
         &self,
         rx: oneshot::Receiver<JoinOutcome>,
         req: &JoinRequest,
     ) -> Waiting<JoinOutcome> {
         let wait = millis(req.rebalance_timeout_ms.max(req.session_timeout_ms))
-            + self.config.initial_rebalance_delay
+            + self.initial_rebalance_delay
             + Duration::from_secs(5);
         Waiting::Later(rx, wait)
     }
@@ -225,8 +226,7 @@ impl GroupCoordinator {
         if group.state == GroupState::PreparingRebalance {
             // New members arriving during the initial delay extend it, up to its limit.
             if let (Some(_), Some(limit)) = (group.join_not_before, group.initial_delay_limit) {
-                group.join_not_before =
-                    Some((now + self.config.initial_rebalance_delay).min(limit));
+                group.join_not_before = Some((now + self.initial_rebalance_delay).min(limit));
             }
         } else {
             self.prepare_rebalance(group, now, now_ms);

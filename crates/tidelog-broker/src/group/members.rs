@@ -1,15 +1,15 @@
 //! SyncGroup, Heartbeat and LeaveGroup.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
-use super::rebalance::{check_member, maybe_complete_join, millis, persist, Waiting};
+use super::rebalance::{check_member, maybe_complete_join, millis, Waiting};
+use super::shard::GroupShard;
 use super::state::{Group, GroupState, SyncOutcome};
-use super::GroupCoordinator;
-use crate::context::{now_ms, BrokerContext};
+use crate::coordinator::{CoordinatorError, Now, Outcome};
 
 /// A SyncGroup as the state machine sees it.
 #[derive(Debug, Clone)]
@@ -39,8 +39,15 @@ fn sync_error(error: ResponseError) -> Waiting<SyncOutcome> {
     })
 }
 
-impl GroupCoordinator {
-    pub(crate) fn sync(&self, ctx: &BrokerContext, req: SyncRequest) -> Waiting<SyncOutcome> {
+impl GroupShard {
+    /// SyncGroup: members park until the leader's assignment is stored; the leader's
+    /// SyncGroup writes it, and once it is committed every parked member hears its
+    /// part (or, if the write failed, an error and a new rebalance).
+    pub(crate) fn sync(
+        &mut self,
+        req: SyncRequest,
+        now: Now,
+    ) -> Outcome<Self, Waiting<SyncOutcome>> {
         let SyncRequest {
             group_id,
             member_id,
@@ -50,86 +57,74 @@ impl GroupCoordinator {
             protocol,
             assignments,
         } = req;
-        let (group_id, member_id) = (group_id.as_str(), member_id.as_str());
-        let (instance_id, protocol_type, protocol) = (
-            instance_id.as_deref(),
-            protocol_type.as_deref(),
-            protocol.as_deref(),
-        );
-        let result = self.with_partition(ctx, group_id, |inner, partition| {
-            let (now, now_ms) = (Instant::now(), now_ms());
-            let Some(group) = inner.groups.map.get_mut(group_id) else {
-                return (sync_error(ResponseError::UnknownMemberId), None);
-            };
-            if let Err(e) = check_member(group, member_id, instance_id) {
-                return (sync_error(e), None);
-            }
-            if generation != group.generation {
-                return (sync_error(ResponseError::IllegalGeneration), None);
-            }
-            if protocol_type.is_some_and(|t| Some(t) != group.protocol_type.as_deref())
-                || protocol.is_some_and(|p| Some(p) != group.protocol.as_deref())
-            {
-                return (sync_error(ResponseError::InconsistentGroupProtocol), None);
-            }
-            match group.state {
-                GroupState::Empty | GroupState::Dead => {
-                    return (sync_error(ResponseError::UnknownMemberId), None)
-                }
-                GroupState::PreparingRebalance => {
-                    return (sync_error(ResponseError::RebalanceInProgress), None)
-                }
-                GroupState::Stable => {
-                    let assignment = group
-                        .members
-                        .get(member_id)
-                        .map(|m| m.assignment.clone())
-                        .unwrap_or_default();
-                    return (Waiting::Now(sync_outcome(group, assignment)), None);
-                }
-                GroupState::CompletingRebalance => {}
-            }
-            let (tx, rx) = oneshot::channel();
-            let mut wait = Duration::from_secs(5);
-            if let Some(m) = group.members.get_mut(member_id) {
-                m.last_heartbeat = now;
-                m.sync_waiter = Some(tx);
-                wait += millis(m.rebalance_timeout_ms.max(m.session_timeout_ms));
-            }
-            if group.leader.as_deref() != Some(member_id) {
-                return (Waiting::Later(rx, wait), None);
-            }
-            for m in group.members.values_mut() {
-                m.assignment = assignments
-                    .iter()
-                    .find(|(id, _)| *id == m.id)
-                    .map(|(_, a)| a.clone())
-                    .unwrap_or_default();
-            }
-            let record = group.metadata_record(now_ms);
-            let written = GroupCoordinator::write(ctx, inner, partition, &[record]);
-            (Waiting::Later(rx, wait), Some(written))
-        });
-        match result {
-            Ok((waiting, None)) => waiting,
-            Ok((waiting, Some(written))) => {
-                // The members hear the assignment only once it is replicated.
-                let written = written.and_then(|w| self.acknowledge(ctx, w));
-                self.answer_sync_waiters(group_id, generation, written);
-                waiting
-            }
-            Err(code) => Waiting::Now(SyncOutcome {
-                error: code,
-                ..SyncOutcome::default()
-            }),
+        let Some(group) = self.groups.map.get_mut(&group_id) else {
+            return Outcome::answer(sync_error(ResponseError::UnknownMemberId));
+        };
+        if let Err(e) = check_member(group, &member_id, instance_id.as_deref()) {
+            return Outcome::answer(sync_error(e));
         }
+        if generation != group.generation {
+            return Outcome::answer(sync_error(ResponseError::IllegalGeneration));
+        }
+        if protocol_type.is_some_and(|t| Some(t.as_str()) != group.protocol_type.as_deref())
+            || protocol.is_some_and(|p| Some(p.as_str()) != group.protocol.as_deref())
+        {
+            return Outcome::answer(sync_error(ResponseError::InconsistentGroupProtocol));
+        }
+        match group.state {
+            GroupState::Empty | GroupState::Dead => {
+                return Outcome::answer(sync_error(ResponseError::UnknownMemberId))
+            }
+            GroupState::PreparingRebalance => {
+                return Outcome::answer(sync_error(ResponseError::RebalanceInProgress))
+            }
+            GroupState::Stable => {
+                let assignment = group
+                    .members
+                    .get(&member_id)
+                    .map(|m| m.assignment.clone())
+                    .unwrap_or_default();
+                return Outcome::answer(Waiting::Now(sync_outcome(group, assignment)));
+            }
+            GroupState::CompletingRebalance => {}
+        }
+        let (tx, rx) = oneshot::channel();
+        let mut wait = Duration::from_secs(5);
+        if let Some(m) = group.members.get_mut(&member_id) {
+            m.last_heartbeat = now.at;
+            m.sync_waiter = Some(tx);
+            wait += millis(m.rebalance_timeout_ms.max(m.session_timeout_ms));
+        }
+        if group.leader.as_deref() != Some(member_id.as_str()) {
+            return Outcome::answer(Waiting::Later(rx, wait));
+        }
+        for m in group.members.values_mut() {
+            m.assignment = assignments
+                .iter()
+                .find(|(id, _)| *id == m.id)
+                .map(|(_, a)| a.clone())
+                .unwrap_or_default();
+        }
+        let record = group.metadata_record(now.ms);
+        // The members hear the assignment only once it is replicated.
+        Outcome::records(vec![record], Waiting::Later(rx, wait)).then(
+            move |shard: &mut GroupShard, written| {
+                shard.answer_sync_waiters(&group_id, generation, written, now);
+            },
+        )
     }
 
     /// Answers the parked SyncGroups of `group_id`'s `generation` once the leader's
-    /// assignment is stored: their assignments, or `code` and a new rebalance.
-    fn answer_sync_waiters(&self, group_id: &str, generation: i32, written: Result<(), i16>) {
-        let mut inner = self.lock();
-        let Some(group) = inner.groups.map.get_mut(group_id) else {
+    /// assignment is stored: their assignments, or an error and a new rebalance.
+    fn answer_sync_waiters(
+        &mut self,
+        group_id: &str,
+        generation: i32,
+        written: Result<(), CoordinatorError>,
+        now: Now,
+    ) {
+        let config = std::sync::Arc::clone(&self.config);
+        let Some(group) = self.groups.map.get_mut(group_id) else {
             return;
         };
         if group.generation != generation {
@@ -149,7 +144,8 @@ impl GroupCoordinator {
                     }
                 }
             }
-            Err(code) => {
+            Err(e) => {
+                let code = e.code();
                 for m in group.members.values_mut() {
                     m.assignment = Bytes::new();
                     if let Some(w) = m.sync_waiter.take() {
@@ -160,94 +156,88 @@ impl GroupCoordinator {
                     }
                 }
                 if group.state != GroupState::PreparingRebalance {
-                    self.prepare_rebalance(group, Instant::now(), now_ms());
+                    config.prepare_rebalance(group, now.at, now.ms);
                 }
             }
         }
     }
 
     pub(crate) fn heartbeat(
-        &self,
-        ctx: &BrokerContext,
+        &mut self,
         group_id: &str,
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
+        now: Now,
     ) -> i16 {
-        let result = self.with_partition(ctx, group_id, |inner, _| {
-            let Some(group) = inner.groups.map.get_mut(group_id) else {
-                return ResponseError::UnknownMemberId.code();
-            };
-            if let Err(e) = check_member(group, member_id, instance_id) {
-                return e.code();
-            }
-            if generation != group.generation {
-                return ResponseError::IllegalGeneration.code();
-            }
-            let state = group.state;
-            if let Some(m) = group.members.get_mut(member_id) {
-                m.last_heartbeat = Instant::now();
-            }
-            match state {
-                GroupState::Empty | GroupState::Dead => ResponseError::UnknownMemberId.code(),
-                GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
-                GroupState::CompletingRebalance | GroupState::Stable => 0,
-            }
-        });
-        result.unwrap_or_else(|code| code)
+        let Some(group) = self.groups.map.get_mut(group_id) else {
+            return ResponseError::UnknownMemberId.code();
+        };
+        if let Err(e) = check_member(group, member_id, instance_id) {
+            return e.code();
+        }
+        if generation != group.generation {
+            return ResponseError::IllegalGeneration.code();
+        }
+        let state = group.state;
+        if let Some(m) = group.members.get_mut(member_id) {
+            m.last_heartbeat = now.at;
+        }
+        match state {
+            GroupState::Empty | GroupState::Dead => ResponseError::UnknownMemberId.code(),
+            GroupState::PreparingRebalance => ResponseError::RebalanceInProgress.code(),
+            GroupState::CompletingRebalance | GroupState::Stable => 0,
+        }
     }
 
     /// LeaveGroup for several members (v3+ batches them; static members by instance id).
     pub(crate) fn leave(
-        &self,
-        ctx: &BrokerContext,
+        &mut self,
         group_id: &str,
         leaving: Vec<(String, Option<String>)>,
-    ) -> Result<Vec<LeaveResult>, i16> {
-        self.with_partition(ctx, group_id, |inner, partition| {
-            let (now, now_ms) = (Instant::now(), now_ms());
-            let Some(group) = inner.groups.map.get_mut(group_id) else {
-                return leaving
-                    .into_iter()
-                    .map(|(member_id, instance_id)| LeaveResult {
-                        member_id,
-                        instance_id,
-                        error: ResponseError::UnknownMemberId.code(),
-                    })
-                    .collect();
-            };
-            let mut results = Vec::with_capacity(leaving.len());
-            for (member_id, instance_id) in leaving {
-                let target = match &instance_id {
-                    Some(instance) => match group.static_members.get(instance) {
-                        None => Err(ResponseError::UnknownMemberId),
-                        Some(id) if !member_id.is_empty() && *id != member_id => {
-                            Err(ResponseError::FencedInstanceId)
-                        }
-                        Some(id) => Ok(id.clone()),
-                    },
-                    None => Ok(member_id.clone()),
-                };
-                let error = match target {
-                    Err(e) => e.code(),
-                    Ok(id) if group.pending.remove(&id).is_some() => 0,
-                    Ok(id) if group.members.contains_key(&id) => {
-                        self.remove_member(group, &id, now, now_ms);
-                        0
-                    }
-                    Ok(_) => ResponseError::UnknownMemberId.code(),
-                };
-                results.push(LeaveResult {
+        now: Now,
+    ) -> Outcome<Self, Vec<LeaveResult>> {
+        let config = std::sync::Arc::clone(&self.config);
+        let Some(group) = self.groups.map.get_mut(group_id) else {
+            let results = leaving
+                .into_iter()
+                .map(|(member_id, instance_id)| LeaveResult {
                     member_id,
                     instance_id,
-                    error,
-                });
-            }
-            if let Some(record) = maybe_complete_join(group, now, now_ms) {
-                persist(ctx, inner, partition, record);
-            }
-            results
-        })
+                    error: ResponseError::UnknownMemberId.code(),
+                })
+                .collect();
+            return Outcome::answer(results);
+        };
+        let mut results = Vec::with_capacity(leaving.len());
+        for (member_id, instance_id) in leaving {
+            let target = match &instance_id {
+                Some(instance) => match group.static_members.get(instance) {
+                    None => Err(ResponseError::UnknownMemberId),
+                    Some(id) if !member_id.is_empty() && *id != member_id => {
+                        Err(ResponseError::FencedInstanceId)
+                    }
+                    Some(id) => Ok(id.clone()),
+                },
+                None => Ok(member_id.clone()),
+            };
+            let error = match target {
+                Err(e) => e.code(),
+                Ok(id) if group.pending.remove(&id).is_some() => 0,
+                Ok(id) if group.members.contains_key(&id) => {
+                    config.remove_member(group, &id, now.at, now.ms);
+                    0
+                }
+                Ok(_) => ResponseError::UnknownMemberId.code(),
+            };
+            results.push(LeaveResult {
+                member_id,
+                instance_id,
+                error,
+            });
+        }
+        let record = maybe_complete_join(group, now.at, now.ms);
+        Outcome::records(record.into_iter().collect(), results)
     }
 }
 

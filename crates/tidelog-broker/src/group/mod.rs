@@ -1,70 +1,63 @@
 //! The group coordinator: consumer groups, their rebalances, and committed offsets.
 //!
 //! A group lives in partition `partition_for(group, offsets.topic.num.partitions)` of
-//! `__consumer_offsets` (see `hash`), and its coordinator is that partition's leader,
-//! read from the metadata image; on a cluster of one that is always this node, and a
-//! leadership change elsewhere only changes which node loads which partition.
+//! `__consumer_offsets` (see `internal_topic`), and its coordinator is that
+//! partition's leader, read from the metadata image. Each led partition is a
+//! [`GroupShard`] on the coordinator runtime (`crate::coordinator`): the steps in
+//! `join`, `members` and `offsets` are pure functions of the shard, the request and the
+//! time; the runtime appends their records, replays them, and answers once they are
+//! replicated. Rebalance waits (JoinGroup until all members rejoined, SyncGroup until
+//! the leader's assignment is stored) are parked oneshot channels answered by later
+//! steps. The runtime's clock tick drives session expiry, rebalance timeouts and the
+//! initial rebalance delay; [`GroupCoordinator::run`] follows the metadata image (which
+//! partitions are led here) and runs offsets retention.
 //!
-//! Handlers compute the records to append plus the response; the records are appended
-//! to the partition and replayed into memory (`state::Groups::replay`), and the same
-//! replay loads a partition at start-up (`load`). As in Kafka, an answer that depends
-//! on a write waits until the write is replicated (high watermark past it), with the
-//! lock released, and offsets reach the cache only then (`uncommitted`); on a cluster
-//! of one that is at once. Until a partition is loaded its
-//! groups answer COORDINATOR_LOAD_IN_PROGRESS. Rebalance waits (JoinGroup until all
-//! members rejoined, SyncGroup until the leader's assignment) are parked oneshot
-//! channels answered from the state machine in `rebalance`; one background task
-//! (`run_background`) drives the clocks: session expiry, rebalance timeouts, the
-//! initial rebalance delay, offsets retention, and loading of newly led partitions.
+//! What a transaction does to a group goes through two steps only: TxnOffsetCommit
+//! writes the offsets as a transactional batch, and the transaction coordinator's marker
+//! ([`GroupCoordinator::complete_transaction`], the one interface between the two
+//! coordinators) commits or drops them.
 
 mod join;
-mod load;
 mod members;
 mod offsets;
 mod rebalance;
 mod records;
+mod shard;
 mod state;
 #[cfg(test)]
 mod tests;
 mod topic;
-mod uncommitted;
 
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
-use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use tokio::sync::watch;
+use tidelog_controller::MetadataImage;
+use tokio::sync::{mpsc, watch};
 
 pub(crate) use crate::internal_topic::{coordinator_for, Coordinates};
 pub(crate) use join::JoinRequest;
-pub(crate) use load::PendingByProducer;
-pub(crate) use members::SyncRequest;
-pub(crate) use offsets::CommitRequest;
+pub(crate) use members::{LeaveResult, SyncRequest};
+pub(crate) use offsets::{CommitRequest, DescribedGroup, ListedGroup};
 pub(crate) use rebalance::Waiting;
+pub(crate) use shard::{GroupShard, GroupSummary, PublishedGroups};
 pub(crate) use state::{JoinOutcome, SyncOutcome};
 pub(crate) use topic::ensure_offsets_topic;
 
+use crate::clock::Clock;
 use crate::config::BrokerConfig;
-use crate::context::{now_ms, BrokerContext, Ctx};
-use crate::internal_topic::{
-    append_error_code, await_replicated, coordinator_code, led_partition_of, Entry, Loads,
-    Replayed, Written,
-};
-use crate::replica::{Partition, PartitionError};
-use records::{GroupRecord, RecordKey};
-use state::Groups;
-use uncommitted::Uncommitted;
+use crate::coordinator::{CoordinatorError, CoordinatorRuntime, LogSource, RuntimeConfig};
+use crate::internal_topic::partition_for;
 
 /// The internal topic holding committed offsets and group metadata.
 pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// How often the background task looks at the clocks.
+/// How often the runtime looks at the groups' clocks.
 const TICK: Duration = Duration::from_millis(100);
+/// Requests queued per offsets partition at most.
+const QUEUE: usize = 4096;
 
 /// Broker settings the coordinator follows, read once at start-up.
 #[derive(Debug, Clone)]
@@ -76,6 +69,8 @@ pub(crate) struct GroupConfig {
     pub(crate) offsets_retention_ms: i64,
     pub(crate) retention_check_every: Duration,
     pub(crate) metadata_max_bytes: usize,
+    /// `offsets.commit.timeout.ms`: how long a write waits for replication.
+    pub(crate) commit_timeout: Duration,
 }
 
 impl GroupConfig {
@@ -94,287 +89,442 @@ impl GroupConfig {
             retention_check_every: ms("offsets.retention.check.interval.ms").max(TICK),
             metadata_max_bytes: usize::try_from(config.get_i64("offset.metadata.max.bytes"))
                 .unwrap_or(4096),
+            commit_timeout: Duration::from_secs(5),
         }
     }
 }
 
-pub(crate) struct Inner {
-    pub(crate) groups: Groups,
-    loads: Loads,
-    /// Offset records written but not yet replicated (`uncommitted`).
-    uncommitted: Uncommitted,
-    /// Partitions loaded since the last look, with the transactional offsets their logs
-    /// hold undecided (handed to `txn::foreign` after the load, outside this lock).
-    loaded_pending: Vec<(i32, load::PendingByProducer)>,
-    /// Partitions no longer led since the last look (their undecided offsets go too).
-    forgotten: Vec<i32>,
+/// Settings for the tests: short timeouts, a group of at most 3.
+#[cfg(test)]
+pub(crate) fn test_config() -> GroupConfig {
+    GroupConfig {
+        min_session_timeout_ms: 1000,
+        max_session_timeout_ms: 60_000,
+        initial_rebalance_delay: Duration::ZERO,
+        max_size: 3,
+        offsets_retention_ms: 60_000,
+        retention_check_every: Duration::from_secs(1),
+        metadata_max_bytes: 4096,
+        commit_timeout: Duration::from_secs(5),
+    }
 }
 
-impl Replayed for Inner {
-    type Record = Entry<GroupRecord>;
+/// Why a group request could not be served; its Kafka code at the protocol edge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GroupError {
+    #[error("invalid group id")]
+    InvalidGroupId,
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
+}
 
-    fn loads(&mut self) -> &mut Loads {
-        &mut self.loads
-    }
-
-    fn forget(&mut self, partition: i32) {
-        self.groups.unload(partition);
-        self.uncommitted.forget(partition);
-        self.forgotten.push(partition);
-    }
-
-    fn replay_loaded(&mut self, partition: i32, entries: Vec<Entry<GroupRecord>>) {
-        let (records, pending) = load::resolve(entries);
-        let (now, now_ms) = (Instant::now(), now_ms());
-        for record in &records {
-            self.groups.replay(partition, record, now, now_ms);
+impl GroupError {
+    pub(crate) fn code(&self) -> i16 {
+        match self {
+            GroupError::InvalidGroupId => ResponseError::InvalidGroupId.code(),
+            GroupError::Coordinator(e) => e.code(),
         }
-        self.loaded_pending.push((partition, pending));
     }
 }
+
+/// One group as published: its id, summary (none yet for a group known only by its
+/// offsets) and committed (topic, partition, offset)s.
+pub(crate) type PublishedGroup = (String, Option<GroupSummary>, Vec<(String, i32, i64)>);
+
+/// Each led partition's published groups, for readers outside the runtime.
+type Published = Arc<Mutex<BTreeMap<i32, Arc<RwLock<PublishedGroups>>>>>;
 
 pub(crate) struct GroupCoordinator {
-    inner: Mutex<Inner>,
-    pub(crate) config: GroupConfig,
+    runtime: Arc<CoordinatorRuntime<GroupShard>>,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    node_id: i32,
+    pub(crate) config: Arc<GroupConfig>,
+    published: Published,
 }
 
 impl GroupCoordinator {
-    pub(crate) fn new(config: GroupConfig) -> GroupCoordinator {
+    /// A coordinator for the `__consumer_offsets` partitions this node leads in the
+    /// images `images` publishes, on the logs `logs` hands out.
+    pub(crate) fn new(
+        config: GroupConfig,
+        node_id: i32,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        logs: Arc<dyn LogSource>,
+        clock: Arc<dyn Clock>,
+    ) -> GroupCoordinator {
+        let config = Arc::new(config);
+        let shard_config = Arc::clone(&config);
+        let published: Published = Arc::default();
+        let registry = Arc::clone(&published);
+        // Group steps have no effects outside their shard.
+        let (effects, _) = mpsc::channel(1);
+        let runtime = CoordinatorRuntime::new(
+            RuntimeConfig {
+                topic: OFFSETS_TOPIC,
+                tick: TICK,
+                write_timeout: config.commit_timeout,
+                queue: QUEUE,
+            },
+            logs,
+            clock,
+            move |partition, _epoch| {
+                let view = Arc::new(RwLock::new(PublishedGroups::default()));
+                registry
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(partition, Arc::clone(&view));
+                GroupShard::new(Arc::clone(&shard_config), view)
+            },
+            effects,
+        );
         GroupCoordinator {
-            inner: Mutex::new(Inner {
-                groups: Groups::default(),
-                loads: Loads::default(),
-                uncommitted: Uncommitted::default(),
-                loaded_pending: Vec::new(),
-                forgotten: Vec::new(),
-            }),
+            runtime: Arc::new(runtime),
+            images,
+            node_id,
             config,
+            published,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        // Every change to Inner is completed before the lock is released, so a panic
-        // elsewhere cannot leave it half-changed.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Runs `f` on the coordinator's state for `group`'s offsets partition, or returns
-    /// the error a client should see (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-    /// COORDINATOR_NOT_AVAILABLE, INVALID_GROUP_ID).
-    pub(crate) fn with_partition<T>(
-        &self,
-        ctx: &BrokerContext,
-        group: &str,
-        f: impl FnOnce(&mut Inner, i32) -> T,
-    ) -> Result<T, i16> {
+    /// The offsets partition of `group` if this node leads it; else the error a client
+    /// should see (INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
+    fn partition_of(&self, group: &str) -> Result<i32, GroupError> {
         // Stored keys hold names as i16-length strings.
         if group.is_empty() || group.len() > usize::from(join::MAX_NAME_BYTES) {
-            return Err(ResponseError::InvalidGroupId.code());
+            return Err(GroupError::InvalidGroupId);
         }
-        let partition = led_partition_of(ctx, OFFSETS_TOPIC, group)?;
-        let mut inner = self.lock();
-        if !inner.loads.is_loaded(partition) {
-            return Err(ResponseError::CoordinatorLoadInProgress.code());
-        }
-        Ok(f(&mut inner, partition))
-    }
-
-    /// Whether some offsets partition is still being loaded (ListGroups says so rather
-    /// than answer with a partial list).
-    pub(crate) fn loading(&self) -> bool {
-        self.lock().loads.any_loading()
-    }
-
-    /// Every loaded group, for ListGroups.
-    pub(crate) fn with_all<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        f(&mut self.lock())
-    }
-
-    /// Loads the offsets partitions this node leads and has not loaded yet, and forgets
-    /// those it no longer leads. Blocking: reads logs.
-    pub(crate) fn load_owned(&self, ctx: &BrokerContext) {
-        crate::internal_topic::load_owned(ctx, OFFSETS_TOPIC, || self.lock(), load::read_partition);
-        let (forgotten, loaded) = {
-            let mut inner = self.lock();
-            (
-                std::mem::take(&mut inner.forgotten),
-                std::mem::take(&mut inner.loaded_pending),
-            )
+        let image = self.images.borrow();
+        let Some(topic) = image.topic(OFFSETS_TOPIC) else {
+            return Err(CoordinatorError::NotAvailable("no offsets topic yet".into()).into());
         };
-        for partition in forgotten {
-            ctx.txns.forget_foreign(ctx, partition);
-        }
-        for (partition, pending) in loaded {
-            ctx.txns.restore_foreign(ctx, partition, pending);
+        let partition = partition_for(group, topic.partition_count());
+        match topic.partitions.get(&partition) {
+            Some(p) if p.leader == self.node_id => Ok(partition),
+            Some(_) => Err(CoordinatorError::NotCoordinator.into()),
+            None => Err(CoordinatorError::NotAvailable("no such partition".into()).into()),
         }
     }
 
-    /// Appends `records` to the group's offsets partition: the only way durable group
-    /// state changes. Group metadata records are replayed at once (the membership state
-    /// machine is in memory; rebalance answers wait for `acknowledge`); offset records
-    /// are replayed once replicated (`uncommitted`), at once on a cluster of one.
-    /// Returns where the append landed (`None`: nothing to write) for `acknowledge`, or
-    /// the Kafka error code.
-    pub(crate) fn write(
-        ctx: &BrokerContext,
-        inner: &mut Inner,
-        partition: i32,
-        records: &[GroupRecord],
-    ) -> Result<Option<Written>, i16> {
-        if records.is_empty() {
-            return Ok(None);
-        }
-        let now = now_ms();
-        let mut buf = encode_batch(records, now)?;
-        let Some(p) = ctx.replicas.get(OFFSETS_TOPIC, partition) else {
-            return Err(ResponseError::NotCoordinator.code());
-        };
-        let appended = match p.append(&mut buf, now) {
-            Ok(appended) => appended,
-            Err(e) => {
-                let code = append_error_code(&e);
-                if code == ResponseError::NotCoordinator.code() {
-                    return Err(code);
-                }
-                tracing::warn!(partition, error = %e, "writing to __consumer_offsets failed");
-                // Matched with `matches!` so new PartitionError variants need no change here.
-                let too_large = matches!(
-                    e,
-                    PartitionError::Storage(tidelog_storage::StorageError::MessageTooLarge { .. })
-                );
-                return Err(if too_large {
-                    ResponseError::InvalidCommitOffsetSize.code()
-                } else {
-                    code
-                });
-            }
-        };
-        let written = Written::of(partition, &appended);
-        let instant = Instant::now();
-        let mut held = Vec::new();
-        for record in records {
-            if matches!(record.key, RecordKey::Group { .. }) {
-                inner.groups.replay(partition, record, instant, now);
-            } else {
-                held.push(record.clone());
-            }
-        }
-        inner.uncommitted.hold(written, held);
-        apply_committed(&p, inner, partition);
-        Ok(Some(written))
+    /// Whether each (topic, partition) of `offsets` exists in the image.
+    fn known(&self, offsets: &[(String, i32, i64, i32, Option<String>)]) -> Vec<bool> {
+        let image = self.images.borrow();
+        offsets
+            .iter()
+            .map(|(topic, p, ..)| {
+                image
+                    .topic(topic)
+                    .is_some_and(|t| t.partitions.contains_key(p))
+            })
+            .collect()
     }
 
-    /// Waits until `written` is replicated, then replays what it (and anything before
-    /// it) held back; the error code for the client if it is not. Call with the lock
-    /// released.
-    pub(crate) fn acknowledge(
+    pub(crate) async fn join(&self, req: JoinRequest) -> Result<Waiting<JoinOutcome>, GroupError> {
+        let partition = self.partition_of(&req.group_id)?;
+        Ok(self
+            .runtime
+            .write(partition, move |shard, now| shard.join(req, now))
+            .await?)
+    }
+
+    pub(crate) async fn sync(&self, req: SyncRequest) -> Result<Waiting<SyncOutcome>, GroupError> {
+        let partition = self.partition_of(&req.group_id)?;
+        Ok(self
+            .runtime
+            .write(partition, move |shard, now| shard.sync(req, now))
+            .await?)
+    }
+
+    pub(crate) async fn heartbeat(
         &self,
-        ctx: &BrokerContext,
-        written: Option<Written>,
-    ) -> Result<(), i16> {
-        let Some(written) = written else {
-            return Ok(());
+        group: String,
+        member: String,
+        instance: Option<String>,
+        generation: i32,
+    ) -> Result<i16, GroupError> {
+        let partition = self.partition_of(&group)?;
+        let step = move |shard: &mut GroupShard, now| {
+            let code = shard.heartbeat(&group, &member, instance.as_deref(), generation, now);
+            crate::coordinator::Outcome::answer(code)
         };
-        let Some(p) = ctx.replicas.get(OFFSETS_TOPIC, written.partition) else {
-            return Err(ResponseError::NotCoordinator.code());
-        };
-        let outcome = await_replicated(&p, written).map_err(coordinator_code);
-        apply_committed(&p, &mut self.lock(), written.partition);
-        outcome
+        Ok(self.runtime.write(partition, step).await?)
     }
 
-    /// Replays the held-back offset records whose append has been replicated since
-    /// (the background tick: writes nobody waited for).
-    fn apply_all_committed(&self, ctx: &BrokerContext) {
-        let mut inner = self.lock();
-        for partition in inner.uncommitted.partitions() {
-            match ctx.replicas.get(OFFSETS_TOPIC, partition) {
-                Some(p) => apply_committed(&p, &mut inner, partition),
-                None => inner.uncommitted.forget(partition),
+    pub(crate) async fn leave(
+        &self,
+        group: String,
+        leaving: Vec<(String, Option<String>)>,
+    ) -> Result<Vec<LeaveResult>, GroupError> {
+        let partition = self.partition_of(&group)?;
+        Ok(self
+            .runtime
+            .write(partition, move |shard, now| {
+                shard.leave(&group, leaving, now)
+            })
+            .await?)
+    }
+
+    /// OffsetCommit: one code per requested offset, once the records are replicated.
+    pub(crate) async fn commit(&self, req: CommitRequest) -> Vec<i16> {
+        let count = req.offsets.len();
+        let partition = match self.partition_of(&req.group_id) {
+            Ok(p) => p,
+            Err(e) => return vec![e.code(); count],
+        };
+        let known = self.known(&req.offsets);
+        let written = self
+            .runtime
+            .write_reporting(partition, move |shard, now| {
+                shard.offset_commit(req, &known, now)
+            })
+            .await;
+        commit_codes(written, count)
+    }
+
+    /// Starts verifying a TxnOffsetCommit of `producer_id` for `group` (see
+    /// [`GroupShard::begin_txn_commit`]); the guard for [`GroupCoordinator::txn_commit`].
+    pub(crate) async fn begin_txn_commit(
+        &self,
+        group: &str,
+        producer_id: i64,
+    ) -> Result<u64, GroupError> {
+        let partition = self.partition_of(group)?;
+        Ok(self
+            .runtime
+            .write(partition, move |shard, _| {
+                crate::coordinator::Outcome::answer(shard.begin_txn_commit(producer_id))
+            })
+            .await?)
+    }
+
+    /// TxnOffsetCommit: `producer`'s offsets, counted at its transaction's marker;
+    /// `guard` from [`GroupCoordinator::begin_txn_commit`] when it was verified.
+    pub(crate) async fn txn_commit(
+        &self,
+        req: CommitRequest,
+        producer: (i64, i16),
+        guard: Option<u64>,
+    ) -> Vec<i16> {
+        let count = req.offsets.len();
+        let partition = match self.partition_of(&req.group_id) {
+            Ok(p) => p,
+            Err(e) => return vec![e.code(); count],
+        };
+        let known = self.known(&req.offsets);
+        let written = self
+            .runtime
+            .write_reporting(partition, move |shard, now| {
+                shard.txn_commit(req, producer, guard, &known, now)
+            })
+            .await;
+        commit_codes(written, count)
+    }
+
+    /// The one thing the transaction coordinator asks of this one: the transaction of
+    /// `producer_id` ended on `partition` (a COMMIT or ABORT marker there). Answers once
+    /// the marker is replicated.
+    pub(crate) async fn complete_transaction(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> Result<(), CoordinatorError> {
+        self.runtime
+            .write(partition, move |shard, _| {
+                shard.complete_transaction(producer_id, producer_epoch, commit, coordinator_epoch)
+            })
+            .await
+    }
+
+    /// The committed offsets of `group` for `topics` (all when `None`), each with
+    /// whether an open transaction may still change it.
+    pub(crate) async fn fetch_offsets(
+        &self,
+        group: String,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<(String, Vec<(i32, i64, i32, String, bool)>)>, GroupError> {
+        let partition = self.partition_of(&group)?;
+        let read = move |shard: &GroupShard| {
+            shard
+                .fetch_offsets(&group, topics)
+                .into_iter()
+                .map(|(topic, parts)| {
+                    let parts = parts
+                        .into_iter()
+                        .map(|(p, offset, epoch, meta)| {
+                            let pending = shard.offset_pending(&group, &topic, p);
+                            (p, offset, epoch, meta, pending)
+                        })
+                        .collect();
+                    (topic, parts)
+                })
+                .collect()
+        };
+        Ok(self.runtime.read(partition, read).await?)
+    }
+
+    /// Waits (bounded) until every partition the image says this node leads runs.
+    pub(crate) async fn wait_started(&self) {
+        let image = Arc::clone(&self.images.borrow());
+        self.runtime
+            .wait_started(&image, self.node_id, Duration::from_secs(5))
+            .await;
+    }
+
+    /// Every group of every loaded partition, and whether some partition is still
+    /// loading (ListGroups says so rather than answer with a partial list).
+    pub(crate) async fn list_groups(&self) -> (Vec<ListedGroup>, bool) {
+        let (lists, loading) = self.runtime.read_all(GroupShard::list_groups).await;
+        let mut all: Vec<ListedGroup> = lists.into_iter().flatten().collect();
+        all.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        (all, loading)
+    }
+
+    pub(crate) async fn describe(&self, group: String) -> Result<DescribedGroup, GroupError> {
+        let partition = self.partition_of(&group)?;
+        Ok(self
+            .runtime
+            .read(partition, move |shard| shard.describe(&group))
+            .await?)
+    }
+
+    pub(crate) async fn delete_group(&self, group: String) -> i16 {
+        let partition = match self.partition_of(&group) {
+            Ok(p) => p,
+            Err(e) => return e.code(),
+        };
+        self.runtime
+            .write(partition, move |shard, _| shard.delete_group(&group))
+            .await
+            .unwrap_or_else(|e| e.code())
+    }
+
+    pub(crate) async fn delete_offsets(
+        &self,
+        group: String,
+        partitions: Vec<(String, i32)>,
+    ) -> (i16, Vec<i16>) {
+        let count = partitions.len();
+        let partition = match self.partition_of(&group) {
+            Ok(p) => p,
+            Err(e) => return (e.code(), vec![0; count]),
+        };
+        self.runtime
+            .write(partition, move |shard, _| {
+                shard.delete_offsets(&group, &partitions)
+            })
+            .await
+            .unwrap_or_else(|e| (e.code(), vec![0; count]))
+    }
+
+    /// Every group this node coordinates with its committed offsets, as last published
+    /// by its shard (for the metrics, which read without going through the runtime).
+    pub(crate) fn published(&self) -> Vec<PublishedGroup> {
+        let views: Vec<Arc<RwLock<PublishedGroups>>> = self
+            .published
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for view in views {
+            let view = view.read().unwrap_or_else(|p| p.into_inner());
+            let mut by_group: BTreeMap<&str, Vec<(String, i32, i64)>> = BTreeMap::new();
+            for ((group, topic, partition), offset) in &view.offsets {
+                by_group
+                    .entry(group)
+                    .or_default()
+                    .push((topic.clone(), *partition, *offset));
+            }
+            for id in view.groups.keys() {
+                by_group.entry(id).or_default();
+            }
+            for (group, offsets) in by_group {
+                out.push((group.to_string(), view.groups.get(group).cloned(), offsets));
+            }
+        }
+        out
+    }
+
+    /// Follows the image (which partitions are led here) and runs offsets retention
+    /// every `offsets.retention.check.interval.ms`, until `shutdown`; then stops the
+    /// shards, answering whatever is parked with NOT_COORDINATOR.
+    pub(crate) async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+        let follower = tokio::spawn(Arc::clone(&self.runtime).run(
+            self.images.clone(),
+            self.node_id,
+            shutdown.clone(),
+        ));
+        let mut stop = shutdown;
+        let mut retention = tokio::time::interval(self.config.retention_check_every);
+        retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        while !*stop.borrow() {
+            tokio::select! {
+                _ = retention.tick() => self.expire_offsets().await,
+                changed = stop.changed() => if changed.is_err() { break },
+            }
+        }
+        let _ = follower.await;
+    }
+
+    async fn expire_offsets(&self) {
+        let topics: Arc<HashSet<String>> = Arc::new(
+            self.images
+                .borrow()
+                .topics()
+                .map(|t| t.name.clone())
+                .collect(),
+        );
+        let led: Vec<i32> = {
+            let image = self.images.borrow();
+            image
+                .topic(OFFSETS_TOPIC)
+                .map(|t| {
+                    t.partitions
+                        .iter()
+                        .filter(|(_, p)| p.leader == self.node_id)
+                        .map(|(i, _)| *i)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        for partition in led.into_iter().filter(|p| self.runtime.is_loaded(*p)) {
+            let topics = Arc::clone(&topics);
+            let expired = self
+                .runtime
+                .write(partition, move |shard, now| {
+                    shard.expire_offsets(now, |t| topics.contains(t))
+                })
+                .await;
+            if let Err(e) = expired {
+                tracing::warn!(partition, error = %e, "offsets retention write failed");
             }
         }
     }
 }
 
-/// Replays the records `partition` held back that its high watermark has passed.
-fn apply_committed(p: &Partition, inner: &mut Inner, partition: i32) {
-    let snapshot = *p.hw_watch().borrow();
-    if !snapshot.is_leader {
-        return;
-    }
-    let records =
-        inner
-            .uncommitted
-            .take_committed(partition, snapshot.leader_epoch, snapshot.high_watermark);
-    let (instant, now) = (Instant::now(), now_ms());
-    for record in &records {
-        inner.groups.replay(partition, record, instant, now);
-    }
-}
-
-/// One uncompressed RecordBatch v2 holding `records` (offsets 0..n, assigned on append).
-fn encode_batch(records: &[GroupRecord], now_ms: i64) -> Result<BytesMut, i16> {
-    encode_batch_of(records, now_ms, None)
-}
-
-/// As `encode_batch`, in a transactional batch of `producer` (id, epoch) when given.
-fn encode_batch_of(
-    records: &[GroupRecord],
-    now_ms: i64,
-    producer: Option<(i64, i16)>,
-) -> Result<BytesMut, i16> {
-    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
-    let kafka_records: Vec<Record> = records
-        .iter()
-        .zip(0i64..)
-        .map(|(r, offset)| Record {
-            transactional: producer.is_some(),
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset,
-            sequence: -1,
-            timestamp: now_ms,
-            key: Some(r.encode_key()),
-            value: r.encode_value(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let options = RecordEncodeOptions {
-        version: 2,
-        compression: Compression::None,
+/// An offset commit's codes: those the step accepted take the write's error, if any.
+fn commit_codes(
+    written: Result<(Vec<i16>, Result<(), CoordinatorError>), CoordinatorError>,
+    count: usize,
+) -> Vec<i16> {
+    let code = |e: &CoordinatorError| match e {
+        // Offsets larger than the partition takes: Kafka's name for it.
+        CoordinatorError::TooLarge => ResponseError::InvalidCommitOffsetSize.code(),
+        other => other.code(),
     };
-    RecordBatchEncoder::encode(&mut buf, kafka_records.iter(), &options).map_err(|e| {
-        tracing::error!(error = %e, "encoding group records failed");
-        ResponseError::UnknownServerError.code()
-    })?;
-    Ok(buf)
-}
-
-/// Drives the coordinator's clocks until shutdown: every tick, member session expiry,
-/// rebalance deadlines and loading of newly led partitions; every
-/// `offsets.retention.check.interval.ms`, offsets retention.
-pub(crate) async fn run_background(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
-    let mut last_retention = Instant::now();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(TICK) => {}
-            _ = shutdown.changed() => break,
+    match written {
+        Ok((codes, Ok(()))) => codes,
+        Ok((mut codes, Err(e))) => {
+            for c in codes.iter_mut().filter(|c| **c == 0) {
+                *c = code(&e);
+            }
+            codes
         }
-        let loader = Arc::clone(&ctx);
-        let _ = tokio::task::spawn_blocking(move || loader.groups.load_owned(&loader)).await;
-        ctx.groups.apply_all_committed(&ctx);
-        ctx.groups.tick(&ctx, Instant::now());
-        if last_retention.elapsed() >= ctx.groups.config.retention_check_every {
-            last_retention = Instant::now();
-            ctx.groups.expire_offsets(&ctx);
-        }
+        Err(e) => vec![code(&e); count],
     }
-    ctx.groups.shutdown();
 }
 
 /// `Some(text)` as the protocol's string type.

@@ -1,20 +1,16 @@
-//! Committed offsets (OffsetCommit, OffsetFetch, OffsetDelete, retention) and the
-//! group admin views (ListGroups, DescribeGroups, DeleteGroups).
-
-use std::collections::BTreeMap;
-use std::time::Instant;
+//! Committed offsets (OffsetCommit, OffsetFetch, OffsetDelete, retention), offsets in
+//! transactions (TxnOffsetCommit and the marker that ends them) and the group admin
+//! views (ListGroups, DescribeGroups, DeleteGroups): steps on [`GroupShard`].
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
 use super::records::{GroupRecord, OffsetValue, RecordKey, RecordValue};
-use super::state::{Group, GroupState, Groups};
-use super::GroupCoordinator;
-use crate::context::{now_ms, BrokerContext};
-use crate::group::OFFSETS_TOPIC;
-use crate::internal_topic::{append_error_code, Written};
+use super::shard::GroupShard;
+use super::state::{Group, GroupState};
+use crate::coordinator::{Now, Outcome, Write};
 
-/// An OffsetCommit as the coordinator sees it.
+/// An OffsetCommit (or TxnOffsetCommit) as the coordinator sees it.
 #[derive(Debug, Clone)]
 pub(crate) struct CommitRequest {
     pub(crate) group_id: String,
@@ -50,8 +46,11 @@ pub(crate) struct DescribedGroup {
     pub(crate) members: Vec<DescribedMember>,
 }
 
-/// Per topic: (partition, offset, leader epoch, metadata) — offset -1 when none.
-pub(crate) type FetchedOffsets = Vec<(String, Vec<(i32, i64, i32, String)>)>;
+/// One partition's committed offset: (partition, offset, leader epoch, metadata).
+pub(crate) type FetchedOffset = (i32, i64, i32, String);
+
+/// Per topic, its partitions' committed offsets — offset -1 when none.
+pub(crate) type FetchedOffsets = Vec<(String, Vec<FetchedOffset>)>;
 
 fn offset_key(group: &str, topic: &str, partition: i32) -> RecordKey {
     RecordKey::Offset {
@@ -61,418 +60,352 @@ fn offset_key(group: &str, topic: &str, partition: i32) -> RecordKey {
     }
 }
 
-impl GroupCoordinator {
-    /// Stores offsets another node's transaction sent here (TxnOffsetCommit where this
-    /// node coordinates the group only) as a transactional batch of `producer`: they
-    /// become committed offsets only at that transaction's COMMIT marker (which a reload
-    /// of the partition finds after them), never by being written. Answers once the
-    /// batch is replicated, so offsets the client was told are kept survive this node.
-    pub(crate) fn write_transactional_offsets(
-        &self,
-        ctx: &BrokerContext,
-        group: &str,
-        producer: (i64, i16),
-        offsets: &[(String, i32, crate::txn::PendingOffset)],
-    ) -> Result<(), i16> {
-        if offsets.is_empty() {
-            return Ok(());
+impl GroupShard {
+    /// OffsetCommit: validates the committer, then one record per partition; one error
+    /// code per requested offset, in order (`known[i]`: the i-th partition exists).
+    pub(crate) fn offset_commit(
+        &mut self,
+        req: CommitRequest,
+        known: &[bool],
+        now: Now,
+    ) -> Outcome<Self, Vec<i16>> {
+        if let Err(e) = validate_committer(self.groups.map.get_mut(&req.group_id), &req, false, now)
+        {
+            return Outcome::answer(vec![e.code(); req.offsets.len()]);
         }
-        let now = now_ms();
-        let records: Vec<GroupRecord> = offsets
-            .iter()
-            .map(|(topic, p, o)| GroupRecord {
-                key: offset_key(group, topic, *p),
-                value: Some(RecordValue::Offset(OffsetValue {
-                    offset: o.offset,
-                    leader_epoch: o.leader_epoch,
-                    metadata: o.metadata.clone().unwrap_or_default(),
-                    commit_timestamp_ms: now,
-                })),
-            })
-            .collect();
-        let written =
-            self.with_partition(ctx, group, |_, partition| -> Result<Written, i16> {
-                let mut buf = super::encode_batch_of(&records, now, Some(producer))?;
-                let p = ctx
-                    .replicas
-                    .get(OFFSETS_TOPIC, partition)
-                    .ok_or(ResponseError::NotCoordinator.code())?;
-                let appended = p.append(&mut buf, now).map_err(|e| append_error_code(&e))?;
-                Ok(Written::of(partition, &appended))
-            })??;
-        self.acknowledge(ctx, Some(written))
+        let (codes, records) = self.offset_records(&req, known, now);
+        Outcome::records(records, codes)
     }
 
-    /// Validates the committer, then writes one record per partition. Returns one error
-    /// code per requested offset, in order.
-    /// Answers once the records are replicated (acks=all, as Kafka does).
-    pub(crate) fn commit(&self, ctx: &BrokerContext, req: CommitRequest) -> Vec<i16> {
-        self.commit_checked(ctx, req, true)
-    }
-
-    /// Writes the offsets of a committed transaction. The committer was checked when it
-    /// sent TxnOffsetCommit; once the transaction commits, Kafka makes its offsets visible
-    /// whatever generation the group has reached since, and so does this. Called under
-    /// the transaction coordinator's lock, so it does not wait for replication: the
-    /// offsets become visible once replicated (the background tick), and a write that
-    /// fails is retried with the marker.
-    pub(crate) fn commit_materialized(&self, ctx: &BrokerContext, req: CommitRequest) -> Vec<i16> {
-        self.commit_checked(ctx, req, false)
-    }
-
-    /// A member's commit (`member`: checked against the group, waited for) or a
-    /// committed transaction's.
-    fn commit_checked(&self, ctx: &BrokerContext, req: CommitRequest, member: bool) -> Vec<i16> {
-        let count = req.offsets.len();
-        let image = ctx.metadata.image();
-        let result = self.with_partition(ctx, &req.group_id, |inner, partition| {
-            let now_ms = now_ms();
-            if member {
-                if let Err(e) = validate_committer(inner.groups.map.get_mut(&req.group_id), &req) {
-                    return (vec![e.code(); count], None);
-                }
+    /// TxnOffsetCommit: the offsets are written as a transactional batch of `producer`
+    /// and count only at that transaction's COMMIT marker.
+    pub(crate) fn txn_commit(
+        &mut self,
+        req: CommitRequest,
+        producer: (i64, i16),
+        guard: Option<u64>,
+        known: &[bool],
+        now: Now,
+    ) -> Outcome<Self, Vec<i16>> {
+        if let Some(guard) = guard {
+            // The transaction ended (its marker came) while it was being verified.
+            if self.verifying.remove(&producer.0) != Some(guard) {
+                return Outcome::answer(vec![
+                    ResponseError::InvalidTxnState.code();
+                    req.offsets.len()
+                ]);
             }
-            let mut codes = Vec::with_capacity(count);
-            let mut records = Vec::with_capacity(count);
-            for (topic, p, offset, epoch, metadata) in &req.offsets {
-                let metadata = metadata.clone().unwrap_or_default();
-                let known = image
-                    .topic(topic)
-                    .is_some_and(|t| t.partitions.contains_key(p));
-                codes.push(if !known {
-                    ResponseError::UnknownTopicOrPartition.code()
-                } else if metadata.len() > self.config.metadata_max_bytes {
-                    ResponseError::OffsetMetadataTooLarge.code()
-                } else {
-                    records.push(GroupRecord {
-                        key: offset_key(&req.group_id, topic, *p),
-                        value: Some(RecordValue::Offset(OffsetValue {
-                            offset: *offset,
-                            leader_epoch: *epoch,
-                            metadata,
-                            commit_timestamp_ms: now_ms,
-                        })),
-                    });
-                    0
+        }
+        if let Err(e) = validate_committer(self.groups.map.get_mut(&req.group_id), &req, true, now)
+        {
+            return Outcome::answer(vec![e.code(); req.offsets.len()]);
+        }
+        let (codes, records) = self.offset_records(&req, known, now);
+        let write = if records.is_empty() {
+            Write::Nothing
+        } else {
+            Write::Records {
+                records,
+                producer: Some(producer),
+            }
+        };
+        Outcome {
+            write,
+            response: codes,
+            effects: Vec::new(),
+            then: None,
+        }
+    }
+
+    fn offset_records(
+        &self,
+        req: &CommitRequest,
+        known: &[bool],
+        now: Now,
+    ) -> (Vec<i16>, Vec<GroupRecord>) {
+        let mut codes = Vec::with_capacity(req.offsets.len());
+        let mut records = Vec::with_capacity(req.offsets.len());
+        for (i, (topic, p, offset, epoch, metadata)) in req.offsets.iter().enumerate() {
+            let metadata = metadata.clone().unwrap_or_default();
+            codes.push(if !known.get(i).copied().unwrap_or(false) {
+                ResponseError::UnknownTopicOrPartition.code()
+            } else if metadata.len() > self.config.metadata_max_bytes {
+                ResponseError::OffsetMetadataTooLarge.code()
+            } else {
+                records.push(GroupRecord {
+                    key: offset_key(&req.group_id, topic, *p),
+                    value: Some(RecordValue::Offset(OffsetValue {
+                        offset: *offset,
+                        leader_epoch: *epoch,
+                        metadata,
+                        commit_timestamp_ms: now.ms,
+                    })),
                 });
-            }
-            match GroupCoordinator::write(ctx, inner, partition, &records) {
-                Ok(written) => (codes, written),
-                Err(code) => (fail_accepted(codes, code), None),
-            }
-        });
-        match result {
-            Ok((codes, written)) if member => match self.acknowledge(ctx, written) {
-                Ok(()) => codes,
-                Err(code) => fail_accepted(codes, code),
+                0
+            });
+        }
+        (codes, records)
+    }
+
+    /// A transaction's end, told by its coordinator: the marker that commits or drops
+    /// the offsets it committed here.
+    pub(crate) fn complete_transaction(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+    ) -> Outcome<Self, ()> {
+        Outcome {
+            write: Write::Marker {
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
             },
-            Ok((codes, _)) => codes,
-            Err(code) => vec![code; count],
+            response: (),
+            effects: Vec::new(),
+            then: None,
         }
     }
 
     /// The committed offsets of `group` for `topics` (every committed one when `None`).
     pub(crate) fn fetch_offsets(
         &self,
-        ctx: &BrokerContext,
         group_id: &str,
         topics: Option<Vec<(String, Vec<i32>)>>,
-    ) -> Result<FetchedOffsets, i16> {
-        self.with_partition(ctx, group_id, |inner, _| {
-            let empty = BTreeMap::new();
-            let offsets = inner
-                .groups
-                .map
-                .get(group_id)
-                .map_or(&empty, |g| &g.offsets);
-            match topics {
-                Some(topics) => topics
-                    .into_iter()
-                    .map(|(topic, partitions)| {
-                        let found = partitions
-                            .into_iter()
-                            .map(|p| match offsets.get(&(topic.clone(), p)) {
+    ) -> FetchedOffsets {
+        match topics {
+            Some(topics) => topics
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    let found = partitions
+                        .into_iter()
+                        .map(|p| {
+                            let key = (group_id.to_string(), topic.clone(), p);
+                            match self.offsets.get_committed(&key) {
                                 Some(v) => (p, v.offset, v.leader_epoch, v.metadata.clone()),
                                 None => (p, -1, -1, String::new()),
-                            })
-                            .collect();
-                        (topic, found)
-                    })
-                    .collect(),
-                None => {
-                    let mut by_topic: BTreeMap<String, Vec<(i32, i64, i32, String)>> =
-                        BTreeMap::new();
-                    for ((topic, p), v) in offsets {
-                        by_topic.entry(topic.clone()).or_default().push((
-                            *p,
-                            v.offset,
-                            v.leader_epoch,
-                            v.metadata.clone(),
-                        ));
+                            }
+                        })
+                        .collect();
+                    (topic, found)
+                })
+                .collect(),
+            None => {
+                let mut by_topic: FetchedOffsets = Vec::new();
+                for ((topic, p), v) in self.committed_offsets(group_id) {
+                    let entry = (p, v.offset, v.leader_epoch, v.metadata);
+                    match by_topic.last_mut() {
+                        Some((t, list)) if *t == topic => list.push(entry),
+                        _ => by_topic.push((topic, vec![entry])),
                     }
-                    by_topic.into_iter().collect()
                 }
+                by_topic
             }
-        })
+        }
     }
 
     pub(crate) fn list_groups(&self) -> Vec<ListedGroup> {
-        self.with_all(|inner| {
-            let mut out: Vec<ListedGroup> = inner
-                .groups
-                .map
-                .values()
-                .map(|g| ListedGroup {
-                    group_id: g.id.clone(),
-                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                    state: g.state.name(),
-                })
-                .collect();
-            out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
-            out
-        })
-    }
-
-    pub(crate) fn describe(
-        &self,
-        ctx: &BrokerContext,
-        group_id: &str,
-    ) -> Result<DescribedGroup, i16> {
-        self.with_partition(ctx, group_id, |inner, _| {
-            let Some(g) = inner.groups.map.get(group_id) else {
-                return DescribedGroup {
-                    state: GroupState::Dead.name(),
-                    protocol_type: String::new(),
-                    protocol: String::new(),
-                    members: Vec::new(),
-                };
-            };
-            let protocol = g.protocol.clone().unwrap_or_default();
-            let settled = matches!(
-                g.state,
-                GroupState::Stable | GroupState::CompletingRebalance
-            );
-            DescribedGroup {
-                state: g.state.name(),
+        self.groups
+            .map
+            .values()
+            .map(|g| ListedGroup {
+                group_id: g.id.clone(),
                 protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                protocol: if settled {
-                    protocol.clone()
-                } else {
-                    String::new()
-                },
-                members: g
-                    .members
-                    .values()
-                    .map(|m| DescribedMember {
-                        member_id: m.id.clone(),
-                        instance_id: m.instance_id.clone(),
-                        client_id: m.client_id.clone(),
-                        client_host: m.client_host.clone(),
-                        metadata: if settled {
-                            m.metadata_for(&protocol)
-                        } else {
-                            Bytes::new()
-                        },
-                        assignment: if g.state == GroupState::Stable {
-                            m.assignment.clone()
-                        } else {
-                            Bytes::new()
-                        },
-                    })
-                    .collect(),
-            }
-        })
+                state: g.state.name(),
+            })
+            .collect()
     }
 
-    /// Deletes an empty group with all its offsets.
-    pub(crate) fn delete_group(&self, ctx: &BrokerContext, group_id: &str) -> i16 {
-        let result = self.with_partition(ctx, group_id, |inner, partition| {
-            let Some(g) = inner.groups.map.get(group_id) else {
-                return Err(ResponseError::GroupIdNotFound.code());
+    pub(crate) fn describe(&self, group_id: &str) -> DescribedGroup {
+        let Some(g) = self.groups.map.get(group_id) else {
+            return DescribedGroup {
+                state: GroupState::Dead.name(),
+                protocol_type: String::new(),
+                protocol: String::new(),
+                members: Vec::new(),
             };
-            if !g.members.is_empty() || g.state != GroupState::Empty {
-                return Err(ResponseError::NonEmptyGroup.code());
-            }
-            let records = tombstones(g, |_, _| true, true);
-            let written = GroupCoordinator::write(ctx, inner, partition, &records)?;
-            inner.uncommitted.discard_group(partition, group_id);
-            inner.groups.map.remove(group_id);
-            Ok(written)
-        });
-        match result.and_then(|written| written) {
-            Ok(written) => self.acknowledge(ctx, written).err().unwrap_or(0),
-            Err(code) => code,
+        };
+        let protocol = g.protocol.clone().unwrap_or_default();
+        let settled = matches!(
+            g.state,
+            GroupState::Stable | GroupState::CompletingRebalance
+        );
+        DescribedGroup {
+            state: g.state.name(),
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: if settled {
+                protocol.clone()
+            } else {
+                String::new()
+            },
+            members: g
+                .members
+                .values()
+                .map(|m| DescribedMember {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    metadata: if settled {
+                        m.metadata_for(&protocol)
+                    } else {
+                        Bytes::new()
+                    },
+                    assignment: if g.state == GroupState::Stable {
+                        m.assignment.clone()
+                    } else {
+                        Bytes::new()
+                    },
+                })
+                .collect(),
         }
+    }
+
+    /// DeleteGroups: an empty group goes with all its offsets.
+    pub(crate) fn delete_group(&mut self, group_id: &str) -> Outcome<Self, i16> {
+        let Some(g) = self.groups.map.get(group_id) else {
+            return Outcome::answer(ResponseError::GroupIdNotFound.code());
+        };
+        if !g.members.is_empty() || g.state != GroupState::Empty {
+            return Outcome::answer(ResponseError::NonEmptyGroup.code());
+        }
+        let records = self.tombstones(group_id, |_, _| true, true);
+        Outcome::records(records, 0)
     }
 
     /// OffsetDelete: the top-level error, and one code per (topic, partition).
     pub(crate) fn delete_offsets(
-        &self,
-        ctx: &BrokerContext,
+        &mut self,
         group_id: &str,
         partitions: &[(String, i32)],
-    ) -> (i16, Vec<i16>) {
-        let result = self.with_partition(ctx, group_id, |inner, partition| {
-            let Some(g) = inner.groups.map.get(group_id) else {
-                return (
-                    Err(ResponseError::GroupIdNotFound.code()),
-                    vec![0; partitions.len()],
-                );
-            };
-            let active = g.state != GroupState::Empty && !g.members.is_empty();
-            if active && g.protocol_type.as_deref() != Some("consumer") {
-                return (
-                    Err(ResponseError::NonEmptyGroup.code()),
-                    vec![0; partitions.len()],
-                );
-            }
-            let subscribed = if active {
-                subscribed_topics(g)
-            } else {
-                Vec::new()
-            };
-            let mut codes = Vec::with_capacity(partitions.len());
-            let mut records = Vec::new();
-            for (topic, p) in partitions {
-                if subscribed.contains(topic) {
-                    codes.push(ResponseError::GroupSubscribedToTopic.code());
-                    continue;
-                }
-                if g.offsets.contains_key(&(topic.clone(), *p)) {
-                    records.push(GroupRecord {
-                        key: offset_key(group_id, topic, *p),
-                        value: None,
-                    });
-                }
-                codes.push(0);
-            }
-            (
-                GroupCoordinator::write(ctx, inner, partition, &records),
-                codes,
-            )
-        });
-        match result {
-            Ok((Ok(written), codes)) => match self.acknowledge(ctx, written) {
-                Ok(()) => (0, codes),
-                Err(code) => (code, codes),
-            },
-            Ok((Err(code), codes)) => (code, codes),
-            Err(code) => (code, vec![0; partitions.len()]),
-        }
-    }
-
-    /// Offsets retention: a group that has been empty for `offsets.retention.minutes`
-    /// loses its offsets (a group that never had members: each offset that old), and an
-    /// empty group without offsets is removed.
-    pub(crate) fn expire_offsets(&self, ctx: &BrokerContext) {
-        let mut inner = self.lock();
-        let image = ctx.metadata.image();
-        let exists = |topic: &str| image.topic(topic).is_some();
-        let work = retention_work(
-            &inner.groups,
-            now_ms(),
-            self.config.offsets_retention_ms,
-            exists,
-        );
-        for (partition, group_id, records, drop_group) in work {
-            match GroupCoordinator::write(ctx, &mut inner, partition, &records) {
-                Ok(_) => {
-                    tracing::info!(group = %group_id, records = records.len(), "offsets retention expired group offsets");
-                    if drop_group {
-                        inner.groups.map.remove(&group_id);
-                    }
-                }
-                Err(code) => {
-                    tracing::warn!(group = %group_id, code, "offsets retention write failed")
-                }
-            }
-        }
-    }
-}
-
-/// `codes` with every accepted (0) entry set to `code`.
-fn fail_accepted(mut codes: Vec<i16>, code: i16) -> Vec<i16> {
-    for c in codes.iter_mut().filter(|c| **c == 0) {
-        *c = code;
-    }
-    codes
-}
-
-/// What offsets retention removes at `now_ms`: per group, its partition, the
-/// tombstones to write, and whether the group itself goes. Only groups without members
-/// qualify; a group that had members loses its offsets `retention_ms` after it emptied,
-/// a group that only ever stored offsets loses each one `retention_ms` after its commit.
-/// Offsets of topics that no longer exist go from any group.
-pub(super) fn retention_work(
-    groups: &Groups,
-    now_ms: i64,
-    retention_ms: i64,
-    topic_exists: impl Fn(&str) -> bool,
-) -> Vec<(i32, String, Vec<GroupRecord>, bool)> {
-    let mut work = Vec::new();
-    for g in groups.map.values() {
-        if g.state != GroupState::Empty || !g.members.is_empty() || !g.pending.is_empty() {
-            let orphans = tombstones(g, |topic, _| !topic_exists(topic), false);
-            if !orphans.is_empty() {
-                work.push((g.partition, g.id.clone(), orphans, false));
-            }
-            continue;
-        }
-        let emptied_long_ago = now_ms.saturating_sub(g.state_since_ms) >= retention_ms;
-        let standalone = g.protocol_type.is_none();
-        let expired = |topic: &str, v: &OffsetValue| {
-            if !topic_exists(topic) {
-                true
-            } else if standalone {
-                now_ms.saturating_sub(v.commit_timestamp_ms) >= retention_ms
-            } else {
-                emptied_long_ago
-            }
+    ) -> Outcome<Self, (i16, Vec<i16>)> {
+        let Some(g) = self.groups.map.get(group_id) else {
+            return Outcome::answer((
+                ResponseError::GroupIdNotFound.code(),
+                vec![0; partitions.len()],
+            ));
         };
-        let remaining = g
-            .offsets
-            .iter()
-            .filter(|((topic, _), v)| !expired(topic, v))
-            .count();
-        let drop_group = remaining == 0 && (standalone || emptied_long_ago);
-        let records = tombstones(g, expired, drop_group && g.stored);
-        if !records.is_empty() || drop_group {
-            work.push((g.partition, g.id.clone(), records, drop_group));
+        let active = g.state != GroupState::Empty && !g.members.is_empty();
+        if active && g.protocol_type.as_deref() != Some("consumer") {
+            return Outcome::answer((
+                ResponseError::NonEmptyGroup.code(),
+                vec![0; partitions.len()],
+            ));
         }
+        let subscribed = if active {
+            subscribed_topics(g)
+        } else {
+            Vec::new()
+        };
+        let mut codes = Vec::with_capacity(partitions.len());
+        let mut records = Vec::new();
+        for (topic, p) in partitions {
+            if subscribed.contains(topic) {
+                codes.push(ResponseError::GroupSubscribedToTopic.code());
+                continue;
+            }
+            let key = (group_id.to_string(), topic.clone(), *p);
+            if self.offsets.get(&key).is_some() {
+                records.push(GroupRecord {
+                    key: offset_key(group_id, topic, *p),
+                    value: None,
+                });
+            }
+            codes.push(0);
+        }
+        Outcome::records(records, (0, codes))
     }
-    work
+
+    /// Offsets retention at `now`: a group that has been empty for
+    /// `offsets.retention.minutes` loses its offsets (a group that never had members:
+    /// each offset that old), an empty group without offsets is removed, and offsets of
+    /// topics that no longer exist (`topic_exists`) go from any group.
+    pub(crate) fn expire_offsets(
+        &mut self,
+        now: Now,
+        topic_exists: impl Fn(&str) -> bool,
+    ) -> Outcome<Self, usize> {
+        let retention_ms = self.config.offsets_retention_ms;
+        let mut records = Vec::new();
+        let mut forget = Vec::new();
+        for g in self.groups.map.values() {
+            if g.state != GroupState::Empty || !g.members.is_empty() || !g.pending.is_empty() {
+                records.extend(self.tombstones(&g.id, |topic, _| !topic_exists(topic), false));
+                continue;
+            }
+            let emptied_long_ago = now.ms.saturating_sub(g.state_since_ms) >= retention_ms;
+            let standalone = g.protocol_type.is_none();
+            let expired = |topic: &str, v: &OffsetValue| {
+                if !topic_exists(topic) {
+                    true
+                } else if standalone {
+                    now.ms.saturating_sub(v.commit_timestamp_ms) >= retention_ms
+                } else {
+                    emptied_long_ago
+                }
+            };
+            let remaining = self
+                .group_offsets(&g.id)
+                .filter(|((_, topic, _), v)| !expired(topic, v))
+                .count();
+            let drop_group = remaining == 0 && (standalone || emptied_long_ago);
+            let tombstones = self.tombstones(&g.id, expired, drop_group && g.stored);
+            if drop_group && tombstones.is_empty() {
+                // Nothing of it is stored: it goes from memory only.
+                forget.push(g.id.clone());
+            }
+            if !tombstones.is_empty() {
+                tracing::info!(group = %g.id, records = tombstones.len(), "offsets retention expired group offsets");
+            }
+            records.extend(tombstones);
+        }
+        for id in forget {
+            self.groups.map.remove(&id);
+        }
+        let count = records.len();
+        Outcome::records(records, count)
+    }
+
+    /// Tombstones for the offsets of `group` that `expired` selects, plus the group's
+    /// own key if asked.
+    fn tombstones(
+        &self,
+        group: &str,
+        expired: impl Fn(&str, &OffsetValue) -> bool,
+        group_too: bool,
+    ) -> Vec<GroupRecord> {
+        let mut records: Vec<GroupRecord> = self
+            .group_offsets(group)
+            .filter(|((_, topic, _), v)| expired(topic, v))
+            .map(|((_, topic, p), _)| GroupRecord {
+                key: offset_key(group, topic, *p),
+                value: None,
+            })
+            .collect();
+        if group_too {
+            records.push(GroupRecord {
+                key: RecordKey::Group {
+                    group: group.to_string(),
+                },
+                value: None,
+            });
+        }
+        records
+    }
 }
 
-/// Tombstones for the offsets `expired` selects, plus the group's own key if asked.
-fn tombstones(
-    g: &Group,
-    expired: impl Fn(&str, &OffsetValue) -> bool,
-    group_too: bool,
-) -> Vec<GroupRecord> {
-    let mut records: Vec<GroupRecord> = g
-        .offsets
-        .iter()
-        .filter(|((topic, _), v)| expired(topic, v))
-        .map(|((topic, p), _)| GroupRecord {
-            key: offset_key(&g.id, topic, *p),
-            value: None,
-        })
-        .collect();
-    if group_too {
-        records.push(GroupRecord {
-            key: RecordKey::Group {
-                group: g.id.clone(),
-            },
-            value: None,
-        });
-    }
-    records
-}
-
-/// Kafka's commit rules: members commit within their generation (not while the group
-/// awaits the leader's assignment); a simple committer (generation -1, no member id)
-/// only to a group without members.
-fn validate_committer(group: Option<&mut Group>, req: &CommitRequest) -> Result<(), ResponseError> {
+/// Kafka's commit rules: members commit within their generation (a plain commit not
+/// while the group awaits the leader's assignment); a simple committer (generation -1,
+/// no member id) only to a group without members, except inside a transaction, where
+/// a producer may commit without naming a member (older clients do).
+fn validate_committer(
+    group: Option<&mut Group>,
+    req: &CommitRequest,
+    transactional: bool,
+    now: Now,
+) -> Result<(), ResponseError> {
     let as_member = req.generation >= 0 || !req.member_id.is_empty() || req.instance_id.is_some();
     let Some(group) = group else {
         return if as_member {
@@ -485,7 +418,7 @@ fn validate_committer(group: Option<&mut Group>, req: &CommitRequest) -> Result<
         return Err(ResponseError::CoordinatorNotAvailable);
     }
     if !as_member {
-        return if group.members.is_empty() {
+        return if transactional || group.members.is_empty() {
             Ok(())
         } else {
             Err(ResponseError::UnknownMemberId)
@@ -502,11 +435,11 @@ fn validate_committer(group: Option<&mut Group>, req: &CommitRequest) -> Result<
     if req.generation != group.generation {
         return Err(ResponseError::IllegalGeneration);
     }
-    if group.state == GroupState::CompletingRebalance {
+    if !transactional && group.state == GroupState::CompletingRebalance {
         return Err(ResponseError::RebalanceInProgress);
     }
     // A commit is proof of life.
-    member.last_heartbeat = Instant::now();
+    member.last_heartbeat = now.at;
     Ok(())
 }
 

@@ -8,7 +8,7 @@
 //! goes back to Empty, stored, so its offsets' retention clock starts.
 //!
 //! The join phase and member removal live here; `join` and `members` hold the
-//! request handlers.
+//! request steps. Everything here is a pure function of the group and the time.
 
 use std::time::{Duration, Instant};
 
@@ -17,9 +17,10 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
 use super::records::GroupRecord;
+use super::shard::GroupShard;
 use super::state::{Group, GroupState, JoinOutcome, SyncOutcome};
-use super::{GroupCoordinator, Inner};
-use crate::context::{now_ms, BrokerContext};
+use super::GroupConfig;
+use crate::coordinator::Now;
 
 /// An answer now, or a parked one with the longest it may take.
 pub(crate) enum Waiting<T> {
@@ -31,7 +32,7 @@ pub(super) fn millis(ms: i32) -> Duration {
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
-impl GroupCoordinator {
+impl GroupConfig {
     pub(super) fn prepare_rebalance(&self, group: &mut Group, now: Instant, now_ms: i64) {
         if group.state == GroupState::CompletingRebalance {
             for member in group.members.values_mut() {
@@ -51,7 +52,7 @@ impl GroupCoordinator {
             .max()
             .unwrap_or(0);
         group.rebalance_deadline = Some(now + millis(longest));
-        let delay = self.config.initial_rebalance_delay;
+        let delay = self.initial_rebalance_delay;
         if group.state == GroupState::Empty && !delay.is_zero() {
             group.join_not_before = Some(now + delay);
             group.initial_delay_limit = Some(now + delay.max(millis(longest)));
@@ -98,70 +99,52 @@ impl GroupCoordinator {
             self.prepare_rebalance(group, now, now_ms);
         }
     }
+}
 
+impl GroupShard {
     /// One pass of the clocks: expired sessions and pending member ids, and join phases
-    /// whose members all rejoined, whose delay ended, or whose deadline passed.
-    pub(crate) fn tick(&self, ctx: &BrokerContext, now: Instant) {
-        let now_ms = now_ms();
-        let mut inner = self.lock();
-        let ids: Vec<String> = inner.groups.map.keys().cloned().collect();
-        for id in ids {
-            let Some(group) = inner.groups.map.get_mut(&id) else {
-                continue;
-            };
+    /// whose members all rejoined, whose delay ended, or whose deadline passed. Returns
+    /// the records to store (groups that emptied).
+    pub(super) fn expire_members(&mut self, now: Now) -> Vec<GroupRecord> {
+        let config = std::sync::Arc::clone(&self.config);
+        let mut records = Vec::new();
+        for group in self.groups.map.values_mut() {
             let expired: Vec<String> = group
                 .members
                 .values()
                 .filter(|m| {
                     m.join_waiter.is_none()
                         && m.sync_waiter.is_none()
-                        && now.saturating_duration_since(m.last_heartbeat)
+                        && now.at.saturating_duration_since(m.last_heartbeat)
                             > millis(m.session_timeout_ms)
                 })
                 .map(|m| m.id.clone())
                 .collect();
             for member_id in expired {
-                tracing::info!(group = %id, member = %member_id, "member session expired");
-                self.remove_member(group, &member_id, now, now_ms);
+                tracing::info!(group = %group.id, member = %member_id, "member session expired");
+                config.remove_member(group, &member_id, now.at, now.ms);
             }
             group.pending.retain(|_, (since, session)| {
-                now.saturating_duration_since(*since) <= millis(*session)
+                now.at.saturating_duration_since(*since) <= millis(*session)
             });
-            let partition = group.partition;
-            if let Some(record) = maybe_complete_join(group, now, now_ms) {
-                persist(ctx, &mut inner, partition, record);
-            }
+            records.extend(maybe_complete_join(group, now.at, now.ms));
         }
-    }
-
-    /// Answers every parked response (the node is stopping).
-    pub(crate) fn shutdown(&self) {
-        let mut inner = self.lock();
-        for group in inner.groups.map.values_mut() {
-            for member in group.members.values_mut() {
-                if let Some(w) = member.join_waiter.take() {
-                    let _ = w.send(JoinOutcome {
-                        error: ResponseError::NotCoordinator.code(),
-                        generation: -1,
-                        member_id: member.id.clone(),
-                        ..JoinOutcome::default()
-                    });
-                }
-                if let Some(w) = member.sync_waiter.take() {
-                    let _ = w.send(SyncOutcome {
-                        error: ResponseError::NotCoordinator.code(),
-                        ..SyncOutcome::default()
-                    });
-                }
-            }
-        }
+        records
     }
 }
 
-/// Stores a group's metadata without anyone waiting for it (the group emptied).
-pub(super) fn persist(ctx: &BrokerContext, inner: &mut Inner, partition: i32, record: GroupRecord) {
-    if let Err(code) = GroupCoordinator::write(ctx, inner, partition, &[record]) {
-        tracing::warn!(partition, code, "storing group metadata failed");
+/// Answers every parked request of `group` (its coordinator is going away).
+pub(super) fn answer_all(group: &mut Group, (join, sync): (JoinOutcome, SyncOutcome)) {
+    for member in group.members.values_mut() {
+        if let Some(w) = member.join_waiter.take() {
+            let _ = w.send(JoinOutcome {
+                member_id: member.id.clone(),
+                ..join.clone()
+            });
+        }
+        if let Some(w) = member.sync_waiter.take() {
+            let _ = w.send(sync.clone());
+        }
     }
 }
 

@@ -44,6 +44,7 @@ pub(crate) enum RecordKey {
 }
 
 impl RecordKey {
+    #[cfg(test)]
     pub(crate) fn group(&self) -> &str {
         match self {
             RecordKey::Offset { group, .. } | RecordKey::Group { group } => group,

@@ -1,11 +1,12 @@
-//! A group's in-memory state, and how replayed records change it.
+//! A group's in-memory membership state.
 //!
-//! Two kinds of state live here. The durable kind — committed offsets and the last
-//! completed generation (protocol, leader, members, assignments) — changes only in
-//! [`Groups::replay`], whether the record was just appended or is being loaded after a
-//! restart. The transient kind — who has rejoined during a rebalance, parked
-//! Join/Sync responses, heartbeat times — exists only while this node is coordinator,
-//! exactly as in Kafka; after a restart members simply rejoin.
+//! Two kinds of state live here. The durable kind — the last completed generation
+//! (protocol, leader, members, assignments) — changes only by replaying a group
+//! metadata record ([`Group::replay_metadata`], from `shard`), whether the record was
+//! just appended or is being loaded after a restart. The transient kind — who has
+//! rejoined during a rebalance, parked Join/Sync responses, heartbeat times — exists
+//! only while this node is coordinator, exactly as in Kafka; after a restart members
+//! simply rejoin. Committed offsets live beside the groups, in the shard's timeline.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -13,7 +14,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::records::{GroupRecord, GroupValue, OffsetValue, RecordKey, RecordValue, StoredMember};
+use super::records::{GroupRecord, GroupValue, RecordKey, RecordValue, StoredMember};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GroupState {
@@ -108,8 +109,6 @@ impl Member {
 #[derive(Debug)]
 pub(crate) struct Group {
     pub(crate) id: String,
-    /// The `__consumer_offsets` partition holding this group's records.
-    pub(crate) partition: i32,
     pub(crate) state: GroupState,
     /// When the group entered its current state (ms since the epoch); offsets of an
     /// empty group expire `offsets.retention.minutes` after it emptied.
@@ -123,7 +122,6 @@ pub(crate) struct Group {
     pub(crate) static_members: HashMap<String, String>,
     /// Member ids handed out with MEMBER_ID_REQUIRED, not yet joined, and since when.
     pub(crate) pending: HashMap<String, (Instant, i32)>,
-    pub(crate) offsets: BTreeMap<(String, i32), OffsetValue>,
     /// Whether a group metadata record for this group exists in the log.
     pub(crate) stored: bool,
     /// Rebalance bookkeeping: the join phase ends by this instant at the latest...
@@ -135,10 +133,9 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    pub(crate) fn new(id: String, partition: i32, now_ms: i64) -> Group {
+    pub(crate) fn new(id: String, now_ms: i64) -> Group {
         Group {
             id,
-            partition,
             state: GroupState::Empty,
             state_since_ms: now_ms,
             protocol_type: None,
@@ -148,7 +145,6 @@ impl Group {
             members: BTreeMap::new(),
             static_members: HashMap::new(),
             pending: HashMap::new(),
-            offsets: BTreeMap::new(),
             stored: false,
             rebalance_deadline: None,
             join_not_before: None,
@@ -198,7 +194,7 @@ impl Group {
     /// Replays a stored generation: members become exactly those stored (live ones keep
     /// their heartbeat and parked responses), and the group is Stable, or Empty without
     /// members.
-    fn replay_metadata(&mut self, value: &GroupValue, now: Instant) {
+    pub(crate) fn replay_metadata(&mut self, value: &GroupValue, now: Instant) {
         self.protocol_type = Some(value.protocol_type.clone()).filter(|t| !t.is_empty());
         self.generation = value.generation;
         self.protocol = value.protocol.clone();
@@ -240,64 +236,9 @@ pub(crate) struct Groups {
 }
 
 impl Groups {
-    pub(crate) fn get_or_create(&mut self, id: &str, partition: i32, now_ms: i64) -> &mut Group {
+    pub(crate) fn get_or_create(&mut self, id: &str, now_ms: i64) -> &mut Group {
         self.map
             .entry(id.to_string())
-            .or_insert_with(|| Group::new(id.to_string(), partition, now_ms))
-    }
-
-    /// Applies one record of `partition`; the only way durable state changes.
-    pub(crate) fn replay(
-        &mut self,
-        partition: i32,
-        record: &GroupRecord,
-        now: Instant,
-        now_ms: i64,
-    ) {
-        let group_id = record.key.group().to_string();
-        match (&record.key, &record.value) {
-            (
-                RecordKey::Offset {
-                    topic,
-                    partition: p,
-                    ..
-                },
-                Some(RecordValue::Offset(v)),
-            ) => {
-                let group = self.get_or_create(&group_id, partition, now_ms);
-                group.offsets.insert((topic.clone(), *p), v.clone());
-            }
-            (
-                RecordKey::Offset {
-                    topic,
-                    partition: p,
-                    ..
-                },
-                None,
-            ) => {
-                if let Some(group) = self.map.get_mut(&group_id) {
-                    group.offsets.remove(&(topic.clone(), *p));
-                    if group.offsets.is_empty() && !group.stored && group.members.is_empty() {
-                        self.map.remove(&group_id);
-                    }
-                }
-            }
-            (RecordKey::Group { .. }, Some(RecordValue::Group(v))) => {
-                self.get_or_create(&group_id, partition, now_ms)
-                    .replay_metadata(v, now);
-            }
-            (RecordKey::Group { .. }, None) => {
-                if let Some(mut group) = self.map.remove(&group_id) {
-                    group.state = GroupState::Dead;
-                }
-            }
-            // A value of the other kind cannot be decoded for a key (see records.rs).
-            _ => {}
-        }
-    }
-
-    /// Forgets every group of an offsets partition (it stopped being ours).
-    pub(crate) fn unload(&mut self, partition: i32) {
-        self.map.retain(|_, g| g.partition != partition);
+            .or_insert_with(|| Group::new(id.to_string(), now_ms))
     }
 }

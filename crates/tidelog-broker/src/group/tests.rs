@@ -1,6 +1,9 @@
-//! The group state machine without a network: joins, elections, static members,
-//! timeouts, replay, and loading a partition back from a real log.
+//! The group coordinator's steps without a network or a disk: joins, elections, static
+//! members, timeouts, replay, retention, transactional offsets; and, on the runtime,
+//! loading a partition back from a real log.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -8,16 +11,16 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
 use super::join::JoinRequest;
-use super::load::read_partition;
-use super::offsets::retention_work;
+use super::offsets::CommitRequest;
 use super::rebalance::{maybe_complete_join, select_protocol, Waiting};
 use super::records::{GroupRecord, GroupValue, OffsetValue, RecordKey, RecordValue, StoredMember};
-use super::state::{Group, GroupState, Groups, JoinOutcome, Member};
-use super::{encode_batch, GroupConfig, GroupCoordinator};
-use crate::replica::Partition;
+use super::shard::{GroupShard, PublishedGroups};
+use super::state::{Group, GroupState, JoinOutcome, Member};
+use super::GroupConfig;
+use crate::coordinator::{Now, Shard, Write};
 
-fn coordinator(initial_delay_ms: u64) -> GroupCoordinator {
-    GroupCoordinator::new(GroupConfig {
+fn config(initial_delay_ms: u64) -> Arc<GroupConfig> {
+    Arc::new(GroupConfig {
         min_session_timeout_ms: 1000,
         max_session_timeout_ms: 60_000,
         initial_rebalance_delay: Duration::from_millis(initial_delay_ms),
@@ -25,7 +28,26 @@ fn coordinator(initial_delay_ms: u64) -> GroupCoordinator {
         offsets_retention_ms: 60_000,
         retention_check_every: Duration::from_secs(1),
         metadata_max_bytes: 4096,
+        commit_timeout: Duration::from_secs(5),
     })
+}
+
+fn shard(initial_delay_ms: u64) -> GroupShard {
+    GroupShard::new(
+        config(initial_delay_ms),
+        Arc::new(RwLock::new(PublishedGroups::default())),
+    )
+}
+
+fn at(ms: i64) -> Now {
+    Now {
+        at: Instant::now(),
+        ms,
+    }
+}
+
+fn now() -> Now {
+    at(0)
 }
 
 fn request(member_id: &str, instance: Option<&str>, protocols: &[(&str, &[u8])]) -> JoinRequest {
@@ -51,32 +73,31 @@ const RANGE: &[(&str, &[u8])] = &[("range", b"sub")];
 /// Joins as a new dynamic member (MEMBER_ID_REQUIRED, then again with the id) and
 /// returns the member id and the parked answer.
 fn join_new(
-    c: &GroupCoordinator,
+    s: &mut GroupShard,
     protocols: &[(&str, &[u8])],
 ) -> (String, oneshot::Receiver<JoinOutcome>) {
-    let mut inner = c.lock();
-    let (first, _) = c.join_locked(&mut inner, 0, request("", None, protocols));
+    let (first, _) = s.join_locked(request("", None, protocols), now());
     let Waiting::Now(required) = first else {
         panic!("first join must answer at once")
     };
     assert_eq!(required.error, ResponseError::MemberIdRequired.code());
     let id = required.member_id;
     assert!(id.starts_with("c-"));
-    let (second, _) = c.join_locked(&mut inner, 0, request(&id, None, protocols));
+    let (second, _) = s.join_locked(request(&id, None, protocols), now());
     let Waiting::Later(rx, _) = second else {
         panic!("second join must wait for the rebalance")
     };
     (id, rx)
 }
 
-fn state(c: &GroupCoordinator) -> GroupState {
-    c.lock().groups.map["g"].state
+fn state(s: &GroupShard) -> GroupState {
+    s.groups.map["g"].state
 }
 
 #[test]
 fn a_lone_member_gets_generation_one_and_leads() {
-    let c = coordinator(0);
-    let (id, mut rx) = join_new(&c, RANGE);
+    let mut s = shard(0);
+    let (id, mut rx) = join_new(&mut s, RANGE);
     let outcome = rx.try_recv().unwrap();
     assert_eq!(outcome.error, 0);
     assert_eq!(outcome.generation, 1);
@@ -84,20 +105,18 @@ fn a_lone_member_gets_generation_one_and_leads() {
     assert_eq!(outcome.protocol.as_deref(), Some("range"));
     assert_eq!(outcome.members.len(), 1);
     assert_eq!(outcome.members[0].2.as_ref(), b"sub");
-    assert_eq!(state(&c), GroupState::CompletingRebalance);
+    assert_eq!(state(&s), GroupState::CompletingRebalance);
 }
 
 #[test]
 fn a_second_member_waits_until_the_first_rejoins() {
-    let c = coordinator(0);
-    let (first, mut rx1) = join_new(&c, RANGE);
+    let mut s = shard(0);
+    let (first, mut rx1) = join_new(&mut s, RANGE);
     rx1.try_recv().unwrap();
-    let (second, mut rx2) = join_new(&c, RANGE);
-    assert_eq!(state(&c), GroupState::PreparingRebalance);
+    let (second, mut rx2) = join_new(&mut s, RANGE);
+    assert_eq!(state(&s), GroupState::PreparingRebalance);
     assert!(rx2.try_recv().is_err(), "must wait for the first member");
-    let mut inner = c.lock();
-    let (again, _) = c.join_locked(&mut inner, 0, request(&first, None, RANGE));
-    drop(inner);
+    let (again, _) = s.join_locked(request(&first, None, RANGE), now());
     let Waiting::Later(mut rx1, _) = again else {
         panic!()
     };
@@ -111,48 +130,64 @@ fn a_second_member_waits_until_the_first_rejoins() {
 
 #[test]
 fn the_group_size_limit_and_unknown_members_are_refused() {
-    let c = coordinator(0);
+    let mut s = shard(0);
     for _ in 0..3 {
-        join_new(&c, RANGE);
+        join_new(&mut s, RANGE);
     }
-    let mut inner = c.lock();
-    let (full, _) = c.join_locked(&mut inner, 0, request("", None, RANGE));
+    let (full, _) = s.join_locked(request("", None, RANGE), now());
     let Waiting::Now(full) = full else { panic!() };
     assert_eq!(full.error, ResponseError::GroupMaxSizeReached.code());
-    let (unknown, _) = c.join_locked(&mut inner, 0, request("nobody", None, RANGE));
+    let (unknown, _) = s.join_locked(request("nobody", None, RANGE), now());
     let Waiting::Now(unknown) = unknown else {
         panic!()
     };
     assert_eq!(unknown.error, ResponseError::UnknownMemberId.code());
-    let (other, _) = c.join_locked(&mut inner, 0, request("", None, &[("roundrobin", b"")]));
+    let (other, _) = s.join_locked(request("", None, &[("roundrobin", b"")]), now());
     let Waiting::Now(other) = other else { panic!() };
     assert_eq!(other.error, ResponseError::InconsistentGroupProtocol.code());
 }
 
 #[test]
 fn the_initial_delay_holds_the_first_rebalance() {
-    let c = coordinator(500);
-    let (_, mut rx) = join_new(&c, RANGE);
+    let mut s = shard(500);
+    let (_, mut rx) = join_new(&mut s, RANGE);
     assert!(rx.try_recv().is_err());
-    let mut inner = c.lock();
-    let group = inner.groups.map.get_mut("g").unwrap();
+    let group = s.groups.map.get_mut("g").unwrap();
     assert!(maybe_complete_join(group, Instant::now(), 0).is_none());
     assert!(maybe_complete_join(group, Instant::now() + Duration::from_millis(600), 0).is_none());
-    drop(inner);
     assert_eq!(rx.try_recv().unwrap().generation, 1);
 }
 
 #[test]
-fn members_that_miss_the_rebalance_timeout_are_dropped_static_ones_kept() {
-    let c = coordinator(0);
-    let (dynamic, mut rx) = join_new(&c, RANGE);
+fn the_clock_expires_a_silent_member_and_the_group_empties() {
+    let mut s = shard(0);
+    let (_, mut rx) = join_new(&mut s, RANGE);
     rx.try_recv().unwrap();
-    let mut inner = c.lock();
-    let (r, _) = c.join_locked(&mut inner, 0, request("", Some("static-1"), RANGE));
+    let later = Now {
+        at: Instant::now() + Duration::from_secs(11),
+        ms: 11_000,
+    };
+    // The member sits in CompletingRebalance with no parked request: its session runs
+    // out, and with nobody left the join phase ends at once with the group empty.
+    assert!(matches!(s.tick(now()).write, Write::Nothing));
+    let outcome = s.tick(later);
+    let Write::Records { records, .. } = outcome.write else {
+        panic!("the emptied group is stored")
+    };
+    assert_eq!(records.len(), 1);
+    assert_eq!(state(&s), GroupState::Empty);
+}
+
+#[test]
+fn members_that_miss_the_rebalance_timeout_are_dropped_static_ones_kept() {
+    let mut s = shard(0);
+    let (dynamic, mut rx) = join_new(&mut s, RANGE);
+    rx.try_recv().unwrap();
+    let (r, _) = s.join_locked(request("", Some("static-1"), RANGE), now());
     let Waiting::Later(_static_rx, _) = r else {
         panic!()
     };
-    let group = inner.groups.map.get_mut("g").unwrap();
+    let group = s.groups.map.get_mut("g").unwrap();
     assert_eq!(group.state, GroupState::PreparingRebalance);
     // Nobody else rejoins: the join phase ends at the rebalance timeout.
     assert!(maybe_complete_join(group, Instant::now(), 0).is_none());
@@ -165,11 +200,7 @@ fn members_that_miss_the_rebalance_timeout_are_dropped_static_ones_kept() {
 }
 
 /// A Stable group as loaded from the log: one static member holding `assignment`.
-fn stable_static_group(c: &GroupCoordinator) {
-    stable_static_group_into(&mut c.lock().groups);
-}
-
-fn stable_static_group_into(groups: &mut Groups) {
+fn stable_static_group(s: &mut GroupShard) {
     let value = GroupValue {
         protocol_type: "consumer".into(),
         generation: 7,
@@ -191,16 +222,15 @@ fn stable_static_group_into(groups: &mut Groups) {
         key: RecordKey::Group { group: "g".into() },
         value: Some(RecordValue::Group(value)),
     };
-    groups.replay(0, &record, Instant::now(), 1);
+    s.replay(0, None, record);
 }
 
 #[test]
 fn a_restarted_static_member_gets_its_slot_back_without_a_rebalance() {
-    let c = coordinator(0);
-    stable_static_group(&c);
-    assert_eq!(state(&c), GroupState::Stable);
-    let mut inner = c.lock();
-    let (reply, record) = c.join_locked(&mut inner, 0, request("", Some("i1"), RANGE));
+    let mut s = shard(0);
+    stable_static_group(&mut s);
+    assert_eq!(state(&s), GroupState::Stable);
+    let (reply, record) = s.join_locked(request("", Some("i1"), RANGE), now());
     let Waiting::Now(outcome) = reply else {
         panic!("no rebalance expected")
     };
@@ -208,26 +238,21 @@ fn a_restarted_static_member_gets_its_slot_back_without_a_rebalance() {
     assert_eq!(outcome.generation, 7);
     assert_ne!(outcome.member_id, "old");
     assert!(record.is_some(), "the new member id is stored");
-    let group = &inner.groups.map["g"];
+    let group = &s.groups.map["g"];
     assert_eq!(group.state, GroupState::Stable);
     assert_eq!(group.members[&outcome.member_id].assignment.as_ref(), b"A");
     assert_eq!(group.static_members["i1"], outcome.member_id);
     // The old incarnation is fenced.
-    let (stale, _) = c.join_locked(&mut inner, 0, request("old", Some("i1"), RANGE));
+    let (stale, _) = s.join_locked(request("old", Some("i1"), RANGE), now());
     let Waiting::Now(stale) = stale else { panic!() };
     assert_eq!(stale.error, ResponseError::FencedInstanceId.code());
 }
 
 #[test]
 fn a_static_member_with_a_new_subscription_triggers_a_rebalance() {
-    let c = coordinator(0);
-    stable_static_group(&c);
-    let mut inner = c.lock();
-    let (reply, _) = c.join_locked(
-        &mut inner,
-        0,
-        request("", Some("i1"), &[("range", b"other")]),
-    );
+    let mut s = shard(0);
+    stable_static_group(&mut s);
+    let (reply, _) = s.join_locked(request("", Some("i1"), &[("range", b"other")]), now());
     let Waiting::Later(mut rx, _) = reply else {
         panic!("a rebalance was expected")
     };
@@ -255,7 +280,7 @@ fn member(id: &str, protocols: &[&str]) -> Member {
 
 #[test]
 fn the_protocol_most_members_prefer_among_common_ones_wins() {
-    let mut g = Group::new("g".into(), 0, 0);
+    let mut g = Group::new("g".into(), 0);
     for (id, p) in [
         ("a", &["range", "roundrobin", "sticky"][..]),
         ("b", &["roundrobin", "range"][..]),
@@ -267,10 +292,10 @@ fn the_protocol_most_members_prefer_among_common_ones_wins() {
     assert_eq!(select_protocol(&g).as_deref(), Some("roundrobin"));
 }
 
-fn offset_record(partition: i32, offset: Option<i64>) -> GroupRecord {
+fn offset_record(group: &str, partition: i32, offset: Option<i64>, ts: i64) -> GroupRecord {
     GroupRecord {
         key: RecordKey::Offset {
-            group: "g".into(),
+            group: group.into(),
             topic: "t".into(),
             partition,
         },
@@ -279,187 +304,219 @@ fn offset_record(partition: i32, offset: Option<i64>) -> GroupRecord {
                 offset,
                 leader_epoch: -1,
                 metadata: String::new(),
-                commit_timestamp_ms: 5,
+                commit_timestamp_ms: ts,
             })
         }),
     }
 }
 
+fn committed(s: &GroupShard, group: &str) -> Vec<(i32, i64)> {
+    s.committed_offsets(group)
+        .into_iter()
+        .map(|((_, p), v)| (p, v.offset))
+        .collect()
+}
+
 #[test]
-fn a_partition_loads_back_by_replay_from_its_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let log =
-        tidelog_storage::Log::open(dir.path(), tidelog_storage::LogConfig::default()).unwrap();
-    let p = Partition::new("__consumer_offsets".into(), uuid::Uuid::nil(), 0, 0, log);
-    let batches = [
-        vec![offset_record(0, Some(10)), offset_record(1, Some(20))],
-        vec![offset_record(0, Some(11))],
-        vec![offset_record(1, None)],
-    ];
-    for records in &batches {
-        let mut buf = encode_batch(records, 5).unwrap();
-        p.append(&mut buf, 5).unwrap();
-    }
-    let (entries, end) = read_partition(&p).unwrap();
-    assert_eq!(end, 4);
-    let (records, pending) = super::load::resolve(entries);
-    assert_eq!(records.len(), 4);
-    assert!(pending.is_empty());
-    let c = coordinator(0);
-    let mut inner = c.lock();
-    for r in &records {
-        inner.groups.replay(0, r, Instant::now(), 5);
-    }
-    let group = &inner.groups.map["g"];
-    assert_eq!(group.offsets.len(), 1);
-    assert_eq!(group.offsets[&("t".to_string(), 0)].offset, 11);
-    assert_eq!(group.state, GroupState::Empty);
+fn offsets_replay_and_readers_see_them_only_once_committed() {
+    let mut s = shard(0);
+    s.replay(0, None, offset_record("g", 0, Some(10), 5));
+    s.replay(1, None, offset_record("g", 1, Some(20), 5));
+    s.commit(2);
+    s.replay(2, None, offset_record("g", 0, Some(11), 5));
+    s.replay(3, None, offset_record("g", 1, None, 5));
+    assert_eq!(
+        committed(&s, "g"),
+        vec![(0, 10), (1, 20)],
+        "not yet replicated"
+    );
+    s.commit(4);
+    assert_eq!(committed(&s, "g"), vec![(0, 11)]);
+    assert_eq!(state(&s), GroupState::Empty);
     // A group tombstone removes the group.
     let tombstone = GroupRecord {
         key: RecordKey::Group { group: "g".into() },
         value: None,
     };
-    inner.groups.replay(0, &tombstone, Instant::now(), 5);
-    assert!(inner.groups.map.is_empty());
+    s.replay(4, None, tombstone);
+    assert!(s.groups.map.is_empty());
+}
+
+#[test]
+fn a_commit_is_refused_to_strangers_and_written_for_members() {
+    let mut s = shard(0);
+    let (id, mut rx) = join_new(&mut s, RANGE);
+    let generation = rx.try_recv().unwrap().generation;
+    let commit = |member: &str, generation: i32| CommitRequest {
+        group_id: "g".into(),
+        generation,
+        member_id: member.into(),
+        instance_id: None,
+        offsets: vec![
+            ("t".into(), 0, 5, -1, None),
+            ("gone".into(), 0, 1, -1, None),
+        ],
+    };
+    let outcome = s.offset_commit(commit("stranger", generation), &[true, false], now());
+    assert_eq!(
+        outcome.response,
+        vec![ResponseError::UnknownMemberId.code(); 2]
+    );
+    assert!(matches!(outcome.write, Write::Nothing));
+    // The leader awaits its assignment: a plain commit must wait for it.
+    let outcome = s.offset_commit(commit(&id, generation), &[true, false], now());
+    assert_eq!(
+        outcome.response,
+        vec![ResponseError::RebalanceInProgress.code(); 2]
+    );
+    s.groups.map.get_mut("g").unwrap().state = GroupState::Stable;
+    let outcome = s.offset_commit(commit(&id, generation), &[true, false], now());
+    assert_eq!(
+        outcome.response,
+        vec![0, ResponseError::UnknownTopicOrPartition.code()]
+    );
+    let Write::Records { records, producer } = outcome.write else {
+        panic!()
+    };
+    assert_eq!((records.len(), producer), (1, None));
 }
 
 #[test]
 fn retention_expires_offsets_only_after_the_group_emptied_long_enough() {
-    let c = coordinator(0);
-    let mut inner = c.lock();
+    let mut s = shard(0);
     // A consumer group that emptied at t=1000 with one offset, and an offsets-only
     // group whose two commits happened at t=5 and t=50_000.
-    stable_static_group_into(&mut inner.groups);
-    inner
-        .groups
-        .replay(0, &offset_record(0, Some(3)), Instant::now(), 5);
-    let g = inner.groups.map.get_mut("g").unwrap();
+    stable_static_group(&mut s);
+    s.replay(1, None, offset_record("g", 0, Some(3), 5));
+    let g = s.groups.map.get_mut("g").unwrap();
     g.members.clear();
     g.state = GroupState::Empty;
     g.state_since_ms = 1000;
-    let mut standalone = offset_record(0, Some(1));
-    let mut later = offset_record(1, Some(2));
-    for (r, ts) in [(&mut standalone, 5), (&mut later, 50_000)] {
-        if let RecordKey::Offset { group, .. } = &mut r.key {
-            *group = "solo".into();
+    s.replay(2, None, offset_record("solo", 0, Some(1), 5));
+    s.replay(3, None, offset_record("solo", 1, Some(2), 50_000));
+    s.commit(4);
+    // Per group: (offset tombstones, whether the group's own record goes too).
+    let work_with = |s: &mut GroupShard, now: i64, exists: &dyn Fn(&str) -> bool| {
+        let outcome = s.expire_offsets(at(now), exists);
+        let mut by_group: BTreeMap<String, (usize, bool)> = BTreeMap::new();
+        if let Write::Records { records, .. } = outcome.write {
+            for r in records {
+                let entry = by_group.entry(r.key.group().to_string()).or_default();
+                match r.key {
+                    RecordKey::Offset { .. } => entry.0 += 1,
+                    RecordKey::Group { .. } => entry.1 = true,
+                }
+            }
         }
-        if let Some(RecordValue::Offset(v)) = &mut r.value {
-            v.commit_timestamp_ms = ts;
-        }
-        inner.groups.replay(1, r, Instant::now(), ts);
-    }
-    let work_with = |now, exists: &dyn Fn(&str) -> bool| {
-        let mut w = retention_work(&inner.groups, now, 60_000, exists);
-        w.sort_by(|a, b| a.1.cmp(&b.1));
-        w.into_iter()
-            .map(|(p, id, records, drop)| (p, id, records.len(), drop))
-            .collect::<Vec<_>>()
+        by_group.into_iter().collect::<Vec<_>>()
     };
-    let work = |now| work_with(now, &|_| true);
-    assert_eq!(work(30_000), vec![]);
+    assert_eq!(work_with(&mut s, 30_000, &|_| true), vec![]);
     // Offsets of a deleted topic go at once; the group itself waits for its retention.
     assert_eq!(
-        work_with(30_000, &|t| t != "t"),
+        work_with(&mut s, 30_000, &|t| t != "t"),
         vec![
-            (0, "g".to_string(), 1, false),
-            (1, "solo".to_string(), 2, true)
+            ("g".to_string(), (1, false)),
+            ("solo".to_string(), (2, false))
         ]
     );
     // t=61_000: the consumer group emptied 60 s ago: its offset and its metadata go;
     // only the solo group's first commit is old enough.
     assert_eq!(
-        work(61_000),
+        work_with(&mut s, 61_000, &|_| true),
         vec![
-            (0, "g".to_string(), 2, true),
-            (1, "solo".to_string(), 1, false)
+            ("g".to_string(), (1, true)),
+            ("solo".to_string(), (1, false))
         ]
     );
     assert_eq!(
-        work(200_000),
+        work_with(&mut s, 200_000, &|_| true),
         vec![
-            (0, "g".to_string(), 2, true),
-            (1, "solo".to_string(), 2, true)
+            ("g".to_string(), (1, true)),
+            ("solo".to_string(), (2, false))
         ]
+    );
+    // Replaying what retention wrote forgets both groups: the solo one goes with its
+    // last offset, the stored one with its record.
+    let outcome = s.expire_offsets(at(200_000), |_| true);
+    let Write::Records { records, .. } = outcome.write else {
+        panic!()
+    };
+    for (i, r) in records.into_iter().enumerate() {
+        s.replay(10 + i as i64, None, r);
+    }
+    assert!(
+        s.groups.map.is_empty(),
+        "{:?}",
+        s.groups.map.keys().collect::<Vec<_>>()
     );
 }
 
 #[test]
 fn over_long_names_are_refused_and_member_ids_stay_storable() {
-    let c = coordinator(0);
-    let mut inner = c.lock();
+    let mut s = shard(0);
     let long_client = "é".repeat(1000);
     let mut req = request("", Some("i"), RANGE);
     req.client_id = long_client;
-    let (reply, _) = c.join_locked(&mut inner, 0, req);
+    let (reply, _) = s.join_locked(req, now());
     let Waiting::Later(mut rx, _) = reply else {
         panic!()
     };
     let id = rx.try_recv().unwrap().member_id;
     assert!(id.len() <= 200 + 37, "{}", id.len());
-    let record = inner.groups.map["g"].metadata_record(0);
+    let record = s.groups.map["g"].metadata_record(0);
     let decoded = GroupRecord::decode(&record.encode_key(), record.encode_value().as_deref());
     assert_eq!(decoded.unwrap(), record);
 }
 
 #[test]
 fn transactional_offsets_count_at_their_commit_marker_and_stay_pending_without_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let log =
-        tidelog_storage::Log::open(dir.path(), tidelog_storage::LogConfig::default()).unwrap();
-    let p = Partition::new("__consumer_offsets".into(), uuid::Uuid::nil(), 0, 0, log);
-    let transactional = |producer_id: i64, partition: i32, offset: i64| {
-        let mut buf = super::encode_batch_of(
-            &[offset_record(partition, Some(offset))],
-            5,
-            Some((producer_id, 0)),
-        )
-        .unwrap();
-        p.append(&mut buf, 5).unwrap();
-    };
-    let marker = |producer_id: i64, commit: bool| {
-        let mut batch = tidelog_storage::BatchBuilder::control_marker(producer_id, 0, commit, 0, 5)
-            .build()
-            .unwrap();
-        p.append_control(&mut batch, 5).unwrap();
-    };
-    transactional(7, 0, 70); // committed below
-    transactional(8, 1, 80); // aborted below
-    transactional(9, 2, 90); // never decided
-    let mut plain = encode_batch(&[offset_record(3, Some(30))], 5).unwrap();
-    p.append(&mut plain, 5).unwrap();
-    marker(7, true);
-    marker(8, false);
-
-    let (entries, _) = read_partition(&p).unwrap();
-    let (records, pending) = super::load::resolve(entries);
-    let replayed: Vec<(i32, i64)> = records
-        .iter()
-        .map(|r| match (&r.key, &r.value) {
-            (RecordKey::Offset { partition, .. }, Some(RecordValue::Offset(v))) => {
-                (*partition, v.offset)
-            }
-            other => panic!("unexpected record {other:?}"),
-        })
-        .collect();
+    let mut s = shard(0);
+    s.replay(0, Some(7), offset_record("g", 0, Some(70), 5)); // committed below
+    s.replay(1, Some(8), offset_record("g", 1, Some(80), 5)); // aborted below
+    s.replay(2, Some(9), offset_record("g", 2, Some(90), 5)); // never decided
+    s.replay(3, None, offset_record("g", 3, Some(30), 5));
+    s.replay_marker(4, 7, true);
+    s.replay_marker(5, 8, false);
+    s.commit(6);
     assert_eq!(
-        replayed,
-        vec![(3, 30), (0, 70)],
+        committed(&s, "g"),
+        vec![(0, 70), (3, 30)],
         "plain in place, the committed one at its marker"
     );
-    assert_eq!(
-        pending.len(),
-        1,
-        "only producer 9 is undecided: {pending:?}"
+    assert!(s.offset_pending("g", "t", 2), "producer 9 is undecided");
+    assert!(!s.offset_pending("g", "t", 1), "an abort drops them");
+    assert!(
+        !s.offset_pending("g", "t", 0),
+        "committed: no longer pending"
     );
-    let undecided = &pending[&9];
-    assert_eq!(undecided.len(), 1);
+    assert!(!s.offset_pending("other", "t", 2));
+}
+
+#[test]
+fn a_txn_offset_commit_verified_before_its_marker_is_refused_after_it() {
+    let mut s = shard(0);
+    let commit = CommitRequest {
+        group_id: "g".into(),
+        generation: -1,
+        member_id: String::new(),
+        instance_id: None,
+        offsets: vec![("t".into(), 0, 5, -1, None)],
+    };
+    let guard = s.begin_txn_commit(7);
+    s.replay_marker(0, 7, true);
+    let outcome = s.txn_commit(commit.clone(), (7, 0), Some(guard), &[true], now());
     assert_eq!(
-        (
-            undecided[0].0.as_str(),
-            undecided[0].1.as_str(),
-            undecided[0].2,
-            undecided[0].3.offset
-        ),
-        ("g", "t", 2, 90)
+        outcome.response,
+        vec![ResponseError::InvalidTxnState.code()]
     );
+    let guard = s.begin_txn_commit(7);
+    let outcome = s.txn_commit(commit, (7, 0), Some(guard), &[true], now());
+    assert_eq!(outcome.response, vec![0]);
+    assert!(matches!(
+        outcome.write,
+        Write::Records {
+            producer: Some((7, 0)),
+            ..
+        }
+    ));
 }

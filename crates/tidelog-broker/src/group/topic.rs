@@ -6,7 +6,8 @@ use crate::internal_topic::{create_if_missing, Creation, TopicSpec};
 
 /// Creates `__consumer_offsets` if it does not exist yet: `offsets.topic.num.partitions`
 /// partitions, compacted, replication factor `min(offsets.topic.replication.factor,
-/// live brokers)`. Newly created partitions are empty, so they are loaded at once.
+/// live brokers)`. Newly created partitions are empty: their shards load at once, and
+/// this waits (bounded) until the runtime runs them.
 pub(crate) async fn ensure_offsets_topic(ctx: &BrokerContext) -> Result<(), i16> {
     let spec = TopicSpec {
         name: OFFSETS_TOPIC,
@@ -18,7 +19,7 @@ pub(crate) async fn ensure_offsets_topic(ctx: &BrokerContext) -> Result<(), i16>
         segment_bytes: ctx.config.get("offsets.topic.segment.bytes").to_string(),
     };
     if create_if_missing(ctx, spec).await? == Creation::Created {
-        ctx.groups.load_owned(ctx);
+        ctx.groups.wait_started().await;
     }
     Ok(())
 }

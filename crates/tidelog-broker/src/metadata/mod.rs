@@ -56,6 +56,11 @@ impl MetadataManager {
         Arc::clone(&self.image.borrow())
     }
 
+    /// Every image from now on (the coordinators follow it).
+    pub(crate) fn images(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.image.subscribe()
+    }
+
     /// The quorum this node talks to.
     pub(crate) fn controller(&self) -> &Arc<ControllerHandle> {
         &self.link

@@ -1,33 +1,31 @@
-//! The group coordinator as the group probe sees it: a copy of each group's state,
-//! members and committed offsets, taken under the coordinator's lock.
+//! The group coordinator as the group probe sees it: each group's state, members and
+//! committed offsets as its shard last published them.
 
 use super::groups::{CommittedOffset, GroupLagSource, GroupStatus};
 use crate::group::GroupCoordinator;
 
 impl GroupLagSource for GroupCoordinator {
     fn groups(&self) -> Vec<GroupStatus> {
-        self.with_all(|inner| {
-            inner
-                .groups
-                .map
-                .values()
-                .map(|g| GroupStatus {
-                    group_id: g.id.clone(),
-                    state: g.state.name().to_string(),
-                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                    generation: g.generation,
-                    members: g.members.len(),
-                    committed: g
-                        .offsets
-                        .iter()
-                        .map(|((topic, partition), value)| CommittedOffset {
-                            topic: topic.clone(),
-                            partition: *partition,
-                            offset: value.offset,
-                        })
-                        .collect(),
-                })
-                .collect()
-        })
+        self.published()
+            .into_iter()
+            .map(|(group_id, summary, offsets)| GroupStatus {
+                group_id,
+                state: summary.as_ref().map_or("Empty", |s| s.state).to_string(),
+                protocol_type: summary
+                    .as_ref()
+                    .map(|s| s.protocol_type.clone())
+                    .unwrap_or_default(),
+                generation: summary.as_ref().map_or(0, |s| s.generation),
+                members: summary.as_ref().map_or(0, |s| s.members),
+                committed: offsets
+                    .into_iter()
+                    .map(|(topic, partition, offset)| CommittedOffset {
+                        topic,
+                        partition,
+                        offset,
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 }

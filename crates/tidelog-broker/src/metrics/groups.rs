@@ -177,7 +177,7 @@ impl GroupProbe {
     /// Every group this node coordinates, with its lag figures. Blocking: reads batch
     /// headers from disk.
     pub(crate) fn snapshot(&self, ctx: &BrokerContext) -> Vec<GroupLag> {
-        self.snapshot_from(&ctx.groups, ctx)
+        self.snapshot_from(&*ctx.groups, ctx)
     }
 
     pub(super) fn snapshot_from(

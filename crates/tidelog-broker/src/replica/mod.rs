@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 pub(crate) use partition::{Appended, Partition, PartitionError};
-pub(crate) use replication::replication_outcome;
+pub(crate) use replication::{replication_outcome, HwSnapshot};
 pub(crate) use state::Role;
 
 use crate::config::BrokerConfig;

@@ -1,7 +1,8 @@
 //! One partition hosted by this node: its log, leader epoch, and the long-poll fetches
 //! parked on it.
 
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tidelog_storage::{
@@ -43,6 +44,10 @@ pub(crate) enum PartitionError {
     Sequence(#[from] SequenceError),
     #[error("this node is not the partition's leader")]
     NotLeader,
+    /// The producer's transaction ended (a marker landed) between its verification and
+    /// this append: the batch would open a transaction nobody decides.
+    #[error("the producer's transaction ended while its batch was being verified")]
+    VerificationLost,
 }
 
 impl PartitionError {
@@ -56,6 +61,9 @@ impl PartitionError {
             PartitionError::Sequence(e) => e.code(),
             PartitionError::NotLeader => {
                 kafka_protocol::error::ResponseError::NotLeaderOrFollower.code()
+            }
+            PartitionError::VerificationLost => {
+                kafka_protocol::error::ResponseError::InvalidTxnState.code()
             }
         }
     }
@@ -90,7 +98,17 @@ pub(crate) struct Partition {
     pub(super) hw_watch: watch::Sender<HwSnapshot>,
     /// The high watermark last written to the checkpoint file.
     pub(super) hw_checkpointed: AtomicI64,
+    /// Transactional producers being verified with their coordinator (Kafka's
+    /// verification guard, KIP-890): producer id -> guard. A marker for the producer
+    /// removes its guard, so a batch verified before the marker and appended after it
+    /// is refused instead of opening a transaction nobody decides.
+    verifying: Mutex<HashMap<i64, u64>>,
+    next_guard: AtomicU64,
 }
+
+/// Producers being verified per partition at most; beyond it the guards are reset (the
+/// producers being verified then retry).
+const MAX_VERIFYING: usize = 100_000;
 
 impl Partition {
     pub(crate) fn new(
@@ -118,7 +136,50 @@ impl Partition {
             repl: Mutex::new(ReplicaState::sole_leader(i32::MIN, leader_epoch)),
             hw_watch: watch::Sender::new(snapshot),
             hw_checkpointed: AtomicI64::new(-1),
+            verifying: Mutex::new(HashMap::new()),
+            next_guard: AtomicU64::new(1),
         }
+    }
+
+    fn lock_verifying(&self) -> MutexGuard<'_, HashMap<i64, u64>> {
+        self.verifying.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts verifying `producer_id`'s transactional batch with its coordinator; the
+    /// guard to append it with ([`Partition::append_verified`]).
+    pub(crate) fn begin_verification(&self, producer_id: i64) -> u64 {
+        let guard = self.next_guard.fetch_add(1, Ordering::Relaxed);
+        let mut verifying = self.lock_verifying();
+        if verifying.len() >= MAX_VERIFYING && !verifying.contains_key(&producer_id) {
+            verifying.clear();
+        }
+        verifying.insert(producer_id, guard);
+        guard
+    }
+
+    /// The verification failed: the guard goes.
+    pub(crate) fn end_verification(&self, producer_id: i64, guard: u64) {
+        let mut verifying = self.lock_verifying();
+        if verifying.get(&producer_id) == Some(&guard) {
+            verifying.remove(&producer_id);
+        }
+    }
+
+    /// [`Partition::append_deferring_sync`] of a verified transactional batch: refused
+    /// when a marker for the producer landed since its verification began.
+    pub(crate) fn append_verified(
+        &self,
+        batches: &mut [u8],
+        now_ms: i64,
+        producer_id: i64,
+        guard: u64,
+    ) -> Result<(Appended, Option<PendingSync>), PartitionError> {
+        self.append_guarded(
+            batches,
+            now_ms,
+            AppendOrigin::Client,
+            Some((producer_id, guard)),
+        )
     }
 
     pub(crate) fn leader_epoch(&self) -> i32 {
@@ -147,40 +208,61 @@ impl Partition {
         Ok(f(log)?)
     }
 
-    /// Appends a producer's batches as leader, after the idempotence check (a retried
-    /// batch is answered with its original offset, not written again). On a cluster of
-    /// one the appended records are committed at once: the high watermark moves to the
-    /// log end.
+    /// [`Partition::append_deferring_sync`], waiting for the fsync on this thread (the
+    /// tests' way).
+    #[cfg(test)]
     pub(crate) fn append(
         &self,
         batches: &mut [u8],
         now_ms: i64,
     ) -> Result<Appended, PartitionError> {
-        self.append_from(batches, now_ms, AppendOrigin::Client, false)
-            .map(|(appended, _)| appended)
+        let (appended, sync) = self.append_from(batches, now_ms, AppendOrigin::Client)?;
+        if let Some(sync) = sync {
+            sync.wait()?;
+        }
+        Ok(appended)
     }
 
-    /// [`Partition::append`], except that a sync `flush.messages` asks for is not waited
-    /// for here but handed back: the produce path waits for
-    /// it in the delayed reply, so the connection reads (and appends) its next request
-    /// meanwhile and pipelined requests share fdatasyncs.
+    /// Appends a producer's batches as leader, after the idempotence check (a retried
+    /// batch is answered with its original offset, not written again). On a cluster of
+    /// one the appended records are committed at once: the high watermark moves to the
+    /// log end. An fsync `flush.messages` asks for is not waited for here but handed
+    /// back: the produce path waits for it off the async workers in the delayed reply,
+    /// so the connection reads (and appends) its next request meanwhile and pipelined
+    /// requests share fdatasyncs.
     pub(crate) fn append_deferring_sync(
         &self,
         batches: &mut [u8],
         now_ms: i64,
     ) -> Result<(Appended, Option<PendingSync>), PartitionError> {
-        self.append_from(batches, now_ms, AppendOrigin::Client, true)
+        self.append_from(batches, now_ms, AppendOrigin::Client)
+    }
+
+    /// A coordinator's own records (`control`: its transaction markers) with the
+    /// `flush.messages` fsync handed back as for [`Partition::append_deferring_sync`].
+    pub(crate) fn append_for_coordinator(
+        &self,
+        batches: &mut [u8],
+        now_ms: i64,
+        control: bool,
+    ) -> Result<(Appended, Option<PendingSync>), PartitionError> {
+        let origin = if control {
+            AppendOrigin::Coordinator
+        } else {
+            AppendOrigin::Client
+        };
+        self.append_from(batches, now_ms, origin)
     }
 
     /// Appends batches the broker wrote itself: transaction markers (control batches,
-    /// which a client may not send). Same checks and offsets as [`Partition::append`].
+    /// which a client may not send), with the fsync handed back as for
+    /// [`Partition::append_deferring_sync`].
     pub(crate) fn append_control(
         &self,
         batches: &mut [u8],
         now_ms: i64,
-    ) -> Result<Appended, PartitionError> {
-        self.append_from(batches, now_ms, AppendOrigin::Coordinator, false)
-            .map(|(appended, _)| appended)
+    ) -> Result<(Appended, Option<PendingSync>), PartitionError> {
+        self.append_from(batches, now_ms, AppendOrigin::Coordinator)
     }
 
     fn append_from(
@@ -188,17 +270,37 @@ impl Partition {
         batches: &mut [u8],
         now_ms: i64,
         origin: AppendOrigin,
-        defer_sync: bool,
+    ) -> Result<(Appended, Option<PendingSync>), PartitionError> {
+        self.append_guarded(batches, now_ms, origin, None)
+    }
+
+    fn append_guarded(
+        &self,
+        batches: &mut [u8],
+        now_ms: i64,
+        origin: AppendOrigin,
+        guard: Option<(i64, u64)>,
     ) -> Result<(Appended, Option<PendingSync>), PartitionError> {
         let opts = AppendOptions {
             leader_epoch: self.leader_epoch(),
             now_ms,
             origin,
         };
-        let mut guard = self.lock();
-        let log = guard.as_mut().ok_or(PartitionError::Closed)?;
+        let mut locked = self.lock();
+        let log = locked.as_mut().ok_or(PartitionError::Closed)?;
         if !self.repl_state().is_leader() {
             return Err(PartitionError::NotLeader);
+        }
+        // Checked and settled under the log lock, so no marker slips in between.
+        if let Some((producer_id, guard)) = guard {
+            if self.lock_verifying().remove(&producer_id) != Some(guard) {
+                return Err(PartitionError::VerificationLost);
+            }
+        }
+        if origin == AppendOrigin::Coordinator {
+            if let Ok(header) = tidelog_storage::BatchHeader::new(batches) {
+                self.lock_verifying().remove(&header.producer_id());
+            }
         }
         let info = match idempotence::check(log.producer_state(), batches) {
             Ok(SequenceCheck::Duplicate { first_offset }) => {
@@ -218,24 +320,7 @@ impl Partition {
         let (info, pending_sync) = info;
         // On a cluster of one (or with every follower caught up) this commits at once.
         self.advance_high_watermark(log);
-        drop(guard);
-        let (pending_sync, wait_now) = if defer_sync {
-            (pending_sync, None)
-        } else {
-            (None, pending_sync)
-        };
-        if let Some(pending) = wait_now {
-            // flush.messages: durable before acknowledged. The fdatasync runs outside the
-            // partition lock and is shared by every append that reached the file before
-            // it (group commit); block_in_place lets this worker's other tasks move on.
-            let multi_thread = tokio::runtime::Handle::try_current()
-                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-            if multi_thread {
-                tokio::task::block_in_place(|| pending.wait())?;
-            } else {
-                pending.wait()?;
-            }
-        }
+        drop(locked);
         self.wake_waiters();
         let appended = Appended {
             base_offset: info.first_offset,

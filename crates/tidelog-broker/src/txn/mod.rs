@@ -2,54 +2,71 @@
 //!
 //! A transactional id lives in partition `partition_for(id, 50)` of the compacted topic
 //! `__transaction_state` (placed as consumer groups are, `internal_topic`), created on
-//! first InitProducerId; its coordinator is that partition's leader. Every state change is a
-//! record (`records`) appended to the partition and then replayed into memory; loading a
-//! partition (start-up, or gaining leadership) replays it from the start, so recovery
-//! and normal operation run the same code. The rules for moving a transaction live in
-//! `state`, the request operations in `ops`, and marker writing in `markers`.
+//! first use; its coordinator is that partition's leader. Each led partition is a
+//! [`TxnShard`] on the coordinator runtime (`crate::coordinator`): its steps (`shard`)
+//! are pure functions of the state (`state`), the request and the time, whose records
+//! (`records`) the runtime appends, replays and answers once replicated; loading a
+//! partition replays the same records, so recovery and normal operation run the same
+//! code.
 //!
-//! A transaction decided (PrepareCommit / PrepareAbort / PrepareEpochFence) is completed
-//! by writing a COMMIT or ABORT control batch to every partition it wrote, committing
-//! its pending consumer offsets, and then writing the Complete state. A step that fails
-//! is retried by the background task (`run_background`) until it succeeds; the same
-//! task aborts transactions open past their timeout and drops ids idle past
+//! A decision (PrepareCommit / PrepareAbort / PrepareEpochFence) hands a marker job to
+//! the [`MarkerWorker`] (`markers`), which writes a COMMIT or ABORT marker to every
+//! partition the transaction wrote — the group coordinator's partitions included,
+//! through [`GroupCoordinator::complete_transaction`] — and then records the Complete
+//! state. EndTxn answers once that is done (bounded), so a client that commits and then
+//! reads finds its transaction decided; a request that arrives while the markers are
+//! being written hears CONCURRENT_TRANSACTIONS, as from Kafka. The runtime's clock
+//! aborts transactions open past their timeout and drops ids idle past
 //! `transactional.id.expiration.ms`.
 
-mod foreign;
-mod load;
 mod markers;
-mod ops;
 mod records;
 mod remote;
+mod shard;
+#[cfg(test)]
+mod shard_tests;
 mod state;
+mod topic;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use kafka_protocol::error::ResponseError;
-use tokio::sync::watch;
+use tidelog_controller::MetadataImage;
+use tokio::sync::{mpsc, watch};
 
-pub(crate) use markers::write_marker;
+pub(crate) use markers::{write_local_marker, MarkerWorker};
+#[cfg(test)]
+pub(crate) use records::TxnRecord;
 pub(crate) use remote::MarkerKey;
-pub(crate) use state::{Committer, PendingOffset, TxnMeta, TxnState};
+pub(crate) use shard::TxnShard;
+pub(crate) use state::{PendingOffset, TxnError, TxnMeta, TxnState};
+pub(crate) use topic::ensure_txn_topic;
 
+use crate::clock::Clock;
 use crate::config::BrokerConfig;
-use crate::context::{now_ms, BrokerContext, Ctx};
-use crate::internal_topic::{
-    append_error_code, await_replicated, coordinator_code, led_partition_of, Loads, Replayed,
-    Written,
-};
-use records::TxnRecord;
+use crate::coordinator::{CoordinatorError, CoordinatorRuntime, LogSource, RuntimeConfig};
+use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
+use crate::internal_topic::partition_for;
+use crate::metadata::MetadataManager;
+use crate::replica::ReplicaManager;
+use shard::InitAnswer;
 
 /// The internal topic holding transaction state.
 pub(crate) const TXN_TOPIC: &str = "__transaction_state";
 
-/// How often the background task looks at the clocks and at unfinished transactions.
+/// How often the runtime looks at the transactions' clocks.
 const TICK: Duration = Duration::from_millis(200);
+/// Requests queued per partition at most.
+const QUEUE: usize = 4096;
+/// Marker jobs queued for the worker at most (shards hand out what is left again).
+const MARKER_QUEUE: usize = 4096;
+/// How long EndTxn waits for the markers before it answers anyway (the decision is
+/// recorded; the markers follow).
+const END_TXN_WAIT: Duration = Duration::from_secs(5);
+/// How long a request that just created the topic waits for its partitions to run.
+const STARTUP_WAIT: Duration = Duration::from_secs(5);
 
-/// Broker settings the coordinator follows. Kafka's names; until the broker's settings
-/// table knows them, Kafka's defaults apply.
+/// Broker settings the coordinator follows. Kafka's names and defaults.
 #[derive(Debug, Clone)]
 pub(crate) struct TxnConfig {
     pub(crate) num_partitions: i32,
@@ -88,285 +105,281 @@ impl TxnConfig {
     }
 }
 
-/// One transactional id and the partition of `__transaction_state` holding it.
-#[derive(Debug, Clone)]
-pub(crate) struct Entry {
-    pub(crate) partition: i32,
-    pub(crate) meta: TxnMeta,
-}
-
-pub(crate) struct Inner {
-    pub(crate) txns: HashMap<String, Entry>,
-    /// What of each decided transaction is already written.
-    done: HashMap<String, markers::Written>,
-    loads: Loads,
-    /// Per partition, the last state written: what an answer waits to see replicated.
-    last_written: HashMap<i32, Written>,
-}
-
-impl Replayed for Inner {
-    type Record = TxnRecord;
-
-    fn loads(&mut self) -> &mut Loads {
-        &mut self.loads
-    }
-
-    fn forget(&mut self, partition: i32) {
-        self.txns.retain(|_, e| e.partition != partition);
-        self.last_written.remove(&partition);
-    }
-
-    fn replay_loaded(&mut self, partition: i32, records: Vec<TxnRecord>) {
-        for record in records {
-            self.replay(partition, record);
-        }
-    }
-}
-
-impl Inner {
-    fn replay(&mut self, partition: i32, record: TxnRecord) {
-        self.done.remove(&record.transactional_id);
-        match record.value {
-            Some(meta) => {
-                self.txns
-                    .insert(record.transactional_id, Entry { partition, meta });
-            }
-            None => {
-                self.txns.remove(&record.transactional_id);
-            }
-        }
-    }
-}
-
 pub(crate) struct TxnCoordinator {
-    inner: RwLock<Inner>,
-    pub(crate) config: TxnConfig,
-    /// Markers for partitions other brokers lead (a cluster), sent by the background task.
-    remote: Mutex<remote::RemoteMarkers>,
-    /// Transactional offsets for groups coordinated here, of transactions coordinated
-    /// elsewhere.
-    foreign: Mutex<foreign::ForeignOffsets>,
+    runtime: Arc<CoordinatorRuntime<TxnShard>>,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    node_id: i32,
+    pub(crate) config: Arc<TxnConfig>,
+    /// Where producer ids come from (the controller's blocks).
+    metadata: Arc<MetadataManager>,
+    marker_jobs: std::sync::Mutex<Option<mpsc::Receiver<(i32, shard::MarkerJob)>>>,
+    worker: Arc<MarkerWorker>,
 }
 
 impl TxnCoordinator {
-    pub(crate) fn new(config: TxnConfig) -> TxnCoordinator {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        config: TxnConfig,
+        node_id: i32,
+        images: watch::Receiver<Arc<MetadataImage>>,
+        logs: Arc<dyn LogSource>,
+        clock: Arc<dyn Clock>,
+        metadata: Arc<MetadataManager>,
+        replicas: Arc<ReplicaManager>,
+        groups: Arc<GroupCoordinator>,
+    ) -> TxnCoordinator {
+        let config = Arc::new(config);
+        let shard_config = Arc::clone(&config);
+        let (jobs_tx, jobs_rx) = mpsc::channel(MARKER_QUEUE);
+        let runtime = Arc::new(CoordinatorRuntime::new(
+            RuntimeConfig {
+                topic: TXN_TOPIC,
+                tick: TICK,
+                write_timeout: Duration::from_secs(5),
+                queue: QUEUE,
+            },
+            logs,
+            clock,
+            move |_partition, epoch| TxnShard::new(epoch, Arc::clone(&shard_config)),
+            jobs_tx,
+        ));
+        let worker = Arc::new(MarkerWorker {
+            node_id,
+            replicas,
+            groups,
+            images: images.clone(),
+            runtime: Arc::clone(&runtime),
+        });
         TxnCoordinator {
-            inner: RwLock::new(Inner {
-                txns: HashMap::new(),
-                done: HashMap::new(),
-                loads: Loads::default(),
-                last_written: HashMap::new(),
-            }),
-            remote: Mutex::new(remote::RemoteMarkers::default()),
-            foreign: Mutex::new(foreign::ForeignOffsets::default()),
+            runtime,
+            images,
+            node_id,
             config,
+            metadata,
+            marker_jobs: std::sync::Mutex::new(Some(jobs_rx)),
+            worker,
         }
     }
-    fn remote_lock(&self) -> MutexGuard<'_, remote::RemoteMarkers> {
-        self.remote.lock().unwrap_or_else(|p| p.into_inner())
-    }
 
-    fn foreign_lock(&self) -> MutexGuard<'_, foreign::ForeignOffsets> {
-        self.foreign.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    // Every change to Inner completes before its guard drops, so a poisoned lock still
-    // holds consistent state.
-    fn write_lock(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn read_lock(&self) -> RwLockReadGuard<'_, Inner> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The partition of `__transaction_state` for `id` if this node coordinates it and
-    /// has loaded it; else the error a client should see.
-    fn partition_of(ctx: &BrokerContext, inner: &Inner, id: &str) -> Result<i32, i16> {
+    /// The partition of `__transaction_state` for `id` if this node coordinates it.
+    fn partition_of(&self, id: &str) -> Result<i32, TxnError> {
         if id.is_empty() {
-            return Err(ResponseError::InvalidRequest.code());
+            return Err(TxnError::InvalidRequest("empty transactional id"));
         }
-        let partition = led_partition_of(ctx, TXN_TOPIC, id)?;
-        if !inner.loads.is_loaded(partition) {
-            return Err(ResponseError::CoordinatorLoadInProgress.code());
+        let image = self.images.borrow();
+        let Some(topic) = image.topic(TXN_TOPIC) else {
+            return Err(CoordinatorError::NotAvailable("no transaction topic yet".into()).into());
+        };
+        let partition = partition_for(id, topic.partition_count());
+        match topic.partitions.get(&partition) {
+            Some(p) if p.leader == self.node_id => Ok(partition),
+            Some(_) => Err(CoordinatorError::NotCoordinator.into()),
+            None => Err(CoordinatorError::NotAvailable("no such partition".into()).into()),
         }
-        Ok(partition)
     }
 
-    /// The leader epoch of a `__transaction_state` partition: the coordinator epoch
-    /// stamped into markers.
-    fn coordinator_epoch(ctx: &BrokerContext, partition: i32) -> i32 {
-        ctx.replicas
-            .get(TXN_TOPIC, partition)
-            .map_or(0, |p| p.leader_epoch())
-    }
-
-    /// Appends the new state of `id` and replays it: the only way state changes. The
-    /// state is replayed at once (later requests of the transaction build on it), but
-    /// answered only after `acknowledge`: a transaction state change counts once it is
-    /// replicated. Should leadership move before that, the partition is forgotten here
-    /// and reloaded from the log by its new leader.
-    fn write(
-        ctx: &BrokerContext,
-        inner: &mut Inner,
-        partition: i32,
+    /// InitProducerId with a transactional id: a new id gets a producer id from the
+    /// controller; a known one gets its epoch bumped, which fences the previous producer
+    /// (an open transaction of it is aborted first, and the client asked to retry).
+    pub(crate) async fn init_producer_id(
+        &self,
         id: &str,
-        meta: Option<TxnMeta>,
-    ) -> Result<(), i16> {
-        let record = TxnRecord {
-            transactional_id: id.to_string(),
-            value: meta,
-        };
-        let now = now_ms();
-        let Ok(mut batch) = record.to_batch(now) else {
-            return Err(ResponseError::InvalidRequest.code());
-        };
-        let Some(p) = ctx.replicas.get(TXN_TOPIC, partition) else {
-            return Err(ResponseError::NotCoordinator.code());
-        };
-        match p.append(&mut batch, now) {
-            Ok(appended) => {
-                inner
-                    .last_written
-                    .insert(partition, Written::of(partition, &appended));
-            }
-            Err(e) => {
-                let code = append_error_code(&e);
-                if code != ResponseError::NotCoordinator.code() {
-                    tracing::warn!(partition, error = %e, "writing to {TXN_TOPIC} failed");
+        timeout_ms: i32,
+        current: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), TxnError> {
+        let partition = self.partition_of(id)?;
+        // A fresh producer id comes from the controller, which may be a remote quorum:
+        // it is fetched outside the step, then the step runs again. An id fetched but
+        // not used is simply never handed out.
+        let mut fresh = None;
+        for _ in 0..3 {
+            let id_owned = id.to_string();
+            let answer = self
+                .runtime
+                .write(partition, move |shard, now| {
+                    shard.init_producer_id(&id_owned, timeout_ms, current, fresh, now)
+                })
+                .await?;
+            match answer {
+                InitAnswer::Done { producer_id, epoch } => return Ok((producer_id, epoch)),
+                InitAnswer::Failed(e) => return Err(e),
+                InitAnswer::NeedProducerId => {
+                    let allocated = self.metadata.allocate_producer_id(self.node_id).await;
+                    fresh = Some(allocated.map_err(|e| {
+                        tracing::error!(error = %e, "allocating a producer id failed");
+                        TxnError::NoProducerId {
+                            code: crate::metadata::producer_id_error(&e),
+                        }
+                    })?);
                 }
-                return Err(code);
             }
         }
-        inner.replay(partition, record);
+        Err(CoordinatorError::NotAvailable("no producer id".into()).into())
+    }
+
+    /// AddPartitionsToTxn: the partitions take part in the open transaction.
+    pub(crate) async fn add_partitions(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        partitions: Vec<(String, i32)>,
+    ) -> Result<(), TxnError> {
+        let partition = self.partition_of(id)?;
+        let id = id.to_string();
+        self.runtime
+            .write(partition, move |shard, now| {
+                shard.add(&id, producer, &partitions, None, now)
+            })
+            .await?
+    }
+
+    /// AddOffsetsToTxn: the group's `__consumer_offsets` partition takes part in the
+    /// open transaction (its marker decides the offsets TxnOffsetCommit sends there).
+    pub(crate) async fn add_offsets(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        group: &str,
+    ) -> Result<(), TxnError> {
+        if group.is_empty() {
+            return Err(TxnError::InvalidRequest("empty group id"));
+        }
+        let partition = self.partition_of(id)?;
+        let offsets_partition = {
+            let image = self.images.borrow();
+            let count = image
+                .topic(OFFSETS_TOPIC)
+                .map(|t| t.partition_count())
+                .ok_or(CoordinatorError::NotAvailable(
+                    "no offsets topic yet".into(),
+                ))?;
+            (OFFSETS_TOPIC.to_string(), partition_for(group, count))
+        };
+        let (id, group) = (id.to_string(), group.to_string());
+        self.runtime
+            .write(partition, move |shard, now| {
+                shard.add(&id, producer, &[offsets_partition], Some(&group), now)
+            })
+            .await?
+    }
+
+    /// EndTxn: records the decision, then waits (bounded) for its markers.
+    pub(crate) async fn end_txn(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        commit: bool,
+    ) -> Result<(), TxnError> {
+        let partition = self.partition_of(id)?;
+        let id = id.to_string();
+        let decided = self
+            .runtime
+            .write(partition, move |shard, now| {
+                shard.end(&id, producer, commit, now)
+            })
+            .await??;
+        if let Some(completed) = decided {
+            // The decision stands either way; waiting lets a client that reads right
+            // after its commit find it complete.
+            let _ = tokio::time::timeout(END_TXN_WAIT, completed).await;
+        }
         Ok(())
     }
 
-    /// Waits until the state of `id` written so far is replicated; the error code for
-    /// the client if it is not. Call with no lock held.
-    fn acknowledge(&self, ctx: &BrokerContext, id: &str) -> Result<(), i16> {
-        let partition = led_partition_of(ctx, TXN_TOPIC, id)?;
-        let written = self.read_lock().last_written.get(&partition).copied();
-        let Some(written) = written else {
-            return Ok(());
+    /// Whether `topic`/`partition` may take the batch of `producer_id` at `epoch` in
+    /// `id`'s open transaction. A transaction coordinated by another node cannot be
+    /// checked here and is let through.
+    pub(crate) async fn verify(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), TxnError> {
+        let txn_partition = match self.partition_of(id) {
+            Ok(p) => p,
+            Err(TxnError::Coordinator(CoordinatorError::NotCoordinator)) => return Ok(()),
+            Err(_) => return Err(TxnError::InvalidTxnState),
         };
-        let p = ctx
-            .replicas
-            .get(TXN_TOPIC, partition)
-            .ok_or(ResponseError::NotCoordinator.code())?;
-        await_replicated(&p, written).map_err(coordinator_code)
-    }
-
-    /// Finishes a decided transaction: markers, offsets, then the Complete state.
-    /// Returns true when it is complete (or was not preparing).
-    fn complete(ctx: &BrokerContext, inner: &mut Inner, id: &str) -> bool {
-        let Some(entry) = inner.txns.get(id).cloned() else {
-            return true;
-        };
-        let Some(commit) = entry.meta.state.marker_commits() else {
-            return true;
-        };
-        let coordinator_epoch = Self::coordinator_epoch(ctx, entry.partition);
-        let done = inner.done.entry(id.to_string()).or_default();
-        let all_written = markers::write_all(ctx, id, &entry.meta, commit, coordinator_epoch, done);
-        if !all_written {
-            return false;
-        }
-        let Some(next) = entry.meta.completed(now_ms()) else {
-            return true;
-        };
-        match Self::write(ctx, inner, entry.partition, id, Some(next)) {
-            Ok(()) => true,
-            Err(code) => {
-                tracing::warn!(
-                    transactional_id = id,
-                    code,
-                    "recording a completed transaction failed; will retry"
-                );
-                false
-            }
-        }
-    }
-
-    /// Loads the `__transaction_state` partitions this node leads and has not loaded,
-    /// and forgets those it no longer leads. Blocking: reads logs.
-    pub(crate) fn load_owned(&self, ctx: &BrokerContext) {
-        crate::internal_topic::load_owned(
-            ctx,
-            TXN_TOPIC,
-            || self.write_lock(),
-            load::read_partition,
-        );
-    }
-
-    /// One pass of the clocks: finish decided transactions, abort those open past their
-    /// timeout, drop ids idle past their expiration.
-    pub(crate) fn tick(&self, ctx: &BrokerContext, check_timeouts: bool) {
-        let now = now_ms();
-        let mut inner = self.write_lock();
-        let ids: Vec<(String, TxnState, bool, bool)> = inner
-            .txns
-            .iter()
-            .map(|(id, e)| {
-                let idle = matches!(
-                    e.meta.state,
-                    TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
-                ) && now.saturating_sub(e.meta.last_update_ms)
-                    > self.config.id_expiration_ms;
-                (id.clone(), e.meta.state, e.meta.expired(now), idle)
+        let (id, topic) = (id.to_string(), topic.to_string());
+        self.runtime
+            .read(txn_partition, move |shard| {
+                shard.verify(&id, producer_id, epoch, &topic, partition)
             })
-            .collect();
-        for (id, state, expired, idle) in ids {
-            // Markers that failed are written again once per timeout check, not every
-            // tick: a partition that keeps refusing should not flood the log. Markers in
-            // flight (replicating, or sent to another broker) are looked at every tick.
-            if state.is_preparing() {
-                let in_flight = inner.done.get(&id).is_some_and(markers::Written::in_flight);
-                if check_timeouts || in_flight {
-                    Self::complete(ctx, &mut inner, &id);
-                }
-            } else if expired && check_timeouts {
-                let Some(entry) = inner.txns.get(&id).cloned() else {
-                    continue;
-                };
-                tracing::info!(transactional_id = %id, producer_id = entry.meta.producer_id, "aborting a transaction open past its timeout");
-                let fenced = entry.meta.fence(now);
-                if Self::write(ctx, &mut inner, entry.partition, &id, Some(fenced)).is_ok() {
-                    Self::complete(ctx, &mut inner, &id);
-                }
-            } else if idle {
-                if let Some(entry) = inner.txns.get(&id).cloned() {
-                    tracing::info!(transactional_id = %id, "transactional id expired");
-                    let _ = Self::write(ctx, &mut inner, entry.partition, &id, None);
-                }
-            }
-        }
+            .await
+            .map_err(|_| TxnError::InvalidTxnState)?
     }
-}
 
-/// Drives the coordinator until shutdown: loading newly led partitions, finishing
-/// decided transactions and, every `transaction.abort.timed.out.transaction.cleanup.interval.ms`,
-/// aborting timed-out ones.
-pub(crate) async fn run_background(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
-    let mut last_timeout_check = Instant::now();
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(TICK) => {}
-            _ = shutdown.changed() => break,
-        }
-        let check_timeouts = last_timeout_check.elapsed() >= ctx.txns.config.timeout_check_every;
-        if check_timeouts {
-            last_timeout_check = Instant::now();
-        }
-        let worker = Arc::clone(&ctx);
-        let _ = tokio::task::spawn_blocking(move || {
-            worker.txns.load_owned(&worker);
-            worker.txns.tick(&worker, check_timeouts);
-        })
-        .await;
-        tokio::select! {
-            _ = remote::send_wanted(&ctx) => {}
-            _ = shutdown.changed() => break,
+    /// Waits (bounded) until every partition the image says this node leads runs.
+    pub(crate) async fn wait_started(&self) {
+        let image = Arc::clone(&self.images.borrow());
+        self.runtime
+            .wait_started(&image, self.node_id, STARTUP_WAIT)
+            .await;
+    }
+
+    /// Whether `group`'s offsets may be committed in `id`'s open transaction of
+    /// `producer_id` at `epoch` (AddOffsetsToTxn added the group). Let through when the
+    /// transaction is coordinated elsewhere.
+    pub(crate) async fn verify_offsets(
+        &self,
+        id: &str,
+        producer_id: i64,
+        epoch: i16,
+        group: &str,
+    ) -> Result<(), TxnError> {
+        let count = self
+            .images
+            .borrow()
+            .topic(OFFSETS_TOPIC)
+            .map(|t| t.partition_count());
+        let Some(count) = count else {
+            return Err(TxnError::InvalidTxnState);
+        };
+        let partition = partition_for(group, count);
+        self.verify(id, producer_id, epoch, OFFSETS_TOPIC, partition)
+            .await
+    }
+
+    /// Whether this node coordinates `id` (its transaction can be verified here).
+    pub(crate) fn coordinates(&self, id: &str) -> bool {
+        self.partition_of(id).is_ok()
+    }
+
+    /// DescribeTransactions: the state of one transactional id.
+    pub(crate) async fn describe(&self, id: &str) -> Result<TxnMeta, TxnError> {
+        let partition = self.partition_of(id)?;
+        let id = id.to_string();
+        self.runtime
+            .read(partition, move |shard| shard.describe(&id))
+            .await?
+            .ok_or(TxnError::TransactionalIdNotFound)
+    }
+
+    /// ListTransactions: every transactional id this node coordinates.
+    pub(crate) async fn list(&self) -> Vec<(String, TxnMeta)> {
+        let (lists, _) = self.runtime.read_all(TxnShard::list).await;
+        let mut all: Vec<(String, TxnMeta)> = lists.into_iter().flatten().collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// Follows the image (which partitions are led here) and writes markers until
+    /// `shutdown`.
+    pub(crate) async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+        let jobs = self
+            .marker_jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let worker =
+            jobs.map(|jobs| tokio::spawn(Arc::clone(&self.worker).run(jobs, shutdown.clone())));
+        Arc::clone(&self.runtime)
+            .run(self.images.clone(), self.node_id, shutdown)
+            .await;
+        if let Some(worker) = worker {
+            let _ = worker.await;
         }
     }
 }

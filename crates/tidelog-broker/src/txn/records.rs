@@ -23,8 +23,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tidelog_storage::BatchBuilder;
-
 use super::state::{Committer, PendingOffset, TxnMeta, TxnState};
 
 /// One `__transaction_state` record.
@@ -100,16 +98,6 @@ impl TxnRecord {
             put_nullable_str(&mut out, o.metadata.as_deref())?;
         }
         Ok(Some(out))
-    }
-
-    /// The record as a one-record RecordBatch v2, ready to append.
-    pub(crate) fn to_batch(&self, now_ms: i64) -> Result<Vec<u8>, FormatError> {
-        let key = self.encode_key()?;
-        let value = self.encode_value()?;
-        BatchBuilder::new()
-            .kv(Some(&key), value.as_deref(), now_ms)
-            .build()
-            .ok_or(FormatError::TooLong)
     }
 
     pub(crate) fn decode(key: &[u8], value: Option<&[u8]>) -> Result<TxnRecord, FormatError> {

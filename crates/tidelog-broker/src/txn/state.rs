@@ -1,7 +1,7 @@
 //! A transactional id's state and the rules for moving it. Every function here is pure:
 //! it looks at the current state and a request and answers with the next state to
-//! write (or a Kafka error code). The coordinator writes that state as a record and only
-//! replaying the record changes memory.
+//! write (or why not, a [`TxnError`]). The coordinator writes that state as a record and
+//! only replaying the record changes memory.
 //!
 //! ```text
 //! Empty / CompleteCommit / CompleteAbort --AddPartitions/AddOffsets--> Ongoing
@@ -14,6 +14,50 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
+
+use crate::coordinator::CoordinatorError;
+
+/// Why a transaction request is refused; its Kafka code at the protocol edge.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum TxnError {
+    #[error("the producer id is not this transactional id's")]
+    InvalidProducerIdMapping,
+    #[error("a newer producer has taken over this transactional id")]
+    Fenced,
+    #[error("the transaction's last decision is still being written")]
+    ConcurrentTransactions,
+    #[error("the transaction is not in a state that allows this")]
+    InvalidTxnState,
+    #[error("the transaction timeout is out of range")]
+    InvalidTransactionTimeout,
+    #[error("no such transactional id")]
+    TransactionalIdNotFound,
+    #[error("invalid request: {0}")]
+    InvalidRequest(&'static str),
+    #[error("no producer id could be had")]
+    NoProducerId { code: i16 },
+    #[error(transparent)]
+    Coordinator(#[from] CoordinatorError),
+}
+
+impl TxnError {
+    /// The Kafka code; `producer_fenced` tells whether the request's version knows
+    /// PRODUCER_FENCED (older ones hear INVALID_PRODUCER_EPOCH).
+    pub(crate) fn code(&self, producer_fenced: bool) -> i16 {
+        match self {
+            TxnError::InvalidProducerIdMapping => ResponseError::InvalidProducerIdMapping.code(),
+            TxnError::Fenced if producer_fenced => ResponseError::ProducerFenced.code(),
+            TxnError::Fenced => ResponseError::InvalidProducerEpoch.code(),
+            TxnError::ConcurrentTransactions => ResponseError::ConcurrentTransactions.code(),
+            TxnError::InvalidTxnState => ResponseError::InvalidTxnState.code(),
+            TxnError::InvalidTransactionTimeout => ResponseError::InvalidTransactionTimeout.code(),
+            TxnError::TransactionalIdNotFound => ResponseError::TransactionalIdNotFound.code(),
+            TxnError::InvalidRequest(_) => ResponseError::InvalidRequest.code(),
+            TxnError::NoProducerId { code } => *code,
+            TxnError::Coordinator(e) => e.code(),
+        }
+    }
+}
 
 /// Kafka's transaction states, with the codes its transaction log uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,18 +207,12 @@ impl TxnMeta {
     }
 
     /// The error for a request carrying `producer_id`/`epoch`, if they are not current.
-    /// `fenced_code` is PRODUCER_FENCED for request versions that know it.
-    pub(crate) fn check_producer(
-        &self,
-        producer_id: i64,
-        epoch: i16,
-        fenced_code: i16,
-    ) -> Result<(), i16> {
+    pub(crate) fn check_producer(&self, producer_id: i64, epoch: i16) -> Result<(), TxnError> {
         if producer_id != self.producer_id {
-            return Err(ResponseError::InvalidProducerIdMapping.code());
+            return Err(TxnError::InvalidProducerIdMapping);
         }
         if epoch != self.epoch {
-            return Err(fenced_code);
+            return Err(TxnError::Fenced);
         }
         Ok(())
     }
@@ -185,7 +223,7 @@ impl TxnMeta {
         partitions: &[(String, i32)],
         group: Option<&str>,
         now_ms: i64,
-    ) -> Result<Option<TxnMeta>, i16> {
+    ) -> Result<Option<TxnMeta>, TxnError> {
         match self.state {
             TxnState::Ongoing => {
                 let known = partitions.iter().all(|p| self.partitions.contains(p))
@@ -213,22 +251,25 @@ impl TxnMeta {
                 Ok(Some(next))
             }
             TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::PrepareEpochFence => {
-                Err(ResponseError::ConcurrentTransactions.code())
+                Err(TxnError::ConcurrentTransactions)
             }
-            TxnState::Dead => Err(ResponseError::InvalidTxnState.code()),
+            TxnState::Dead => Err(TxnError::InvalidTxnState),
         }
     }
 
-    /// The state after a TxnOffsetCommit of `offsets` for `group`.
+    /// The state after a TxnOffsetCommit as an earlier release recorded it: the offsets
+    /// kept in the transaction itself (today they go to the group's coordinator; a
+    /// transaction loaded with such offsets hands them over before its markers).
+    #[cfg(test)]
     pub(crate) fn with_offsets(
         &self,
         group: &str,
         committer: Committer,
         offsets: &[(String, i32, PendingOffset)],
         now_ms: i64,
-    ) -> Result<TxnMeta, i16> {
+    ) -> Result<TxnMeta, TxnError> {
         if self.state != TxnState::Ongoing || !self.groups.contains_key(group) {
-            return Err(ResponseError::InvalidTxnState.code());
+            return Err(TxnError::InvalidTxnState);
         }
         let mut next = self.touched(now_ms);
         next.groups.insert(group.to_string(), committer);
@@ -241,7 +282,7 @@ impl TxnMeta {
 
     /// The state after EndTxn; `None` when the same decision was already completed (a
     /// retried EndTxn), which is answered with success.
-    pub(crate) fn end(&self, commit: bool, now_ms: i64) -> Result<Option<TxnMeta>, i16> {
+    pub(crate) fn end(&self, commit: bool, now_ms: i64) -> Result<Option<TxnMeta>, TxnError> {
         match (self.state, commit) {
             (TxnState::Ongoing, _) => {
                 let mut next = self.touched(now_ms);
@@ -254,9 +295,9 @@ impl TxnMeta {
             }
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(None),
             (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
-                Err(ResponseError::ConcurrentTransactions.code())
+                Err(TxnError::ConcurrentTransactions)
             }
-            _ => Err(ResponseError::InvalidTxnState.code()),
+            _ => Err(TxnError::InvalidTxnState),
         }
     }
 
@@ -360,22 +401,16 @@ mod tests {
         assert_eq!(prep.state, TxnState::PrepareCommit);
         assert_eq!(prep.partitions.len(), 2);
         assert_eq!(prep.state.marker_commits(), Some(true));
-        assert_eq!(
-            prep.end(true, 41),
-            Err(ResponseError::ConcurrentTransactions.code())
-        );
+        assert_eq!(prep.end(true, 41), Err(TxnError::ConcurrentTransactions));
         assert_eq!(
             prep.add(&[part("a", 0)], None, 41),
-            Err(ResponseError::ConcurrentTransactions.code())
+            Err(TxnError::ConcurrentTransactions)
         );
         let done = prep.completed(50).unwrap();
         assert_eq!(done.state, TxnState::CompleteCommit);
         assert!(done.partitions.is_empty() && done.offsets.is_empty());
         assert_eq!(done.end(true, 60).unwrap(), None, "retried commit succeeds");
-        assert_eq!(
-            done.end(false, 60),
-            Err(ResponseError::InvalidTxnState.code())
-        );
+        assert_eq!(done.end(false, 60), Err(TxnError::InvalidTxnState));
         let again = done.add(&[part("c", 0)], None, 70).unwrap().unwrap();
         assert_eq!(again.partitions.len(), 1);
         assert_eq!(again.start_ms, 70);
@@ -383,25 +418,24 @@ mod tests {
 
     #[test]
     fn offsets_need_the_group_added_and_an_open_transaction() {
+        // TxnOffsetCommit is verified as a write to the group's offsets partition.
+        let offsets = ("__consumer_offsets".to_string(), 12);
         let m = TxnMeta::new(7, 0, 1000, 10);
-        let o = [(
-            "in".to_string(),
-            0,
-            PendingOffset {
-                offset: 1,
-                leader_epoch: -1,
-                metadata: None,
-            },
-        )];
-        assert_eq!(
-            m.with_offsets("g", Committer::default(), &o, 11),
-            Err(ResponseError::InvalidTxnState.code())
+        assert!(
+            !m.accepts(7, 0, &offsets.0, offsets.1),
+            "no open transaction"
         );
         let on = m.add(&[part("a", 0)], None, 20).unwrap().unwrap();
-        assert_eq!(
-            on.with_offsets("g", Committer::default(), &o, 21),
-            Err(ResponseError::InvalidTxnState.code())
+        assert!(
+            !on.accepts(7, 0, &offsets.0, offsets.1),
+            "the group was not added"
         );
+        let on = on
+            .add(std::slice::from_ref(&offsets), Some("g"), 21)
+            .unwrap()
+            .unwrap();
+        assert!(on.accepts(7, 0, &offsets.0, offsets.1));
+        assert!(!on.accepts(7, 1, &offsets.0, offsets.1), "another epoch");
     }
 
     #[test]
@@ -414,10 +448,10 @@ mod tests {
         assert_eq!(fenced.epoch, 5);
         assert_eq!(fenced.state, TxnState::PrepareEpochFence);
         assert_eq!(fenced.state.marker_commits(), Some(false));
-        assert_eq!(fenced.check_producer(7, 4, 90), Err(90));
+        assert_eq!(fenced.check_producer(7, 4), Err(TxnError::Fenced));
         assert_eq!(
-            fenced.check_producer(8, 5, 90),
-            Err(ResponseError::InvalidProducerIdMapping.code())
+            fenced.check_producer(8, 5),
+            Err(TxnError::InvalidProducerIdMapping)
         );
         let done = fenced.completed(1300).unwrap();
         assert_eq!(done.state, TxnState::CompleteAbort);

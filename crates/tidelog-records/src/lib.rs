@@ -52,7 +52,9 @@ pub use log_reader::{
     DEFAULT_REPLAY_INFLATE_LIMIT,
 };
 pub use record::{Headers, Record, RecordHeader, RecordIter};
-pub use validate::{max_inflated_bytes, validate, Rules, INFLATE_FACTOR, INFLATE_FLOOR};
+pub use validate::{
+    max_inflated_bytes, validate, Rules, INFLATE_CEILING, INFLATE_FACTOR, INFLATE_FLOOR,
+};
 pub use varint::put_varlong;
 
 #[cfg(test)]

@@ -10,8 +10,13 @@
 //! | fewer records than `recordCount`, or bytes left after the last one | CORRUPT_MESSAGE |
 //! | compressed data that does not decompress | CORRUPT_MESSAGE |
 //! | records that inflate past [`Rules::max_inflated_bytes`] | MESSAGE_TOO_LARGE |
-//! | from a client: a control batch; `recordCount` < 1 or not `lastOffsetDelta + 1`; a producer id without a base sequence; offset deltas other than 0, 1, ..., n-1 | INVALID_RECORD |
+//! | from a client: a control batch; `recordCount` < 1 or not `lastOffsetDelta + 1`; offset deltas other than 0, 1, ..., n-1 | INVALID_RECORD |
 //! | a record without a key on a compacted topic (every such record is named) | INVALID_RECORD |
+//!
+//! Kafka also refuses a producer id without a base sequence from clients; here the
+//! broker's own transactional offset commits reach the log by the client path with
+//! exactly that, so the idempotence check (which treats such a batch as not
+//! idempotent) is left to decide.
 //!
 //! Compressed batches are decompressed as a stream: one record at a time is held in
 //! memory, never the whole block.
@@ -28,13 +33,17 @@ use crate::varint::{unzigzag, MAX_VARLONG_LEN};
 pub const INFLATE_FACTOR: usize = 16;
 /// Inflated size always allowed, however small `max.message.bytes` is.
 pub const INFLATE_FLOOR: usize = 16 << 20;
+/// Inflated size never allowed, however large `max.message.bytes` is: what a reader
+/// of stored batches (compaction, timestamp search) must be ready to decompress.
+pub const INFLATE_CEILING: usize = 256 << 20;
 
 /// The most bytes a compressed batch of a topic with `max_message_bytes` may inflate
-/// to: [`INFLATE_FACTOR`] times it, at least [`INFLATE_FLOOR`].
+/// to: [`INFLATE_FACTOR`] times it, at least [`INFLATE_FLOOR`] and at most
+/// [`INFLATE_CEILING`].
 pub fn max_inflated_bytes(max_message_bytes: u32) -> usize {
     (max_message_bytes as usize)
         .saturating_mul(INFLATE_FACTOR)
-        .max(INFLATE_FLOOR)
+        .clamp(INFLATE_FLOOR, INFLATE_CEILING)
 }
 
 /// What a batch is checked against.
@@ -90,12 +99,6 @@ fn check_client_header(h: &BatchHeader<'_>) -> Result<(), RecordsError> {
             "record count {} does not match lastOffsetDelta {}",
             h.record_count(),
             h.last_offset_delta()
-        )));
-    }
-    if h.producer_id() >= 0 && h.base_sequence() < 0 {
-        return Err(RecordsError::invalid(format!(
-            "producer id {} without a base sequence",
-            h.producer_id()
         )));
     }
     Ok(())

@@ -8,7 +8,9 @@ pub(crate) fn storage_error_code(err: &StorageError) -> i16 {
     let code = match err {
         StorageError::CorruptMessage(_) => ResponseError::CorruptMessage,
         StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
-        StorageError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+        StorageError::MessageTooLarge { .. } | StorageError::DecompressedTooLarge { .. } => {
+            ResponseError::MessageTooLarge
+        }
         StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         _ => ResponseError::KafkaStorageError,
     };

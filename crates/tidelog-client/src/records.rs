@@ -1,7 +1,8 @@
 //! Records as the application sees them, and their conversion to and from Kafka RecordBatch v2.
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use kafka_protocol::records::Compression;
+use tidelog_records::BatchHeader;
 
 use crate::error::{ClientError, Result};
 
@@ -76,14 +77,6 @@ pub fn encode_batch(
     crate::batch::write_batch(records, compression, now_ms)
 }
 
-/// Byte positions inside a RecordBatch v2 header.
-const BATCH_LENGTH_AT: usize = 8;
-const MAGIC_AT: usize = 16;
-const LAST_OFFSET_DELTA_AT: usize = 23;
-const BATCH_HEADER_LEN: usize = crate::batch::HEADER_LEN;
-/// baseOffset + batchLength: the part of the header not counted by batchLength.
-const LOG_OVERHEAD: usize = 12;
-
 /// What [`decode_fetched`] found in a fetch response's record bytes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct DecodedRecords {
@@ -106,49 +99,49 @@ pub fn decode_fetched(
         records: Vec::new(),
         next_offset: fetch_offset,
     };
-    while data.len() >= BATCH_HEADER_LEN {
-        let declared = be_i32(&data, BATCH_LENGTH_AT);
-        let total = usize::try_from(declared)
-            .ok()
-            .and_then(|n| n.checked_add(LOG_OVERHEAD))
-            .filter(|&n| n >= BATCH_HEADER_LEN)
-            .ok_or_else(|| ClientError::Protocol(format!("record batch length {declared}")))?;
+    while data.len() >= crate::batch::HEADER_LEN {
+        let header = BatchHeader::new(&data).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let total = header.total_size().ok_or_else(|| {
+            ClientError::Protocol(format!("record batch length {}", header.batch_length()))
+        })?;
         if total > data.len() {
             break;
         }
-        let magic = data[MAGIC_AT];
-        if magic != 2 {
+        let magic = header.magic();
+        if magic != tidelog_records::MAGIC_V2 {
             return Err(ClientError::Protocol(format!(
                 "record batch magic {magic} is not supported (only v2)"
             )));
         }
+        let after = header.last_offset().saturating_add(1);
         let batch = data.split_to(total);
-        let base_offset = be_i64(&batch, 0);
-        let last_delta = be_i32(&batch, LAST_OFFSET_DELTA_AT);
         out.records
             .extend(crate::batch::read_batch(batch, partition, fetch_offset)?);
-        let after = base_offset
-            .saturating_add(i64::from(last_delta))
-            .saturating_add(1);
         out.next_offset = out.next_offset.max(after);
     }
     Ok(out)
 }
 
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    let mut s = &b[at..at + 4];
-    s.get_i32()
-}
-
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    let mut s = &b[at..at + 8];
-    s.get_i64()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::BytesMut;
+    use bytes::{Buf, BytesMut};
+
+    /// Byte positions inside a RecordBatch v2 header.
+    const BATCH_LENGTH_AT: usize = 8;
+    const LAST_OFFSET_DELTA_AT: usize = 23;
+    /// baseOffset + batchLength: the part of the header not counted by batchLength.
+    const LOG_OVERHEAD: usize = 12;
+
+    fn be_i32(b: &[u8], at: usize) -> i32 {
+        let mut s = &b[at..at + 4];
+        s.get_i32()
+    }
+
+    fn be_i64(b: &[u8], at: usize) -> i64 {
+        let mut s = &b[at..at + 8];
+        s.get_i64()
+    }
 
     fn sample(n: usize) -> Vec<ProduceRecord> {
         (0..n)
@@ -257,8 +250,9 @@ mod tests {
         if let Some(ts) = max_timestamp {
             b[35..43].copy_from_slice(&ts.to_be_bytes());
         }
-        let crc = crc32c::crc32c(&b[21..]);
-        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        tidelog_records::BatchHeaderMut::new(&mut b)
+            .unwrap()
+            .refresh_crc();
         b.freeze()
     }
 

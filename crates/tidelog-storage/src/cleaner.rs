@@ -22,11 +22,14 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use crate::batch::{write, BatchHeader};
+use tidelog_records::{
+    assemble_batch, attributes_without_codec, records_block, BatchFields, RecordIter,
+};
+
+use crate::batch::{BatchHeader, MAX_DECOMPRESSED};
 use crate::checkpoint::sync_dir;
 use crate::error::StorageError;
 use crate::log::Log;
-use crate::records::{records_block, RecordIter, MAX_DECOMPRESSED};
 use crate::scan::{read_batch, BatchScan};
 use crate::segment::{file_name, Segment};
 use crate::txn_index::AbortedTxn;
@@ -165,11 +168,7 @@ impl Log {
                 let offset = h
                     .base_offset()
                     .saturating_add(i64::from(record.offset_delta));
-                let ts = if h.is_log_append_time() {
-                    h.max_timestamp()
-                } else {
-                    h.base_timestamp().saturating_add(record.timestamp_delta)
-                };
+                let ts = h.record_timestamp(record.timestamp_delta);
                 let newest = record
                     .key
                     .is_none_or(|k| latest.get(k).is_none_or(|&o| o == offset));
@@ -185,11 +184,11 @@ impl Log {
                 out.write_all(&bytes)?;
                 written += bytes.len() as u64;
             } else if kept_count > 0 {
-                let rebuilt = write::build_batch(
-                    &write::NewHeader {
+                let rebuilt = assemble_batch(
+                    &BatchFields {
                         base_offset: h.base_offset(),
                         partition_leader_epoch: h.partition_leader_epoch(),
-                        attributes: write::without_codec(h.attributes()),
+                        attributes: attributes_without_codec(h.attributes()),
                         last_offset_delta: h.last_offset_delta(),
                         base_timestamp: h.base_timestamp(),
                         max_timestamp: h.max_timestamp(),

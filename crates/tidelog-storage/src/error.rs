@@ -1,5 +1,21 @@
 //! The one error type of the storage engine.
 
+/// Why a batch was refused as INVALID_RECORD, and which of its records were at fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordRefusal {
+    /// What is wrong, for the response's `error_message`.
+    pub message: String,
+    /// The refused records by position in their batch, as Produce v8+ responses name
+    /// them (KIP-467); empty when the batch as a whole is at fault.
+    pub record_errors: Vec<tidelog_records::RecordError>,
+}
+
+impl std::fmt::Display for RecordRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Everything that can go wrong in a partition log.
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -10,7 +26,14 @@ pub enum StorageError {
     /// A structurally valid batch whose content is not acceptable here (e.g. a control
     /// batch from a client, a record without a key in a compacted topic).
     #[error("invalid record: {0}")]
-    InvalidRecord(String),
+    InvalidRecord(RecordRefusal),
+    /// A compressed batch whose records inflate past the bound derived from
+    /// `max.message.bytes` (see `tidelog_records::max_inflated_bytes`).
+    #[error("compressed records inflate past {limit} bytes")]
+    DecompressedTooLarge {
+        /// The bound in force.
+        limit: usize,
+    },
     /// One batch is larger than `max.message.bytes`.
     #[error("batch of {size} bytes exceeds max.message.bytes {max}")]
     MessageTooLarge {

@@ -6,9 +6,18 @@
 //! RecordBatch v2 stored exactly as on the wire, so a fetch is a [`FileSlice`] the server
 //! can `sendfile`. Everything is synchronous; every time-dependent call takes `now_ms`.
 //!
-//! [`Log::append`] validates every batch (magic 2, length, CRC-32C, size, record count)
-//! before writing anything, assigns `baseOffset`/`partitionLeaderEpoch`, and for
-//! LogAppendTime topics stamps the batch and recomputes its CRC.
+//! The RecordBatch v2 format itself (header view, records, building, compression) is
+//! the `tidelog-records` codec; the types callers use are re-exported here
+//! ([`BatchHeader`], [`BatchBuilder`], [`RecordSpec`], [`Codec`], [`BATCH_HEADER_LEN`]).
+//!
+//! [`Log::append`] checks every batch before writing anything: framing, magic 2, CRC-32C,
+//! size under `max.message.bytes`, and then every record of it
+//! (`tidelog_records::validate`: each record parses and fills its length, the count
+//! matches, offset deltas are 0..n-1, a compacted topic gets keys, compressed records
+//! inflate to at most `tidelog_records::max_inflated_bytes`). Nothing of an append is
+//! written when one of its batches fails. It then assigns `baseOffset` /
+//! `partitionLeaderEpoch`, and for LogAppendTime topics stamps the batch and recomputes
+//! its CRC.
 //!
 //! [`Log::read`] returns whole batches from one segment starting with the batch that
 //! contains the requested offset, stopping before any batch whose last offset reaches
@@ -39,13 +48,13 @@
 //! [`ProducerStateTable::first_unstable_offset`] bounds the last stable offset.
 //!
 //! # Errors, as Kafka error codes
-//! `CorruptMessage` -> CORRUPT_MESSAGE, `InvalidRecord` -> INVALID_RECORD,
-//! `MessageTooLarge` -> MESSAGE_TOO_LARGE, `OffsetOutOfRange` -> OFFSET_OUT_OF_RANGE,
+//! `CorruptMessage` -> CORRUPT_MESSAGE, `InvalidRecord` -> INVALID_RECORD (its
+//! [`RecordRefusal`] names the refused records for the response's `record_errors`),
+//! `MessageTooLarge` and `DecompressedTooLarge` -> MESSAGE_TOO_LARGE, `OffsetOutOfRange` -> OFFSET_OUT_OF_RANGE,
 //! `UnexpectedOffset` (follower) -> refetch/truncate, `Io` -> KAFKA_STORAGE_ERROR (take the
 //! log directory offline). `InvalidArgument` is a caller bug.
 
 mod batch;
-mod builder;
 mod checkpoint;
 mod cleaner;
 mod config;
@@ -58,21 +67,21 @@ mod log;
 mod mmap;
 mod parallel;
 mod producer_state;
-mod records;
 mod scan;
 mod segment;
 mod txn_index;
 
-pub use batch::{BatchHeader, Codec, BATCH_HEADER_LEN};
-pub use builder::{BatchBuilder, RecordSpec};
 pub use cleaner::CompactionStats;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::EpochEntry;
-pub use error::StorageError;
+pub use error::{RecordRefusal, StorageError};
 pub use file_slice::FileSlice;
 pub use log::{
     AppendInfo, AppendOptions, AppendOrigin, DurabilityHandle, FlushObserver, Log, PendingSync,
     ReadResult,
+};
+pub use tidelog_records::{
+    BatchBuilder, BatchHeader, Codec, RecordError, RecordSpec, BATCH_HEADER_LEN,
 };
 
 /// Opens many partition logs in parallel on up to `threads` threads (bounded; at least

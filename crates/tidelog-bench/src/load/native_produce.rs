@@ -115,6 +115,7 @@ pub(crate) fn produce(spec: &NativeProduceSpec<'_>) -> anyhow::Result<NativeProd
             .map_err(|_| anyhow!("a native producer connection panicked"))??;
     }
     let elapsed = start.elapsed();
+    // Duration-bound runs ask for u64::MAX / 2 batches per connection.
     let wanted = spec.batches.saturating_mul(spec.connections.max(1) as u64);
     if spec.duration.is_none() && acknowledged != wanted {
         bail!("native produce: {acknowledged} of {wanted} requests acknowledged");

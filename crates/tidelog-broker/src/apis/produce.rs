@@ -3,6 +3,13 @@
 //! The append happens while the connection's reader is still on this request, so the
 //! batches of one connection land in the order they were sent.
 //!
+//! Every record of every batch is checked before the append (by the log: see
+//! `tidelog_storage::Log::append`); a refused batch writes nothing for its partition and
+//! answers CORRUPT_MESSAGE, INVALID_RECORD or MESSAGE_TOO_LARGE. From v8 the answer
+//! carries `error_message` and, when particular records were at fault (keyless records
+//! on a compacted topic, an offset delta out of sequence), `record_errors` naming them
+//! by their position in the batch (KIP-467).
+//!
 //! acks=all (-1): refused with NOT_ENOUGH_REPLICAS before appending when the ISR is
 //! smaller than min.insync.replicas; after appending, the answer waits (a delayed
 //! reply, no thread blocked) until the high watermark passes every partition's batch:
@@ -17,19 +24,19 @@ use bytes::BytesMut;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{
-    PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
-use tidelog_storage::PendingSync;
+use tidelog_storage::{PendingSync, StorageError};
 
 use super::{later_response, Request};
 use crate::context::{now_ms, Ctx};
 use crate::metrics::{Metrics, StorageOperation};
 use crate::net::Reply;
-use crate::replica::{replication_outcome, Appended, Partition};
+use crate::replica::{replication_outcome, Appended, Partition, PartitionError};
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 
@@ -51,7 +58,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let result = if !(-1..=1).contains(&acks) {
-                Err((ResponseError::InvalidRequiredAcks.code(), None))
+                Err(Refusal::code(ResponseError::InvalidRequiredAcks.code()))
             } else {
                 append(
                     ctx,
@@ -63,7 +70,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 )
                 .await
             };
-            if let Err((code, _)) = &result {
+            if let Err(Refusal { code, .. }) = &result {
                 ctx.metrics.requests.error_code(ApiKey::Produce, *code);
                 if *code == ResponseError::KafkaStorageError.code() {
                     ctx.metrics.storage.failed(StorageOperation::Append);
@@ -83,15 +90,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                         .with_log_append_time_ms(done.log_append_time_ms)
                         .with_log_start_offset(done.log_start_offset)
                 }
-                Err((code, message)) => PartitionProduceResponse::default()
-                    .with_index(data.index)
-                    .with_error_code(code)
-                    .with_base_offset(-1)
-                    .with_log_append_time_ms(-1)
-                    .with_log_start_offset(-1)
-                    .with_error_message(
-                        message.filter(|_| with_messages).map(StrBytes::from_string),
-                    ),
+                Err(refusal) => refusal.response(data.index, with_messages),
             });
         }
         topics.push(
@@ -194,7 +193,70 @@ fn fail_partition(
     r.log_start_offset = -1;
 }
 
-type AppendResult = Result<(Arc<Partition>, Appended, Option<PendingSync>), (i16, Option<String>)>;
+/// Why a partition's batches were not appended, as its response says it.
+struct Refusal {
+    code: i16,
+    message: Option<String>,
+    /// The records at fault, by position in their batch (KIP-467).
+    record_errors: Vec<tidelog_storage::RecordError>,
+}
+
+impl Refusal {
+    fn code(code: i16) -> Self {
+        Refusal {
+            code,
+            message: None,
+            record_errors: Vec::new(),
+        }
+    }
+
+    fn with_message(code: i16, message: impl Into<String>) -> Self {
+        Refusal {
+            message: Some(message.into()),
+            ..Refusal::code(code)
+        }
+    }
+
+    fn from_partition_error(e: &PartitionError) -> Self {
+        let record_errors = match e {
+            PartitionError::Storage(StorageError::InvalidRecord(refusal)) => {
+                refusal.record_errors.clone()
+            }
+            _ => Vec::new(),
+        };
+        Refusal {
+            record_errors,
+            ..Refusal::with_message(e.code(), e.to_string())
+        }
+    }
+
+    /// The partition's answer; messages and record errors exist on the wire from v8.
+    fn response(self, index: i32, with_messages: bool) -> PartitionProduceResponse {
+        let response = PartitionProduceResponse::default()
+            .with_index(index)
+            .with_error_code(self.code)
+            .with_base_offset(-1)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(-1);
+        if !with_messages {
+            return response;
+        }
+        let record_errors = self
+            .record_errors
+            .into_iter()
+            .map(|e| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(e.batch_index)
+                    .with_batch_index_error_message(Some(StrBytes::from_string(e.message)))
+            })
+            .collect();
+        response
+            .with_error_message(self.message.map(StrBytes::from_string))
+            .with_record_errors(record_errors)
+    }
+}
+
+type AppendResult = Result<(Arc<Partition>, Appended, Option<PendingSync>), Refusal>;
 
 async fn append(
     ctx: &Ctx,
@@ -205,15 +267,15 @@ async fn append(
     acks_all: bool,
 ) -> AppendResult {
     let Some(p) = ctx.replicas.get(topic, partition) else {
-        return Err((ResponseError::UnknownTopicOrPartition.code(), None));
+        return Err(Refusal::code(ResponseError::UnknownTopicOrPartition.code()));
     };
     if acks_all {
-        p.check_min_isr().map_err(|code| (code, None))?;
+        p.check_min_isr().map_err(Refusal::code)?;
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return Err((
+        return Err(Refusal::with_message(
             ResponseError::InvalidRecord.code(),
-            Some("no records".to_string()),
+            "no records",
         ));
     };
     ctx.metrics.topics.produced_batches(topic, records);
@@ -241,7 +303,7 @@ async fn append(
             if let Err(e) = verified {
                 p.end_verification(producer_id, guard);
                 let why = "partition is not part of the producer's open transaction";
-                return Err((e.code(false), Some(why.to_string())));
+                return Err(Refusal::with_message(e.code(false), why));
             }
             p.append_verified(&mut batches, now_ms(), producer_id, guard)
         }
@@ -251,7 +313,49 @@ async fn append(
         Ok((done, sync)) => Ok((p, done, sync)),
         Err(e) => {
             tracing::debug!(topic, partition, error = %e, "produce refused");
-            Err((e.code(), Some(e.to_string())))
+            Err(Refusal::from_partition_error(&e))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tidelog_storage::{RecordError, RecordRefusal};
+
+    fn keyless_refusal() -> Refusal {
+        let e = PartitionError::Storage(StorageError::InvalidRecord(RecordRefusal {
+            message: "2 of 4 records have no key".into(),
+            record_errors: vec![
+                RecordError {
+                    batch_index: 1,
+                    message: "no key".into(),
+                },
+                RecordError {
+                    batch_index: 3,
+                    message: "no key".into(),
+                },
+            ],
+        }));
+        Refusal::from_partition_error(&e)
+    }
+
+    #[test]
+    fn refused_records_are_named_from_v8_on() {
+        let answer = keyless_refusal().response(4, true);
+        assert_eq!(answer.error_code, ResponseError::InvalidRecord.code());
+        assert_eq!((answer.index, answer.base_offset), (4, -1));
+        let named: Vec<i32> = answer.record_errors.iter().map(|e| e.batch_index).collect();
+        assert_eq!(named, vec![1, 3]);
+        assert!(answer.record_errors[0].batch_index_error_message.is_some());
+        let message = answer
+            .error_message
+            .map(|m| m.to_string())
+            .unwrap_or_default();
+        assert!(message.contains("no key"), "{message}");
+
+        let old = keyless_refusal().response(4, false);
+        assert_eq!(old.error_code, ResponseError::InvalidRecord.code());
+        assert!(old.record_errors.is_empty() && old.error_message.is_none());
     }
 }

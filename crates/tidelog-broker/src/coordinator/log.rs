@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use kafka_protocol::records::RecordBatchDecoder;
-use tidelog_storage::{BatchHeader, PendingSync, StorageError, BATCH_HEADER_LEN};
+use tidelog_records::{ControlMarker, LogRecord, LogRecords};
+use tidelog_storage::{PendingSync, StorageError};
 use tokio::sync::watch;
 
 use super::CoordinatorError;
@@ -140,7 +140,8 @@ impl CoordinatorLog for PartitionLog {
 }
 
 /// Every record and transaction marker of `p` from its log start to its log end, in
-/// bounded chunks of whole batches. Each batch's header says where the next starts
+/// bounded chunks of whole batches (the one internal-topic reader,
+/// `tidelog_records::LogRecords`). Each batch's header says where the next starts
 /// (compaction may have removed a batch's last records). A batch that does not decode
 /// is skipped with a warning: one bad batch must not keep a coordinator from loading.
 pub(super) fn read_entries(p: &Partition) -> Result<(Vec<LogEntry>, i64), PartitionError> {
@@ -154,67 +155,44 @@ pub(super) fn read_entries(p: &Partition) -> Result<(Vec<LogEntry>, i64), Partit
         let bytes = slice
             .read_to_vec()
             .map_err(|e| PartitionError::Storage(StorageError::Io(e)))?;
-        let before = next;
-        let mut rest = bytes.as_slice();
-        while rest.len() >= BATCH_HEADER_LEN {
-            let Ok(h) = BatchHeader::new(rest) else { break };
-            let Some(size) = h.total_size().filter(|s| *s <= rest.len()) else {
-                break;
-            };
-            let batch_end = h.last_offset().saturating_add(1);
-            let (batch, tail) = rest.split_at(size);
-            rest = tail;
-            if batch_end <= next {
-                continue;
+        let mut records = LogRecords::new(Bytes::from(bytes));
+        for record in records.by_ref() {
+            match record {
+                Ok(record) if record.offset >= next && record.offset < log_end => {
+                    out.extend(entry_of(record));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "skipping an undecodable batch");
+                }
             }
-            if h.base_offset() >= log_end {
-                break;
-            }
-            decode_batch(p, batch, next, &mut out);
-            next = batch_end;
         }
-        if next == before {
-            tracing::warn!(topic = %p.topic, partition = p.index, offset = next, "internal topic unreadable past this offset");
-            break;
+        match records.next_offset() {
+            Some(after) if after > next => next = after,
+            _ => {
+                tracing::warn!(topic = %p.topic, partition = p.index, offset = next, "internal topic unreadable past this offset");
+                break;
+            }
         }
     }
     Ok((out, log_end))
 }
 
-fn decode_batch(p: &Partition, batch: &[u8], from: i64, out: &mut Vec<LogEntry>) {
-    let mut buf = Bytes::copy_from_slice(batch);
-    let set = match RecordBatchDecoder::decode(&mut buf) {
-        Ok(set) => set,
-        Err(e) => {
-            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "skipping undecodable batch");
-            return;
-        }
-    };
-    for record in set.records {
-        if record.offset < from {
-            continue;
-        }
-        let Some(key) = record.key else {
-            continue;
-        };
-        if record.control {
-            // Key: version i16, type i16 (0 ABORT, 1 COMMIT).
-            if let [_, _, 0, kind @ (0 | 1), ..] = key[..] {
-                out.push(LogEntry::Marker {
-                    offset: record.offset,
-                    producer_id: record.producer_id,
-                    commit: kind == 1,
-                });
-            }
-            continue;
-        }
-        out.push(LogEntry::Record {
+/// What a coordinator replays of one record: a transaction marker, or a keyed record.
+fn entry_of(record: LogRecord) -> Option<LogEntry> {
+    if record.is_control {
+        return record.marker.map(|marker| LogEntry::Marker {
             offset: record.offset,
-            producer: record.transactional.then_some(record.producer_id),
-            key: key.to_vec(),
-            value: record.value.map(|v| v.to_vec()),
+            producer_id: record.producer_id,
+            commit: marker == ControlMarker::Commit,
         });
     }
+    Some(LogEntry::Record {
+        offset: record.offset,
+        producer: record.is_transactional.then_some(record.producer_id),
+        key: record.key?.to_vec(),
+        value: record.value.map(|v| v.to_vec()),
+    })
 }
 
 /// An in-memory coordinator log for the runtime's tests: appends land at once, the
@@ -295,26 +273,11 @@ impl CoordinatorLog for MemoryLog {
             return Err(CoordinatorError::NotAvailable("disk failed".into()));
         }
         let base = inner.end;
-        let mut buf = Bytes::copy_from_slice(batch);
-        let set = RecordBatchDecoder::decode(&mut buf)
-            .map_err(|e| CoordinatorError::NotAvailable(e.to_string()))?;
-        for (i, record) in set.records.into_iter().enumerate() {
+        let _ = control;
+        for (i, record) in LogRecords::new(Bytes::copy_from_slice(batch)).enumerate() {
+            let record = record.map_err(|e| CoordinatorError::NotAvailable(e.to_string()))?;
             let offset = base + i as i64;
-            let key = record.key.map(|k| k.to_vec()).unwrap_or_default();
-            inner.entries.push(if control {
-                LogEntry::Marker {
-                    offset,
-                    producer_id: record.producer_id,
-                    commit: key.get(3) == Some(&1),
-                }
-            } else {
-                LogEntry::Record {
-                    offset,
-                    producer: record.transactional.then_some(record.producer_id),
-                    key,
-                    value: record.value.map(|v| v.to_vec()),
-                }
-            });
+            inner.entries.extend(entry_of(LogRecord { offset, ..record }));
             inner.end = offset + 1;
         }
         let end = inner.end;

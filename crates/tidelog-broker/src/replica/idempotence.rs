@@ -64,7 +64,7 @@ pub(crate) fn check(
     // Batches earlier in this same request move the expected sequence along.
     let mut pending: Vec<(i64, i16, i32)> = Vec::new();
     while pos + BATCH_HEADER_LEN <= batches.len() {
-        let h = BatchHeader::new(&batches[pos..])?;
+        let h = BatchHeader::new(&batches[pos..]).map_err(StorageError::from)?;
         let size = h
             .total_size()
             .ok_or_else(|| StorageError::CorruptMessage("bad batch length".into()))?;

@@ -9,6 +9,8 @@ mod idempotence;
 mod isr;
 mod partition;
 mod peer;
+#[cfg(test)]
+mod produce_validation_tests;
 mod replication;
 mod state;
 mod throttle;

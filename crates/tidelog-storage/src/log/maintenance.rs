@@ -1,9 +1,9 @@
 //! Retention, DeleteRecords, truncation, and producer-state rebuilding.
 
 use super::Log;
+use crate::batch::control_marker_is_abort;
 use crate::error::StorageError;
 use crate::producer_state::ProducerStateTable;
-use crate::records::control_marker_is_abort;
 use crate::scan::read_batch;
 use crate::segment::{file_name, Segment};
 use crate::txn_index::AbortedTxn;

@@ -13,14 +13,13 @@ pub(crate) use open::parse_base;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::batch::{split_batches, write, BatchHeader};
+use crate::batch::{control_marker_is_abort, split_batches, BatchHeader, BatchHeaderMut};
 use crate::checkpoint;
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch_cache::{EpochEntry, LeaderEpochCache};
 use crate::error::StorageError;
 use crate::file_slice::FileSlice;
 use crate::producer_state::{CompletedTxn, ProducerStateTable};
-use crate::records::{control_marker_is_abort, records_block, RecordIter, MAX_DECOMPRESSED};
 use crate::segment::{IndexParams, Segment};
 use crate::txn_index::AbortedTxn;
 
@@ -215,13 +214,14 @@ impl Log {
         let mut next = first_offset;
         let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
         for &(at, len) in &ranges {
-            let batch = &mut batches[at..at + len];
-            write::set_base_offset(batch, next);
-            write::set_partition_leader_epoch(batch, opts.leader_epoch);
+            let mut batch = BatchHeaderMut::new(&mut batches[at..at + len])?;
+            batch.set_base_offset(next);
+            batch.set_partition_leader_epoch(opts.leader_epoch);
             if log_append_time {
-                write::stamp_log_append_time(batch, opts.now_ms);
+                batch.stamp_log_append_time(opts.now_ms);
             }
-            next = next.saturating_add(i64::from(BatchHeader::new(batch)?.last_offset_delta()) + 1);
+            let delta = BatchHeader::new(&batches[at..])?.last_offset_delta();
+            next = next.saturating_add(i64::from(delta) + 1);
         }
         let mut info = self.write_batches(batches, &ranges, opts.now_ms)?;
         if self.epochs.assign(opts.leader_epoch, first_offset) {
@@ -263,32 +263,17 @@ impl Log {
         Ok(info)
     }
 
+    /// Every record of every batch is parsed and checked before anything is written
+    /// (see `tidelog_records::validate`): a stored batch is always one that consumers,
+    /// compaction and recovery can read. Batches the broker wrote itself skip only the
+    /// rules that are about what a producer may send.
     fn validate_produced(&self, batch: &[u8], origin: AppendOrigin) -> Result<(), StorageError> {
-        let h = BatchHeader::new(batch)?;
-        if h.is_control() && origin == AppendOrigin::Client {
-            return Err(StorageError::InvalidRecord(
-                "control batch from a client".into(),
-            ));
-        }
-        if h.record_count() <= 0
-            || i64::from(h.last_offset_delta()) != i64::from(h.record_count()) - 1
-        {
-            return Err(StorageError::InvalidRecord(format!(
-                "record count {} does not match lastOffsetDelta {}",
-                h.record_count(),
-                h.last_offset_delta()
-            )));
-        }
-        if self.config.cleanup_policy.compact && !h.is_control() {
-            let block = records_block(batch, MAX_DECOMPRESSED)?;
-            for record in RecordIter::new(&block, h.record_count()) {
-                if record?.key.is_none() {
-                    return Err(StorageError::InvalidRecord(
-                        "compacted topic requires a key on every record".into(),
-                    ));
-                }
-            }
-        }
+        let rules = tidelog_records::Rules {
+            from_client: origin == AppendOrigin::Client,
+            require_keys: self.config.cleanup_policy.compact,
+            max_inflated_bytes: tidelog_records::max_inflated_bytes(self.config.max_message_bytes),
+        };
+        tidelog_records::validate(batch, &rules)?;
         Ok(())
     }
 

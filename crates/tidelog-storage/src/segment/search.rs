@@ -3,9 +3,10 @@
 use std::fs::File;
 
 use super::Segment;
-use crate::batch::BatchHeader;
+use tidelog_records::{records_block, RecordIter};
+
+use crate::batch::{BatchHeader, MAX_DECOMPRESSED};
 use crate::error::StorageError;
-use crate::records::{records_block, RecordIter, MAX_DECOMPRESSED};
 use crate::scan::{read_batch, BatchScan, ScannedBatch};
 
 impl Segment {

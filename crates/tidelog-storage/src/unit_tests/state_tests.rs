@@ -20,7 +20,9 @@ fn producer_batch(
         b = b.kv(Some(b"k"), Some(b"v"), 5);
     }
     let mut bytes = b.build().unwrap();
-    crate::batch::write::set_base_offset(&mut bytes, base_offset);
+    crate::batch::BatchHeaderMut::new(&mut bytes)
+        .unwrap()
+        .set_base_offset(base_offset);
     bytes
 }
 
@@ -54,7 +56,9 @@ fn transactions_open_and_complete() {
     let mut marker = BatchBuilder::control_marker(9, 0, false, 1, 6)
         .build()
         .unwrap();
-    crate::batch::write::set_base_offset(&mut marker, 43);
+    crate::batch::BatchHeaderMut::new(&mut marker)
+        .unwrap()
+        .set_base_offset(43);
     let done = t
         .update(&BatchHeader::new(&marker).unwrap(), Some(true))
         .unwrap();

@@ -1,8 +1,9 @@
 use std::io::Write;
 
-use crate::batch::{check_batch, write, BatchHeader, BATCH_HEADER_LEN};
-use crate::records::{control_marker_is_abort, put_varlong, records_block, RecordIter};
-use crate::BatchBuilder;
+use crate::{
+    assemble_batch, batch_control_marker, check_batch, put_varlong, records_block, BatchBuilder,
+    BatchFields, BatchHeader, ControlMarker, RecordIter, RecordSpec, BATCH_HEADER_LEN,
+};
 
 fn sample() -> Vec<u8> {
     let mut b = BatchBuilder::new();
@@ -14,10 +15,10 @@ fn sample() -> Vec<u8> {
 }
 
 /// Re-packs `batch` with its records block replaced by `body` and codec bits `codec`.
-fn with_body(batch: &[u8], body: &[u8], codec: i16) -> Vec<u8> {
+pub(super) fn with_body(batch: &[u8], body: &[u8], codec: i16) -> Vec<u8> {
     let h = BatchHeader::new(batch).unwrap();
-    write::build_batch(
-        &write::NewHeader {
+    assemble_batch(
+        &BatchFields {
             base_offset: h.base_offset(),
             partition_leader_epoch: h.partition_leader_epoch(),
             attributes: h.attributes() | codec,
@@ -34,7 +35,8 @@ fn with_body(batch: &[u8], body: &[u8], codec: i16) -> Vec<u8> {
     .unwrap()
 }
 
-fn compressed_variants(plain: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
+/// Compressed forms of `plain`'s records written by other encoders than ours.
+pub(super) fn compressed_variants(plain: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     let body = &plain[BATCH_HEADER_LEN..];
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(body).unwrap();
@@ -67,7 +69,7 @@ fn every_codec_decompresses_to_the_original_records() {
     let plain = sample();
     let original = &plain[BATCH_HEADER_LEN..];
     for (name, batch) in compressed_variants(&plain) {
-        check_batch(&batch, 1 << 20).unwrap();
+        check_batch(&batch).unwrap();
         assert!(batch.len() < plain.len(), "{name} did not compress");
         let block = records_block(&batch, 1 << 20).unwrap();
         assert_eq!(&block[..], original, "{name}");
@@ -75,6 +77,8 @@ fn every_codec_decompresses_to_the_original_records() {
             records_block(&batch, original.len() - 1).is_err(),
             "{name} ignored the limit"
         );
+        // Exactly at the limit is still fine.
+        assert!(records_block(&batch, original.len()).is_ok(), "{name}");
     }
 }
 
@@ -83,7 +87,7 @@ fn record_iterator_yields_every_field() {
     let b = BatchBuilder::new()
         .kv(Some(b"key"), Some(b"value"), 100)
         .kv(None, None, 90)
-        .record(crate::RecordSpec {
+        .record(RecordSpec {
             key: Some(b"h".to_vec()),
             value: Some(vec![]),
             timestamp: 150,
@@ -104,6 +108,11 @@ fn record_iterator_yields_every_field() {
     );
     assert_eq!((recs[2].offset_delta, recs[2].timestamp_delta), (2, 50));
     assert_eq!(recs[2].value, Some(&b""[..]));
+    let headers: Vec<_> = recs[2].headers().map(|h| (h.key, h.value)).collect();
+    assert_eq!(
+        headers,
+        vec![(&b"x"[..], Some(&b"y"[..])), (&b"z"[..], None)]
+    );
     let total: usize = recs.iter().map(|r| r.raw.len()).sum();
     assert_eq!(total, block.len());
     // Claiming more records than present fails instead of reading past the end.
@@ -111,6 +120,34 @@ fn record_iterator_yields_every_field() {
     assert!(over.nth(3).unwrap().is_err());
     // Truncated block.
     assert!(RecordIter::new(&block[..block.len() - 1], 3).any(|r| r.is_err()));
+    // Fewer declared than present: the rest shows as trailing bytes.
+    let mut under = RecordIter::new(&block, 2);
+    assert_eq!(under.by_ref().count(), 2);
+    assert_eq!(under.trailing_bytes(), recs[2].raw.len());
+}
+
+#[test]
+fn repeated_header_keys_are_kept_in_order() {
+    let mut b = BatchBuilder::new();
+    b.push(
+        5,
+        None,
+        Some(b"v"),
+        &[("k", Some("1")), ("other", None), ("k", Some("2"))],
+    );
+    let batch = b.encode().unwrap();
+    let block = records_block(&batch, 1 << 20).unwrap();
+    let r = RecordIter::new(&block, 1).next().unwrap().unwrap();
+    let headers: Vec<_> = r.headers().map(|h| (h.key, h.value)).collect();
+    assert_eq!(
+        headers,
+        vec![
+            (&b"k"[..], Some(&b"1"[..])),
+            (&b"other"[..], None),
+            (&b"k"[..], Some(&b"2"[..]))
+        ]
+    );
+    assert_eq!(r.header_count(), 3);
 }
 
 #[test]
@@ -128,8 +165,7 @@ fn varints_round_trip_at_the_edges() {
         i64::MAX,
         i64::MIN,
     ] {
-        let mut buf = vec![0x02]; // fake record: key length varint follows a 1-byte prefix
-        buf.clear();
+        let mut buf = Vec::new();
         put_varlong(&mut buf, v);
         // Decode through a one-field record: length, attrs, ts delta = v, ...
         let mut rec = vec![0u8];
@@ -152,6 +188,7 @@ fn control_marker_type_is_read_from_the_key() {
         .build()
         .unwrap();
     assert!(BatchHeader::new(&abort).unwrap().is_control());
-    assert_eq!(control_marker_is_abort(&abort), Some(true));
-    assert_eq!(control_marker_is_abort(&commit), Some(false));
+    assert_eq!(batch_control_marker(&abort), Some(ControlMarker::Abort));
+    assert_eq!(batch_control_marker(&commit), Some(ControlMarker::Commit));
+    assert_eq!(batch_control_marker(&sample()), None, "not a control batch");
 }

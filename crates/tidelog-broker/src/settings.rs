@@ -1,0 +1,180 @@
+//! Every broker setting tidelog understands, once: its Kafka name, its default as Kafka
+//! writes it, and the type it is read as. Code reads a setting only through these
+//! constants ([`crate::config::BrokerConfig::get`]), so a misspelt setting is a compile
+//! error and a value is always read as the type it was validated as.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// What a setting's value must parse as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Int,
+    Bool,
+    Text,
+}
+
+/// How a value of type `T` is read from its text (validated by [`Kind`] when set).
+pub trait Value: Sized {
+    const KIND: Kind;
+    fn parse(text: &str) -> Option<Self>;
+}
+
+impl Value for i64 {
+    const KIND: Kind = Kind::Int;
+    fn parse(text: &str) -> Option<i64> {
+        text.trim().parse().ok()
+    }
+}
+
+impl Value for bool {
+    const KIND: Kind = Kind::Bool;
+    fn parse(text: &str) -> Option<bool> {
+        text.trim().parse().ok()
+    }
+}
+
+impl Value for String {
+    const KIND: Kind = Kind::Text;
+    fn parse(text: &str) -> Option<String> {
+        Some(text.to_string())
+    }
+}
+
+/// One broker setting, read as a `T`.
+#[derive(Debug)]
+pub struct Setting<T> {
+    pub name: &'static str,
+    pub default: &'static str,
+    kind: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Setting<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Setting<T> {}
+
+impl<T: Value> Setting<T> {
+    const fn new(name: &'static str, default: &'static str) -> Setting<T> {
+        Setting {
+            name,
+            default,
+            kind: PhantomData,
+        }
+    }
+
+    /// The default, as the type (the table's defaults are tested to parse).
+    pub fn default_value(&self) -> Option<T> {
+        T::parse(self.default)
+    }
+}
+
+impl Setting<i64> {
+    /// A milliseconds setting as a duration (negative reads as zero).
+    pub fn as_duration(value: i64) -> Duration {
+        Duration::from_millis(u64::try_from(value).unwrap_or(0))
+    }
+}
+
+macro_rules! settings {
+    ($( $(#[$doc:meta])* $ident:ident : $ty:ty = $name:literal, $default:literal; )*) => {
+        $( $(#[$doc])* pub const $ident: Setting<$ty> = Setting::new($name, $default); )*
+
+        /// Every setting: name, default, kind.
+        pub(crate) const ALL: &[(&str, &str, Kind)] =
+            &[ $( ($name, $default, <$ty as Value>::KIND) ),* ];
+    };
+}
+
+settings! {
+    NUM_PARTITIONS: i64 = "num.partitions", "1";
+    DEFAULT_REPLICATION_FACTOR: i64 = "default.replication.factor", "1";
+    AUTO_CREATE_TOPICS_ENABLE: bool = "auto.create.topics.enable", "true";
+    DELETE_TOPIC_ENABLE: bool = "delete.topic.enable", "true";
+    LOG_RETENTION_MS: i64 = "log.retention.ms", "604800000";
+    LOG_RETENTION_BYTES: i64 = "log.retention.bytes", "-1";
+    LOG_RETENTION_CHECK_INTERVAL_MS: i64 = "log.retention.check.interval.ms", "300000";
+    LOG_SEGMENT_BYTES: i64 = "log.segment.bytes", "1073741824";
+    LOG_ROLL_MS: i64 = "log.roll.ms", "604800000";
+    LOG_INDEX_SIZE_MAX_BYTES: i64 = "log.index.size.max.bytes", "10485760";
+    LOG_INDEX_INTERVAL_BYTES: i64 = "log.index.interval.bytes", "4096";
+    LOG_FLUSH_INTERVAL_MESSAGES: i64 = "log.flush.interval.messages", "9223372036854775807";
+    LOG_FLUSH_INTERVAL_MS: i64 = "log.flush.interval.ms", "9223372036854775807";
+    LOG_FLUSH_SCHEDULER_INTERVAL_MS: i64 = "log.flush.scheduler.interval.ms", "1000";
+    LOG_CLEANUP_POLICY: String = "log.cleanup.policy", "delete";
+    LOG_CLEANER_BACKOFF_MS: i64 = "log.cleaner.backoff.ms", "15000";
+    LOG_CLEANER_DELETE_RETENTION_MS: i64 = "log.cleaner.delete.retention.ms", "86400000";
+    LOG_CLEANER_MIN_COMPACTION_LAG_MS: i64 = "log.cleaner.min.compaction.lag.ms", "0";
+    LOG_MESSAGE_TIMESTAMP_TYPE: String = "log.message.timestamp.type", "CreateTime";
+    MESSAGE_MAX_BYTES: i64 = "message.max.bytes", "1048588";
+    MIN_INSYNC_REPLICAS: i64 = "min.insync.replicas", "1";
+    UNCLEAN_LEADER_ELECTION_ENABLE: bool = "unclean.leader.election.enable", "false";
+    SOCKET_REQUEST_MAX_BYTES: i64 = "socket.request.max.bytes", "104857600";
+    QUEUED_MAX_REQUESTS: i64 = "queued.max.requests", "500";
+    MAX_CONNECTIONS: i64 = "max.connections", "10000";
+    OFFSETS_TOPIC_NUM_PARTITIONS: i64 = "offsets.topic.num.partitions", "50";
+    OFFSETS_TOPIC_REPLICATION_FACTOR: i64 = "offsets.topic.replication.factor", "3";
+    PRODUCER_ID_EXPIRATION_MS: i64 = "producer.id.expiration.ms", "86400000";
+    TRANSACTION_STATE_LOG_NUM_PARTITIONS: i64 = "transaction.state.log.num.partitions", "50";
+    TRANSACTION_MAX_TIMEOUT_MS: i64 = "transaction.max.timeout.ms", "900000";
+    TRANSACTIONAL_ID_EXPIRATION_MS: i64 = "transactional.id.expiration.ms", "604800000";
+    TRANSACTION_ABORT_TIMED_OUT_CLEANUP_INTERVAL_MS: i64 =
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms", "10000";
+    TRANSACTION_STATE_LOG_REPLICATION_FACTOR: i64 =
+        "transaction.state.log.replication.factor", "3";
+    GROUP_INITIAL_REBALANCE_DELAY_MS: i64 = "group.initial.rebalance.delay.ms", "3000";
+    GROUP_MIN_SESSION_TIMEOUT_MS: i64 = "group.min.session.timeout.ms", "6000";
+    GROUP_MAX_SESSION_TIMEOUT_MS: i64 = "group.max.session.timeout.ms", "1800000";
+    GROUP_MAX_SIZE: i64 = "group.max.size", "2147483647";
+    OFFSETS_RETENTION_MINUTES: i64 = "offsets.retention.minutes", "10080";
+    BROKER_RACK: String = "broker.rack", "";
+    ADVERTISED_HOST: String = "advertised.host", "";
+    OFFSETS_TOPIC_SEGMENT_BYTES: i64 = "offsets.topic.segment.bytes", "104857600";
+    OFFSETS_RETENTION_CHECK_INTERVAL_MS: i64 = "offsets.retention.check.interval.ms", "600000";
+    OFFSETS_COMMIT_TIMEOUT_MS: i64 = "offsets.commit.timeout.ms", "5000";
+    OFFSET_METADATA_MAX_BYTES: i64 = "offset.metadata.max.bytes", "4096";
+    // The cluster: replication, ISR and the controller quorum.
+    REPLICA_LAG_TIME_MAX_MS: i64 = "replica.lag.time.max.ms", "30000";
+    REPLICA_FETCH_MAX_BYTES: i64 = "replica.fetch.max.bytes", "1048576";
+    REPLICA_FETCH_RESPONSE_MAX_BYTES: i64 = "replica.fetch.response.max.bytes", "10485760";
+    REPLICA_FETCH_WAIT_MAX_MS: i64 = "replica.fetch.wait.max.ms", "500";
+    REPLICA_FETCH_BACKOFF_MS: i64 = "replica.fetch.backoff.ms", "1000";
+    REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS: i64 =
+        "replica.high.watermark.checkpoint.interval.ms", "5000";
+    FOLLOWER_REPLICATION_THROTTLED_RATE: i64 =
+        "follower.replication.throttled.rate", "9223372036854775807";
+    BROKER_SESSION_TIMEOUT_MS: i64 = "broker.session.timeout.ms", "9000";
+    BROKER_HEARTBEAT_INTERVAL_MS: i64 = "broker.heartbeat.interval.ms", "2000";
+    CONTROLLED_SHUTDOWN_ENABLE: bool = "controlled.shutdown.enable", "true";
+    CONTROLLED_SHUTDOWN_MAX_WAIT_MS: i64 = "controlled.shutdown.max.wait.ms", "30000";
+    AUTO_LEADER_REBALANCE_ENABLE: bool = "auto.leader.rebalance.enable", "true";
+    LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS: i64 =
+        "leader.imbalance.check.interval.seconds", "300";
+    LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: i64 =
+        "leader.imbalance.per.broker.percentage", "10";
+    CONTROLLER_QUORUM_REQUEST_TIMEOUT_MS: i64 = "controller.quorum.request.timeout.ms", "2000";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_parses_as_its_kind_and_every_name_is_unique() {
+        let mut names = std::collections::BTreeSet::new();
+        for (name, default, kind) in ALL {
+            assert!(names.insert(*name), "{name} twice");
+            let ok = match kind {
+                Kind::Int => i64::parse(default).is_some(),
+                Kind::Bool => bool::parse(default).is_some(),
+                Kind::Text => true,
+            };
+            assert!(ok, "{name}: default {default:?} is not a {kind:?}");
+        }
+        assert_eq!(NUM_PARTITIONS.default_value(), Some(1));
+        assert_eq!(CONTROLLED_SHUTDOWN_ENABLE.default_value(), Some(true));
+    }
+}

@@ -3,77 +3,15 @@
 //! Sources, later ones winning: built-in defaults, the TOML `--config` file (flat dotted
 //! keys or nested tables), `TIDELOG_*` environment variables, then `--set name=value`.
 //! A name tidelog does not know is a startup error: a typo must not silently fall back
-//! to a default.
+//! to a default. The settings themselves, with their types, are listed once in
+//! `crate::settings`; code reads them only through its typed constants.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-/// Every broker-level setting tidelog understands, with its default as Kafka writes it.
-const KNOWN_SETTINGS: &[(&str, &str)] = &[
-    ("num.partitions", "1"),
-    ("default.replication.factor", "1"),
-    ("auto.create.topics.enable", "true"),
-    ("delete.topic.enable", "true"),
-    ("log.retention.ms", "604800000"),
-    ("log.retention.bytes", "-1"),
-    ("log.retention.check.interval.ms", "300000"),
-    ("log.segment.bytes", "1073741824"),
-    ("log.roll.ms", "604800000"),
-    ("log.index.size.max.bytes", "10485760"),
-    ("log.index.interval.bytes", "4096"),
-    ("log.flush.interval.messages", "9223372036854775807"),
-    ("log.flush.interval.ms", "9223372036854775807"),
-    ("log.flush.scheduler.interval.ms", "1000"),
-    ("log.cleanup.policy", "delete"),
-    ("log.cleaner.backoff.ms", "15000"),
-    ("log.cleaner.delete.retention.ms", "86400000"),
-    ("log.cleaner.min.compaction.lag.ms", "0"),
-    ("log.message.timestamp.type", "CreateTime"),
-    ("message.max.bytes", "1048588"),
-    ("min.insync.replicas", "1"),
-    ("unclean.leader.election.enable", "false"),
-    ("socket.request.max.bytes", "104857600"),
-    ("queued.max.requests", "500"),
-    ("max.connections", "10000"),
-    ("offsets.topic.num.partitions", "50"),
-    ("offsets.topic.replication.factor", "3"),
-    ("producer.id.expiration.ms", "86400000"),
-    ("transaction.state.log.num.partitions", "50"),
-    ("transaction.max.timeout.ms", "900000"),
-    ("transactional.id.expiration.ms", "604800000"),
-    (
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-        "10000",
-    ),
-    ("transaction.state.log.replication.factor", "3"),
-    ("group.initial.rebalance.delay.ms", "3000"),
-    ("group.min.session.timeout.ms", "6000"),
-    ("group.max.session.timeout.ms", "1800000"),
-    ("group.max.size", "2147483647"),
-    ("offsets.retention.minutes", "10080"),
-    ("broker.rack", ""),
-    ("advertised.host", ""),
-    ("offsets.topic.segment.bytes", "104857600"),
-    ("offsets.retention.check.interval.ms", "600000"),
-    ("offset.metadata.max.bytes", "4096"),
-    // The cluster: replication, ISR and the controller quorum.
-    ("replica.lag.time.max.ms", "30000"),
-    ("replica.fetch.max.bytes", "1048576"),
-    ("replica.fetch.response.max.bytes", "10485760"),
-    ("replica.fetch.wait.max.ms", "500"),
-    ("replica.fetch.backoff.ms", "1000"),
-    ("replica.high.watermark.checkpoint.interval.ms", "5000"),
-    ("follower.replication.throttled.rate", "9223372036854775807"),
-    ("broker.session.timeout.ms", "9000"),
-    ("broker.heartbeat.interval.ms", "2000"),
-    ("controlled.shutdown.enable", "true"),
-    ("controlled.shutdown.max.wait.ms", "30000"),
-    ("auto.leader.rebalance.enable", "true"),
-    ("leader.imbalance.check.interval.seconds", "300"),
-    ("leader.imbalance.per.broker.percentage", "10"),
-    ("controller.quorum.request.timeout.ms", "2000"),
-];
+use crate::settings::{self, Kind, Setting, Value};
 
 /// Environment variables that configure the process itself rather than a Kafka setting.
 const RESERVED_ENV: &[&str] = &[
@@ -124,9 +62,9 @@ impl BrokerConfig {
         admin_listen: SocketAddr,
         data_dir: PathBuf,
     ) -> Self {
-        let settings = KNOWN_SETTINGS
+        let settings = settings::ALL
             .iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .map(|(k, v, _)| ((*k).to_string(), (*v).to_string()))
             .collect();
         BrokerConfig {
             node_id,
@@ -140,7 +78,7 @@ impl BrokerConfig {
     /// Sets one Kafka-named setting, validating the name and (for numeric and boolean
     /// settings) the value.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
-        let Some((_, default)) = KNOWN_SETTINGS.iter().find(|(k, _)| *k == name) else {
+        let Some((_, _, kind)) = settings::ALL.iter().find(|(k, _, _)| *k == name) else {
             return Err(ConfigError::Unknown(name.to_string()));
         };
         let invalid = |reason: &str| ConfigError::Invalid {
@@ -148,11 +86,12 @@ impl BrokerConfig {
             value: value.to_string(),
             reason: reason.to_string(),
         };
-        if default.parse::<i64>().is_ok() && value.trim().parse::<i64>().is_err() {
-            return Err(invalid("expected an integer"));
-        }
-        if (*default == "true" || *default == "false") && value.trim().parse::<bool>().is_err() {
-            return Err(invalid("expected true or false"));
+        match kind {
+            Kind::Int if i64::parse(value).is_none() => return Err(invalid("expected an integer")),
+            Kind::Bool if bool::parse(value).is_none() => {
+                return Err(invalid("expected true or false"))
+            }
+            _ => {}
         }
         self.settings
             .insert(name.to_string(), value.trim().to_string());
@@ -203,37 +142,65 @@ impl BrokerConfig {
         Ok(())
     }
 
-    /// The raw value of a known setting.
-    pub fn get(&self, name: &str) -> &str {
-        self.settings.get(name).map(String::as_str).unwrap_or("")
+    /// The value of `setting` (validated as its type when it was set; its default if
+    /// it somehow is not).
+    pub fn get<T: Value + Default>(&self, setting: Setting<T>) -> T {
+        self.settings
+            .get(setting.name)
+            .and_then(|v| T::parse(v))
+            .or_else(|| setting.default_value())
+            .unwrap_or_default()
     }
 
-    pub fn get_i64(&self, name: &str) -> i64 {
-        self.get(name).parse().unwrap_or(0)
+    /// A milliseconds setting as a duration (negative reads as zero).
+    pub fn duration(&self, setting: Setting<i64>) -> Duration {
+        Setting::as_duration(self.get(setting))
     }
 
-    pub fn get_bool(&self, name: &str) -> bool {
-        self.get(name) == "true"
+    /// An integer setting for a count or size: clamped into `T`'s range.
+    pub fn count<T: TryFrom<i64> + Bounded>(&self, setting: Setting<i64>) -> T {
+        let v = self.get(setting);
+        T::try_from(v).unwrap_or(if v < 0 { T::MIN } else { T::MAX })
     }
 
     /// Every setting and its current value (DescribeConfigs on the broker resource).
     pub fn all(&self) -> impl Iterator<Item = (&str, &str, bool)> {
         self.settings.iter().map(|(k, v)| {
-            let is_default = KNOWN_SETTINGS.iter().any(|(dk, dv)| dk == k && dv == v);
+            let is_default = settings::ALL.iter().any(|(dk, dv, _)| dk == k && dv == v);
             (k.as_str(), v.as_str(), is_default)
         })
     }
 
     pub fn max_request_bytes(&self) -> usize {
-        usize::try_from(self.get_i64("socket.request.max.bytes")).unwrap_or(104_857_600)
+        self.count(settings::SOCKET_REQUEST_MAX_BYTES)
     }
 
     /// The host clients are told to connect to.
     pub fn advertised_host(&self) -> String {
-        match self.get("advertised.host") {
+        match self.get(settings::ADVERTISED_HOST).as_str() {
             "" => self.listen.ip().to_string(),
             host => host.to_string(),
         }
+    }
+}
+
+/// Integer types a count setting is read into.
+pub trait Bounded: Sized {
+    const MIN: Self;
+    const MAX: Self;
+}
+
+macro_rules! bounded {
+    ($($t:ty),*) => { $(impl Bounded for $t { const MIN: $t = <$t>::MIN; const MAX: $t = <$t>::MAX; })* };
+}
+
+bounded!(i16, i32, i64, u32, u64, usize);
+
+#[cfg(test)]
+impl BrokerConfig {
+    /// A test's view of a setting by name (what DescribeConfigs shows).
+    fn raw(&self, name: &str) -> &str {
+        self.settings.get(name).map(String::as_str).unwrap_or("")
     }
 }
 
@@ -275,7 +242,8 @@ mod tests {
             Err(ConfigError::Invalid { .. })
         ));
         c.set_assignment("num.partitions=6").unwrap();
-        assert_eq!(c.get_i64("num.partitions"), 6);
+        assert_eq!(c.get(settings::NUM_PARTITIONS), 6);
+        assert_eq!(c.raw("num.partitions"), "6");
     }
 
     #[test]
@@ -289,8 +257,8 @@ mod tests {
         .unwrap();
         let mut c = config();
         c.apply_toml(&path).unwrap();
-        assert_eq!(c.get_i64("num.partitions"), 3);
-        assert_eq!(c.get_i64("log.retention.ms"), 1000);
+        assert_eq!(c.get(settings::NUM_PARTITIONS), 3);
+        assert_eq!(c.get(settings::LOG_RETENTION_MS), 1000);
         std::fs::write(&path, "bogus = 1\n").unwrap();
         assert!(c.apply_toml(&path).is_err());
     }
@@ -309,7 +277,7 @@ mod tests {
             ("HOME".to_string(), "/root".to_string()),
         ])
         .unwrap();
-        assert_eq!(c.get_i64("log.segment.bytes"), 1024);
+        assert_eq!(c.get(settings::LOG_SEGMENT_BYTES), 1024);
         assert!(c
             .apply_env(vec![("TIDELOG_NOPE".to_string(), "1".to_string())])
             .is_err());

@@ -20,6 +20,7 @@ mod metrics;
 mod net;
 mod replica;
 mod server;
+pub mod settings;
 mod topic_config;
 mod txn;
 

@@ -19,6 +19,7 @@ use crate::group::{GroupConfig, GroupCoordinator};
 use crate::metadata::MetadataManager;
 use crate::metrics::Metrics;
 use crate::replica::ReplicaManager;
+use crate::settings;
 use crate::txn::{TxnConfig, TxnCoordinator};
 use crate::{admin_http, net};
 
@@ -97,7 +98,7 @@ impl Broker {
             host: config.advertised_host(),
             port: kafka_addr.port(),
         };
-        let rack = Some(config.get("broker.rack").to_string()).filter(|r| !r.is_empty());
+        let rack = Some(config.get(settings::BROKER_RACK)).filter(|r| !r.is_empty());
         let replicas = Arc::new(ReplicaManager::new(
             node_id,
             &data_dir,
@@ -234,9 +235,8 @@ async fn wait_until_ready(ready: &AtomicBool) {
 
 fn topic_defaults(config: &BrokerConfig) -> TopicDefaults {
     TopicDefaults {
-        num_partitions: i32::try_from(config.get_i64("num.partitions")).unwrap_or(1),
-        replication_factor: i16::try_from(config.get_i64("default.replication.factor"))
-            .unwrap_or(1),
+        num_partitions: config.count(settings::NUM_PARTITIONS),
+        replication_factor: config.count(settings::DEFAULT_REPLICATION_FACTOR),
     }
 }
 
@@ -297,17 +297,16 @@ pub(crate) fn claim_data_dir(dir: &std::path::Path) -> Result<std::fs::File, Sta
 /// Rolls by segment.ms, flushes by flush.ms, and applies retention every
 /// `log.retention.check.interval.ms`.
 async fn housekeeping(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
-    let retention_every = Duration::from_millis(
-        u64::try_from(ctx.config.get_i64("log.retention.check.interval.ms"))
-            .unwrap_or(300_000)
-            .max(10),
-    );
-    let tick = Duration::from_millis(
-        u64::try_from(ctx.config.get_i64("log.flush.scheduler.interval.ms"))
-            .unwrap_or(1000)
-            .max(10),
-    )
-    .min(retention_every);
+    let floor = Duration::from_millis(10);
+    let retention_every = ctx
+        .config
+        .duration(settings::LOG_RETENTION_CHECK_INTERVAL_MS)
+        .max(floor);
+    let tick = ctx
+        .config
+        .duration(settings::LOG_FLUSH_SCHEDULER_INTERVAL_MS)
+        .max(floor)
+        .min(retention_every);
     let mut last_retention = tokio::time::Instant::now();
     loop {
         tokio::select! {
@@ -323,7 +322,7 @@ async fn housekeeping(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
             ctx.replicas.housekeeping(
                 now_ms(),
                 retention_due,
-                ctx.config.get_i64("producer.id.expiration.ms"),
+                ctx.config.get(settings::PRODUCER_ID_EXPIRATION_MS),
             )
         })
         .await;
@@ -332,11 +331,10 @@ async fn housekeeping(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
 
 /// Compacts `cleanup.policy=compact` partitions every `log.cleaner.backoff.ms`.
 async fn cleaner(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
-    let every = Duration::from_millis(
-        u64::try_from(ctx.config.get_i64("log.cleaner.backoff.ms"))
-            .unwrap_or(15_000)
-            .max(10),
-    );
+    let every = ctx
+        .config
+        .duration(settings::LOG_CLEANER_BACKOFF_MS)
+        .max(Duration::from_millis(10));
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

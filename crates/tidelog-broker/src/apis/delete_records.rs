@@ -78,7 +78,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .find(|r| r.partition_index == w.partition_index);
             match (result, outcome) {
                 (Some(result), Ok(low)) => result.low_watermark = low,
-                (Some(result), Err(code)) => result.error_code = code,
+                (Some(result), Err(e)) => result.error_code = e.code(),
                 (None, _) => {}
             }
         }

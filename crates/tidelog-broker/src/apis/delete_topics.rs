@@ -13,6 +13,7 @@ use tidelog_protocol::ProtocolError;
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
+use crate::settings;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 6 };
 
@@ -43,7 +44,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         let result = DeletableTopicResult::default()
             .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))))
             .with_topic_id(id);
-        let outcome = match (&name, ctx.config.get_bool("delete.topic.enable")) {
+        let outcome = match (&name, ctx.config.get(settings::DELETE_TOPIC_ENABLE)) {
             (_, false) => Err((
                 ResponseError::TopicDeletionDisabled.code(),
                 "delete.topic.enable is false".to_string(),

@@ -35,6 +35,7 @@ use super::Request;
 use crate::context::{now_ms, Ctx};
 use crate::net::Reply;
 use crate::replica::{PartitionError, Role};
+use crate::settings;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
 
@@ -89,7 +90,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         ResponseError::ClusterAuthorizationFailed.code()
     });
     let now = now_ms();
-    let lag_max_ms = ctx.config.get_i64("replica.lag.time.max.ms").max(1);
+    let lag_max_ms = ctx.config.get(settings::REPLICA_LAG_TIME_MAX_MS).max(1);
     let mut wanted = Vec::new();
     for topic in &request.topics {
         let name = if version >= 13 {
@@ -425,6 +426,6 @@ fn follower_fetched(
     match p.record_follower_fetch(replica_id, w.offset, w.log_start_offset, now, lag_max_ms) {
         Ok(true) => ctx.replicas.isr_wake.notify_one(),
         Ok(false) => {}
-        Err(code) => w.replica_error = Some(code),
+        Err(e) => w.replica_error = Some(e.code()),
     }
 }

@@ -15,6 +15,7 @@ use tidelog_protocol::ProtocolError;
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
+use crate::settings;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
 
@@ -23,7 +24,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let version = req.version();
     // v0 had no flag: it always auto-created.
     let allow_create = (version < 4 || request.allow_auto_topic_creation)
-        && ctx.config.get_bool("auto.create.topics.enable");
+        && ctx.config.get(settings::AUTO_CREATE_TOPICS_ENABLE);
     let mut topics = Vec::new();
     match request.topics {
         None => {
@@ -98,7 +99,7 @@ async fn lookup_topic(
     let live = i64::try_from(image.live_broker_ids().len())
         .unwrap_or(1)
         .max(1);
-    let wanted = ctx.config.get_i64("default.replication.factor");
+    let wanted = ctx.config.get(settings::DEFAULT_REPLICATION_FACTOR);
     let replication = i16::try_from(wanted.clamp(1, live)).unwrap_or(1);
     let request = CreateTopic {
         name: name.to_string(),

@@ -43,7 +43,7 @@ pub(crate) fn led_partition(
         .replicas
         .get(topic, partition)
         .ok_or(ResponseError::UnknownTopicOrPartition.code())?;
-    p.check_leader(current_leader_epoch)?;
+    p.check_leader(current_leader_epoch).map_err(|e| e.code())?;
     Ok(p)
 }
 

@@ -114,7 +114,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         match decided {
             Some(Ok(())) => false,
             Some(Err(code)) => {
-                fail_partition(&ctx.metrics, &mut topics, *t, *i, code);
+                fail_partition(&ctx.metrics, &mut topics, *t, *i, code.code());
                 false
             }
             None => true,
@@ -150,7 +150,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .wait_replicated(done.end_offset, done.leader_epoch, left)
                 .await;
             if let Err(code) = outcome {
-                fail_partition(&ctx.metrics, &mut topics, t, i, code);
+                fail_partition(&ctx.metrics, &mut topics, t, i, code.code());
             }
         }
         later_response(&header, &ProduceResponse::default().with_responses(topics))
@@ -270,7 +270,7 @@ async fn append(
         return Err(Refusal::code(ResponseError::UnknownTopicOrPartition.code()));
     };
     if acks_all {
-        p.check_min_isr().map_err(Refusal::code)?;
+        p.check_min_isr().map_err(|e| Refusal::code(e.code()))?;
     }
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return Err(Refusal::with_message(

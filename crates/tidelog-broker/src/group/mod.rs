@@ -50,6 +50,7 @@ use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::coordinator::{CoordinatorError, CoordinatorRuntime, LogSource, RuntimeConfig};
 use crate::internal_topic::partition_for;
+use crate::settings;
 
 /// The internal topic holding committed offsets and group metadata.
 pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -75,21 +76,21 @@ pub(crate) struct GroupConfig {
 
 impl GroupConfig {
     pub(crate) fn from_broker(config: &BrokerConfig) -> GroupConfig {
-        let ms =
-            |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0));
-        let int = |name: &str| i32::try_from(config.get_i64(name)).unwrap_or(i32::MAX);
         GroupConfig {
-            min_session_timeout_ms: int("group.min.session.timeout.ms"),
-            max_session_timeout_ms: int("group.max.session.timeout.ms"),
-            initial_rebalance_delay: ms("group.initial.rebalance.delay.ms"),
-            max_size: usize::try_from(config.get_i64("group.max.size")).unwrap_or(usize::MAX),
+            min_session_timeout_ms: config.count(settings::GROUP_MIN_SESSION_TIMEOUT_MS),
+            max_session_timeout_ms: config.count(settings::GROUP_MAX_SESSION_TIMEOUT_MS),
+            initial_rebalance_delay: config.duration(settings::GROUP_INITIAL_REBALANCE_DELAY_MS),
+            max_size: config.count(settings::GROUP_MAX_SIZE),
             offsets_retention_ms: config
-                .get_i64("offsets.retention.minutes")
+                .get(settings::OFFSETS_RETENTION_MINUTES)
                 .saturating_mul(60_000),
-            retention_check_every: ms("offsets.retention.check.interval.ms").max(TICK),
-            metadata_max_bytes: usize::try_from(config.get_i64("offset.metadata.max.bytes"))
-                .unwrap_or(4096),
-            commit_timeout: Duration::from_secs(5),
+            retention_check_every: config
+                .duration(settings::OFFSETS_RETENTION_CHECK_INTERVAL_MS)
+                .max(TICK),
+            metadata_max_bytes: config.count(settings::OFFSET_METADATA_MAX_BYTES),
+            commit_timeout: config
+                .duration(settings::OFFSETS_COMMIT_TIMEOUT_MS)
+                .max(Duration::from_millis(1)),
         }
     }
 }

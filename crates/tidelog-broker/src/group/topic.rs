@@ -3,6 +3,7 @@
 use super::OFFSETS_TOPIC;
 use crate::context::BrokerContext;
 use crate::internal_topic::{create_if_missing, Creation, TopicSpec};
+use crate::settings;
 
 /// Creates `__consumer_offsets` if it does not exist yet: `offsets.topic.num.partitions`
 /// partitions, compacted, replication factor `min(offsets.topic.replication.factor,
@@ -11,12 +12,15 @@ use crate::internal_topic::{create_if_missing, Creation, TopicSpec};
 pub(crate) async fn ensure_offsets_topic(ctx: &BrokerContext) -> Result<(), i16> {
     let spec = TopicSpec {
         name: OFFSETS_TOPIC,
-        partitions: i32::try_from(ctx.config.get_i64("offsets.topic.num.partitions")).unwrap_or(50),
+        partitions: ctx.config.count(settings::OFFSETS_TOPIC_NUM_PARTITIONS),
         replication: ctx
             .config
-            .get_i64("offsets.topic.replication.factor")
+            .get(settings::OFFSETS_TOPIC_REPLICATION_FACTOR)
             .max(1),
-        segment_bytes: ctx.config.get("offsets.topic.segment.bytes").to_string(),
+        segment_bytes: ctx
+            .config
+            .get(settings::OFFSETS_TOPIC_SEGMENT_BYTES)
+            .to_string(),
     };
     if create_if_missing(ctx, spec).await? == Creation::Created {
         ctx.groups.wait_started().await;

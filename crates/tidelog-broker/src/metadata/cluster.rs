@@ -12,6 +12,7 @@ use tidelog_controller::{Endpoint, MetadataImage, Uuid};
 use tokio::sync::watch;
 
 use crate::context::Ctx;
+use crate::settings::{self, Setting};
 
 /// Kafka's STALE_BROKER_EPOCH and BROKER_ID_NOT_REGISTERED: register again.
 const STALE_BROKER_EPOCH: i16 = 77;
@@ -36,12 +37,10 @@ async fn pause(d: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
     }
 }
 
-fn ms(ctx: &Ctx, name: &str, floor: u64) -> Duration {
-    Duration::from_millis(
-        u64::try_from(ctx.config.get_i64(name))
-            .unwrap_or(floor)
-            .max(floor),
-    )
+fn ms(ctx: &Ctx, setting: Setting<i64>, floor: u64) -> Duration {
+    ctx.config
+        .duration(setting)
+        .max(Duration::from_millis(floor))
 }
 
 /// Registers this broker (retrying with backoff until the quorum answers), then
@@ -58,11 +57,11 @@ pub(crate) async fn heartbeat_loop(
 ) {
     let node_id = ctx.node_id();
     let incarnation = Uuid::new_v4();
-    let interval = ms(&ctx, "broker.heartbeat.interval.ms", 10);
+    let interval = ms(&ctx, settings::BROKER_HEARTBEAT_INTERVAL_MS, 10);
     // A heartbeat stuck on a controller leader that silently lost the network would
     // outlive the session the new leader granted; cut it short so the next one goes
     // to whichever leader the quorum knows by then.
-    let beat_timeout = (ms(&ctx, "broker.session.timeout.ms", 30) / 3).max(interval);
+    let beat_timeout = (ms(&ctx, settings::BROKER_SESSION_TIMEOUT_MS, 30) / 3).max(interval);
     loop {
         let mut backoff = Duration::from_millis(100);
         let mut last_warning: Option<Instant> = None;
@@ -216,7 +215,7 @@ async fn apply(ctx: &Ctx, image: Arc<MetadataImage>) {
 /// the image to show the moves. A quorum that does not answer only delays the exit by
 /// that bound.
 pub(crate) async fn controlled_shutdown(ctx: &Ctx) {
-    if !ctx.config.get_bool("controlled.shutdown.enable") {
+    if !ctx.config.get(settings::CONTROLLED_SHUTDOWN_ENABLE) {
         return;
     }
     let link = ctx.metadata.controller();
@@ -234,7 +233,7 @@ pub(crate) async fn controlled_shutdown(ctx: &Ctx) {
     {
         return; // no other broker to hand leaderships to (e.g. a single node)
     }
-    let deadline = Instant::now() + ms(ctx, "controlled.shutdown.max.wait.ms", 0);
+    let deadline = Instant::now() + ms(ctx, settings::CONTROLLED_SHUTDOWN_MAX_WAIT_MS, 0);
     let mut last: Option<u32> = None;
     let mut failing_since: Option<Instant> = None;
     let held = loop {

@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 use crate::apis;
 use crate::context::Ctx;
 use crate::metrics::{Metrics, RequestTiming};
+use crate::settings;
 
 /// Requests one connection may have in flight before the reader stops reading.
 const MAX_IN_FLIGHT: usize = 64;
@@ -50,7 +51,7 @@ pub(crate) async fn serve_listener(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
-    let max_connections = usize::try_from(ctx.config.get_i64("max.connections")).unwrap_or(10_000);
+    let max_connections = ctx.config.count::<usize>(settings::MAX_CONNECTIONS);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {

@@ -15,13 +15,14 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::partition::Partition;
+use super::partition::{Partition, PartitionError};
 use super::peer::Peer;
 use super::replication::Truncation;
 use super::state::Role;
 pub(crate) use super::throttle::Throttle;
 use crate::config::BrokerConfig;
 use crate::context::BrokerContext;
+use crate::settings::{self, Setting};
 
 /// Fetch v12: replica id in the body, last fetched epoch and diverging epoch.
 const FETCH_VERSION: i16 = 12;
@@ -41,17 +42,15 @@ pub(crate) struct FetcherSettings {
 
 impl FetcherSettings {
     pub(crate) fn from_config(node_id: i32, c: &BrokerConfig) -> Self {
-        let int = |name: &str, low: i64| -> i32 {
-            i32::try_from(c.get_i64(name).max(low)).unwrap_or(i32::MAX)
+        let int = |setting: Setting<i64>, low: i64| -> i32 {
+            i32::try_from(c.get(setting).max(low)).unwrap_or(i32::MAX)
         };
         FetcherSettings {
             node_id,
-            partition_max_bytes: int("replica.fetch.max.bytes", 1024),
-            response_max_bytes: int("replica.fetch.response.max.bytes", 1024),
-            wait_max_ms: int("replica.fetch.wait.max.ms", 0),
-            backoff: Duration::from_millis(
-                u64::try_from(c.get_i64("replica.fetch.backoff.ms")).unwrap_or(1000),
-            ),
+            partition_max_bytes: int(settings::REPLICA_FETCH_MAX_BYTES, 1024),
+            response_max_bytes: int(settings::REPLICA_FETCH_RESPONSE_MAX_BYTES, 1024),
+            wait_max_ms: int(settings::REPLICA_FETCH_WAIT_MAX_MS, 0),
+            backoff: c.duration(settings::REPLICA_FETCH_BACKOFF_MS),
         }
     }
 
@@ -170,9 +169,11 @@ pub(crate) async fn run(
             for data in &topic.partitions {
                 let key = (topic.topic.0.to_string(), data.partition_index);
                 let Some(a) = asked.get(&key) else { continue };
-                match handle_partition(source, a, data, &context) {
+                match handle_partition(a, data, &context, source) {
                     Ok(bytes) => appended = appended.saturating_add(bytes),
-                    Err(()) => {
+                    Err(e) => {
+                        let p = &a.partition;
+                        tracing::debug!(topic = %p.topic, partition = p.index, source, error = %e, "follower fetch backs off");
                         delayed.insert(key, Instant::now() + settings.backoff);
                     }
                 }
@@ -247,64 +248,56 @@ fn build_request(
     (request, asked)
 }
 
-/// Applies one partition's answer. Returns the bytes appended, or `Err` when the
-/// partition should back off.
+/// Why a partition's follower fetch backs off.
+#[derive(Debug, thiserror::Error)]
+enum FollowerError {
+    #[error("the leader answered with error code {0}")]
+    Refused(i16),
+    #[error("resetting to the leader's log start failed: {0}")]
+    Reset(PartitionError),
+    #[error("truncating to the divergence point failed: {0}")]
+    Truncate(PartitionError),
+    #[error("appending the leader's records failed: {0}")]
+    Append(PartitionError),
+}
+
+/// Applies one partition's answer. Returns the bytes appended, or why the partition
+/// should back off.
 fn handle_partition(
-    source: i32,
     a: &Asked,
     data: &PartitionData,
     context: &ContextCell,
-) -> Result<usize, ()> {
+    source: i32,
+) -> Result<usize, FollowerError> {
     let p = &a.partition;
-    let fail = |what: &str, detail: String| {
-        tracing::debug!(topic = %p.topic, partition = p.index, source, what, %detail, "follower fetch");
-    };
     if data.error_code == ResponseError::OffsetOutOfRange.code() {
-        return match p.reset_out_of_range(data.log_start_offset, data.high_watermark) {
-            Ok(t) => {
-                report_truncation(p, t, context);
-                Ok(0)
-            }
-            Err(e) => {
-                fail("reset", e.to_string());
-                Err(())
-            }
-        };
+        let t = p
+            .reset_out_of_range(data.log_start_offset, data.high_watermark)
+            .map_err(FollowerError::Reset)?;
+        report_truncation(p, t, context);
+        return Ok(0);
     }
     if data.error_code != 0 {
-        fail("error", data.error_code.to_string());
-        return Err(());
+        return Err(FollowerError::Refused(data.error_code));
     }
     if data.diverging_epoch.epoch >= 0 || data.diverging_epoch.end_offset >= 0 {
-        return match p
+        let t = p
             .truncate_to_divergence(data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
-        {
-            Ok(t) => {
-                report_truncation(p, t, context);
-                Ok(0)
-            }
-            Err(e) => {
-                fail("truncate", e.to_string());
-                Err(())
-            }
-        };
+            .map_err(FollowerError::Truncate)?;
+        report_truncation(p, t, context);
+        return Ok(0);
     }
     let records = data.records.as_deref().unwrap_or(&[]);
     let whole = whole_batches(records);
     let from = first_batch_reaching(&records[..whole], a.offset);
-    match p.append_replicated(
+    p.append_replicated(
         source,
         a.epoch,
         &records[from..whole],
         data.high_watermark,
         data.log_start_offset,
-    ) {
-        Ok(bytes) => Ok(bytes),
-        Err(e) => {
-            fail("append", e.to_string());
-            Err(())
-        }
-    }
+    )
+    .map_err(FollowerError::Append)
 }
 
 /// Where the first batch that holds `offset` or later starts in `records` (whole

@@ -13,6 +13,7 @@ use super::fetcher::{self, ContextCell, FetchTarget, FetcherSettings, SourceAssi
 use super::partition::Partition;
 use super::state::Role;
 use crate::config::BrokerConfig;
+use crate::settings;
 
 struct Running {
     assignment: watch::Sender<Arc<SourceAssignment>>,
@@ -84,7 +85,7 @@ impl Fetchers {
             let (tx, rx) = watch::channel(assignment);
             let settings = FetcherSettings::from_config(node_id, config);
             let throttle = Arc::clone(self.throttle.get_or_init(|| {
-                let rate = config.get_i64("follower.replication.throttled.rate");
+                let rate = config.get(settings::FOLLOWER_REPLICATION_THROTTLED_RATE);
                 Arc::new(Throttle::new(rate))
             }));
             let task = runtime.spawn(fetcher::run(

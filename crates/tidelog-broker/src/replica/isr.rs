@@ -13,20 +13,17 @@ use tidelog_controller::ops::AlterPartition;
 use super::partition::Partition;
 use super::state::{PendingIsr, ReplicaState};
 use crate::context::{now_ms, Ctx};
+use crate::settings;
 
 /// Runs until the node shuts down.
 pub(crate) async fn run(ctx: Ctx) {
     let mut shutdown = ctx.shutdown.clone();
-    let lag_max_ms = ctx.config.get_i64("replica.lag.time.max.ms").max(1);
+    let lag_max_ms = ctx.config.get(settings::REPLICA_LAG_TIME_MAX_MS).max(1);
     let tick = check_period(lag_max_ms);
-    let checkpoint_every = Duration::from_millis(
-        u64::try_from(
-            ctx.config
-                .get_i64("replica.high.watermark.checkpoint.interval.ms"),
-        )
-        .unwrap_or(5_000)
-        .max(100),
-    );
+    let checkpoint_every = ctx
+        .config
+        .duration(settings::REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS)
+        .max(Duration::from_millis(100));
     let mut last_checkpoint = tokio::time::Instant::now();
     let mut last_check_ms = now_ms();
     loop {
@@ -169,11 +166,10 @@ async fn send_alter_partition(
         partition_epoch: st.partition_epoch,
         new_isr,
     };
-    let timeout = Duration::from_millis(
-        u64::try_from(ctx.config.get_i64("controller.quorum.request.timeout.ms"))
-            .unwrap_or(2_000)
-            .saturating_mul(3),
-    );
+    let timeout = ctx
+        .config
+        .duration(settings::CONTROLLER_QUORUM_REQUEST_TIMEOUT_MS)
+        .saturating_mul(3);
     match tokio::time::timeout(timeout, controller.alter_partition(req)).await {
         Ok(Ok(image)) => {
             tracing::info!(

@@ -14,6 +14,39 @@ pub(crate) use super::follower::Truncation;
 use super::partition::{Partition, PartitionError, PartitionRead};
 use super::state::{ImageAssignment, PendingIsr, ReplicaState, Role, Transition};
 
+/// Why a partition cannot do what a request asks of its leader; the Kafka code at
+/// the protocol edge ([`ReplicaError::code`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ReplicaError {
+    #[error("the request's leader epoch is older than the partition's")]
+    FencedLeaderEpoch,
+    #[error("the request's leader epoch is newer than the partition's")]
+    UnknownLeaderEpoch,
+    #[error("this node does not lead the partition")]
+    NotLeader,
+    #[error("the ISR is smaller than min.insync.replicas")]
+    NotEnoughReplicas,
+    #[error("the ISR fell below min.insync.replicas before the write was replicated")]
+    NotEnoughReplicasAfterAppend,
+    #[error("the write was not replicated in time")]
+    TimedOut,
+}
+
+impl ReplicaError {
+    pub(crate) fn code(self) -> i16 {
+        match self {
+            ReplicaError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch.code(),
+            ReplicaError::UnknownLeaderEpoch => ResponseError::UnknownLeaderEpoch.code(),
+            ReplicaError::NotLeader => ResponseError::NotLeaderOrFollower.code(),
+            ReplicaError::NotEnoughReplicas => ResponseError::NotEnoughReplicas.code(),
+            ReplicaError::NotEnoughReplicasAfterAppend => {
+                ResponseError::NotEnoughReplicasAfterAppend.code()
+            }
+            ReplicaError::TimedOut => ResponseError::RequestTimedOut.code(),
+        }
+    }
+}
+
 /// What acks=all and DeleteRecords waiters watch: the high watermark, the low
 /// watermark (see [`ReplicaState::low_watermark`]) and who leads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -58,18 +91,18 @@ impl Partition {
     /// The checks of a client request naming `current_leader_epoch` (-1: none):
     /// FENCED_LEADER_EPOCH when older than ours, UNKNOWN_LEADER_EPOCH when newer,
     /// NOT_LEADER_OR_FOLLOWER when this node does not lead the partition.
-    pub(crate) fn check_leader(&self, current_leader_epoch: i32) -> Result<(), i16> {
+    pub(crate) fn check_leader(&self, current_leader_epoch: i32) -> Result<(), ReplicaError> {
         let repl = self.repl_state();
         if current_leader_epoch >= 0 {
             if current_leader_epoch < repl.leader_epoch {
-                return Err(ResponseError::FencedLeaderEpoch.code());
+                return Err(ReplicaError::FencedLeaderEpoch);
             }
             if current_leader_epoch > repl.leader_epoch {
-                return Err(ResponseError::UnknownLeaderEpoch.code());
+                return Err(ReplicaError::UnknownLeaderEpoch);
             }
         }
         if !repl.is_leader() {
-            return Err(ResponseError::NotLeaderOrFollower.code());
+            return Err(ReplicaError::NotLeader);
         }
         Ok(())
     }
@@ -82,13 +115,13 @@ impl Partition {
 
     /// acks=all, before appending: NOT_LEADER_OR_FOLLOWER off the leader,
     /// NOT_ENOUGH_REPLICAS when the ISR is smaller than min.insync.replicas.
-    pub(crate) fn check_min_isr(&self) -> Result<(), i16> {
+    pub(crate) fn check_min_isr(&self) -> Result<(), ReplicaError> {
         let repl = self.repl_state();
         if !repl.is_leader() {
-            return Err(ResponseError::NotLeaderOrFollower.code());
+            return Err(ReplicaError::NotLeader);
         }
         if repl.isr.len() < repl.min_isr {
-            return Err(ResponseError::NotEnoughReplicas.code());
+            return Err(ReplicaError::NotEnoughReplicas);
         }
         Ok(())
     }
@@ -174,17 +207,17 @@ impl Partition {
         log_start_offset: i64,
         now_ms: i64,
         lag_max_ms: i64,
-    ) -> Result<bool, i16> {
+    ) -> Result<bool, ReplicaError> {
         let mut guard = self.lock();
-        let log = guard.as_mut().ok_or(PartitionError::Closed.code())?;
+        let log = guard.as_mut().ok_or(ReplicaError::NotLeader)?;
         let leo = log.log_end_offset();
         let expand = {
             let mut repl = self.repl_state();
             if !repl.is_leader() {
-                return Err(ResponseError::NotLeaderOrFollower.code());
+                return Err(ReplicaError::NotLeader);
             }
             if !repl.record_fetch(replica, fetch_offset, leo, now_ms) {
-                return Err(ResponseError::NotLeaderOrFollower.code());
+                return Err(ReplicaError::NotLeader);
             }
             repl.record_log_start(replica, log_start_offset);
             let low = repl.low_watermark(log.log_start_offset());
@@ -324,7 +357,7 @@ impl Partition {
         end: i64,
         epoch: i32,
         timeout: Duration,
-    ) -> Result<(), i16> {
+    ) -> Result<(), ReplicaError> {
         let mut rx = self.hw_watch();
         let wait = async {
             loop {
@@ -336,13 +369,13 @@ impl Partition {
                     return outcome;
                 }
                 if rx.changed().await.is_err() {
-                    return Err(ResponseError::NotLeaderOrFollower.code());
+                    return Err(ReplicaError::NotLeader);
                 }
             }
         };
         match tokio::time::timeout(timeout, wait).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(ResponseError::RequestTimedOut.code()),
+            Err(_) => Err(ReplicaError::TimedOut),
         }
     }
 
@@ -361,38 +394,42 @@ impl Partition {
         &self,
         offset: i64,
         timeout: Duration,
-    ) -> Result<i64, i16> {
+    ) -> Result<i64, ReplicaError> {
         let mut rx = self.hw_watch();
         let wait = async {
             loop {
                 let s = *rx.borrow_and_update();
                 if !s.is_leader {
-                    return Err(ResponseError::NotLeaderOrFollower.code());
+                    return Err(ReplicaError::NotLeader);
                 }
                 if s.low_watermark >= offset {
                     return Ok(s.low_watermark);
                 }
                 if rx.changed().await.is_err() {
-                    return Err(ResponseError::NotLeaderOrFollower.code());
+                    return Err(ReplicaError::NotLeader);
                 }
             }
         };
         match tokio::time::timeout(timeout, wait).await {
             Ok(outcome) => outcome,
-            Err(_) => Err(ResponseError::RequestTimedOut.code()),
+            Err(_) => Err(ReplicaError::TimedOut),
         }
     }
 }
 
 /// What an acks=all waiter answers given the partition's state, or `None` to keep
 /// waiting.
-pub(crate) fn replication_outcome(s: &HwSnapshot, end: i64, epoch: i32) -> Option<Result<(), i16>> {
+pub(crate) fn replication_outcome(
+    s: &HwSnapshot,
+    end: i64,
+    epoch: i32,
+) -> Option<Result<(), ReplicaError>> {
     if !s.is_leader || s.leader_epoch != epoch {
-        return Some(Err(ResponseError::NotLeaderOrFollower.code()));
+        return Some(Err(ReplicaError::NotLeader));
     }
     if s.high_watermark >= end {
         if s.isr_len < s.min_isr {
-            return Some(Err(ResponseError::NotEnoughReplicasAfterAppend.code()));
+            return Some(Err(ReplicaError::NotEnoughReplicasAfterAppend));
         }
         return Some(Ok(()));
     }

@@ -50,7 +50,9 @@ async fn acks_all_waits_for_every_isr_member() {
     assert_eq!(p.offsets().unwrap().high_watermark, 0);
     // Nobody has fetched: times out.
     assert_eq!(
-        p.wait_replicated(2, 1, SHORT).await,
+        p.wait_replicated(2, 1, SHORT)
+            .await
+            .map_err(ReplicaError::code),
         Err(ResponseError::RequestTimedOut.code())
     );
     // Consumers see nothing above the HW.
@@ -70,7 +72,8 @@ async fn acks_all_waits_for_every_isr_member() {
     assert!(p.read_for_follower(2, 1 << 20).unwrap().slice.is_some());
     assert!(p.read(2, 1 << 20, false).unwrap().slice.is_none());
     assert_eq!(
-        p.record_follower_fetch(9, 3, 0, 12, 2_000),
+        p.record_follower_fetch(9, 3, 0, 12, 2_000)
+            .map_err(ReplicaError::code),
         Err(ResponseError::NotLeaderOrFollower.code())
     );
 }
@@ -81,7 +84,7 @@ async fn too_small_an_isr_is_refused_before_and_after_the_append() {
     let p = partition(&dir, "t-0", 1);
     p.apply_assignment(&assignment(1, 1, &[1], 2), 0);
     assert_eq!(
-        p.check_min_isr(),
+        p.check_min_isr().map_err(ReplicaError::code),
         Err(ResponseError::NotEnoughReplicas.code())
     );
 
@@ -99,7 +102,7 @@ async fn too_small_an_isr_is_refused_before_and_after_the_append() {
     shrunk.partition_epoch = 2;
     p.apply_assignment(&shrunk, 2);
     assert_eq!(
-        waiter.await.unwrap(),
+        waiter.await.unwrap().map_err(ReplicaError::code),
         Err(ResponseError::NotEnoughReplicasAfterAppend.code())
     );
 }
@@ -117,7 +120,7 @@ async fn losing_leadership_answers_not_leader() {
     tokio::time::sleep(SHORT).await;
     p.apply_assignment(&assignment(2, 2, &[2], 1), 1);
     assert_eq!(
-        waiter.await.unwrap(),
+        waiter.await.unwrap().map_err(ReplicaError::code),
         Err(ResponseError::NotLeaderOrFollower.code())
     );
     assert_eq!(p.role(), Role::Follower { leader: 2 });
@@ -364,7 +367,9 @@ async fn delete_records_waits_for_every_isr_member_to_move_its_log_start() {
         "the followers still start at 0"
     );
     assert_eq!(
-        p.wait_low_watermark(2, SHORT).await,
+        p.wait_low_watermark(2, SHORT)
+            .await
+            .map_err(ReplicaError::code),
         Err(ResponseError::RequestTimedOut.code())
     );
     let waiter = {

@@ -19,6 +19,7 @@ use super::{bind, claim_data_dir, StartError};
 use crate::admin_http;
 use crate::config::BrokerConfig;
 use crate::metrics::Metrics;
+use crate::settings;
 
 /// How a node joins a cluster (`--quorum`). Without it a node is a cluster of one: the
 /// one voter of its own quorum, with no controller listener.
@@ -48,16 +49,16 @@ pub(super) async fn join_quorum(
     ),
     StartError,
 > {
-    let ms =
-        |name: &str| Duration::from_millis(u64::try_from(config.get_i64(name)).unwrap_or(0).max(1));
     let quorum_config = match options {
         None => QuorumConfig::single_node(&config.data_dir, config.node_id).map_err(voter_error)?,
         Some(options) if !options.controller => {
             let quorum_config = QuorumConfig::new(config.node_id, options.peers.clone(), "");
             // The voter may spend a write timeout confirming its leadership and another
             // committing, on top of the request's own time on the wire.
-            let timeout =
-                ms("controller.quorum.request.timeout.ms") + quorum_config.write_timeout * 2;
+            let timeout = config
+                .duration(settings::CONTROLLER_QUORUM_REQUEST_TIMEOUT_MS)
+                .max(Duration::from_millis(1))
+                + quorum_config.write_timeout * 2;
             let cluster_id = options.peers.derived_cluster_id();
             let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout);
             let handle = Arc::new(ControllerHandle::Remote(Arc::new(client)));
@@ -108,16 +109,20 @@ async fn start_voter(
     defaults: TopicDefaults,
 ) -> Result<Arc<QuorumController>, StartError> {
     let quorum = start_raft_voter(quorum_config).await.map_err(voter_error)?;
-    let millis = |name: &str| u64::try_from(config.get_i64(name)).unwrap_or(0).max(1);
+    let check_every = config
+        .count::<u64>(settings::LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS)
+        .max(1);
     let options = ControllerOptions {
-        session_timeout: Duration::from_millis(millis("broker.session.timeout.ms")),
-        unclean_leader_election_default: config.get_bool("unclean.leader.election.enable"),
+        session_timeout: config
+            .duration(settings::BROKER_SESSION_TIMEOUT_MS)
+            .max(Duration::from_millis(1)),
+        unclean_leader_election_default: config.get(settings::UNCLEAN_LEADER_ELECTION_ENABLE),
         auto_rebalance_interval: config
-            .get_bool("auto.leader.rebalance.enable")
-            .then(|| Duration::from_secs(millis("leader.imbalance.check.interval.seconds"))),
+            .get(settings::AUTO_LEADER_REBALANCE_ENABLE)
+            .then(|| Duration::from_secs(check_every)),
         leader_imbalance_percent: u32::try_from(
             config
-                .get_i64("leader.imbalance.per.broker.percentage")
+                .get(settings::LEADER_IMBALANCE_PER_BROKER_PERCENTAGE)
                 .clamp(0, 100),
         )
         .unwrap_or(DEFAULT_LEADER_IMBALANCE_PERCENT),

@@ -87,6 +87,7 @@ pub(crate) async fn write_local_marker(
         REPLICATION_TIMEOUT,
     )
     .await
+    .map_err(|e| e.code())
 }
 
 /// The worker that writes the markers of decided transactions.

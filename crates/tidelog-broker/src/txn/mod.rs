@@ -49,6 +49,7 @@ use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
 use crate::internal_topic::partition_for;
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
+use crate::settings::{self, Setting};
 use shard::InitAnswer;
 
 /// The internal topic holding transaction state.
@@ -78,28 +79,25 @@ pub(crate) struct TxnConfig {
 
 impl TxnConfig {
     pub(crate) fn from_broker(config: &BrokerConfig) -> TxnConfig {
-        let positive = |name: &str, default: i64| {
-            let v = config.get_i64(name);
+        // A value Kafka would refuse (zero or negative) falls back to the default.
+        let positive = |setting: Setting<i64>| {
+            let v = config.get(setting);
             if v > 0 {
                 v
             } else {
-                default
+                setting.default_value().unwrap_or(1)
             }
         };
         TxnConfig {
-            num_partitions: i32::try_from(positive("transaction.state.log.num.partitions", 50))
+            num_partitions: i32::try_from(positive(settings::TRANSACTION_STATE_LOG_NUM_PARTITIONS))
                 .unwrap_or(50),
-            replication_factor: positive("transaction.state.log.replication.factor", 3),
-            max_timeout_ms: i32::try_from(positive("transaction.max.timeout.ms", 900_000))
+            replication_factor: positive(settings::TRANSACTION_STATE_LOG_REPLICATION_FACTOR),
+            max_timeout_ms: i32::try_from(positive(settings::TRANSACTION_MAX_TIMEOUT_MS))
                 .unwrap_or(i32::MAX),
-            id_expiration_ms: positive("transactional.id.expiration.ms", 604_800_000),
-            timeout_check_every: Duration::from_millis(
-                u64::try_from(positive(
-                    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-                    1_000,
-                ))
-                .unwrap_or(1_000),
-            )
+            id_expiration_ms: positive(settings::TRANSACTIONAL_ID_EXPIRATION_MS),
+            timeout_check_every: Setting::as_duration(positive(
+                settings::TRANSACTION_ABORT_TIMED_OUT_CLEANUP_INTERVAL_MS,
+            ))
             .max(TICK),
         }
     }

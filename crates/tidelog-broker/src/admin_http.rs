@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::metrics::{views, Metrics};
+use crate::metrics::{views, Metrics, NodeView};
 
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -26,10 +26,25 @@ const TEXT: &str = "text/plain; charset=utf-8";
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const JSON: &str = "application/json";
 
+/// What the admin port answers from. The port opens before the node's logs are
+/// recovered (so `/healthz` answers during a long recovery); `node` carries the node's
+/// view once the server has built it.
+#[derive(Clone)]
+pub(crate) struct AdminState {
+    pub(crate) ready: Arc<AtomicBool>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) node: watch::Receiver<Option<Arc<NodeView>>>,
+}
+
+impl AdminState {
+    fn node(&self) -> Option<Arc<NodeView>> {
+        self.node.borrow().clone()
+    }
+}
+
 pub(crate) async fn serve(
     listener: TcpListener,
-    ready: Arc<AtomicBool>,
-    metrics: Arc<Metrics>,
+    state: AdminState,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_ANSWERS));
@@ -37,14 +52,13 @@ pub(crate) async fn serve(
         tokio::select! {
             accepted = listener.accept() => {
                 if let Ok((stream, _)) = accepted {
-                    let ready = Arc::clone(&ready);
-                    let metrics = Arc::clone(&metrics);
+                    let state = state.clone();
                     let permits = Arc::clone(&permits);
                     tokio::spawn(async move {
                         let Ok(_permit) = permits.acquire_owned().await else {
                             return;
                         };
-                        let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, ready, metrics)).await;
+                        let _ = tokio::time::timeout(REQUEST_TIMEOUT, answer(stream, state)).await;
                     });
                 }
             }
@@ -69,11 +83,7 @@ impl Response {
     }
 }
 
-async fn answer(
-    mut stream: TcpStream,
-    ready: Arc<AtomicBool>,
-    metrics: Arc<Metrics>,
-) -> std::io::Result<()> {
+async fn answer(mut stream: TcpStream, state: AdminState) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST_HEAD {
@@ -91,7 +101,7 @@ async fn answer(
     let response = if method != "GET" && method != "HEAD" {
         Response::new("405 Method Not Allowed", TEXT, "GET only\n")
     } else {
-        route(path, &ready, metrics).await
+        route(path, state).await
     };
     let header = format!(
         "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -106,29 +116,36 @@ async fn answer(
     stream.shutdown().await
 }
 
-async fn route(path: &str, ready: &AtomicBool, metrics: Arc<Metrics>) -> Response {
+async fn route(path: &str, state: AdminState) -> Response {
     match path {
         "/healthz" => Response::new("200 OK", TEXT, "ok\n"),
-        "/readyz" if ready.load(Ordering::Acquire) => Response::new("200 OK", TEXT, "ready\n"),
+        "/readyz" if state.ready.load(Ordering::Acquire) => {
+            Response::new("200 OK", TEXT, "ready\n")
+        }
         "/readyz" => Response::new("503 Service Unavailable", TEXT, "not ready\n"),
         // Scrape-time gauges lock partitions and may read from disk: off the runtime.
-        "/metrics" => match tokio::task::spawn_blocking(move || metrics.render()).await {
-            Ok(body) => Response::new("200 OK", OPENMETRICS, body),
-            Err(_) => Response::new("500 Internal Server Error", TEXT, "metrics failed\n"),
-        },
-        "/v1/cluster" | "/v1/topics" | "/v1/groups" => json_view(path.to_string(), metrics).await,
+        "/metrics" => {
+            let node = state.node();
+            let metrics = Arc::clone(&state.metrics);
+            match tokio::task::spawn_blocking(move || metrics.render(node.as_ref())).await {
+                Ok(body) => Response::new("200 OK", OPENMETRICS, body),
+                Err(_) => Response::new("500 Internal Server Error", TEXT, "metrics failed\n"),
+            }
+        }
+        "/v1/cluster" | "/v1/topics" | "/v1/groups" => json_view(path.to_string(), state).await,
         _ => Response::new("404 Not Found", TEXT, "not found\n"),
     }
 }
 
-async fn json_view(path: String, metrics: Arc<Metrics>) -> Response {
-    let Some(ctx) = metrics.context() else {
+async fn json_view(path: String, state: AdminState) -> Response {
+    let Some(node) = state.node() else {
         return Response::new("503 Service Unavailable", TEXT, "not ready\n");
     };
+    let metrics = state.metrics;
     let view = tokio::task::spawn_blocking(move || match path.as_str() {
-        "/v1/cluster" => views::cluster(&ctx),
-        "/v1/topics" => views::topics(&ctx),
-        _ => views::groups(&ctx),
+        "/v1/cluster" => views::cluster(&node),
+        "/v1/topics" => views::topics(&node),
+        _ => views::groups(&node, &metrics.groups),
     })
     .await;
     match view {

@@ -9,24 +9,26 @@ use tidelog_controller::quorum::QuorumController;
 use tidelog_controller::{Endpoint, MetadataImage, TopicDefaults};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
+use crate::admin_http::AdminState;
 use crate::clock::{Clock, SystemClock};
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
 use crate::coordinator::{LogSource, PartitionLogs};
 use crate::group::{GroupConfig, GroupCoordinator};
 use crate::metadata::MetadataManager;
-use crate::metrics::Metrics;
-use crate::replica::ReplicaManager;
+use crate::metrics::{Metrics, NodeView};
+use crate::replica::{isr, ReplicaManager};
 use crate::settings;
 use crate::txn::{TxnConfig, TxnCoordinator};
 use crate::{admin_http, net};
 
 mod quorum;
+mod tasks;
 
 use quorum::join_quorum;
 pub use quorum::{ClusterOptions, ControllerNode};
+use tasks::Tasks;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -51,8 +53,9 @@ pub enum StartError {
 /// A running node. Dropping it without `shutdown` leaves logs to crash recovery.
 pub struct Broker {
     ctx: Ctx,
-    shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    /// Turns true when shutdown starts: requests waiting (long polls, joins) end.
+    stopping: watch::Sender<bool>,
+    tasks: Tasks,
     kafka_addr: SocketAddr,
     admin_addr: SocketAddr,
     /// This node's controller voter, stopped after the broker.
@@ -77,17 +80,23 @@ impl Broker {
     ) -> Result<Broker, StartError> {
         let data_dir = config.data_dir.clone();
         let lock = claim_data_dir(&data_dir)?;
-        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (stopping_tx, stopping) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
         let metrics = Arc::new(Metrics::new());
+        let mut tasks = Tasks::default();
 
+        // The admin port comes first, so `/healthz` answers while logs recover; it
+        // gets the node's view once the node has one.
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
-        let mut tasks = vec![tokio::spawn(admin_http::serve(
-            admin_listener,
-            Arc::clone(&ready),
-            Arc::clone(&metrics),
-            shutdown_rx.clone(),
-        ))];
+        let (node_view_tx, node_view) = watch::channel(None);
+        let admin = AdminState {
+            ready: Arc::clone(&ready),
+            metrics: Arc::clone(&metrics),
+            node: node_view,
+        };
+        tasks.start("admin port", |stop| {
+            admin_http::serve(admin_listener, admin, stop)
+        });
 
         let (kafka_listener, kafka_addr) = bind(config.listen).await?;
 
@@ -103,6 +112,7 @@ impl Broker {
             node_id,
             &data_dir,
             Arc::clone(&metrics.storage),
+            Arc::clone(&metrics.replication),
         ));
 
         let (link, voter, image) = join_quorum(&config, cluster.as_ref(), defaults).await?;
@@ -131,6 +141,13 @@ impl Broker {
             Arc::clone(&replicas),
             Arc::clone(&groups),
         ));
+        node_view_tx.send_replace(Some(Arc::new(NodeView {
+            node_id,
+            config: config.clone(),
+            metadata: Arc::clone(&metadata),
+            replicas: Arc::clone(&replicas),
+            groups: Arc::clone(&groups),
+        })));
         let ctx: Ctx = Arc::new(BrokerContext {
             config,
             metadata,
@@ -138,39 +155,32 @@ impl Broker {
             groups: Arc::clone(&groups),
             txns: Arc::clone(&txns),
             metrics,
-            shutdown: shutdown_rx.clone(),
+            shutdown: stopping,
         });
-        ctx.metrics.attach(&ctx);
-        tasks.push(tokio::spawn(crate::metadata::follow_image(
-            Arc::clone(&ctx),
-            Arc::clone(&link),
-            shutdown_rx.clone(),
-        )));
-        tasks.push(tokio::spawn(crate::metadata::heartbeat_loop(
-            Arc::clone(&ctx),
-            link,
-            vec![endpoint],
-            rack,
-            Arc::clone(&ready),
-            shutdown_rx.clone(),
-        )));
+
+        // Everything the Kafka listener's requests use is running before it accepts.
+        tasks.start("metadata follower", |stop| {
+            crate::metadata::follow_image(Arc::clone(&ctx), Arc::clone(&link), stop)
+        });
+        tasks.start("broker heartbeat", |stop| {
+            let (ctx, ready) = (Arc::clone(&ctx), Arc::clone(&ready));
+            crate::metadata::heartbeat_loop(ctx, link, vec![endpoint], rack, ready, stop)
+        });
+        tasks.start("log housekeeping", |stop| {
+            housekeeping(Arc::clone(&ctx), stop)
+        });
+        tasks.start("log cleaner", |stop| cleaner(Arc::clone(&ctx), stop));
+        tasks.start("ISR checks", |stop| isr::run(Arc::clone(&ctx), stop));
+        tasks.start("group coordinator", |stop| groups.run(stop));
+        tasks.start("transaction coordinator", |stop| txns.run(stop));
         if cluster.is_none() {
             // Nobody else needs to answer: a client of a single node finds it registered
             // and its metadata in place from its first request.
             wait_until_ready(&ready).await;
         }
-        tasks.push(tokio::spawn(net::serve_listener(
-            kafka_listener,
-            Arc::clone(&ctx),
-            shutdown_rx.clone(),
-        )));
-        tasks.push(tokio::spawn(housekeeping(
-            Arc::clone(&ctx),
-            shutdown_rx.clone(),
-        )));
-        tasks.push(tokio::spawn(groups.run(shutdown_rx.clone())));
-        tasks.push(tokio::spawn(txns.run(shutdown_rx.clone())));
-        tasks.push(tokio::spawn(cleaner(Arc::clone(&ctx), shutdown_rx)));
+        tasks.start("Kafka listener", |stop| {
+            net::serve_listener(kafka_listener, Arc::clone(&ctx), stop)
+        });
         if ready.load(Ordering::Acquire) {
             tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");
         } else {
@@ -178,7 +188,7 @@ impl Broker {
         }
         Ok(Broker {
             ctx,
-            shutdown: shutdown_tx,
+            stopping: stopping_tx,
             tasks,
             kafka_addr,
             admin_addr,
@@ -195,20 +205,14 @@ impl Broker {
         self.admin_addr
     }
 
-    /// Moves leaderships away (in a cluster, `controlled.shutdown.enable`), stops
-    /// accepting, ends every task, closes every log cleanly, then stops this node's
-    /// controller voter.
+    /// Moves leaderships away (in a cluster, `controlled.shutdown.enable`), tells
+    /// waiting requests the node is stopping, stops the background tasks in reverse
+    /// order of start (the Kafka listener first), closes every log cleanly, then stops
+    /// this node's controller voter.
     pub async fn shutdown(self) {
         crate::metadata::controlled_shutdown(&self.ctx).await;
-        let _ = self.shutdown.send(true);
-        for task in self.tasks {
-            if tokio::time::timeout(Duration::from_secs(10), task)
-                .await
-                .is_err()
-            {
-                tracing::warn!("a background task did not stop within 10 s");
-            }
-        }
+        let _ = self.stopping.send(true);
+        self.tasks.stop_all().await;
         let ctx = self.ctx;
         let _ = tokio::task::spawn_blocking(move || ctx.replicas.shutdown()).await;
         if let Some(voter) = self.voter {

@@ -75,7 +75,6 @@ struct FetchPlan {
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: FetchRequest = req.decode()?;
     let version = req.version();
-    ctx.replicas.start(ctx);
     let image = ctx.metadata.image();
     let replica_id = if version >= 15 {
         request.replica_state.replica_id.0

@@ -42,7 +42,6 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ProduceRequest = req.decode()?;
-    ctx.replicas.start(ctx);
     let acks = request.acks;
     // Partitions whose answer waits for replication: (topic, partition) positions in
     // the response, the partition, and what to wait for.

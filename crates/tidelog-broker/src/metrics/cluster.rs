@@ -5,14 +5,14 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 
-use crate::context::BrokerContext;
+use super::NodeView;
 use crate::topic_config;
 
 /// One hosted partition's log, read at one instant.
@@ -45,8 +45,8 @@ pub(crate) struct PartitionHealth {
 }
 
 /// Reads every hosted partition's log. Partitions closed meanwhile are skipped.
-pub(crate) fn partition_stats(ctx: &BrokerContext) -> Vec<PartitionStats> {
-    let mut out: Vec<PartitionStats> = ctx
+pub(crate) fn partition_stats(node: &NodeView) -> Vec<PartitionStats> {
+    let mut out: Vec<PartitionStats> = node
         .replicas
         .all()
         .iter()
@@ -70,13 +70,13 @@ pub(crate) fn partition_stats(ctx: &BrokerContext) -> Vec<PartitionStats> {
     out
 }
 
-pub(crate) fn partition_health(ctx: &BrokerContext) -> PartitionHealth {
-    let image = ctx.metadata.image();
-    let me = ctx.node_id();
+pub(crate) fn partition_health(node: &NodeView) -> PartitionHealth {
+    let image = node.metadata.image();
+    let me = node.node_id;
     let live = image.live_broker_ids();
     let mut health = PartitionHealth::default();
     for topic in image.topics() {
-        let min_isr = topic_config::effective(&ctx.config, &topic.configs)
+        let min_isr = topic_config::effective(&node.config, &topic.configs)
             .get("min.insync.replicas")
             .and_then(|(v, _)| v.trim().parse::<usize>().ok())
             .unwrap_or(1);
@@ -115,12 +115,12 @@ fn file_descriptors() -> Option<(u64, Option<u64>)> {
 }
 
 pub(super) struct ClusterCollector {
-    context: Arc<OnceLock<Weak<BrokerContext>>>,
+    node: Arc<NodeView>,
 }
 
 impl ClusterCollector {
-    pub(super) fn new(context: Arc<OnceLock<Weak<BrokerContext>>>) -> Self {
-        ClusterCollector { context }
+    pub(super) fn new(node: Arc<NodeView>) -> Self {
+        ClusterCollector { node }
     }
 }
 
@@ -174,10 +174,7 @@ impl Collector for ClusterCollector {
                 )?;
             }
         }
-        let Some(ctx) = self.context.get().and_then(Weak::upgrade) else {
-            return Ok(());
-        };
-        let health = partition_health(&ctx);
+        let health = partition_health(&self.node);
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         for (name, help, value) in [
             ("partitions", "Partitions in the cluster, as this node's metadata shows", health.partitions),
@@ -188,7 +185,7 @@ impl Collector for ClusterCollector {
         ] {
             gauge(&mut encoder, name, help, count(value))?;
         }
-        let stats = partition_stats(&ctx);
+        let stats = partition_stats(&self.node);
         fn labels(s: &PartitionStats) -> Vec<(&'static str, Cow<'_, str>)> {
             vec![
                 ("topic", Cow::Borrowed(s.topic.as_str())),

@@ -14,7 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::os::unix::fs::FileExt;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use prometheus_client::collector::Collector;
@@ -26,7 +26,8 @@ use tidelog_storage::{BatchHeader, BATCH_HEADER_LEN};
 use super::cluster::gauge_family;
 use super::labels::escaped;
 use super::trend::TrendTracker;
-use crate::context::{now_ms, BrokerContext};
+use super::NodeView;
+use crate::context::now_ms;
 use crate::replica::Partition;
 
 /// What the group coordinator knows of one group.
@@ -176,14 +177,14 @@ impl GroupProbe {
 
     /// Every group this node coordinates, with its lag figures. Blocking: reads batch
     /// headers from disk.
-    pub(crate) fn snapshot(&self, ctx: &BrokerContext) -> Vec<GroupLag> {
-        self.snapshot_from(&*ctx.groups, ctx)
+    pub(crate) fn snapshot(&self, node: &NodeView) -> Vec<GroupLag> {
+        self.snapshot_from(&*node.groups, node)
     }
 
     pub(super) fn snapshot_from(
         &self,
         source: &dyn GroupLagSource,
-        ctx: &BrokerContext,
+        node: &NodeView,
     ) -> Vec<GroupLag> {
         let mut groups = source.groups();
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
@@ -204,7 +205,7 @@ impl GroupProbe {
             let rebalances = entry.1;
             let mut partitions = Vec::with_capacity(g.committed.len());
             for c in &g.committed {
-                let Some(p) = ctx.replicas.get(&c.topic, c.partition) else {
+                let Some(p) = node.replicas.get(&c.topic, c.partition) else {
                     continue;
                 };
                 let Some(view) = log_view(&p, c.offset) else {
@@ -244,13 +245,13 @@ impl GroupProbe {
 }
 
 pub(super) struct GroupCollector {
-    context: Arc<OnceLock<Weak<BrokerContext>>>,
+    node: Arc<NodeView>,
     probe: Arc<GroupProbe>,
 }
 
 impl GroupCollector {
-    pub(super) fn new(context: Arc<OnceLock<Weak<BrokerContext>>>, probe: Arc<GroupProbe>) -> Self {
-        GroupCollector { context, probe }
+    pub(super) fn new(node: Arc<NodeView>, probe: Arc<GroupProbe>) -> Self {
+        GroupCollector { node, probe }
     }
 }
 
@@ -262,10 +263,7 @@ impl fmt::Debug for GroupCollector {
 
 impl Collector for GroupCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
-        let Some(ctx) = self.context.get().and_then(Weak::upgrade) else {
-            return Ok(());
-        };
-        let groups = self.probe.snapshot(&ctx);
+        let groups = self.probe.snapshot(&self.node);
         let group_label = |g: &GroupLag| vec![("group", escaped(&g.group).into_owned().into())];
         type GroupField = fn(&GroupLag) -> i64;
         let per_group: [(&str, &str, GroupField); 2] = [

@@ -17,6 +17,7 @@ mod cluster;
 mod group_source;
 mod groups;
 mod labels;
+mod node_view;
 mod replication;
 mod requests;
 mod storage;
@@ -24,14 +25,13 @@ mod topics;
 mod trend;
 pub(crate) mod views;
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
-use crate::context::{BrokerContext, Ctx};
-
 pub(crate) use groups::GroupProbe;
+pub(crate) use node_view::NodeView;
 pub(crate) use replication::ReplicationProbe;
 pub(crate) use requests::{RequestProbe, RequestTiming};
 pub(crate) use storage::{StorageOperation, StorageProbe};
@@ -43,36 +43,23 @@ pub(crate) struct Metrics {
     pub(crate) requests: RequestProbe,
     pub(crate) topics: TopicProbe,
     pub(crate) storage: Arc<StorageProbe>,
-    // Bumped by the multi-node replication work; until then only exported.
-    #[allow(dead_code)]
-    pub(crate) replication: ReplicationProbe,
+    pub(crate) replication: Arc<ReplicationProbe>,
     pub(crate) groups: Arc<GroupProbe>,
-    /// The node's context, set once it exists (`attach`); scrape-time gauges read it.
-    /// Weak, because the context owns these metrics.
-    context: Arc<OnceLock<Weak<BrokerContext>>>,
 }
 
 impl Metrics {
     pub(crate) fn new() -> Metrics {
         let mut registry = Registry::with_prefix("tidelog");
-        let context: Arc<OnceLock<Weak<BrokerContext>>> = Arc::new(OnceLock::new());
         let requests = RequestProbe::register(&mut registry);
         let topics = TopicProbe::register(&mut registry);
         let storage = Arc::new(StorageProbe::register(&mut registry));
-        let replication = ReplicationProbe::register(&mut registry);
+        let replication = Arc::new(ReplicationProbe::register(&mut registry));
         let groups = Arc::new(GroupProbe::new());
         registry.register(
             "build",
             "The running tidelog version",
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
-        registry.register_collector(Box::new(cluster::ClusterCollector::new(Arc::clone(
-            &context,
-        ))));
-        registry.register_collector(Box::new(groups::GroupCollector::new(
-            Arc::clone(&context),
-            Arc::clone(&groups),
-        )));
         Metrics {
             registry,
             requests,
@@ -80,38 +67,45 @@ impl Metrics {
             storage,
             replication,
             groups,
-            context,
         }
     }
 
-    /// Lets scrape-time gauges read the node's partitions and metadata. Called once,
-    /// right after the context is built; later calls are ignored.
-    pub(crate) fn attach(&self, ctx: &Ctx) {
-        let _ = self.context.set(Arc::downgrade(ctx));
-        // The replica manager counts elections, ISR changes and truncations on these
-        // probes and runs the leader's ISR checks once it has the context (idempotent;
-        // the fetch and produce handlers also call it).
-        ctx.replicas.start(ctx);
-    }
-
-    /// The node's context, once attached and while the node lives.
-    pub(crate) fn context(&self) -> Option<Ctx> {
-        self.context.get().and_then(Weak::upgrade)
-    }
-
-    /// Every metric in the Prometheus text format (ends with `# EOF`). Blocking: the
-    /// scrape-time gauges take partition locks and may read a batch header from disk.
-    pub(crate) fn render(&self) -> String {
-        if let Some(ctx) = self.context() {
-            self.topics.forget_deleted(&ctx.metadata.image());
+    /// Every metric in the Prometheus text format (ends with `# EOF`): the event
+    /// figures, and with `node` the gauges computed from its state. Blocking: those
+    /// take partition locks and may read a batch header from disk.
+    pub(crate) fn render(&self, node: Option<&Arc<NodeView>>) -> String {
+        if let Some(node) = node {
+            self.topics.forget_deleted(&node.metadata.image());
         }
         let mut out = String::with_capacity(16 * 1024);
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::error!(error = %e, "encoding metrics failed");
         }
+        let Some(node) = node else { return out };
+        // The state gauges are a registry of their own, built for this scrape around
+        // the node's view, appended before the one `# EOF`.
+        let mut state = Registry::with_prefix("tidelog");
+        state.register_collector(Box::new(cluster::ClusterCollector::new(Arc::clone(node))));
+        state.register_collector(Box::new(groups::GroupCollector::new(
+            Arc::clone(node),
+            Arc::clone(&self.groups),
+        )));
+        let mut gauges = String::with_capacity(16 * 1024);
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut gauges, &state) {
+            tracing::error!(error = %e, "encoding metrics failed");
+            return out;
+        }
+        if let Some(events) = out.strip_suffix(EOF) {
+            let mut joined = String::with_capacity(events.len() + gauges.len());
+            joined.push_str(events);
+            joined.push_str(&gauges);
+            out = joined;
+        }
         out
     }
 }
+
+const EOF: &str = "# EOF\n";
 
 #[cfg(test)]
 mod tests {
@@ -121,7 +115,7 @@ mod tests {
     fn render_without_a_node_lists_the_event_metrics_and_ends_with_eof() {
         let metrics = Metrics::new();
         metrics.topics.produced("orders", 100, 3);
-        let text = metrics.render();
+        let text = metrics.render(None);
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(text.contains("tidelog_topic_bytes_in_total{topic=\"orders\"} 100\n"));
         assert!(text.contains("tidelog_topic_messages_in_total{topic=\"orders\"} 3\n"));

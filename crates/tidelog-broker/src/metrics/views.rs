@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::cluster::{partition_health, partition_stats, PartitionHealth, PartitionStats};
 use super::groups::GroupLag;
-use crate::context::BrokerContext;
+use super::{GroupProbe, NodeView};
 
 #[derive(Serialize)]
 struct BrokerView {
@@ -31,8 +31,8 @@ struct ClusterView {
 }
 
 /// `/v1/cluster`: who is in the cluster and how healthy its partitions are.
-pub(crate) fn cluster(ctx: &BrokerContext) -> serde_json::Value {
-    let image = ctx.metadata.image();
+pub(crate) fn cluster(node: &NodeView) -> serde_json::Value {
+    let image = node.metadata.image();
     let brokers = image
         .brokers()
         .map(|b| {
@@ -48,11 +48,11 @@ pub(crate) fn cluster(ctx: &BrokerContext) -> serde_json::Value {
         .collect();
     to_json(&ClusterView {
         cluster_id: image.cluster_id().to_string(),
-        node_id: ctx.node_id(),
+        node_id: node.node_id,
         metadata_offset: image.last_offset(),
         brokers,
         topics: image.topic_count(),
-        health: partition_health(ctx),
+        health: partition_health(node),
     })
 }
 
@@ -87,9 +87,9 @@ struct TopicView {
 
 /// `/v1/topics`: every topic with its partitions' placement and, where hosted here,
 /// their offsets and size.
-pub(crate) fn topics(ctx: &BrokerContext) -> serde_json::Value {
-    let image = ctx.metadata.image();
-    let stats: HashMap<(String, i32), PartitionStats> = partition_stats(ctx)
+pub(crate) fn topics(node: &NodeView) -> serde_json::Value {
+    let image = node.metadata.image();
+    let stats: HashMap<(String, i32), PartitionStats> = partition_stats(node)
         .into_iter()
         .map(|s| ((s.topic.clone(), s.partition), s))
         .collect();
@@ -134,9 +134,9 @@ struct GroupsView {
 }
 
 /// `/v1/groups`: every group this node coordinates, with per-partition lag.
-pub(crate) fn groups(ctx: &BrokerContext) -> serde_json::Value {
+pub(crate) fn groups(node: &NodeView, probe: &GroupProbe) -> serde_json::Value {
     to_json(&GroupsView {
-        groups: ctx.metrics.groups.snapshot(ctx),
+        groups: probe.snapshot(node),
     })
 }
 

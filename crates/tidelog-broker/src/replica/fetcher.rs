@@ -4,7 +4,7 @@
 //! leader's high watermark, and truncates where the leader says the logs diverge.
 
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -21,7 +21,7 @@ use super::replication::Truncation;
 use super::state::Role;
 pub(crate) use super::throttle::Throttle;
 use crate::config::BrokerConfig;
-use crate::context::BrokerContext;
+use crate::metrics::ReplicationProbe;
 use crate::settings::{self, Setting};
 
 /// Fetch v12: replica id in the body, last fetched epoch and diverging epoch.
@@ -79,9 +79,6 @@ pub(crate) struct SourceAssignment {
     pub(crate) targets: Vec<FetchTarget>,
 }
 
-/// The node context, once it exists: for the replication metrics.
-pub(crate) type ContextCell = Arc<OnceLock<Weak<BrokerContext>>>;
-
 /// What one request asked for a partition, to check the answer against.
 struct Asked {
     partition: Arc<Partition>,
@@ -94,7 +91,7 @@ pub(crate) async fn run(
     source: i32,
     settings: FetcherSettings,
     mut assignment: watch::Receiver<Arc<SourceAssignment>>,
-    context: ContextCell,
+    replication: Arc<ReplicationProbe>,
     throttle: Arc<Throttle>,
 ) {
     let mut peer: Option<(Peer, String, u16)> = None;
@@ -169,7 +166,7 @@ pub(crate) async fn run(
             for data in &topic.partitions {
                 let key = (topic.topic.0.to_string(), data.partition_index);
                 let Some(a) = asked.get(&key) else { continue };
-                match handle_partition(a, data, &context, source) {
+                match handle_partition(a, data, &replication, source) {
                     Ok(bytes) => appended = appended.saturating_add(bytes),
                     Err(e) => {
                         let p = &a.partition;
@@ -266,7 +263,7 @@ enum FollowerError {
 fn handle_partition(
     a: &Asked,
     data: &PartitionData,
-    context: &ContextCell,
+    replication: &ReplicationProbe,
     source: i32,
 ) -> Result<usize, FollowerError> {
     let p = &a.partition;
@@ -274,7 +271,7 @@ fn handle_partition(
         let t = p
             .reset_out_of_range(data.log_start_offset, data.high_watermark)
             .map_err(FollowerError::Reset)?;
-        report_truncation(p, t, context);
+        report_truncation(p, t, replication);
         return Ok(0);
     }
     if data.error_code != 0 {
@@ -284,7 +281,7 @@ fn handle_partition(
         let t = p
             .truncate_to_divergence(data.diverging_epoch.epoch, data.diverging_epoch.end_offset)
             .map_err(FollowerError::Truncate)?;
-        report_truncation(p, t, context);
+        report_truncation(p, t, replication);
         return Ok(0);
     }
     let records = data.records.as_deref().unwrap_or(&[]);
@@ -342,12 +339,9 @@ pub(crate) fn whole_batches(records: &[u8]) -> usize {
     at
 }
 
-fn report_truncation(p: &Partition, t: Option<Truncation>, context: &ContextCell) {
+fn report_truncation(p: &Partition, t: Option<Truncation>, replication: &ReplicationProbe) {
     let Some(t) = t else { return };
-    let ctx = context.get().and_then(Weak::upgrade);
-    if let Some(ctx) = &ctx {
-        ctx.metrics.replication.truncated();
-    }
+    replication.truncated();
     let lost = t.committed_records_lost();
     if lost > 0 {
         tracing::warn!(
@@ -355,9 +349,7 @@ fn report_truncation(p: &Partition, t: Option<Truncation>, context: &ContextCell
             old_high_watermark = t.old_high_watermark, records_lost = lost,
             "truncated below the old high watermark: records acknowledged by a former leader are gone (unclean election)"
         );
-        if let Some(ctx) = &ctx {
-            ctx.metrics.replication.unclean_truncated_records(lost);
-        }
+        replication.unclean_truncated_records(lost);
     } else {
         tracing::info!(
             topic = %p.topic, partition = p.index, old_end = t.old_end, new_end = t.new_end,

@@ -9,10 +9,11 @@ use tidelog_controller::MetadataImage;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::fetcher::{self, ContextCell, FetchTarget, FetcherSettings, SourceAssignment, Throttle};
+use super::fetcher::{self, FetchTarget, FetcherSettings, SourceAssignment, Throttle};
 use super::partition::Partition;
 use super::state::Role;
 use crate::config::BrokerConfig;
+use crate::metrics::ReplicationProbe;
 use crate::settings;
 
 struct Running {
@@ -37,7 +38,7 @@ impl Fetchers {
         partitions: &[Arc<Partition>],
         config: &BrokerConfig,
         node_id: i32,
-        context: &ContextCell,
+        replication: &Arc<ReplicationProbe>,
     ) {
         let mut by_source: HashMap<i32, Vec<FetchTarget>> = HashMap::new();
         for p in partitions {
@@ -92,7 +93,7 @@ impl Fetchers {
                 source,
                 settings,
                 rx,
-                Arc::clone(context),
+                Arc::clone(replication),
                 throttle,
             ));
             tracing::info!(source, "follower fetcher started");

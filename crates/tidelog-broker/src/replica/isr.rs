@@ -9,15 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidelog_controller::ops::AlterPartition;
+use tokio::sync::watch;
 
 use super::partition::Partition;
 use super::state::{PendingIsr, ReplicaState};
 use crate::context::{now_ms, Ctx};
 use crate::settings;
 
-/// Runs until the node shuts down.
-pub(crate) async fn run(ctx: Ctx) {
-    let mut shutdown = ctx.shutdown.clone();
+/// Runs until `shutdown` turns true.
+pub(crate) async fn run(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
     let lag_max_ms = ctx.config.get(settings::REPLICA_LAG_TIME_MAX_MS).max(1);
     let tick = check_period(lag_max_ms);
     let checkpoint_every = ctx

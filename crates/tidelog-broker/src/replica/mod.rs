@@ -6,7 +6,7 @@ mod fetcher;
 mod fetchers;
 mod follower;
 mod idempotence;
-mod isr;
+pub(crate) mod isr;
 mod partition;
 mod peer;
 #[cfg(test)]
@@ -17,7 +17,7 @@ mod throttle;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 
 use tidelog_controller::MetadataImage;
 use tidelog_storage::{Log, StorageError};
@@ -29,8 +29,8 @@ pub(crate) use replication::{replication_outcome, HwSnapshot};
 pub(crate) use state::Role;
 
 use crate::config::BrokerConfig;
-use crate::context::{now_ms, Ctx};
-use crate::metrics::{StorageOperation, StorageProbe};
+use crate::context::now_ms;
+use crate::metrics::{ReplicationProbe, StorageOperation, StorageProbe};
 use crate::topic_config;
 use fetchers::Fetchers;
 use state::ImageAssignment;
@@ -48,37 +48,27 @@ pub(crate) struct ReplicaManager {
     probe: Arc<StorageProbe>,
     /// One follower fetcher task per source broker.
     fetchers: Fetchers,
-    /// The node context once `start` ran (background tasks, replication metrics).
-    context: fetcher::ContextCell,
+    /// Told of elections, ISR changes and truncations.
+    replication: Arc<ReplicationProbe>,
     /// Wakes the ISR check early (a follower caught up).
     pub(crate) isr_wake: Notify,
 }
 
 impl ReplicaManager {
-    pub(crate) fn new(node_id: i32, data_dir: &Path, probe: Arc<StorageProbe>) -> Self {
+    pub(crate) fn new(
+        node_id: i32,
+        data_dir: &Path,
+        probe: Arc<StorageProbe>,
+        replication: Arc<ReplicationProbe>,
+    ) -> Self {
         ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
             probe,
             fetchers: Fetchers::default(),
-            context: Arc::new(OnceLock::new()),
+            replication,
             isr_wake: Notify::new(),
-        }
-    }
-
-    /// Starts the leader's background work (ISR shrink/expand, HW checkpoints) and lets
-    /// fetchers report metrics. Idempotent: the fetch and produce handlers call it too,
-    /// so it runs even where the server does not call it at start-up.
-    pub(crate) fn start(&self, ctx: &Ctx) {
-        if self.context.get().is_some() {
-            return;
-        }
-        if self.context.set(Arc::downgrade(ctx)).is_ok() {
-            match tokio::runtime::Handle::try_current() {
-                Ok(runtime) => drop(runtime.spawn(isr::run(Arc::clone(ctx)))),
-                Err(_) => tracing::warn!("no async runtime: the ISR check does not run"),
-            }
         }
     }
 
@@ -181,7 +171,7 @@ impl ReplicaManager {
             map.insert(key, p);
         }
         self.fetchers
-            .reconcile(image, &self.all(), broker, self.node_id, &self.context);
+            .reconcile(image, &self.all(), broker, self.node_id, &self.replication);
         Ok(())
     }
 
@@ -220,9 +210,7 @@ impl ReplicaManager {
                     "unclean leader election: this replica leads without having been in the ISR"
                 );
             }
-            if let Some(ctx) = self.context.get().and_then(std::sync::Weak::upgrade) {
-                ctx.metrics.replication.leader_elected(unclean);
-            }
+            self.replication.leader_elected(unclean);
         }
     }
 

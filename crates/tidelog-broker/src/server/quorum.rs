@@ -13,10 +13,10 @@ use tidelog_controller::quorum::{
 };
 use tidelog_controller::{MetadataImage, TopicDefaults};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
+use super::tasks::Tasks;
 use super::{bind, claim_data_dir, StartError};
-use crate::admin_http;
+use crate::admin_http::{self, AdminState};
 use crate::config::BrokerConfig;
 use crate::metrics::Metrics;
 use crate::settings;
@@ -138,8 +138,7 @@ async fn start_voter(
 /// quorum, and the admin port (`/readyz` answers 200 while a quorum leader is known).
 pub struct ControllerNode {
     controller: Arc<QuorumController>,
-    shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
+    tasks: Tasks,
     admin_addr: std::net::SocketAddr,
     _lock: std::fs::File,
 }
@@ -150,24 +149,27 @@ impl ControllerNode {
         options: ClusterOptions,
     ) -> Result<ControllerNode, StartError> {
         let lock = claim_data_dir(&config.data_dir)?;
-        let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
         let defaults = super::topic_defaults(&config);
         let controller = start_voter(&config, voter_config(&config, &options)?, defaults).await?;
-        let tasks = vec![
-            tokio::spawn(admin_http::serve(
-                admin_listener,
-                Arc::clone(&ready),
-                Arc::new(Metrics::new()),
-                shutdown_rx.clone(),
-            )),
-            tokio::spawn(track_leader(Arc::clone(&controller), ready, shutdown_rx)),
-        ];
+        let mut tasks = Tasks::default();
+        // No broker here: the admin port has the event metrics and no node view.
+        let admin = AdminState {
+            ready: Arc::clone(&ready),
+            metrics: Arc::new(Metrics::new()),
+            node: watch::channel(None).1,
+        };
+        tasks.start("admin port", |stop| {
+            admin_http::serve(admin_listener, admin, stop)
+        });
+        let leader_of = Arc::clone(&controller);
+        tasks.start("leader tracking", |stop| {
+            track_leader(leader_of, ready, stop)
+        });
         tracing::info!(node_id = config.node_id, %admin_addr, "controller voter started");
         Ok(ControllerNode {
             controller,
-            shutdown: shutdown_tx,
             tasks,
             admin_addr,
             _lock: lock,
@@ -179,10 +181,7 @@ impl ControllerNode {
     }
 
     pub async fn shutdown(self) {
-        let _ = self.shutdown.send(true);
-        for task in self.tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
-        }
+        self.tasks.stop_all().await;
         stop_voter(&self.controller).await;
         tracing::info!("tidelog stopped cleanly");
     }

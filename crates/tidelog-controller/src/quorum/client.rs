@@ -6,8 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tidelog_env::net::{TcpTransport, Transport};
 
 use super::api::Route;
 use super::error::{QuorumError, RequestError};
@@ -33,9 +35,11 @@ pub struct ControllerClient {
     /// Index into `voters` of the one that answered last.
     preferred: AtomicUsize,
     idle: Mutex<BTreeMap<i32, Vec<PeerConnection>>>,
+    transport: Arc<dyn Transport>,
 }
 
 impl ControllerClient {
+    /// A client that reaches the voters over TCP.
     pub fn new(peers: &QuorumPeers, cluster_id: impl Into<String>, timeout: Duration) -> Self {
         ControllerClient {
             voters: peers.voters().map(|(id, a)| (id, a.to_owned())).collect(),
@@ -43,7 +47,14 @@ impl ControllerClient {
             timeout,
             preferred: AtomicUsize::new(0),
             idle: Mutex::new(BTreeMap::new()),
+            transport: Arc::new(TcpTransport),
         }
+    }
+
+    /// The same client, reaching the voters over `transport` instead.
+    pub fn with_transport(mut self, transport: Arc<dyn Transport>) -> Self {
+        self.transport = transport;
+        self
     }
 
     /// The quorum's image once it is newer than `after` (the offset of the image the
@@ -86,7 +97,12 @@ impl ControllerClient {
             let (id, addr) = &self.voters[index];
             let cached = lock(&self.idle).get_mut(id).and_then(Vec::pop);
             let mut conn = cached.unwrap_or_else(|| {
-                PeerConnection::new(addr.clone(), self.cluster_id.clone(), CLIENT_NODE_ID)
+                PeerConnection::new(
+                    Arc::clone(&self.transport),
+                    addr.clone(),
+                    self.cluster_id.clone(),
+                    CLIENT_NODE_ID,
+                )
             });
             match conn
                 .call(RpcRequest::ClientCall(call.clone()), timeout)

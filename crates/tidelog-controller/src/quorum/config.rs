@@ -1,9 +1,11 @@
 //! [`QuorumConfig`]: how one controller voter runs.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::{Config, SnapshotPolicy};
+use tidelog_env::net::{TcpTransport, Transport};
 
 use super::error::QuorumError;
 use super::peers::QuorumPeers;
@@ -34,6 +36,9 @@ pub struct QuorumConfig {
     /// Entries kept in the log behind the latest snapshot, so a briefly absent voter
     /// catches up from the log rather than by a snapshot.
     pub entries_kept_after_snapshot: u64,
+    /// How this voter listens and reaches the others: TCP, or an in-memory network in
+    /// a test.
+    pub transport: Arc<dyn Transport>,
 }
 
 impl QuorumConfig {
@@ -53,6 +58,7 @@ impl QuorumConfig {
             write_timeout: Duration::from_secs(5),
             snapshot_every_entries: 10_000,
             entries_kept_after_snapshot: 1_000,
+            transport: Arc::new(TcpTransport),
         }
     }
 

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tidelog_env::clock::{Clock, SystemClock};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -102,6 +103,8 @@ pub struct QuorumController {
     cluster_id: String,
     defaults: TopicDefaults,
     options: ControllerOptions,
+    /// Times broker sessions.
+    clock: Arc<dyn Clock>,
     /// Placement rotation; taken for every write so writes are serialised.
     writer: tokio::sync::Mutex<Option<usize>>,
     sessions: Mutex<Sessions>,
@@ -144,6 +147,16 @@ impl QuorumController {
         defaults: TopicDefaults,
         options: ControllerOptions,
     ) -> Arc<QuorumController> {
+        QuorumController::start_on_clock(quorum, defaults, options, Arc::new(SystemClock))
+    }
+
+    /// Like [`QuorumController::start_with`], timing broker sessions by `clock`.
+    pub fn start_on_clock(
+        quorum: Arc<RaftQuorum>,
+        defaults: TopicDefaults,
+        options: ControllerOptions,
+        clock: Arc<dyn Clock>,
+    ) -> Arc<QuorumController> {
         let (stop, stop_rx) = watch::channel(false);
         let controller = Arc::new(QuorumController {
             peers: quorum.peers().clone(),
@@ -151,6 +164,7 @@ impl QuorumController {
             quorum: Arc::clone(&quorum),
             defaults,
             options,
+            clock,
             writer: tokio::sync::Mutex::new(None),
             sessions: Mutex::new(Sessions::default()),
             forwarders: Mutex::new(BTreeMap::new()),
@@ -230,6 +244,7 @@ impl QuorumController {
         let cached = lock(&self.forwarders).get_mut(&leader).and_then(Vec::pop);
         let mut conn = cached.unwrap_or_else(|| {
             PeerConnection::new(
+                self.quorum.transport(),
                 addr.to_owned(),
                 self.cluster_id.clone(),
                 to_node_id(self.quorum.node_id()),

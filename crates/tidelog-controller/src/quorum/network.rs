@@ -1,9 +1,11 @@
-//! Outbound RPCs: openraft's `RaftNetwork` over one TCP connection per peer.
+//! Outbound RPCs: openraft's `RaftNetwork` over one connection per peer (TCP, or the
+//! in-memory network of a test: whatever the voter's transport is).
 //!
 //! A connection is opened on first use and dropped on any error or timeout (the next
 //! call reconnects), so a peer that died and came back is reached again without
 //! special handling. Every call is bounded by openraft's per-RPC deadline.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
@@ -16,8 +18,8 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::{BasicNode, RPCTypes};
+use tidelog_env::net::{BoxConnection, Transport};
 use tokio::io::BufStream;
-use tokio::net::TcpStream;
 
 use super::rpc::{self, RpcEnvelope, RpcRequest, RpcResponse, WireError};
 use super::types::{NodeId, TypeConfig};
@@ -40,20 +42,35 @@ pub(crate) enum CallError {
 }
 
 /// One cached connection to one peer; used by the Raft network and by forwarding.
-#[derive(Debug)]
 pub(crate) struct PeerConnection {
     pub(crate) addr: String,
     cluster_id: String,
     from: NodeId,
-    stream: Option<BufStream<TcpStream>>,
+    transport: Arc<dyn Transport>,
+    stream: Option<BufStream<BoxConnection>>,
+}
+
+impl std::fmt::Debug for PeerConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerConnection")
+            .field("addr", &self.addr)
+            .field("connected", &self.stream.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl PeerConnection {
-    pub(crate) fn new(addr: String, cluster_id: String, from: NodeId) -> Self {
+    pub(crate) fn new(
+        transport: Arc<dyn Transport>,
+        addr: String,
+        cluster_id: String,
+        from: NodeId,
+    ) -> Self {
         PeerConnection {
             addr,
             cluster_id,
             from,
+            transport,
             stream: None,
         }
     }
@@ -97,15 +114,13 @@ impl PeerConnection {
         let stream = match &mut self.stream {
             Some(stream) => stream,
             None => {
-                let tcp =
-                    TcpStream::connect(&self.addr)
-                        .await
-                        .map_err(|source| CallError::Connect {
-                            addr: self.addr.clone(),
-                            source,
-                        })?;
-                let _ = tcp.set_nodelay(true);
-                self.stream.insert(BufStream::new(tcp))
+                let connection = self.transport.connect(&self.addr).await.map_err(|source| {
+                    CallError::Connect {
+                        addr: self.addr.clone(),
+                        source,
+                    }
+                })?;
+                self.stream.insert(BufStream::new(connection))
             }
         };
         rpc::write_frame(stream, frame).await?;
@@ -118,6 +133,7 @@ impl PeerConnection {
 pub(crate) struct Network {
     pub(crate) cluster_id: String,
     pub(crate) node_id: NodeId,
+    pub(crate) transport: Arc<dyn Transport>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for Network {
@@ -127,7 +143,12 @@ impl RaftNetworkFactory<TypeConfig> for Network {
         RaftPeer {
             target,
             node: node.clone(),
-            conn: PeerConnection::new(node.addr.clone(), self.cluster_id.clone(), self.node_id),
+            conn: PeerConnection::new(
+                Arc::clone(&self.transport),
+                node.addr.clone(),
+                self.cluster_id.clone(),
+                self.node_id,
+            ),
         }
     }
 }

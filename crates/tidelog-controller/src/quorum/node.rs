@@ -9,6 +9,7 @@ use std::time::Duration;
 use openraft::error::{ClientWriteError, Fatal, RaftError};
 use openraft::metrics::WaitError;
 use openraft::{BasicNode, Raft, ServerState};
+use tidelog_env::net::{Listener, TcpAcceptor, Transport};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
@@ -42,6 +43,8 @@ pub struct RaftQuorum {
     write_timeout: Duration,
     /// Where the RPC server listens; `None` for a voter no other node talks to.
     local_addr: Option<std::net::SocketAddr>,
+    /// How this voter reaches the others (and the controller forwards to the leader).
+    transport: Arc<dyn Transport>,
     shutdown_tx: watch::Sender<bool>,
     server: Mutex<Option<JoinHandle<()>>>,
     /// Closed at shutdown, so no snapshot builder writes after it.
@@ -58,21 +61,19 @@ impl std::fmt::Debug for RaftQuorum {
 }
 
 impl RaftQuorum {
-    /// Binds `config.listen` (if any) and starts the voter.
+    /// Listens on `config.listen` (if any) over the config's transport and starts the
+    /// voter.
     pub async fn start(config: QuorumConfig) -> Result<RaftQuorum, QuorumError> {
-        let listener = match &config.listen {
-            Some(addr) => {
-                Some(
-                    TcpListener::bind(addr)
-                        .await
-                        .map_err(|source| QuorumError::Bind {
-                            addr: addr.clone(),
-                            source,
-                        })?,
-                )
-            }
-            None => None,
-        };
+        let listener =
+            match &config.listen {
+                Some(addr) => Some(config.transport.listen(addr).await.map_err(|source| {
+                    QuorumError::Bind {
+                        addr: addr.clone(),
+                        source,
+                    }
+                })?),
+                None => None,
+            };
         RaftQuorum::launch(config, listener).await
     }
 
@@ -82,12 +83,15 @@ impl RaftQuorum {
         config: QuorumConfig,
         listener: TcpListener,
     ) -> Result<RaftQuorum, QuorumError> {
-        RaftQuorum::launch(config, Some(listener)).await
+        let addr = config.listen.clone().unwrap_or_default();
+        let listener =
+            TcpAcceptor::new(listener).map_err(|source| QuorumError::Bind { addr, source })?;
+        RaftQuorum::launch(config, Some(Box::new(listener))).await
     }
 
     async fn launch(
         config: QuorumConfig,
-        listener: Option<TcpListener>,
+        listener: Option<Box<dyn Listener>>,
     ) -> Result<RaftQuorum, QuorumError> {
         if !config.peers.contains(config.node_id) {
             return Err(QuorumError::Config(format!(
@@ -118,18 +122,13 @@ impl RaftQuorum {
         let network = super::network::Network {
             cluster_id: config.cluster_id.clone(),
             node_id: to_node_id(config.node_id),
+            transport: Arc::clone(&config.transport),
         };
         let node_id = to_node_id(config.node_id);
         let raft = Raft::new(node_id, raft_config, network, log_store, state_machine)
             .await
             .map_err(|e| QuorumError::Raft(e.to_string()))?;
-        let local_addr = match &listener {
-            Some(listener) => Some(listener.local_addr().map_err(|source| QuorumError::Bind {
-                addr: config.listen.clone().unwrap_or_default(),
-                source,
-            })?),
-            None => None,
-        };
+        let local_addr = listener.as_ref().map(|l| l.local_addr());
         let shared = Arc::new(ServerShared {
             raft: raft.clone(),
             cluster_id: config.cluster_id.clone(),
@@ -146,6 +145,7 @@ impl RaftQuorum {
             image_rx,
             write_timeout: config.write_timeout,
             local_addr,
+            transport: Arc::clone(&config.transport),
             shutdown_tx,
             server: Mutex::new(None),
             snapshots,
@@ -251,6 +251,10 @@ impl RaftQuorum {
 
     pub(crate) fn set_forward_handler(&self, handler: Arc<dyn ForwardHandler>) {
         let _ = self.shared.forward.set(handler);
+    }
+
+    pub(crate) fn transport(&self) -> Arc<dyn Transport> {
+        Arc::clone(&self.transport)
     }
 
     pub(crate) fn write_timeout(&self) -> Duration {

@@ -1,4 +1,5 @@
-//! Inbound RPCs on the `--controller-listen` address.
+//! Inbound RPCs on the `--controller-listen` address (a TCP listener, or one of a
+//! test's in-memory network).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -6,8 +7,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use openraft::Raft;
+use tidelog_env::net::{BoxConnection, Listener};
 use tokio::io::BufStream;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
@@ -40,7 +41,7 @@ pub(crate) struct ServerShared {
 /// Accepts connections until `shutdown` flips (or its sender is dropped), then closes
 /// every connection it opened.
 pub(crate) async fn serve(
-    listener: TcpListener,
+    mut listener: Box<dyn Listener>,
     shared: Arc<ServerShared>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -59,8 +60,7 @@ pub(crate) async fn serve(
                         tracing::warn!(%peer, "too many controller connections; closing this one");
                         continue;
                     };
-                    let _ = stream.set_nodelay(true);
-                    tasks.spawn(serve_connection(stream, Arc::clone(&shared), permit));
+                    tasks.spawn(serve_connection(stream, peer, Arc::clone(&shared), permit));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "controller listener accept failed");
@@ -74,11 +74,11 @@ pub(crate) async fn serve(
 }
 
 async fn serve_connection(
-    stream: TcpStream,
+    stream: BoxConnection,
+    peer: std::net::SocketAddr,
     shared: Arc<ServerShared>,
     _permit: OwnedSemaphorePermit,
 ) {
-    let peer = stream.peer_addr().ok();
     let mut stream = BufStream::new(stream);
     loop {
         let envelope: RpcEnvelope =
@@ -86,14 +86,14 @@ async fn serve_connection(
                 Ok(Ok(envelope)) => envelope,
                 Ok(Err(WireError::Closed)) | Err(_) => return,
                 Ok(Err(e)) => {
-                    tracing::debug!(?peer, error = %e, "dropping a controller connection");
+                    tracing::debug!(%peer, error = %e, "dropping a controller connection");
                     return;
                 }
             };
         let response = if envelope.cluster_id == shared.cluster_id {
             dispatch(&shared, envelope.request).await
         } else {
-            tracing::warn!(?peer, theirs = %envelope.cluster_id, "request for another cluster refused");
+            tracing::warn!(%peer, theirs = %envelope.cluster_id, "request for another cluster refused");
             RpcResponse::Refused(format!(
                 "this controller belongs to cluster {}, not {}",
                 shared.cluster_id, envelope.cluster_id
@@ -102,7 +102,7 @@ async fn serve_connection(
         let frame = match rpc::encode(&response) {
             Ok(frame) => frame,
             Err(e) => {
-                tracing::warn!(?peer, error = %e, "controller response could not be encoded");
+                tracing::warn!(%peer, error = %e, "controller response could not be encoded");
                 return;
             }
         };

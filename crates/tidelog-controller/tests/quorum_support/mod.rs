@@ -1,10 +1,11 @@
-//! In-process controller quorums on 127.0.0.1 ephemeral ports, for the quorum tests.
+//! In-process controller quorums for the quorum tests: on 127.0.0.1 ephemeral ports,
+//! or on an in-memory network whose links a test cuts and heals.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +16,8 @@ use tidelog_controller::quorum::{
     RaftQuorum,
 };
 use tidelog_controller::{CreateTopic, Endpoint, TopicDefaults, Uuid};
+use tidelog_env::clock::{Clock, SystemClock};
+use tidelog_env::net::MemoryNetwork;
 use tokio::net::TcpListener;
 
 pub const DEFAULTS: TopicDefaults = TopicDefaults {
@@ -39,6 +42,8 @@ pub struct Tuning {
     pub register_brokers: bool,
     pub unclean_leader_election_default: bool,
     pub auto_rebalance_interval: Option<Duration>,
+    /// The controllers' clock (broker sessions).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for Tuning {
@@ -51,6 +56,7 @@ impl Default for Tuning {
             register_brokers: true,
             unclean_leader_election_default: false,
             auto_rebalance_interval: None,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -61,6 +67,13 @@ pub struct Cluster {
     pub dirs: BTreeMap<i32, TempDir>,
     pub nodes: BTreeMap<i32, Node>,
     pub tuning: Tuning,
+    /// The in-memory network the voters talk over; `None`: TCP on loopback.
+    pub network: Option<MemoryNetwork>,
+}
+
+/// The in-memory host of voter `id`.
+pub fn host(id: i32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 0, 0, u8::try_from(id).unwrap()))
 }
 
 impl Cluster {
@@ -82,14 +95,45 @@ impl Cluster {
                 .collect(),
             nodes: BTreeMap::new(),
             tuning,
+            network: None,
         };
         for (id, listener) in listeners {
-            let node = cluster.start_node(id, listener).await;
+            let node = cluster.start_node(id, Some(listener)).await;
             cluster.nodes.insert(id, node);
         }
+        cluster.register_brokers().await;
+        cluster
+    }
+
+    /// A quorum of `voters` on an in-memory network: voter `id` is host 10.0.0.`id`.
+    pub async fn start_in_memory(voters: i32, tuning: Tuning) -> Cluster {
+        let addrs: BTreeMap<i32, SocketAddr> = (1..=voters)
+            .map(|id| (id, SocketAddr::new(host(id), 9093)))
+            .collect();
+        let text: Vec<String> = addrs.iter().map(|(id, a)| format!("{id}@{a}")).collect();
+        let mut cluster = Cluster {
+            peers: QuorumPeers::parse(&text.join(",")).unwrap(),
+            addrs,
+            dirs: (1..=voters)
+                .map(|id| (id, tempfile::tempdir().unwrap()))
+                .collect(),
+            nodes: BTreeMap::new(),
+            tuning,
+            network: Some(MemoryNetwork::new()),
+        };
+        for id in 1..=voters {
+            let node = cluster.start_node(id, None).await;
+            cluster.nodes.insert(id, node);
+        }
+        cluster.register_brokers().await;
+        cluster
+    }
+
+    async fn register_brokers(&self) {
+        let cluster = self;
         if cluster.tuning.register_brokers {
             let leader = cluster.leader(Duration::from_secs(5)).await;
-            for id in 1..=voters {
+            for id in cluster.addrs.keys().copied() {
                 let port = 9000 + u16::try_from(id).unwrap();
                 let incarnation = Uuid::from_u128(u128::try_from(id).unwrap());
                 cluster.nodes[&leader]
@@ -99,7 +143,6 @@ impl Cluster {
                     .unwrap();
             }
         }
-        cluster
     }
 
     pub fn dir(&self, id: i32) -> PathBuf {
@@ -114,23 +157,31 @@ impl Cluster {
         config.write_timeout = self.tuning.write_timeout;
         config.snapshot_every_entries = self.tuning.snapshot_every_entries;
         config.entries_kept_after_snapshot = self.tuning.entries_kept_after_snapshot;
+        if let Some(network) = &self.network {
+            config.transport = Arc::new(network.host(host(id)));
+        }
         config
     }
 
-    async fn start_node(&self, id: i32, listener: TcpListener) -> Node {
+    async fn start_node(&self, id: i32, listener: Option<TcpListener>) -> Node {
         let config = self.config(id);
-        let quorum = Arc::new(
-            RaftQuorum::start_on(config.clone(), listener)
-                .await
-                .unwrap(),
-        );
+        let started = match listener {
+            Some(listener) => RaftQuorum::start_on(config.clone(), listener).await,
+            None => RaftQuorum::start(config.clone()).await,
+        };
+        let quorum = Arc::new(started.unwrap());
         let options = ControllerOptions {
             session_timeout: self.tuning.session_timeout,
             unclean_leader_election_default: self.tuning.unclean_leader_election_default,
             auto_rebalance_interval: self.tuning.auto_rebalance_interval,
             ..ControllerOptions::default()
         };
-        let controller = QuorumController::start_with(Arc::clone(&quorum), DEFAULTS, options);
+        let controller = QuorumController::start_on_clock(
+            Arc::clone(&quorum),
+            DEFAULTS,
+            options,
+            Arc::clone(&self.tuning.clock),
+        );
         Node { quorum, controller }
     }
 
@@ -143,6 +194,11 @@ impl Cluster {
 
     /// Starts a stopped node again on its old port and directory.
     pub async fn restart(&mut self, id: i32) {
+        if self.network.is_some() {
+            let node = self.start_node(id, None).await;
+            self.nodes.insert(id, node);
+            return;
+        }
         let addr = self.addrs[&id];
         let listener = within(Duration::from_secs(5), "rebind the old port", async {
             loop {
@@ -153,7 +209,7 @@ impl Cluster {
             }
         })
         .await;
-        let node = self.start_node(id, listener).await;
+        let node = self.start_node(id, Some(listener)).await;
         self.nodes.insert(id, node);
     }
 

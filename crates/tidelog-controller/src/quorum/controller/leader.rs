@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Weak;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use uuid::Uuid;
 
@@ -111,7 +111,7 @@ impl QuorumController {
                     );
                 }
                 let mut sessions = lock(&self.sessions);
-                sessions.last_seen.insert(broker_id, Instant::now());
+                sessions.last_seen.insert(broker_id, self.clock.now());
                 sessions.shutting_down.remove(&broker_id);
                 drop(sessions);
                 (records, ForwardReply::BrokerEpoch(epoch))

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Weak;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -38,7 +38,7 @@ impl QuorumController {
         }
         lock(&self.sessions)
             .last_seen
-            .insert(broker_id, Instant::now());
+            .insert(broker_id, self.clock.now());
         let fenced = image.broker(broker_id).is_some_and(|b| b.fenced);
         // A broker that finished its controlled shutdown stays fenced until it
         // registers again.
@@ -65,7 +65,7 @@ impl QuorumController {
     /// Fences every unfenced broker whose session expired (leader only).
     async fn fence_expired(&self) -> Result<(), RequestError> {
         let status = self.quorum.status();
-        let now = Instant::now();
+        let now = self.clock.now();
         let expired: Vec<(i32, i64)> = {
             let mut sessions = lock(&self.sessions);
             if status.role != QuorumRole::Leader {

@@ -8,7 +8,6 @@
 
 mod admin_http;
 mod apis;
-mod clock;
 pub mod config;
 mod context;
 mod coordinator;
@@ -25,4 +24,4 @@ mod topic_config;
 mod txn;
 
 pub use config::{BrokerConfig, ConfigError};
-pub use server::{Broker, ClusterOptions, ControllerNode, StartError};
+pub use server::{Broker, ClusterOptions, ControllerNode, Environment, StartError};

@@ -11,7 +11,6 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::admin_http::AdminState;
-use crate::clock::{Clock, SystemClock};
 use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
 use crate::coordinator::{LogSource, PartitionLogs};
@@ -22,6 +21,8 @@ use crate::replica::{isr, ReplicaManager};
 use crate::settings;
 use crate::txn::{TxnConfig, TxnCoordinator};
 use crate::{admin_http, net};
+use tidelog_env::clock::{Clock, SystemClock};
+use tidelog_env::net::{TcpTransport, Transport};
 
 mod quorum;
 mod tasks;
@@ -48,6 +49,23 @@ pub enum StartError {
     Metadata(String),
     #[error("recovering partition logs: {0}")]
     Storage(#[from] tidelog_storage::StorageError),
+}
+
+/// The world a node runs in: how it reaches other nodes and what time it is.
+#[derive(Clone)]
+pub struct Environment {
+    pub transport: Arc<dyn Transport>,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Environment {
+    /// TCP and the machine's clocks.
+    pub fn real() -> Environment {
+        Environment {
+            transport: Arc::new(TcpTransport),
+            clock: Arc::new(SystemClock),
+        }
+    }
 }
 
 /// A running node. Dropping it without `shutdown` leaves logs to crash recovery.
@@ -78,6 +96,18 @@ impl Broker {
         config: BrokerConfig,
         cluster: Option<ClusterOptions>,
     ) -> Result<Broker, StartError> {
+        Broker::start_in(config, cluster, Environment::real()).await
+    }
+
+    /// Like [`Broker::start_with`], in `env`: the Kafka listener, the follower fetchers
+    /// and the controller quorum use its transport, the controller and coordinators its
+    /// clock. A test runs several nodes in one process this way, on one in-memory
+    /// network. (The admin port is always TCP: it is for operators, not other nodes.)
+    pub async fn start_in(
+        config: BrokerConfig,
+        cluster: Option<ClusterOptions>,
+        env: Environment,
+    ) -> Result<Broker, StartError> {
         let data_dir = config.data_dir.clone();
         let lock = claim_data_dir(&data_dir)?;
         let (stopping_tx, stopping) = watch::channel(false);
@@ -98,7 +128,15 @@ impl Broker {
             admin_http::serve(admin_listener, admin, stop)
         });
 
-        let (kafka_listener, kafka_addr) = bind(config.listen).await?;
+        let kafka_listener = env
+            .transport
+            .listen(&config.listen.to_string())
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let kafka_addr = kafka_listener.local_addr();
 
         let defaults = topic_defaults(&config);
         let node_id = config.node_id;
@@ -113,16 +151,17 @@ impl Broker {
             &data_dir,
             Arc::clone(&metrics.storage),
             Arc::clone(&metrics.replication),
+            Arc::clone(&env.transport),
         ));
 
-        let (link, voter, image) = join_quorum(&config, cluster.as_ref(), defaults).await?;
+        let (link, voter, image) = join_quorum(&config, cluster.as_ref(), defaults, &env).await?;
         if voter.is_some() {
             // A voter has its image from disk: open the logs it names now. A
             // broker-only node waits for its first fetch.
             open_logs(&replicas, &image, &config)?;
         }
         let metadata = Arc::new(MetadataManager::new(Arc::clone(&link), image));
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let clock = Arc::clone(&env.clock);
         let logs: Arc<dyn LogSource> = Arc::new(PartitionLogs(Arc::clone(&replicas)));
         let groups = Arc::new(GroupCoordinator::new(
             GroupConfig::from_broker(&config),

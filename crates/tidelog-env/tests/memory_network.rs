@@ -2,6 +2,8 @@
 //! order, nobody listening is a refusal, and a cut link holds everything back until
 //! it heals, after which nothing is lost.
 
+#![allow(clippy::unwrap_used)]
+
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 

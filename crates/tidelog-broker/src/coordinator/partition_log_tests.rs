@@ -12,10 +12,10 @@ use uuid::Uuid;
 
 use super::log::{read_entries, LogEntry, PartitionLog};
 use super::{CoordinatorLog, CoordinatorRuntime, LogSource, RuntimeConfig};
-use crate::clock::SystemClock;
 use crate::group::GroupShard;
 use crate::replica::Partition;
 use crate::txn::{TxnMeta, TxnRecord};
+use tidelog_env::clock::SystemClock;
 
 fn partition(dir: &std::path::Path, topic: &str) -> Arc<Partition> {
     let log = Log::open(&dir.join(format!("{topic}-0")), LogConfig::default()).unwrap();

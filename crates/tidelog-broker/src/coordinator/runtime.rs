@@ -14,8 +14,8 @@ use tokio::task::JoinHandle;
 
 use super::log::{CoordinatorLog, LogEntry, LogSource};
 use super::{CoordinatorError, Now, Outcome, Shard, Then, Write};
-use crate::clock::Clock;
 use crate::replica::HwSnapshot;
+use tidelog_env::clock::Clock;
 
 /// How a runtime runs.
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use super::timeline::Timeline;
 use super::{
     CoordinatorError, CoordinatorRuntime, MemoryLog, Now, Outcome, RuntimeConfig, Shard, Write,
 };
-use crate::clock::{Clock, ManualClock, SystemClock};
+use tidelog_env::clock::{Clock, ManualClock, SystemClock};
 
 /// `key=value` records; a value of `None` removes the key.
 #[derive(Default)]

@@ -46,11 +46,11 @@ pub(crate) use shard::{GroupShard, GroupSummary, PublishedGroups};
 pub(crate) use state::{JoinOutcome, SyncOutcome};
 pub(crate) use topic::ensure_offsets_topic;
 
-use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::coordinator::{CoordinatorError, CoordinatorRuntime, LogSource, RuntimeConfig};
 use crate::internal_topic::partition_for;
 use crate::settings;
+use tidelog_env::clock::Clock;
 
 /// The internal topic holding committed offsets and group metadata.
 pub(crate) const OFFSETS_TOPIC: &str = "__consumer_offsets";

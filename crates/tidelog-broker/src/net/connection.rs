@@ -7,16 +7,16 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
+use tidelog_env::net::{BoxConnection, Listener};
 use tidelog_protocol::frame::{read_request_frame, FrameError, RequestFrame};
 use tidelog_protocol::header::decode_request_header;
 use tidelog_protocol::Chunk;
 use tidelog_protocol::ProtocolError;
 use tidelog_storage::FileSlice;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
+use super::stream::{split, WriteSide};
 use crate::apis;
 use crate::context::Ctx;
 use crate::metrics::{Metrics, RequestTiming};
@@ -46,7 +46,7 @@ pub(crate) enum Reply {
 
 /// Accepts connections until shutdown.
 pub(crate) async fn serve_listener(
-    listener: TcpListener,
+    mut listener: Box<dyn Listener>,
     ctx: Ctx,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -61,7 +61,6 @@ pub(crate) async fn serve_listener(
                         tracing::warn!(%peer, "connection refused: max.connections reached");
                         continue;
                     }
-                    let _ = stream.set_nodelay(true);
                     let ctx = Arc::clone(&ctx);
                     let open = Arc::clone(&open);
                     let shutdown = shutdown.clone();
@@ -85,12 +84,12 @@ pub(crate) async fn serve_listener(
 }
 
 async fn serve_connection(
-    stream: TcpStream,
+    stream: BoxConnection,
     peer: SocketAddr,
     ctx: Ctx,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let (mut reader, writer) = stream.into_split();
+    let (mut reader, writer) = split(stream);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
     let writer_task = tokio::spawn(write_replies(writer, rx, peer, Arc::clone(&ctx.metrics)));
     let max_bytes = ctx.config.max_request_bytes();
@@ -229,7 +228,7 @@ async fn unwrap_reply(mut reply: Reply) -> Unwrapped {
 }
 
 pub(super) async fn write_replies(
-    mut writer: OwnedWriteHalf,
+    mut writer: WriteSide,
     mut rx: mpsc::Receiver<Reply>,
     peer: SocketAddr,
     metrics: Arc<Metrics>,
@@ -274,9 +273,7 @@ pub(super) async fn write_replies(
                     return;
                 }
                 Reply::Chunks(chunks, files) => {
-                    if let Err(e) =
-                        super::sendfile::write_chunks(writer.as_ref(), &chunks, &files).await
-                    {
+                    if let Err(e) = writer.write_chunks(&chunks, &files).await {
                         tracing::debug!(%peer, error = %e, "write failed");
                         return;
                     }
@@ -308,10 +305,7 @@ fn is_complete_bytes(reply: &Reply) -> bool {
 
 /// Writes the gathered replies in order with one write where there are several, and
 /// empties `gathered`.
-async fn write_gathered(
-    writer: &mut OwnedWriteHalf,
-    gathered: &mut Vec<Bytes>,
-) -> std::io::Result<()> {
+async fn write_gathered(writer: &mut WriteSide, gathered: &mut Vec<Bytes>) -> std::io::Result<()> {
     match gathered.as_slice() {
         [] => {}
         [one] => writer.write_all(one).await?,

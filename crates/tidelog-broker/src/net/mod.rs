@@ -9,6 +9,7 @@
 
 mod connection;
 mod sendfile;
+mod stream;
 #[cfg(test)]
 mod writer_tests;
 

@@ -22,7 +22,7 @@ use std::os::unix::fs::FileExt;
 
 use tidelog_protocol::Chunk;
 use tidelog_storage::FileSlice;
-use tokio::io::Interest;
+use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 
 /// Linux transfers at most this much per `sendfile` call.
@@ -41,18 +41,7 @@ pub(crate) async fn write_chunks(
     for chunk in chunks {
         match chunk {
             Chunk::Bytes(bytes) => write_all(stream, bytes).await?,
-            Chunk::External { id, len } => {
-                let slice = files.get(*id).ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::InvalidInput, format!("no file slice {id}"))
-                })?;
-                if slice.len != *len {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("chunk wants {len} bytes, slice {id} has {}", slice.len),
-                    ));
-                }
-                send_slice(stream, slice).await?;
-            }
+            Chunk::External { id, len } => send_slice(stream, external(files, *id, *len)?).await?,
         }
     }
     Ok(())
@@ -112,6 +101,52 @@ fn sendfile_once(socket: i32, slice: &FileSlice, position: u64, count: u64) -> i
         return Err(io::Error::last_os_error());
     }
     Ok(sent as u64)
+}
+
+/// Writes `chunks` to a connection that is not a socket (the in-memory network of a
+/// test): external chunks are read from their files through a bounded buffer.
+pub(crate) async fn copy_chunks(
+    out: &mut (impl AsyncWrite + Unpin),
+    chunks: &[Chunk],
+    files: &[FileSlice],
+) -> io::Result<()> {
+    let mut buf = vec![0u8; FALLBACK_BUF];
+    for chunk in chunks {
+        match chunk {
+            Chunk::Bytes(bytes) => out.write_all(bytes).await?,
+            Chunk::External { id, len } => {
+                let slice = external(files, *id, *len)?;
+                let end = slice.position.saturating_add(slice.len);
+                let mut position = slice.position;
+                while position < end {
+                    let want = usize::try_from(end - position)
+                        .unwrap_or(usize::MAX)
+                        .min(buf.len());
+                    let n = slice.file.read_at(&mut buf[..want], position)?;
+                    if n == 0 {
+                        return Err(truncated(slice, position));
+                    }
+                    out.write_all(&buf[..n]).await?;
+                    position += n as u64;
+                }
+            }
+        }
+    }
+    out.flush().await
+}
+
+/// The file slice an external chunk names, checked against the length it promised.
+fn external(files: &[FileSlice], id: usize, len: u64) -> io::Result<&FileSlice> {
+    let slice = files.get(id).ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("no file slice {id}"))
+    })?;
+    if slice.len != len {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("chunk wants {len} bytes, slice {id} has {}", slice.len),
+        ));
+    }
+    Ok(slice)
 }
 
 /// The fallback: pread into a bounded buffer, write it out, repeat.

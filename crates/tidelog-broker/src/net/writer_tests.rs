@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 
 use super::connection::{write_replies, Reply};
+use super::stream::WriteSide;
 use crate::metrics::{Metrics, RequestTiming};
 
 const WAIT: Duration = Duration::from_secs(5);
@@ -23,7 +24,12 @@ async fn writer() -> (TcpStream, mpsc::Sender<Reply>, tokio::task::JoinHandle<()
     let (server, peer) = listener.accept().await.unwrap();
     let (_read, write) = server.into_split();
     let (tx, rx) = mpsc::channel(64);
-    let task = tokio::spawn(write_replies(write, rx, peer, Arc::new(Metrics::new())));
+    let task = tokio::spawn(write_replies(
+        WriteSide::Tcp(write),
+        rx,
+        peer,
+        Arc::new(Metrics::new()),
+    ));
     (client, tx, task)
 }
 

@@ -12,6 +12,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, Fetc
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use tidelog_env::net::Transport;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -91,6 +92,7 @@ pub(crate) async fn run(
     source: i32,
     settings: FetcherSettings,
     mut assignment: watch::Receiver<Arc<SourceAssignment>>,
+    transport: Arc<dyn Transport>,
     replication: Arc<ReplicationProbe>,
     throttle: Arc<Throttle>,
 ) {
@@ -118,6 +120,7 @@ pub(crate) async fn run(
             .is_some_and(|(_, h, p)| *h == current.host && *p == current.port);
         if !reuse {
             match Peer::connect(
+                &*transport,
                 &current.host,
                 current.port,
                 settings.node_id,

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tidelog_controller::MetadataImage;
+use tidelog_env::net::Transport;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -21,8 +22,11 @@ struct Running {
     task: JoinHandle<()>,
 }
 
-#[derive(Default)]
 pub(crate) struct Fetchers {
+    /// How fetchers reach leaders.
+    transport: Arc<dyn Transport>,
+    /// Told of truncations.
+    replication: Arc<ReplicationProbe>,
     running: Mutex<HashMap<i32, Running>>,
     stopped: AtomicBool,
     /// follower.replication.throttled.rate across all fetchers (set at the first plan).
@@ -30,6 +34,16 @@ pub(crate) struct Fetchers {
 }
 
 impl Fetchers {
+    pub(crate) fn new(transport: Arc<dyn Transport>, replication: Arc<ReplicationProbe>) -> Self {
+        Fetchers {
+            transport,
+            replication,
+            running: Mutex::new(HashMap::new()),
+            stopped: AtomicBool::new(false),
+            throttle: std::sync::OnceLock::new(),
+        }
+    }
+
     /// Starts, re-targets or stops fetchers so that every partition this node follows
     /// is fetched from its leader, and nothing else is.
     pub(crate) fn reconcile(
@@ -38,7 +52,6 @@ impl Fetchers {
         partitions: &[Arc<Partition>],
         config: &BrokerConfig,
         node_id: i32,
-        replication: &Arc<ReplicationProbe>,
     ) {
         let mut by_source: HashMap<i32, Vec<FetchTarget>> = HashMap::new();
         for p in partitions {
@@ -93,7 +106,8 @@ impl Fetchers {
                 source,
                 settings,
                 rx,
-                Arc::clone(replication),
+                Arc::clone(&self.transport),
+                Arc::clone(&self.replication),
                 throttle,
             ));
             tracing::info!(source, "follower fetcher started");

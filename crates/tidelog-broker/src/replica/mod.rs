@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use tidelog_controller::MetadataImage;
+use tidelog_env::net::Transport;
 use tidelog_storage::{Log, StorageError};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -60,13 +61,14 @@ impl ReplicaManager {
         data_dir: &Path,
         probe: Arc<StorageProbe>,
         replication: Arc<ReplicationProbe>,
+        transport: Arc<dyn Transport>,
     ) -> Self {
         ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
             probe,
-            fetchers: Fetchers::default(),
+            fetchers: Fetchers::new(transport, Arc::clone(&replication)),
             replication,
             isr_wake: Notify::new(),
         }
@@ -171,7 +173,7 @@ impl ReplicaManager {
             map.insert(key, p);
         }
         self.fetchers
-            .reconcile(image, &self.all(), broker, self.node_id, &self.replication);
+            .reconcile(image, &self.all(), broker, self.node_id);
         Ok(())
     }
 

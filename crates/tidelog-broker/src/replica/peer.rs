@@ -1,14 +1,14 @@
-//! A follower's connection to a leader's Kafka listener: one request at a time, with
-//! a timeout on every step and a bound on the response size.
+//! A follower's connection to a leader's Kafka listener (over the node's transport):
+//! one request at a time, with a timeout on every step and a bound on the response size.
 
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable};
+use tidelog_env::net::{BoxConnection, Transport};
 use tidelog_protocol::client::{decode_response, encode_request};
 use tidelog_protocol::frame::read_frame;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PeerError {
@@ -23,22 +23,23 @@ pub(crate) enum PeerError {
 }
 
 pub(crate) struct Peer {
-    stream: TcpStream,
+    stream: BoxConnection,
     next_correlation: i32,
     client_id: String,
 }
 
 impl Peer {
     pub(crate) async fn connect(
+        transport: &dyn Transport,
         host: &str,
         port: u16,
         node_id: i32,
         timeout: Duration,
     ) -> Result<Peer, PeerError> {
-        let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
+        let addr = host_port(host, port);
+        let stream = tokio::time::timeout(timeout, transport.connect(&addr))
             .await
             .map_err(|_| PeerError::Timeout)??;
-        let _ = stream.set_nodelay(true);
         Ok(Peer {
             stream,
             next_correlation: 1,
@@ -78,5 +79,14 @@ impl Peer {
         tokio::time::timeout(timeout, exchange)
             .await
             .map_err(|_| PeerError::Timeout)?
+    }
+}
+
+/// `host:port`, with an IPv6 literal in brackets.
+pub(crate) fn host_port(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }

@@ -15,7 +15,7 @@ use tidelog_controller::{MetadataImage, TopicDefaults};
 use tokio::sync::watch;
 
 use super::tasks::Tasks;
-use super::{bind, claim_data_dir, StartError};
+use super::{bind, claim_data_dir, Environment, StartError};
 use crate::admin_http::{self, AdminState};
 use crate::config::BrokerConfig;
 use crate::metrics::Metrics;
@@ -41,6 +41,7 @@ pub(super) async fn join_quorum(
     config: &BrokerConfig,
     options: Option<&ClusterOptions>,
     defaults: TopicDefaults,
+    env: &Environment,
 ) -> Result<
     (
         Arc<ControllerHandle>,
@@ -60,14 +61,15 @@ pub(super) async fn join_quorum(
                 .max(Duration::from_millis(1))
                 + quorum_config.write_timeout * 2;
             let cluster_id = options.peers.derived_cluster_id();
-            let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout);
+            let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout)
+                .with_transport(Arc::clone(&env.transport));
             let handle = Arc::new(ControllerHandle::Remote(Arc::new(client)));
             return Ok((handle, None, Arc::new(MetadataImage::new(cluster_id))));
         }
         Some(options) => voter_config(config, options)?,
     };
     let single = quorum_config.is_single_node();
-    let controller = start_voter(config, quorum_config, defaults).await?;
+    let controller = start_voter(config, quorum_config, defaults, env).await?;
     if single {
         // Its own vote elects it: wait for that (bounded) so the node registers at once.
         let elected = controller
@@ -105,9 +107,11 @@ fn voter_error(e: impl std::fmt::Display) -> StartError {
 /// `tidelog_controller::quorum::start_voter`) and its controller.
 async fn start_voter(
     config: &BrokerConfig,
-    quorum_config: QuorumConfig,
+    mut quorum_config: QuorumConfig,
     defaults: TopicDefaults,
+    env: &Environment,
 ) -> Result<Arc<QuorumController>, StartError> {
+    quorum_config.transport = Arc::clone(&env.transport);
     let quorum = start_raft_voter(quorum_config).await.map_err(voter_error)?;
     let check_every = config
         .count::<u64>(settings::LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS)
@@ -127,10 +131,11 @@ async fn start_voter(
         )
         .unwrap_or(DEFAULT_LEADER_IMBALANCE_PERCENT),
     };
-    Ok(QuorumController::start_with(
+    Ok(QuorumController::start_on_clock(
         Arc::new(quorum),
         defaults,
         options,
+        Arc::clone(&env.clock),
     ))
 }
 
@@ -152,7 +157,9 @@ impl ControllerNode {
         let ready = Arc::new(AtomicBool::new(false));
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
         let defaults = super::topic_defaults(&config);
-        let controller = start_voter(&config, voter_config(&config, &options)?, defaults).await?;
+        let env = Environment::real();
+        let controller =
+            start_voter(&config, voter_config(&config, &options)?, defaults, &env).await?;
         let mut tasks = Tasks::default();
         // No broker here: the admin port has the event metrics and no node view.
         let admin = AdminState {

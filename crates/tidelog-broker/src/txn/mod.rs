@@ -42,7 +42,6 @@ pub(crate) use shard::TxnShard;
 pub(crate) use state::{PendingOffset, TxnError, TxnMeta, TxnState};
 pub(crate) use topic::ensure_txn_topic;
 
-use crate::clock::Clock;
 use crate::config::BrokerConfig;
 use crate::coordinator::{CoordinatorError, CoordinatorRuntime, LogSource, RuntimeConfig};
 use crate::group::{GroupCoordinator, OFFSETS_TOPIC};
@@ -51,6 +50,7 @@ use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
 use crate::settings::{self, Setting};
 use shard::InitAnswer;
+use tidelog_env::clock::Clock;
 
 /// The internal topic holding transaction state.
 pub(crate) const TXN_TOPIC: &str = "__transaction_state";

@@ -3,6 +3,7 @@
 
 mod batch_tests;
 mod index_tests;
+mod partition_metadata_tests;
 mod records_tests;
 mod recover_tests;
 mod state_tests;

@@ -152,6 +152,10 @@ impl Broker {
             Arc::clone(&ctx),
             shutdown_rx.clone(),
         )));
+        tasks.push(tokio::spawn(delete_renamed_dirs(
+            Arc::clone(&ctx),
+            shutdown_rx.clone(),
+        )));
         tasks.push(tokio::spawn(cleaner(Arc::clone(&ctx), shutdown_rx)));
         if ready.load(Ordering::Acquire) {
             tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");
@@ -275,6 +279,15 @@ pub(crate) fn claim_data_dir(dir: &std::path::Path) -> Result<std::fs::File, Sta
         return Err(StartError::Locked(dir.display().to_string()));
     }
     Ok(file)
+}
+
+/// Removes partition directories renamed aside for deletion once their delay passed;
+/// those a previous run left wait `log.segment.delete.delay.ms` from start-up.
+async fn delete_renamed_dirs(ctx: Ctx, shutdown: watch::Receiver<bool>) {
+    let startup_delay = Duration::from_millis(
+        u64::try_from(ctx.config.get_i64("log.segment.delete.delay.ms")).unwrap_or(60_000),
+    );
+    ctx.replicas.run_deletions(startup_delay, shutdown).await;
 }
 
 /// Rolls by segment.ms, flushes by flush.ms, and applies retention every

@@ -11,7 +11,6 @@ from confluent_kafka.admin import (
 )
 
 from compat_helpers import admin, create_topic, unique
-from conftest import tidelog_bin
 
 TIMEOUT = 20
 OFFSETS = "__consumer_offsets"
@@ -93,7 +92,7 @@ def test_consumer_offsets_cannot_be_deleted_created_or_altered(broker_factory):
 
     # The CLI says so too, and fails.
     cli = subprocess.run(
-        [str(tidelog_bin()), "topic", "delete", OFFSETS, "--bootstrap", broker.bootstrap],
+        [str(broker.binary), "topic", "delete", OFFSETS, "--bootstrap", broker.bootstrap],
         capture_output=True, text=True, timeout=60,
     )
     assert cli.returncode != 0, cli.stdout

@@ -209,6 +209,9 @@ impl Broker {
             housekeeping(Arc::clone(&ctx), stop)
         });
         tasks.start("log cleaner", |stop| cleaner(Arc::clone(&ctx), stop));
+        tasks.start("directory deletion", |stop| {
+            delete_renamed_dirs(Arc::clone(&ctx), stop)
+        });
         tasks.start("ISR checks", |stop| isr::run(Arc::clone(&ctx), stop));
         tasks.start("group coordinator", |stop| groups.run(stop));
         tasks.start("transaction coordinator", |stop| txns.run(stop));
@@ -335,6 +338,13 @@ pub(crate) fn claim_data_dir(dir: &std::path::Path) -> Result<std::fs::File, Sta
         return Err(StartError::Locked(dir.display().to_string()));
     }
     Ok(file)
+}
+
+/// Removes partition directories renamed aside for deletion once their delay passed;
+/// those a previous run left wait `log.segment.delete.delay.ms` from start-up.
+async fn delete_renamed_dirs(ctx: Ctx, shutdown: watch::Receiver<bool>) {
+    let startup_delay = ctx.config.duration(settings::LOG_SEGMENT_DELETE_DELAY_MS);
+    ctx.replicas.run_deletions(startup_delay, shutdown).await;
 }
 
 /// Rolls by segment.ms, flushes by flush.ms, and applies retention every

@@ -98,5 +98,6 @@ pub(crate) fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, Str
             Some("LogAppendTime") => TimestampType::LogAppendTime,
             _ => TimestampType::CreateTime,
         },
+        file_delete_delay_ms: unsigned("file.delete.delay.ms", defaults.file_delete_delay_ms),
     }
 }

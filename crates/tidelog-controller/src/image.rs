@@ -10,9 +10,14 @@ use uuid::Uuid;
 
 use crate::record::{ConfigResource, Endpoint, MetadataRecord};
 
-/// Topic names Kafka treats as internal: they exist for the coordinators, are
-/// created by the broker, and are flagged `is_internal` in Metadata responses.
-pub const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+/// Topic names Kafka treats as internal (`Topic.isInternal`): they exist for the
+/// coordinators, are created by the broker, and are flagged `is_internal` in Metadata
+/// responses. `ops::is_protected` adds the metadata log's name.
+pub const INTERNAL_TOPICS: &[&str] = &[
+    "__consumer_offsets",
+    "__transaction_state",
+    "__share_group_state",
+];
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TopicImage {

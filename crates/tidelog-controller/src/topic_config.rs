@@ -104,6 +104,8 @@ static CONFIGS: &[ConfigDef] = &[
         "Accepted and stored; tidelog keeps batches compressed as the producer sent them."),
     def("delete.retention.ms", T::Long, "86400000", "log.cleaner.delete.retention.ms", Rule::LongAtLeast(0),
         "How long tombstones of a compacted topic are kept."),
+    def("file.delete.delay.ms", T::Long, "60000", "log.segment.delete.delay.ms", Rule::LongAtLeast(0),
+        "How long a deleted or replaced partition directory, renamed to <name>.<id>-delete, waits before its files are removed."),
     def("flush.messages", T::Long, LONG_MAX, "log.flush.interval.messages", Rule::LongAtLeast(1),
         "Fsync the log after this many messages; 1 fsyncs every batch."),
     def("flush.ms", T::Long, LONG_MAX, "log.flush.interval.ms", Rule::LongAtLeast(0),
@@ -263,6 +265,10 @@ mod tests {
         assert_eq!(
             topic_default_for_broker_key("log.flush.interval.messages"),
             Some("flush.messages")
+        );
+        assert_eq!(
+            topic_default_for_broker_key("log.segment.delete.delay.ms"),
+            Some("file.delete.delay.ms")
         );
         assert_eq!(topic_default_for_broker_key("num.partitions"), None);
         assert_eq!(

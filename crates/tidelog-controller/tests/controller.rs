@@ -203,8 +203,36 @@ async fn restart_after_every_operation_gives_the_same_image() {
         Some("compact")
     );
     c = assert_survives_restart(c).await;
-    c.create(create("__consumer_offsets", 50, 1)).await.unwrap();
+    // A client may not create an internal topic; the broker's own path may.
+    assert_eq!(
+        code(c.create(create("__consumer_offsets", 50, 1)).await),
+        42
+    );
+    let mut offsets = create("__consumer_offsets", 50, 1);
+    offsets.configs = vec![("cleanup.policy".into(), Some("compact".into()))];
+    c.controller.create_internal_topic(offsets).await.unwrap();
     assert!(c.image().topic("__consumer_offsets").unwrap().is_internal());
+    assert_eq!(
+        code(c.controller.delete_topic("__consumer_offsets").await),
+        42
+    );
+    assert_eq!(
+        code(
+            c.controller
+                .create_partitions("__consumer_offsets", 51, false)
+                .await
+        ),
+        42
+    );
+    let delete_policy = vec![("cleanup.policy".to_owned(), Some("delete".to_owned()))];
+    assert_eq!(
+        code(
+            c.controller
+                .alter_topic_configs("__consumer_offsets", delete_policy, false)
+                .await
+        ),
+        40
+    );
     c = assert_survives_restart(c).await;
     assert_eq!(c.controller.delete_topic("t").await.unwrap(), id);
     assert!(c.image().topic("t").is_none());

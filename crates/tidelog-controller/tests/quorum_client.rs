@@ -38,6 +38,37 @@ async fn a_broker_only_node_registers_heartbeats_writes_and_follows_the_image() 
         .create_topic(topic("from-broker"), false)
         .await
         .unwrap();
+    // The internal topics' rules hold over the wire and through a follower's forwarding:
+    // a client's creation is refused, the broker's own internal creation goes through,
+    // and deleting the topic is refused wherever it is asked.
+    let refused = client
+        .create_topic(topic("__consumer_offsets"), false)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.error_code(), 42, "{refused}");
+    assert!(
+        refused.to_string().contains("Creation of internal topic"),
+        "{refused}"
+    );
+    let mut offsets = topic("__consumer_offsets");
+    offsets.configs = vec![("cleanup.policy".into(), Some("compact".into()))];
+    client.create_internal_topic(offsets).await.unwrap();
+    let follower = cluster.followers(leader)[0];
+    for refused in [
+        client.delete_topic("__consumer_offsets").await.unwrap_err(),
+        cluster
+            .node(follower)
+            .controller
+            .delete_topic("__consumer_offsets")
+            .await
+            .unwrap_err(),
+    ] {
+        assert_eq!(refused.error_code(), 42, "{refused}");
+        assert!(
+            refused.to_string().contains("Deletion of internal topic"),
+            "{refused}"
+        );
+    }
     let status = client.describe_quorum().await.unwrap();
     assert_eq!(status.leader, Some(leader));
     let ids = client.allocate_producer_ids(7, epoch).await.unwrap();

@@ -57,6 +57,10 @@ pub struct LogConfig {
     pub max_message_bytes: u32,
     /// `message.timestamp.type`.
     pub message_timestamp_type: TimestampType,
+    /// `file.delete.delay.ms`: how long a directory renamed aside for deletion (see
+    /// [`crate::rename_for_deletion`]) waits before its files are removed. The storage
+    /// engine only carries it; whoever renames the directory removes it.
+    pub file_delete_delay_ms: u64,
 }
 
 const DAY_MS: i64 = 24 * 60 * 60 * 1000;
@@ -77,6 +81,7 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_message_bytes: 1_048_588,
             message_timestamp_type: TimestampType::CreateTime,
+            file_delete_delay_ms: 60_000,
         }
     }
 }

@@ -63,6 +63,15 @@ pub enum StorageError {
     /// An argument that makes no sense for this log (e.g. a negative offset).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A partition directory's `partition.metadata` that does not parse: the directory is
+    /// neither served nor deleted.
+    #[error("{}: {reason}", path.display())]
+    PartitionMetadata {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The operating system refused an I/O operation.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),

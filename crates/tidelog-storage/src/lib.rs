@@ -41,6 +41,14 @@
 //! segment's `.log`); closed segments' files are opened on read and cached process-wide,
 //! at most [`set_max_open_segment_files`] of them.
 //!
+//! # Whose directory it is
+//! [`Log::open_partition`] / [`open_partition_logs`] check the directory's
+//! `partition.metadata` (Kafka's file naming the topic id) before opening: a directory of
+//! another topic is renamed to `<name>.<unique>-delete` and a fresh log created; one
+//! without the file (an earlier release) is adopted. [`Log::rename_for_deletion`] is the
+//! quick first half of deleting a partition; removing the renamed directory is the
+//! caller's, after `file.delete.delay.ms`.
+//!
 //! # Transactions
 //! Appending an ABORT control batch (origin [`AppendOrigin::Coordinator`]) records the
 //! aborted transaction in the active segment's `.txnindex` by itself; [`Log::aborted_txns`]
@@ -66,6 +74,7 @@ mod index_file;
 mod log;
 mod mmap;
 mod parallel;
+mod partition_metadata;
 mod producer_state;
 mod scan;
 mod segment;
@@ -94,12 +103,26 @@ pub fn open_logs(
     log::open_logs(logs, threads)
 }
 
+/// [`open_logs`] for partitions of known topics: each directory is first claimed for
+/// its topic id ([`claim_partition_dir`]), so a directory of another topic is renamed
+/// aside (reported as [`DirClaim::Replaced`]) and never served.
+pub fn open_partition_logs(
+    logs: Vec<(std::path::PathBuf, uuid::Uuid, LogConfig)>,
+    threads: usize,
+) -> Vec<Result<(Log, DirClaim), StorageError>> {
+    log::open_partition_logs(logs, threads)
+}
+
 /// Closes many logs cleanly in parallel on up to `threads` threads (see [`Log::close`]),
 /// e.g. at broker shutdown: each close of a changed log waits for several fsyncs.
 /// Results are in the order of `logs`.
 pub fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), StorageError>> {
     parallel::map_bounded(logs, threads, Log::close)
 }
+pub use partition_metadata::{
+    claim_partition_dir, is_delete_dir_name, read_topic_id, rename_for_deletion, write_topic_id,
+    DirClaim, DELETE_DIR_SUFFIX, PARTITION_METADATA,
+};
 pub use producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_PER_PRODUCER};
 pub use segment::{open_segment_files_cached, set_max_open_segment_files};
 pub use txn_index::AbortedTxn;

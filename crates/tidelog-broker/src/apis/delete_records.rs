@@ -97,6 +97,10 @@ fn delete_before(
     partition: i32,
     offset: i64,
 ) -> Result<(Arc<Partition>, i64), i16> {
+    if tidelog_controller::INTERNAL_TOPICS.contains(&topic) {
+        // The coordinators' state must not lose its oldest records (Kafka's answer too).
+        return Err(ResponseError::InvalidTopicException.code());
+    }
     // Only the leader moves the log start; followers take it from its fetch answers.
     let p = led_partition(ctx, topic, partition, -1)?;
     let result = p.with_log(|log| {

@@ -1,4 +1,6 @@
-//! DeleteTopics: removed from the metadata, and the partitions' data from disk.
+//! DeleteTopics: removed from the metadata; each replica renames its partition directories
+//! aside at once and removes them after `file.delete.delay.ms`. Internal topics are refused
+//! by the controller.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;

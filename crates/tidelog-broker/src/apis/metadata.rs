@@ -91,7 +91,9 @@ async fn lookup_topic(
             .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
             .with_error_code(code)
     };
-    if !allow_create {
+    // An internal topic is never auto-created for a client: its coordinator creates it
+    // on first use, with the settings it needs (the controller refuses clients anyway).
+    if !allow_create || tidelog_controller::ops::is_protected(name) {
         return unknown(ResponseError::UnknownTopicOrPartition.code());
     }
     // default.replication.factor capped by the live brokers (as for the internal

@@ -29,6 +29,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::INTERNAL_TOPICS;
 use tidelog_protocol::ProtocolError;
 use tidelog_storage::{PendingSync, StorageError};
 
@@ -265,6 +266,14 @@ async fn append(
     transactional_id: Option<&str>,
     acks_all: bool,
 ) -> AppendResult {
+    if INTERNAL_TOPICS.contains(&topic) {
+        // Only the coordinators write their records there (not through Produce): a
+        // client's bytes would be replayed as group or transaction state. Kafka's answer.
+        return Err(Refusal::with_message(
+            ResponseError::InvalidTopicException.code(),
+            format!("Cannot append to internal topic {topic}"),
+        ));
+    }
     let Some(p) = ctx.replicas.get(topic, partition) else {
         return Err(Refusal::code(ResponseError::UnknownTopicOrPartition.code()));
     };

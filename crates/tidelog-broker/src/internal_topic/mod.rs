@@ -97,7 +97,7 @@ pub(crate) async fn create_if_missing(
             ("segment.bytes".to_string(), Some(spec.segment_bytes)),
         ],
     };
-    let outcome = ctx.metadata.create_topic(create, false).await;
+    let outcome = ctx.metadata.create_internal_topic(create).await;
     match outcome {
         Ok(_) => {
             tracing::info!(partitions, replication, "created {name}");

@@ -120,16 +120,30 @@ impl MetadataManager {
         req: CreateTopic,
         validate_only: bool,
     ) -> Result<TopicImage, RequestError> {
-        let name = req.name.clone();
         let created = self.link.create_topic(req, validate_only).await?;
         if !validate_only {
-            let id = created.topic_id;
-            self.wait_for(IMAGE_CATCH_UP, |i| {
-                i.topic(&name).is_some_and(|t| t.topic_id == id)
-            })
-            .await;
+            self.wait_for_topic(&created).await;
         }
         Ok(created)
+    }
+
+    /// Creates a coordinator's internal topic on this broker's own behalf (see
+    /// `internal_topic::create_if_missing`); client requests never come this way.
+    pub(crate) async fn create_internal_topic(
+        &self,
+        req: CreateTopic,
+    ) -> Result<TopicImage, RequestError> {
+        let created = self.link.create_internal_topic(req).await?;
+        self.wait_for_topic(&created).await;
+        Ok(created)
+    }
+
+    async fn wait_for_topic(&self, created: &TopicImage) {
+        let (name, id) = (created.name.as_str(), created.topic_id);
+        self.wait_for(IMAGE_CATCH_UP, |i| {
+            i.topic(name).is_some_and(|t| t.topic_id == id)
+        })
+        .await;
     }
 
     /// Deletes a topic; returns its id.

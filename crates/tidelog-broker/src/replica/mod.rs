@@ -2,6 +2,7 @@
 //! image changes, `apply_image` opens new partitions, re-configures changed ones and
 //! removes deleted ones, so replaying metadata is the only way partitions come and go.
 
+mod dir_deletion;
 mod fetcher;
 mod fetchers;
 mod follower;
@@ -21,8 +22,8 @@ use std::sync::{Arc, RwLock};
 
 use tidelog_controller::MetadataImage;
 use tidelog_env::net::Transport;
-use tidelog_storage::{Log, StorageError};
-use tokio::sync::Notify;
+use tidelog_storage::{DirClaim, Log, StorageError};
+use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 pub(crate) use partition::{Appended, Partition, PartitionError};
@@ -33,6 +34,7 @@ use crate::config::BrokerConfig;
 use crate::context::now_ms;
 use crate::metrics::{ReplicationProbe, StorageOperation, StorageProbe};
 use crate::topic_config;
+use dir_deletion::DirDeleter;
 use fetchers::Fetchers;
 use state::ImageAssignment;
 
@@ -53,6 +55,8 @@ pub(crate) struct ReplicaManager {
     replication: Arc<ReplicationProbe>,
     /// Wakes the ISR check early (a follower caught up).
     pub(crate) isr_wake: Notify,
+    /// Removes partition directories renamed aside for deletion, after their delay.
+    deleter: DirDeleter,
 }
 
 impl ReplicaManager {
@@ -71,7 +75,22 @@ impl ReplicaManager {
             fetchers: Fetchers::new(transport, Arc::clone(&replication)),
             replication,
             isr_wake: Notify::new(),
+            deleter: DirDeleter::default(),
         }
+    }
+
+    /// The background task deleting renamed-aside partition directories (see
+    /// `dir_deletion`): those of deleted or replaced partitions after their topic's
+    /// `file.delete.delay.ms`, and those a previous run left after `startup_delay`
+    /// (`log.segment.delete.delay.ms`), until `shutdown`.
+    pub(crate) async fn run_deletions(
+        &self,
+        startup_delay: std::time::Duration,
+        shutdown: watch::Receiver<bool>,
+    ) {
+        self.deleter
+            .run(self.data_dir.clone(), startup_delay, shutdown)
+            .await;
     }
 
     pub(crate) fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
@@ -149,18 +168,42 @@ impl ReplicaManager {
             self.assign(&p, &assignment, now_ms(), false);
         }
         for p in stale {
-            tracing::info!(topic = %p.topic, partition = p.index, "deleting partition data");
-            p.delete()?;
+            // Renamed now, so the name is free for a re-created topic; the files go later.
+            if let Some((renamed, delay)) = p.rename_for_deletion()? {
+                tracing::info!(
+                    topic = %p.topic, partition = p.index, dir = %renamed.display(),
+                    delay_ms = delay.as_millis() as u64,
+                    "partition removed; its directory is deleted after file.delete.delay.ms"
+                );
+                self.deleter.schedule(renamed, delay);
+            }
         }
         // Opening is mostly waiting on the disk (checkpoints, index maps, a crash
         // rescan), so a node with many partitions opens them on a few threads at once.
         let dirs = to_open
             .iter()
-            .map(|(key, _, _, config)| (self.log_dir(&key.0, key.1), config.clone()))
+            .map(|(key, topic_id, _, config)| {
+                (self.log_dir(&key.0, key.1), *topic_id, config.clone())
+            })
             .collect();
-        let opened = tidelog_storage::open_logs(dirs, LOG_OPEN_CLOSE_THREADS);
-        for ((key, topic_id, assignment, _), log) in to_open.into_iter().zip(opened) {
-            let mut log = log?;
+        let opened = tidelog_storage::open_partition_logs(dirs, LOG_OPEN_CLOSE_THREADS);
+        let mut adopted = Vec::new();
+        for ((key, topic_id, assignment, config), log) in to_open.into_iter().zip(opened) {
+            let (mut log, claim) = log?;
+            match claim {
+                DirClaim::Created | DirClaim::Owned => {}
+                DirClaim::Adopted => adopted.push(format!("{}-{}", key.0, key.1)),
+                DirClaim::Replaced { found, moved_to } => {
+                    let delay = std::time::Duration::from_millis(config.file_delete_delay_ms);
+                    tracing::warn!(
+                        topic = %key.0, partition = key.1, %topic_id, found_topic_id = %found,
+                        moved_to = %moved_to.display(), delay_ms = delay.as_millis() as u64,
+                        "partition directory belonged to another topic id: renamed aside \
+                         (deleted after file.delete.delay.ms), serving a fresh empty log"
+                    );
+                    self.deleter.schedule(moved_to, delay);
+                }
+            }
             log.set_flush_observer(Some(self.probe.flush_observer()));
             // A sole in-sync replica leading commits its whole log here (HW = LEO).
             let p = Partition::new(key.0.clone(), topic_id, key.1, assignment.leader_epoch, log)
@@ -171,6 +214,13 @@ impl ReplicaManager {
             self.assign(&p, &assignment, now_ms(), true);
             let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
             map.insert(key, p);
+        }
+        if !adopted.is_empty() {
+            tracing::info!(
+                count = adopted.len(), partitions = %adopted.join(","),
+                "adopted partition directories of an earlier release (no partition.metadata): \
+                 wrote their topic ids"
+            );
         }
         self.fetchers
             .reconcile(image, &self.all(), broker, self.node_id);

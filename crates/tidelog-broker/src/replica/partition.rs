@@ -401,14 +401,19 @@ impl Partition {
         log
     }
 
-    /// Removes the partition's data (topic deletion).
-    pub(crate) fn delete(&self) -> Result<(), StorageError> {
+    /// Closes the log and renames its directory aside for deletion (topic deletion, or a
+    /// re-created topic's old data); answers the renamed directory and how long to wait
+    /// (`file.delete.delay.ms`) before removing it.
+    pub(crate) fn rename_for_deletion(
+        &self,
+    ) -> Result<Option<(std::path::PathBuf, std::time::Duration)>, StorageError> {
         let log = self.lock().take();
         self.wake_waiters();
-        match log {
-            Some(log) => log.delete(),
-            None => Ok(()),
-        }
+        let Some(log) = log else {
+            return Ok(None);
+        };
+        let delay = std::time::Duration::from_millis(log.config().file_delete_delay_ms);
+        Ok(Some((log.rename_for_deletion()?, delay)))
     }
 }
 

@@ -64,9 +64,23 @@ pub fn validate_topic_name(name: &str) -> Result<(), TopicError> {
     Ok(())
 }
 
-/// Plans a topic creation with the given (fresh, non-nil) `topic_id`; `placement_start`
-/// rotates which broker leads partition 0.
+/// Plans a client's topic creation (CreateTopics, or auto-creation by Metadata) with the
+/// given (fresh, non-nil) `topic_id`; `placement_start` rotates which broker leads
+/// partition 0. Internal topics are refused (see `internal_topics`).
 pub fn plan_create_topic(
+    image: &MetadataImage,
+    req: &CreateTopic,
+    defaults: TopicDefaults,
+    topic_id: Uuid,
+    placement_start: usize,
+) -> Result<Plan<TopicImage>, TopicError> {
+    validate_topic_name(&req.name)?;
+    super::internal_topics::check_client_create(&req.name)?;
+    plan_new_topic(image, req, defaults, topic_id, placement_start)
+}
+
+/// The creation itself, once the requester may create `req.name`.
+pub(super) fn plan_new_topic(
     image: &MetadataImage,
     req: &CreateTopic,
     defaults: TopicDefaults,

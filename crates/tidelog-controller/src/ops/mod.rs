@@ -6,6 +6,9 @@ mod alter_partition;
 mod balance;
 mod create_topic;
 mod election;
+mod internal_topics;
+#[cfg(test)]
+mod internal_topics_tests;
 mod partition;
 #[cfg(test)]
 mod placement_tests;
@@ -19,11 +22,14 @@ use uuid::Uuid;
 
 pub use alter_partition::plan_alter_partition;
 pub use balance::{assignment_of, plan_balanced_assignment, Assignment};
-use create_topic::{checked_replication_factor, live_brokers, new_partition_record};
+use create_topic::{
+    checked_replication_factor, live_brokers, new_partition_record, plan_new_topic,
+};
 pub use create_topic::{plan_create_topic, validate_topic_name, CreateTopic, TopicDefaults};
 pub use election::{
     imbalanced_partitions, plan_controlled_shutdown, plan_elect_leaders, plan_leader_repairs,
 };
+pub use internal_topics::{is_protected, plan_create_internal_topic, METADATA_TOPIC};
 pub use partition::{
     image_with, AlterPartition, ElectionKind, PartitionError, PartitionResults, Reassignment,
     TopicPartition, UNCLEAN_LEADER_ELECTION,
@@ -50,7 +56,9 @@ pub struct Plan<T> {
     pub response: T,
 }
 
+/// Deletes a topic (not an internal one).
 pub fn plan_delete_topic(image: &MetadataImage, name: &str) -> Result<Plan<Uuid>, TopicError> {
+    internal_topics::check_delete(name)?;
     let topic = image
         .topic(name)
         .ok_or(TopicError::UnknownTopicOrPartition)?;
@@ -63,13 +71,14 @@ pub fn plan_delete_topic(image: &MetadataImage, name: &str) -> Result<Plan<Uuid>
 }
 
 /// Grows `name` to `new_total` partitions, placing the new ones round-robin with the
-/// replication factor of the existing ones.
+/// replication factor of the existing ones. Internal topics keep their count.
 pub fn plan_create_partitions(
     image: &MetadataImage,
     name: &str,
     new_total: i32,
     placement_start: usize,
 ) -> Result<Plan<()>, TopicError> {
+    internal_topics::check_create_partitions(name)?;
     let topic = image
         .topic(name)
         .ok_or(TopicError::UnknownTopicOrPartition)?;
@@ -112,7 +121,8 @@ pub fn plan_create_partitions(
 }
 
 /// Incremental config change of a topic: `Some` sets, `None` deletes (back to the
-/// default). Produces records only for entries that actually change.
+/// default). Produces records only for entries that actually change. Internal topics
+/// keep the settings their coordinators depend on.
 pub fn plan_alter_topic_configs(
     image: &MetadataImage,
     name: &str,
@@ -121,6 +131,7 @@ pub fn plan_alter_topic_configs(
     let topic = image
         .topic(name)
         .ok_or(TopicError::UnknownTopicOrPartition)?;
+    internal_topics::check_config_changes(name, changes)?;
     let mut records = Vec::new();
     for (i, (key, value)) in changes.iter().enumerate() {
         if changes[..i].iter().any(|(k, _)| k == key) {

@@ -62,10 +62,12 @@ pub(crate) async fn broker_heartbeat(
     }
 }
 
+/// A topic creation; `internal` only for the broker's own coordinator topics.
 pub(crate) async fn create_topic(
     route: &impl Route,
     req: CreateTopic,
     validate_only: bool,
+    internal: bool,
 ) -> Result<TopicImage, RequestError> {
     let call = ForwardedCall::CreateTopic {
         name: req.name,
@@ -74,6 +76,7 @@ pub(crate) async fn create_topic(
         assignments: req.assignments,
         configs: req.configs,
         validate_only,
+        internal,
     };
     match route.route(call).await? {
         ForwardReply::Topic(topic) => Ok(topic),
@@ -259,7 +262,17 @@ macro_rules! controller_requests {
             req: $crate::ops::CreateTopic,
             validate_only: bool,
         ) -> Result<$crate::image::TopicImage, $crate::quorum::RequestError> {
-            $crate::quorum::api::create_topic(self, req, validate_only).await
+            $crate::quorum::api::create_topic(self, req, validate_only, false).await
+        }
+
+        /// Creates a coordinator's internal topic (`__consumer_offsets`,
+        /// `__transaction_state`) on the broker's own behalf: the one way these topics
+        /// come to exist, as a client's CreateTopics refuses them. Not for client requests.
+        pub async fn create_internal_topic(
+            &self,
+            req: $crate::ops::CreateTopic,
+        ) -> Result<$crate::image::TopicImage, $crate::quorum::RequestError> {
+            $crate::quorum::api::create_topic(self, req, false, true).await
         }
 
         /// Deletes a topic; returns its id.

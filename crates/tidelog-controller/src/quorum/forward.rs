@@ -29,6 +29,10 @@ pub(crate) enum ForwardedCall {
         assignments: Vec<(i32, Vec<i32>)>,
         configs: Vec<(String, Option<String>)>,
         validate_only: bool,
+        /// The broker's own creation of a coordinator's internal topic (never set for a
+        /// client's CreateTopics); absent from an older node's request, so `false`.
+        #[serde(default)]
+        internal: bool,
     },
     DeleteTopic {
         name: String,

@@ -7,8 +7,8 @@ mod open;
 mod read;
 
 pub use group_commit::{DurabilityHandle, PendingSync};
-pub(crate) use open::open_logs;
 pub(crate) use open::parse_base;
+pub(crate) use open::{open_logs, open_partition_logs};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,7 @@ use crate::config::{LogConfig, TimestampType};
 use crate::epoch_cache::{EpochEntry, LeaderEpochCache};
 use crate::error::StorageError;
 use crate::file_slice::FileSlice;
+use crate::partition_metadata::DirClaim;
 use crate::producer_state::{CompletedTxn, ProducerStateTable};
 use crate::segment::{IndexParams, Segment};
 use crate::txn_index::AbortedTxn;
@@ -112,6 +113,20 @@ impl Log {
     /// Creates the directory if needed, or recovers an existing log in it.
     pub fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         open::open(dir, config)
+    }
+
+    /// Opens the log of a partition of topic `topic_id` in `dir` after checking whose the
+    /// directory is ([`claim_partition_dir`]): a directory of another topic is renamed
+    /// aside and a fresh log created, so its records are never served.
+    ///
+    /// [`claim_partition_dir`]: crate::claim_partition_dir
+    pub fn open_partition(
+        dir: &Path,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+    ) -> Result<(Log, DirClaim), StorageError> {
+        let claim = crate::partition_metadata::claim_partition_dir(dir, topic_id)?;
+        Ok((open::open(dir, config)?, claim))
     }
 
     /// The partition directory.
@@ -401,6 +416,19 @@ impl Log {
             self.clean_marker = false;
         }
         Ok(())
+    }
+
+    /// Closes the log and renames its directory aside for deletion
+    /// ([`rename_for_deletion`]), returning the new path: a quick, atomic step that
+    /// frees the name at once, leaving the slow removal of the files to a later
+    /// `remove_dir_all` of the returned path.
+    ///
+    /// [`rename_for_deletion`]: crate::rename_for_deletion
+    pub fn rename_for_deletion(self) -> Result<PathBuf, StorageError> {
+        self.durability.detach();
+        let dir = self.dir.clone();
+        drop(self);
+        crate::partition_metadata::rename_for_deletion(&dir)
     }
 
     /// Removes the whole partition directory.

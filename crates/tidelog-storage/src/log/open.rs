@@ -175,3 +175,14 @@ pub(crate) fn open_logs(
 ) -> Vec<Result<Log, StorageError>> {
     crate::parallel::map_bounded(logs, threads, |(dir, config)| open(&dir, config))
 }
+
+/// [`open_logs`] for partitions of known topics: each directory is claimed for its topic
+/// id first (see [`Log::open_partition`]).
+pub(crate) fn open_partition_logs(
+    logs: Vec<(PathBuf, uuid::Uuid, LogConfig)>,
+    threads: usize,
+) -> Vec<Result<(Log, crate::DirClaim), StorageError>> {
+    crate::parallel::map_bounded(logs, threads, |(dir, topic_id, config)| {
+        Log::open_partition(&dir, topic_id, config)
+    })
+}

@@ -3,5 +3,6 @@
 
 mod batch_tests;
 mod index_tests;
+mod partition_metadata_tests;
 mod recover_tests;
 mod state_tests;

@@ -34,11 +34,20 @@ pub struct Node {
 impl Node {
     /// Starts a node with `--set` settings and waits until /readyz answers 200.
     pub fn start(settings: &[&str]) -> Node {
+        Node::start_prepared(settings, |_| {})
+    }
+
+    /// Like [`Node::start`], on a data directory `prepare` filled first (e.g. with
+    /// partition directories an earlier run or release left).
+    pub fn start_prepared(settings: &[&str], prepare: impl FnOnce(&std::path::Path)) -> Node {
         let temp = tempfile::tempdir().expect("temp dir");
+        let data_dir = temp.path().join("data");
+        std::fs::create_dir_all(&data_dir).expect("data dir");
+        prepare(&data_dir);
         let mut node = Node {
             kafka: SocketAddr::from(([127, 0, 0, 1], free_port())),
             admin: SocketAddr::from(([127, 0, 0, 1], free_port())),
-            data_dir: temp.path().join("data"),
+            data_dir,
             _temp: Some(temp),
             child: None,
             extra: settings.iter().map(|s| s.to_string()).collect(),

@@ -123,6 +123,7 @@ impl QuorumController {
                 assignments,
                 configs,
                 validate_only,
+                internal,
             } => {
                 let req = CreateTopic {
                     name,
@@ -132,8 +133,12 @@ impl QuorumController {
                     configs,
                 };
                 let topic_id = fresh_topic_id(&image);
-                let plan =
-                    ops::plan_create_topic(&image, &req, self.defaults, topic_id, placement)?;
+                let plan_create = if internal {
+                    ops::plan_create_internal_topic
+                } else {
+                    ops::plan_create_topic
+                };
+                let plan = plan_create(&image, &req, self.defaults, topic_id, placement)?;
                 if validate_only {
                     return Ok(ForwardReply::Topic(plan.response));
                 }

@@ -11,13 +11,25 @@ use std::time::{Duration, Instant};
 
 /// Runs `binary` with `args` and an empty PATH, killing it after 30 s.
 fn run(binary: &Path, args: &[&str]) -> Output {
-    let mut child = Command::new(binary)
-        .args(args)
-        .env("PATH", "")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn tidelog");
+    // The copy was just written: a process another test thread forks meanwhile holds
+    // the write descriptor until it execs, and exec of the copy fails with ETXTBSY
+    // until then. That window is short; try again.
+    let mut attempts = 0;
+    let mut child = loop {
+        let spawned = Command::new(binary)
+            .args(args)
+            .env("PATH", "")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn();
+        match spawned {
+            Err(e) if e.raw_os_error() == Some(libc_etxtbsy()) && attempts < 100 => {
+                attempts += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.expect("spawn tidelog"),
+        }
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     while child.try_wait().expect("poll tidelog").is_none() {
         if Instant::now() > deadline {
@@ -27,6 +39,11 @@ fn run(binary: &Path, args: &[&str]) -> Output {
         std::thread::sleep(Duration::from_millis(20));
     }
     child.wait_with_output().expect("collect output")
+}
+
+/// ETXTBSY on Linux ("text file busy").
+fn libc_etxtbsy() -> i32 {
+    26
 }
 
 /// A copy of the built `tidelog` in a fresh directory, so what sits beside it is ours.

@@ -12,12 +12,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, ListOffsetsRequest, ListOffsetsResponse, ProduceRequest, ProduceResponse, TopicName,
-};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use support::cluster_calls::latest_offset;
 use support::{Conn, Node};
 use tidelog_storage::{
     AppendOptions, AppendOrigin, BatchBuilder, Log, LogConfig, PARTITION_METADATA,
@@ -69,22 +67,6 @@ async fn produce(addr: SocketAddr, topic: &str, bytes: &[u8]) -> (i16, i64) {
     (p.error_code, p.base_offset)
 }
 
-/// (error code, Latest offset) of partition 0 of `topic`.
-async fn latest(addr: SocketAddr, topic: &str) -> (i16, i64) {
-    let mut conn = Conn::connect(addr).await;
-    let req = ListOffsetsRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(name(topic))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(0)
-                .with_current_leader_epoch(-1)
-                .with_timestamp(-1)])]);
-    let resp: ListOffsetsResponse = conn.call(ApiKey::ListOffsets, 7, &req).await;
-    let p = &resp.topics[0].partitions[0];
-    (p.error_code, p.offset)
-}
-
 /// The directories in `data_dir` renamed aside for deletion from `partition_dir`.
 fn renamed_aside(data_dir: &Path, partition_dir: &str) -> Vec<PathBuf> {
     std::fs::read_dir(data_dir)
@@ -119,7 +101,7 @@ async fn a_topic_created_under_the_name_of_another_topics_directory_starts_empty
     let topic_id = create(node.kafka, "reused").await;
     assert_ne!(topic_id, foreign_id);
     assert_eq!(
-        latest(node.kafka, "reused").await,
+        latest_offset(node.kafka, "reused").await,
         (0, 0),
         "the new topic must not serve the old topic's records"
     );
@@ -143,7 +125,7 @@ async fn a_topic_created_under_the_name_of_another_topics_directory_starts_empty
 
     // The new topic works as any other.
     assert_eq!(produce(node.kafka, "reused", &batch(0)).await, (0, 0));
-    assert_eq!(latest(node.kafka, "reused").await, (0, 1));
+    assert_eq!(latest_offset(node.kafka, "reused").await, (0, 1));
 
     // After log.segment.delete.delay.ms the renamed directory is gone.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -184,7 +166,11 @@ async fn directories_without_partition_metadata_are_adopted_with_their_records()
     );
 
     node.restart();
-    assert_eq!(latest(node.kafka, "legacy").await, (0, 3), "records kept");
+    assert_eq!(
+        latest_offset(node.kafka, "legacy").await,
+        (0, 3),
+        "records kept"
+    );
     let dir = node.data_dir.join("legacy-0");
     assert_eq!(
         tidelog_storage::read_topic_id(&dir).unwrap(),
@@ -214,5 +200,5 @@ async fn a_deleted_topic_is_renamed_aside_at_once_and_removed_after_the_delay() 
     }
     // Re-created under the same name: a new, empty partition.
     create(node.kafka, "doomed").await;
-    assert_eq!(latest(node.kafka, "doomed").await, (0, 0));
+    assert_eq!(latest_offset(node.kafka, "doomed").await, (0, 0));
 }

@@ -15,19 +15,18 @@ use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::CreateTopicsResponse;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_response::MetadataResponse;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, FetchResponse, ListOffsetsRequest, ListOffsetsResponse, MetadataRequest,
-    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse,
-    TopicName,
+    ApiKey, FetchResponse, MetadataRequest, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, ProduceRequest, ProduceResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use support::cluster::Cluster;
+use support::cluster_calls::latest_offset;
 use support::Conn;
 use tidelog_storage::BatchBuilder;
 
@@ -347,10 +346,10 @@ async fn acks_all_survives_a_stopped_follower_and_a_killed_leader() {
         .find(|&n| n != leader && n != new_leader)
         .unwrap();
     assert_eq!(
-        list_latest(cluster.node(other).kafka).await,
+        latest_offset(cluster.node(other).kafka, TOPIC).await,
         (NOT_LEADER_OR_FOLLOWER, -1)
     );
-    assert_eq!(list_latest(new_addr).await, (0, expected + 2));
+    assert_eq!(latest_offset(new_addr, TOPIC).await, (0, expected + 2));
     // A replica fetch from a node id that is no broker of this cluster is refused.
     let mut conn = Conn::connect(new_addr).await;
     let req = FetchRequest::default()
@@ -381,20 +380,4 @@ async fn offset_for_epoch(addr: SocketAddr, current: i32, epoch: i32) -> (i16, i
     let resp: OffsetForLeaderEpochResponse = conn.call(ApiKey::OffsetForLeaderEpoch, 4, &req).await;
     let p = &resp.topics[0].partitions[0];
     (p.error_code, p.leader_epoch, p.end_offset)
-}
-
-/// ListOffsets v7 latest for partition 0: (error, offset).
-async fn list_latest(addr: SocketAddr) -> (i16, i64) {
-    let mut conn = Conn::connect(addr).await;
-    let req = ListOffsetsRequest::default()
-        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(name(TOPIC))
-            .with_partitions(vec![ListOffsetsPartition::default()
-                .with_partition_index(0)
-                .with_current_leader_epoch(-1)
-                .with_timestamp(-1)])]);
-    let resp: ListOffsetsResponse = conn.call(ApiKey::ListOffsets, 7, &req).await;
-    let p = &resp.topics[0].partitions[0];
-    (p.error_code, p.offset)
 }

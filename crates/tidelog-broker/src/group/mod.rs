@@ -47,7 +47,9 @@ pub(crate) use state::{JoinOutcome, SyncOutcome};
 pub(crate) use topic::ensure_offsets_topic;
 
 use crate::config::BrokerConfig;
-use crate::coordinator::{CoordinatorError, CoordinatorRuntime, LogSource, RuntimeConfig};
+use crate::coordinator::{
+    CoordinatorError, CoordinatorRuntime, LogSource, Now, Outcome, RuntimeConfig,
+};
 use crate::internal_topic::partition_for;
 use crate::settings;
 use tidelog_env::clock::Clock;
@@ -245,7 +247,7 @@ impl GroupCoordinator {
         let partition = self.partition_of(&group)?;
         let step = move |shard: &mut GroupShard, now| {
             let code = shard.heartbeat(&group, &member, instance.as_deref(), generation, now);
-            crate::coordinator::Outcome::answer(code)
+            Outcome::answer(code)
         };
         Ok(self.runtime.write(partition, step).await?)
     }
@@ -266,6 +268,20 @@ impl GroupCoordinator {
 
     /// OffsetCommit: one code per requested offset, once the records are replicated.
     pub(crate) async fn commit(&self, req: CommitRequest) -> Vec<i16> {
+        self.write_offsets(req, |shard, req, known, now| {
+            shard.offset_commit(req, known, now)
+        })
+        .await
+    }
+
+    /// Runs an offset-writing step for `req` on its group's shard: one code per offset.
+    async fn write_offsets(
+        &self,
+        req: CommitRequest,
+        step: impl FnOnce(&mut GroupShard, CommitRequest, &[bool], Now) -> Outcome<GroupShard, Vec<i16>>
+            + Send
+            + 'static,
+    ) -> Vec<i16> {
         let count = req.offsets.len();
         let partition = match self.partition_of(&req.group_id) {
             Ok(p) => p,
@@ -274,9 +290,7 @@ impl GroupCoordinator {
         let known = self.known(&req.offsets);
         let written = self
             .runtime
-            .write_reporting(partition, move |shard, now| {
-                shard.offset_commit(req, &known, now)
-            })
+            .write_reporting(partition, move |shard, now| step(shard, req, &known, now))
             .await;
         commit_codes(written, count)
     }
@@ -292,7 +306,7 @@ impl GroupCoordinator {
         Ok(self
             .runtime
             .write(partition, move |shard, _| {
-                crate::coordinator::Outcome::answer(shard.begin_txn_commit(producer_id))
+                Outcome::answer(shard.begin_txn_commit(producer_id))
             })
             .await?)
     }
@@ -305,19 +319,10 @@ impl GroupCoordinator {
         producer: (i64, i16),
         guard: Option<u64>,
     ) -> Vec<i16> {
-        let count = req.offsets.len();
-        let partition = match self.partition_of(&req.group_id) {
-            Ok(p) => p,
-            Err(e) => return vec![e.code(); count],
-        };
-        let known = self.known(&req.offsets);
-        let written = self
-            .runtime
-            .write_reporting(partition, move |shard, now| {
-                shard.txn_commit(req, producer, guard, &known, now)
-            })
-            .await;
-        commit_codes(written, count)
+        self.write_offsets(req, move |shard, req, known, now| {
+            shard.txn_commit(req, producer, guard, known, now)
+        })
+        .await
     }
 
     /// The one thing the transaction coordinator asks of this one: the transaction of

@@ -119,15 +119,9 @@ pub(crate) async fn copy_chunks(
                 let end = slice.position.saturating_add(slice.len);
                 let mut position = slice.position;
                 while position < end {
-                    let want = usize::try_from(end - position)
-                        .unwrap_or(usize::MAX)
-                        .min(buf.len());
-                    let n = slice.file.read_at(&mut buf[..want], position)?;
-                    if n == 0 {
-                        return Err(truncated(slice, position));
-                    }
-                    out.write_all(&buf[..n]).await?;
-                    position += n as u64;
+                    let piece = read_piece(slice, position, end, &mut buf)?;
+                    out.write_all(piece).await?;
+                    position += piece.len() as u64;
                 }
             }
         }
@@ -154,17 +148,29 @@ async fn copy_range(stream: &TcpStream, slice: &FileSlice, start: u64, end: u64)
     let mut buf = vec![0u8; FALLBACK_BUF];
     let mut position = start;
     while position < end {
-        let want = usize::try_from(end - position)
-            .unwrap_or(usize::MAX)
-            .min(buf.len());
-        let n = slice.file.read_at(&mut buf[..want], position)?;
-        if n == 0 {
-            return Err(truncated(slice, position));
-        }
-        write_all(stream, &buf[..n]).await?;
-        position += n as u64;
+        let piece = read_piece(slice, position, end, &mut buf)?;
+        write_all(stream, piece).await?;
+        position += piece.len() as u64;
     }
     Ok(())
+}
+
+/// The next bytes of `slice` from `position` (before `end`), at most a buffer's worth;
+/// never empty (a file that ends early is an error).
+fn read_piece<'b>(
+    slice: &FileSlice,
+    position: u64,
+    end: u64,
+    buf: &'b mut [u8],
+) -> io::Result<&'b [u8]> {
+    let want = usize::try_from(end - position)
+        .unwrap_or(usize::MAX)
+        .min(buf.len());
+    let n = slice.file.read_at(&mut buf[..want], position)?;
+    if n == 0 {
+        return Err(truncated(slice, position));
+    }
+    Ok(&buf[..n])
 }
 
 fn truncated(slice: &FileSlice, position: u64) -> io::Error {

@@ -30,6 +30,24 @@ pub async fn metadata(addr: std::net::SocketAddr) -> MetadataResponse {
     .await
 }
 
+/// ListOffsets v7 Latest of partition 0 of `topic`: (error code, offset).
+pub async fn latest_offset(addr: std::net::SocketAddr, topic: &str) -> (i16, i64) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, ListOffsetsResponse};
+    let mut conn = Conn::connect(addr).await;
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-1)])]);
+    let resp: ListOffsetsResponse = conn.call(ApiKey::ListOffsets, 7, &req).await;
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset)
+}
+
 pub async fn create(
     addr: std::net::SocketAddr,
     name: &str,

@@ -61,6 +61,7 @@ mod config;
 mod epoch_cache;
 mod error;
 mod file_slice;
+mod fsync;
 mod index;
 mod index_file;
 mod log;
@@ -76,6 +77,7 @@ pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::EpochEntry;
 pub use error::{RecordRefusal, StorageError};
 pub use file_slice::FileSlice;
+pub use fsync::fsyncs_on_this_thread;
 pub use log::{
     AppendInfo, AppendOptions, AppendOrigin, DurabilityHandle, FlushObserver, Log, PendingSync,
     ReadResult,

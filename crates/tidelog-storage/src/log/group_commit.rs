@@ -123,7 +123,7 @@ impl DurabilityHandle {
             state.syncing = true;
             drop(state);
             let started = Instant::now();
-            let result = file.sync_data();
+            let result = crate::fsync::sync_data(&file);
             if let Some(observer) = observer {
                 observer(started.elapsed());
             }

@@ -277,7 +277,9 @@ impl CoordinatorLog for MemoryLog {
         for (i, record) in LogRecords::new(Bytes::copy_from_slice(batch)).enumerate() {
             let record = record.map_err(|e| CoordinatorError::NotAvailable(e.to_string()))?;
             let offset = base + i as i64;
-            inner.entries.extend(entry_of(LogRecord { offset, ..record }));
+            inner
+                .entries
+                .extend(entry_of(LogRecord { offset, ..record }));
             inner.end = offset + 1;
         }
         let end = inner.end;

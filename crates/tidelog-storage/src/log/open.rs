@@ -161,9 +161,38 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         .unwrap_or(log.log_start_offset)
         .clamp(log.log_start_offset, log_end);
     log.epochs.truncate_from_end(log_end);
+    if !clean {
+        log.restore_epochs_from(replay_from)?;
+    }
     log.epochs.truncate_from_start(log.log_start_offset);
     log.rebuild_producer_state(replay_from)?;
     Ok(log)
+}
+
+impl Log {
+    /// Adds the leader epochs of the batches from `from` on (the part a crash recovery
+    /// rescanned), so the epochs file need not be on disk before the data it describes:
+    /// every batch carries the epoch it was written in. Stale entries past the log end
+    /// are dropped before this, so an epoch that restarts lower after a truncation is
+    /// accepted.
+    fn restore_epochs_from(&mut self, from: i64) -> Result<(), StorageError> {
+        let floor = self
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for (&base, segment) in self.segments.range(floor..) {
+            let mut scan = segment.scan_from(from.max(base))?;
+            while let Some(batch) = scan.next_batch()? {
+                let h = batch.header();
+                if h.base_offset() >= from {
+                    self.epochs
+                        .assign(h.partition_leader_epoch(), h.base_offset());
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Opens many logs on up to `threads` threads at once (at least one), for a broker

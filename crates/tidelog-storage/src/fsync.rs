@@ -42,6 +42,16 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     sync_all(&File::open(dir)?)
 }
 
+/// fsync of a file opened by its path; a file that no longer exists needs none (it was
+/// deleted by retention or truncation after the sync was asked for).
+pub(crate) fn sync_path(path: &Path) -> io::Result<()> {
+    match File::open(path) {
+        Ok(file) => sync_all(&file),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// msync of a writable mapping.
 pub(crate) fn sync_map(map: &memmap2::MmapMut) -> io::Result<()> {
     count();

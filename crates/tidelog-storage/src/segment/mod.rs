@@ -353,12 +353,6 @@ impl Segment {
         Ok(())
     }
 
-    /// fsync of the log data only (the per-append flush).
-    pub(crate) fn sync_log(&self) -> Result<(), StorageError> {
-        crate::fsync::sync_data(self.log.get()?.as_ref())?;
-        Ok(())
-    }
-
     /// Removes all files of this segment. Open `FileSlice`s keep the data readable.
     pub(crate) fn delete_files(self) -> Result<(), StorageError> {
         let paths = [

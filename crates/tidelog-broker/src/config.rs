@@ -25,6 +25,7 @@ const KNOWN_SETTINGS: &[(&str, &str)] = &[
     ("log.flush.interval.messages", "9223372036854775807"),
     ("log.flush.interval.ms", "9223372036854775807"),
     ("log.flush.scheduler.interval.ms", "1000"),
+    ("background.threads", "10"),
     ("log.cleanup.policy", "delete"),
     ("log.cleaner.backoff.ms", "15000"),
     ("log.cleaner.delete.retention.ms", "86400000"),

@@ -2,6 +2,8 @@
 //! image changes, `apply_image` opens new partitions, re-configures changed ones and
 //! removes deleted ones, so replaying metadata is the only way partitions come and go.
 
+#[cfg(test)]
+mod blocking_io_tests;
 mod fetcher;
 mod fetchers;
 mod follower;
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use tidelog_controller::MetadataImage;
-use tidelog_storage::{Log, StorageError};
+use tidelog_storage::{BackgroundFlusher, Log, StorageError};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -46,6 +48,9 @@ pub(crate) struct ReplicaManager {
     partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
     /// Told of every fsync, retention deletion, compaction and background failure.
     probe: Arc<StorageProbe>,
+    /// Where every hosted log hands its fsyncs (rolls, flush.ms, checkpoints); started
+    /// and stopped by the server.
+    flusher: BackgroundFlusher,
     /// One follower fetcher task per source broker.
     fetchers: Fetchers,
     /// The node context once `start` ran (background tasks, replication metrics).
@@ -55,12 +60,18 @@ pub(crate) struct ReplicaManager {
 }
 
 impl ReplicaManager {
-    pub(crate) fn new(node_id: i32, data_dir: &Path, probe: Arc<StorageProbe>) -> Self {
+    pub(crate) fn new(
+        node_id: i32,
+        data_dir: &Path,
+        probe: Arc<StorageProbe>,
+        flusher: BackgroundFlusher,
+    ) -> Self {
         ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
             probe,
+            flusher,
             fetchers: Fetchers::default(),
             context: Arc::new(OnceLock::new()),
             isr_wake: Notify::new(),
@@ -170,6 +181,7 @@ impl ReplicaManager {
         for ((key, topic_id, assignment, _), log) in to_open.into_iter().zip(opened) {
             let mut log = log?;
             log.set_flush_observer(Some(self.probe.flush_observer()));
+            log.set_background_flusher(Some(self.flusher.clone()));
             // A sole in-sync replica leading commits its whole log here (HW = LEO).
             let p = Partition::new(key.0.clone(), topic_id, key.1, assignment.leader_epoch, log)
                 .hosted_by(self.node_id);

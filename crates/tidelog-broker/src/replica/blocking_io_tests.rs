@@ -11,6 +11,7 @@ use tidelog_storage::{
 use uuid::Uuid;
 
 use super::partition::Partition;
+use super::state::ImageAssignment;
 
 fn small_segments(flush_messages: u64) -> LogConfig {
     LogConfig {
@@ -102,4 +103,36 @@ async fn a_produce_waiting_for_flush_messages_waits_off_the_worker() {
         "the waits synced rolled segments"
     );
     flusher.shutdown();
+}
+
+#[test]
+fn a_follower_append_is_durable_when_flush_messages_asks_before_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let flusher = BackgroundFlusher::manual();
+    let leader = {
+        let log = Log::open(&dir.path().join("leader"), LogConfig::default()).unwrap();
+        Partition::new("t".into(), Uuid::nil(), 0, 0, log)
+    };
+    let follower = reopened(&dir.path().join("follower"), small_segments(1), &flusher).hosted_by(2);
+    let assignment = ImageAssignment {
+        leader: 1,
+        leader_epoch: 1,
+        partition_epoch: 1,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        min_isr: 1,
+    };
+    follower.apply_assignment(&assignment, 0);
+    // The follower's log already holds offset 0 from before its restart.
+    let mut first = batch("before");
+    leader.append(&mut first, 1_000).unwrap();
+    for i in 0..10 {
+        leader.append(&mut batch(&i.to_string()), 1_000).unwrap();
+    }
+    let read = leader.read_for_follower(1, 1 << 20).unwrap();
+    let bytes = read.slice.unwrap().read_to_vec().unwrap();
+    follower.append_replicated(1, 1, &bytes, 0, 0).unwrap();
+    let end = follower.with_log(|log| Ok(log.log_end_offset())).unwrap();
+    assert_eq!(end, 11);
+    assert_eq!(follower.durability().durable_offset(), end);
 }

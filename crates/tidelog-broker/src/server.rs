@@ -105,6 +105,7 @@ impl Broker {
             .unwrap_or(1)
             .clamp(1, MAX_FLUSHER_THREADS);
         let flusher = BackgroundFlusher::start(flusher_threads)?;
+        flusher.set_failure_observer(Some(metrics.storage.flush_failure_observer()));
         let replicas = Arc::new(ReplicaManager::new(
             node_id,
             &data_dir,

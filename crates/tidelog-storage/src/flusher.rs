@@ -13,12 +13,17 @@
 //! that claims unsynced data.
 
 use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crate::error::StorageError;
 use crate::log::{DurabilityHandle, Shared};
+
+/// Told of every failed background pass: the log directory and what failed (for the
+/// owner's error metrics; the failure is also logged).
+pub type FlushFailureObserver = Arc<dyn Fn(&Path, &StorageError) + Send + Sync>;
 
 /// Handle on a set of flusher threads; clones share them. Attach it to logs with
 /// [`crate::Log::set_background_flusher`]. The threads stop at [`BackgroundFlusher::shutdown`]
@@ -33,6 +38,7 @@ struct Inner {
     queue: Mutex<Queue>,
     work: Condvar,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    on_failure: Mutex<Option<FlushFailureObserver>>,
 }
 
 struct Queue {
@@ -53,6 +59,28 @@ impl Drop for Owner {
 }
 
 impl Inner {
+    fn run_pass(&self, log: &Arc<Shared>) {
+        let handle = DurabilityHandle {
+            shared: Arc::clone(log),
+        };
+        let Err(e) = handle.background_pass() else {
+            return;
+        };
+        tracing::error!(
+            dir = %handle.dir().display(),
+            error = %e,
+            "background flush failed; the recovery point stays where it was"
+        );
+        let observer = self
+            .on_failure
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        if let Some(observer) = observer {
+            observer(handle.dir(), &e);
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queue> {
         // The queue is a deque and a flag: consistent between any two statements.
         self.queue
@@ -95,7 +123,7 @@ impl BackgroundFlusher {
                 .name(format!("log-flusher-{i}"))
                 .spawn(move || {
                     while let Some(log) = inner.next() {
-                        run_pass(&log);
+                        inner.run_pass(&log);
                     }
                 })?;
             flusher
@@ -119,6 +147,7 @@ impl BackgroundFlusher {
             }),
             work: Condvar::new(),
             threads: Mutex::new(Vec::new()),
+            on_failure: Mutex::new(None),
         });
         BackgroundFlusher {
             _owner: Arc::new(Owner {
@@ -135,9 +164,18 @@ impl BackgroundFlusher {
             let next = self.inner.lock().logs.pop_front();
             let Some(log) = next else { return ran };
             log.queued.store(false, Ordering::Release);
-            run_pass(&log);
+            self.inner.run_pass(&log);
             ran += 1;
         }
+    }
+
+    /// Installs (or removes) the observer told of every failed pass.
+    pub fn set_failure_observer(&self, observer: Option<FlushFailureObserver>) {
+        *self
+            .inner
+            .on_failure
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = observer;
     }
 
     /// Logs waiting for a pass.
@@ -179,18 +217,5 @@ impl BackgroundFlusher {
             self.inner.work.notify_one();
         }
         true
-    }
-}
-
-fn run_pass(log: &Arc<Shared>) {
-    let handle = DurabilityHandle {
-        shared: Arc::clone(log),
-    };
-    if let Err(e) = handle.background_pass() {
-        tracing::error!(
-            dir = %handle.dir().display(),
-            error = %e,
-            "background flush failed; the recovery point stays where it was"
-        );
     }
 }

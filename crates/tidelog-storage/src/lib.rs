@@ -103,7 +103,7 @@ pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::EpochEntry;
 pub use error::{RecordRefusal, StorageError};
 pub use file_slice::FileSlice;
-pub use flusher::BackgroundFlusher;
+pub use flusher::{BackgroundFlusher, FlushFailureObserver};
 pub use fsync::fsyncs_on_this_thread;
 pub use log::{
     AppendInfo, AppendOptions, AppendOrigin, DurabilityHandle, FlushObserver, Log, PendingSync,

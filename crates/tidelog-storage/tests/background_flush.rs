@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{batch, files_with_ext, opts, read_all};
 use tidelog_storage::{
-    fsyncs_on_this_thread, AppendOptions, AppendOrigin, BackgroundFlusher, Log, LogConfig,
+    fsyncs_on_this_thread, AppendOptions, AppendOrigin, BackgroundFlusher, FlushFailureObserver,
+    Log, LogConfig,
 };
 
 fn cfg() -> LogConfig {
@@ -275,4 +276,27 @@ fn with_the_marker_removed_beforehand_the_first_writes_sync_nothing() {
     drop(log); // crash
     let log = Log::open(dir.path(), cfg()).unwrap();
     assert_eq!(read_all(&log, 0), written);
+}
+
+#[test]
+fn a_failed_pass_is_reported_and_later_waits_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_dir = dir.path().join("t-0");
+    let flusher = BackgroundFlusher::manual();
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&failures);
+    let observer: FlushFailureObserver = Arc::new(move |dir, _| {
+        seen.lock().unwrap().push(dir.to_path_buf());
+    });
+    flusher.set_failure_observer(Some(observer));
+    let mut log = open(&log_dir, cfg(), &flusher);
+    for i in 0..30 {
+        log.append(&mut batch(2, i, "v", 100), &opts(i)).unwrap();
+    }
+    // The directory vanishes under the log (a disk unmounted, an operator's rm).
+    std::fs::remove_dir_all(&log_dir).unwrap();
+    assert_eq!(flusher.run_pending(), 1);
+    assert_eq!(*failures.lock().unwrap(), vec![log_dir.clone()]);
+    assert_eq!(log.recovery_point(), 0, "nothing was claimed durable");
+    assert!(log.durability().wait_durable(log.log_end_offset()).is_err());
 }

@@ -10,10 +10,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use common::{batch, files_with_ext, opts, read_all};
+use common::{append_in_epochs, batch, files_with_ext, opts, read_all};
 use tidelog_storage::{
-    fsyncs_on_this_thread, AppendOptions, AppendOrigin, BackgroundFlusher, FlushFailureObserver,
-    Log, LogConfig,
+    fsyncs_on_this_thread, BackgroundFlusher, FlushFailureObserver, Log, LogConfig,
 };
 
 fn cfg() -> LogConfig {
@@ -28,6 +27,13 @@ fn open(dir: &Path, config: LogConfig, flusher: &BackgroundFlusher) -> Log {
     let mut log = Log::open(dir, config).unwrap();
     log.set_background_flusher(Some(flusher.clone()));
     log
+}
+
+/// `n` batches of two ~100-byte records: with `cfg()` a segment rolls every dozen.
+fn append_many(log: &mut Log, n: i64, tag: &str) {
+    for i in 0..n {
+        log.append(&mut batch(2, i, tag, 100), &opts(i)).unwrap();
+    }
 }
 
 fn recovery_checkpoint(dir: &Path) -> Option<String> {
@@ -48,9 +54,7 @@ fn a_roll_on_append_syncs_nothing_on_the_appending_thread() {
         }
     })));
     let before = fsyncs_on_this_thread();
-    for i in 0..60 {
-        log.append(&mut batch(2, i, "v", 100), &opts(i)).unwrap();
-    }
+    append_many(&mut log, 60, "v");
     log.roll_if_due(i64::MAX).unwrap();
     log.write_checkpoints().unwrap();
     assert!(log.segment_count() > 5, "the appends rolled");
@@ -78,9 +82,7 @@ fn a_crash_before_the_background_flush_recovers_every_batch() {
     let dir = tempfile::tempdir().unwrap();
     let flusher = BackgroundFlusher::manual();
     let mut log = open(dir.path(), cfg(), &flusher);
-    for i in 0..60 {
-        log.append(&mut batch(2, i, "v", 100), &opts(i)).unwrap();
-    }
+    append_many(&mut log, 60, "v");
     let written = read_all(&log, 0);
     assert!(log.segment_count() > 3);
     assert!(log.durability().segments_awaiting_sync() > 2);
@@ -105,9 +107,7 @@ fn an_unsynced_rolled_segment_is_rescanned_and_a_bad_batch_in_it_never_served() 
     let dir = tempfile::tempdir().unwrap();
     let flusher = BackgroundFlusher::manual();
     let mut log = open(dir.path(), cfg(), &flusher);
-    for i in 0..60 {
-        log.append(&mut batch(2, i, "v", 100), &opts(i)).unwrap();
-    }
+    append_many(&mut log, 60, "v");
     let written = read_all(&log, 0);
     drop(log);
     // The crash damaged the first segment, which had rolled but was never synced.
@@ -133,9 +133,7 @@ fn the_recovery_point_follows_only_what_a_flusher_pass_synced() {
     let dir = tempfile::tempdir().unwrap();
     let flusher = BackgroundFlusher::manual();
     let mut log = open(dir.path(), cfg(), &flusher);
-    for i in 0..30 {
-        log.append(&mut batch(2, i, "v", 100), &opts(i)).unwrap();
-    }
+    append_many(&mut log, 30, "v");
     log.write_checkpoints().unwrap();
     assert!(log.segment_count() > 1);
     assert_eq!(log.recovery_point(), 0);
@@ -200,14 +198,7 @@ fn epochs_the_checkpoint_missed_are_rebuilt_from_the_rescanned_batches() {
     let dir = tempfile::tempdir().unwrap();
     let flusher = BackgroundFlusher::manual();
     let mut log = open(dir.path(), cfg(), &flusher);
-    for (i, epoch) in [0, 0, 3, 3, 5, 9].into_iter().enumerate() {
-        let o = AppendOptions {
-            leader_epoch: epoch,
-            now_ms: i as i64,
-            origin: AppendOrigin::Client,
-        };
-        log.append(&mut batch(2, 0, "e", 500), &o).unwrap();
-    }
+    append_in_epochs(&mut log, &[0, 0, 3, 3, 5, 9], 500);
     let epochs = log.leader_epochs().to_vec();
     assert_eq!(epochs.len(), 4);
     assert!(!dir.path().join("leader-epoch-checkpoint").exists());
@@ -221,9 +212,7 @@ fn close_makes_everything_durable_and_a_late_pass_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let flusher = BackgroundFlusher::manual();
     let mut log = open(dir.path(), cfg(), &flusher);
-    for i in 0..30 {
-        log.append(&mut batch(2, i, "v", 100), &opts(i)).unwrap();
-    }
+    append_many(&mut log, 30, "v");
     let written = read_all(&log, 0);
     let end = log.log_end_offset();
     log.close().unwrap();
@@ -266,9 +255,7 @@ fn with_the_marker_removed_beforehand_the_first_writes_sync_nothing() {
         .unwrap();
     assert!(!dir.path().join("clean-shutdown").exists());
     let before = fsyncs_on_this_thread();
-    for i in 0..40 {
-        log.append(&mut batch(2, i, "b", 100), &opts(i)).unwrap();
-    }
+    append_many(&mut log, 40, "b");
     assert!(log.segment_count() > 2);
     assert_eq!(fsyncs_on_this_thread(), before);
     let written = read_all(&log, 0);
@@ -290,9 +277,7 @@ fn a_failed_pass_is_reported_and_later_waits_fail() {
     });
     flusher.set_failure_observer(Some(observer));
     let mut log = open(&log_dir, cfg(), &flusher);
-    for i in 0..30 {
-        log.append(&mut batch(2, i, "v", 100), &opts(i)).unwrap();
-    }
+    append_many(&mut log, 30, "v");
     // The directory vanishes under the log (a disk unmounted, an operator's rm).
     std::fs::remove_dir_all(&log_dir).unwrap();
     assert_eq!(flusher.run_pending(), 1);

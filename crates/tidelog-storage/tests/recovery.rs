@@ -6,8 +6,8 @@ mod common;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 
-use common::{batch, files_with_ext, opts, read_all};
-use tidelog_storage::{AppendOptions, AppendOrigin, BatchBuilder, Log, LogConfig};
+use common::{append_in_epochs, batch, files_with_ext, opts, read_all};
+use tidelog_storage::{BatchBuilder, Log, LogConfig};
 
 fn cfg() -> LogConfig {
     LogConfig {
@@ -164,14 +164,7 @@ fn producer_state_survives_crash_and_clean_restart() {
 fn leader_epochs_missing_from_their_checkpoint_are_rebuilt_from_the_rescan() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::open(dir.path(), cfg()).unwrap();
-    for (i, epoch) in [0, 0, 3, 3, 5, 9].into_iter().enumerate() {
-        let o = AppendOptions {
-            leader_epoch: epoch,
-            now_ms: i as i64,
-            origin: AppendOrigin::Client,
-        };
-        log.append(&mut batch(2, 0, "e", 100), &o).unwrap();
-    }
+    append_in_epochs(&mut log, &[0, 0, 3, 3, 5, 9], 100);
     let epochs = log.leader_epochs().to_vec();
     assert_eq!(epochs.len(), 4);
     drop(log); // crash, and the epochs file never reached the disk

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tidelog_controller::quorum::QuorumController;
 use tidelog_controller::{Endpoint, MetadataImage, TopicDefaults};
+use tidelog_storage::BackgroundFlusher;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -74,6 +75,8 @@ pub struct Broker {
     /// Turns true when shutdown starts: requests waiting (long polls, joins) end.
     stopping: watch::Sender<bool>,
     tasks: Tasks,
+    /// The logs' background fsyncs; stopped after the logs are closed.
+    flusher: BackgroundFlusher,
     kafka_addr: SocketAddr,
     admin_addr: SocketAddr,
     /// This node's controller voter, stopped after the broker.
@@ -146,19 +149,29 @@ impl Broker {
             port: kafka_addr.port(),
         };
         let rack = Some(config.get(settings::BROKER_RACK)).filter(|r| !r.is_empty());
+        let flusher_threads = usize::try_from(config.get(settings::BACKGROUND_THREADS))
+            .unwrap_or(1)
+            .clamp(1, MAX_FLUSHER_THREADS);
+        let flusher = BackgroundFlusher::start(flusher_threads)?;
+        flusher.set_failure_observer(Some(metrics.storage.flush_failure_observer()));
         let replicas = Arc::new(ReplicaManager::new(
             node_id,
             &data_dir,
             Arc::clone(&metrics.storage),
             Arc::clone(&metrics.replication),
             Arc::clone(&env.transport),
+            flusher.clone(),
         ));
 
         let (link, voter, image) = join_quorum(&config, cluster.as_ref(), defaults, &env).await?;
         if voter.is_some() {
-            // A voter has its image from disk: open the logs it names now. A
+            // A voter has its image from disk: open the logs it names now (on a
+            // blocking thread: opening reads files and may recover a crashed log). A
             // broker-only node waits for its first fetch.
-            open_logs(&replicas, &image, &config)?;
+            let (opener, image, broker) = (Arc::clone(&replicas), image.clone(), config.clone());
+            tokio::task::spawn_blocking(move || open_logs(&opener, &image, &broker))
+                .await
+                .map_err(|e| StartError::Metadata(format!("opening the logs panicked: {e}")))??;
         }
         let metadata = Arc::new(MetadataManager::new(Arc::clone(&link), image));
         let clock = Arc::clone(&env.clock);
@@ -232,6 +245,7 @@ impl Broker {
             ctx,
             stopping: stopping_tx,
             tasks,
+            flusher,
             kafka_addr,
             admin_addr,
             voter,
@@ -256,13 +270,23 @@ impl Broker {
         let _ = self.stopping.send(true);
         self.tasks.stop_all().await;
         let ctx = self.ctx;
-        let _ = tokio::task::spawn_blocking(move || ctx.replicas.shutdown()).await;
+        let flusher = self.flusher;
+        // Closing makes every log durable by itself; the flusher then finishes what is
+        // queued (passes for closed logs write nothing) and its threads end.
+        let _ = tokio::task::spawn_blocking(move || {
+            ctx.replicas.shutdown();
+            flusher.shutdown();
+        })
+        .await;
         if let Some(voter) = self.voter {
             quorum::stop_voter(&voter).await;
         }
         tracing::info!("tidelog stopped cleanly");
     }
 }
+
+/// Bound on `background.threads` for the log flusher.
+const MAX_FLUSHER_THREADS: usize = 64;
 
 /// How long a single node waits at start-up to be registered with its own controller
 /// before it serves anyway (the heartbeat loop keeps trying; `/readyz` tells).

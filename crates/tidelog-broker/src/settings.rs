@@ -105,6 +105,9 @@ settings! {
     LOG_FLUSH_INTERVAL_MS: i64 = "log.flush.interval.ms", "9223372036854775807";
     LOG_FLUSH_SCHEDULER_INTERVAL_MS: i64 = "log.flush.scheduler.interval.ms", "1000";
     LOG_SEGMENT_DELETE_DELAY_MS: i64 = "log.segment.delete.delay.ms", "60000";
+    /// Threads of the background log flusher (the fsyncs of rolled segments, flush.ms,
+    /// checkpoints), as Kafka's background threads run its scheduled flushes.
+    BACKGROUND_THREADS: i64 = "background.threads", "10";
     LOG_CLEANUP_POLICY: String = "log.cleanup.policy", "delete";
     LOG_CLEANER_BACKOFF_MS: i64 = "log.cleaner.backoff.ms", "15000";
     LOG_CLEANER_DELETE_RETENTION_MS: i64 = "log.cleaner.delete.retention.ms", "86400000";

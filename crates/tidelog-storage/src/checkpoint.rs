@@ -23,7 +23,7 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Resul
     {
         let mut f = File::create(&tmp)?;
         f.write_all(contents)?;
-        f.sync_all()?;
+        crate::fsync::sync_all(&f)?;
     }
     std::fs::rename(&tmp, dir.join(name))?;
     sync_dir(dir)
@@ -31,7 +31,7 @@ pub(crate) fn write_atomic(dir: &Path, name: &str, contents: &[u8]) -> io::Resul
 
 /// fsync of a directory, making renames and unlinks in it durable.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    crate::fsync::sync_dir(dir)
 }
 
 fn encode_lines(lines: &[String]) -> Vec<u8> {

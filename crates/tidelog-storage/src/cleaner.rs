@@ -209,7 +209,7 @@ impl Log {
             std::fs::remove_file(&cleaned_path)?;
             return Ok(());
         }
-        file.sync_all()?;
+        crate::fsync::sync_all(&file)?;
         drop(file);
         stats.bytes_before += seg.size();
         stats.bytes_after += written;

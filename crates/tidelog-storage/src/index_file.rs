@@ -150,9 +150,9 @@ impl IndexFile {
 
     pub(crate) fn flush(&self) -> io::Result<()> {
         if let Some(m) = &self.map {
-            m.flush()?;
+            crate::fsync::sync_map(m)?;
         }
         // The size may have changed since the file was last synced.
-        self.reopen()?.sync_all()
+        crate::fsync::sync_all(&self.reopen()?)
     }
 }

@@ -32,14 +32,39 @@
 //! * [`Log::set_high_watermark`] after replication advances it.
 //!
 //! # Durability, opening and descriptors
-//! [`Log::append_group_commit`] leaves a due `flush.messages` fsync to the returned
-//! [`PendingSync`], which the caller waits on after releasing its lock: one fdatasync
-//! then covers every append written before it (group commit). A clean open (the
-//! `clean-shutdown` marker present) writes and syncs nothing; the marker is removed just
-//! before the first change to the log's files. [`open_logs`] / [`close_logs`] open and
-//! close many logs on bounded threads. A log keeps one file descriptor (its active
-//! segment's `.log`); closed segments' files are opened on read and cached process-wide,
-//! at most [`set_max_open_segment_files`] of them.
+//! The owner of a `Log` calls it under its lock, possibly from an async worker, so the
+//! append path never waits for an fsync (every fsync of this crate is counted per
+//! thread, [`fsyncs_on_this_thread`], which is how the tests show it):
+//! * The append's `write()` into the page cache stays on the caller's thread. It does
+//!   not wait for the disk unless the kernel throttles dirty pages, which is back
+//!   pressure worth feeling; Kafka writes on its request threads the same way.
+//! * [`Log::append_group_commit`] leaves a due `flush.messages` fsync to the returned
+//!   [`PendingSync`], which the caller waits on after releasing its lock (off its async
+//!   workers): one fdatasync then covers every append written before it (group commit).
+//! * With a [`BackgroundFlusher`] attached ([`Log::set_background_flusher`]), a roll
+//!   only creates the new segment's files and writes the producer snapshot into the page
+//!   cache; the fsyncs of the closed segment (data, indexes, transaction index), of the
+//!   snapshot and the directory, and the recovery-point checkpoint run in a flusher
+//!   pass, as Kafka's roll schedules the flush of the rolled segment. So do `flush.ms`
+//!   ([`Log::flush_if_due`]), [`Log::write_checkpoints`] and the epochs file after a new
+//!   leader epoch. The recovery point moves only past what a pass (or a group-commit
+//!   waiter, which syncs pending rolled segments first) actually synced: a crash before
+//!   it rescans the rolled segment, so it is never lost, only re-verified. Without a
+//!   flusher the same pass runs on the caller's thread.
+//! * Checkpoint files have one writer at a time per log ([`DurabilityHandle`] holds a
+//!   lock that the owner's lock never waits behind except in truncation, which must
+//!   lower the recovery point on disk before it returns, and close).
+//! * A clean open (the `clean-shutdown` marker present) writes and syncs nothing. The
+//!   marker must be gone durably before the first change to the files; the owner
+//!   removes it off its lock with [`DurabilityHandle::remove_clean_shutdown_marker`],
+//!   and a write that finds it still there removes it itself (one directory fsync).
+//! * [`Log::close`] makes everything durable and writes the marker on the caller's
+//!   thread; a pass queued for a closed, deleted or dropped log writes nothing.
+//!
+//! [`open_logs`] / [`close_logs`] open and close many logs on bounded threads. A log
+//! keeps one file descriptor (its active segment's `.log`); closed segments' files are
+//! opened on read and cached process-wide, at most [`set_max_open_segment_files`] of
+//! them.
 //!
 //! # Whose directory it is
 //! [`Log::open_partition`] / [`open_partition_logs`] check the directory's
@@ -69,6 +94,8 @@ mod config;
 mod epoch_cache;
 mod error;
 mod file_slice;
+mod flusher;
+mod fsync;
 mod index;
 mod index_file;
 mod log;
@@ -85,6 +112,8 @@ pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::EpochEntry;
 pub use error::{RecordRefusal, StorageError};
 pub use file_slice::FileSlice;
+pub use flusher::{BackgroundFlusher, FlushFailureObserver};
+pub use fsync::fsyncs_on_this_thread;
 pub use log::{
     AppendInfo, AppendOptions, AppendOrigin, DurabilityHandle, FlushObserver, Log, PendingSync,
     ReadResult,

@@ -64,7 +64,8 @@ pub(crate) struct CompletedTxn {
 /// `magic "TLPS", version u16 = 1, crc u32 (CRC-32C of everything after it),
 /// count u32, count x { producer_id i64, epoch i16, txn_first_offset i64 (-1 = none),
 /// n u8 (<= 5), n x { first_seq i32, last_seq i32, first_offset i64, last_offset i64,
-/// timestamp i64 } }`. Written atomically at every roll and at close; on open the newest
+/// timestamp i64 } }`. Written at every roll (into the page cache; the background flusher
+/// fsyncs it) and atomically at close; on open the newest
 /// snapshot that parses and is not beyond the log end is loaded and the log replayed from
 /// its offset. A snapshot that fails its CRC is ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -232,6 +233,15 @@ impl ProducerStateTable {
         (r.pos == body.len()).then_some(ProducerStateTable { producers })
     }
 
+    /// Writes the snapshot straight to its file, into the page cache only: at a roll the
+    /// fsync is the background flusher's. A crash may leave the file torn, and a torn
+    /// snapshot fails its CRC and is ignored (recovery replays from an older one).
+    pub(crate) fn write_snapshot_unsynced(&self, dir: &Path, offset: i64) -> io::Result<()> {
+        let path = dir.join(crate::segment::file_name(offset, "snapshot"));
+        std::fs::write(path, self.encode())
+    }
+
+    /// Writes the snapshot atomically and durably (close).
     pub(crate) fn write_snapshot(&self, dir: &Path, offset: i64) -> io::Result<()> {
         write_atomic(
             dir,

@@ -103,7 +103,7 @@ impl TxnIndex {
 
     pub(crate) fn sync(&self) -> io::Result<()> {
         match File::open(&self.path) {
-            Ok(f) => f.sync_all(),
+            Ok(f) => crate::fsync::sync_all(&f),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
         }

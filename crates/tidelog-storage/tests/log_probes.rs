@@ -1,11 +1,13 @@
-//! The read-only probes the broker's metrics use: the fsync observer and the timestamp
-//! retention measures a segment by.
+//! The read-only probes the broker's metrics use (the fsync observer and the timestamp
+//! retention measures a segment by) and the per-thread fsync count tests rely on.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tidelog_storage::{AppendOptions, AppendOrigin, BatchBuilder, Log, LogConfig};
+use tidelog_storage::{
+    fsyncs_on_this_thread, AppendOptions, AppendOrigin, BatchBuilder, Log, LogConfig,
+};
 
 fn append(log: &mut Log, ts: i64) {
     let mut b = BatchBuilder::new()
@@ -36,6 +38,19 @@ fn flush_observer_is_told_once_per_fsync_pass() {
     log.set_flush_observer(None);
     log.flush().unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn fsyncs_are_counted_on_the_thread_that_makes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    append(&mut log, 1_000);
+    let before = fsyncs_on_this_thread();
+    log.flush().unwrap();
+    let here = fsyncs_on_this_thread() - before;
+    assert!(here >= 1, "a flush syncs at least the active segment");
+    let elsewhere = std::thread::spawn(fsyncs_on_this_thread).join().unwrap();
+    assert_eq!(elsewhere, 0, "another thread made none");
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 
-use common::{batch, files_with_ext, opts, read_all};
+use common::{append_in_epochs, batch, files_with_ext, opts, read_all};
 use tidelog_storage::{BatchBuilder, Log, LogConfig};
 
 fn cfg() -> LogConfig {
@@ -158,4 +158,17 @@ fn producer_state_survives_crash_and_clean_restart() {
     let log = Log::open(dir.path(), cfg()).unwrap();
     assert_eq!(log.producer_state(), &state);
     assert!(!files_with_ext(dir.path(), "snapshot").is_empty());
+}
+
+#[test]
+fn leader_epochs_missing_from_their_checkpoint_are_rebuilt_from_the_rescan() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    append_in_epochs(&mut log, &[0, 0, 3, 3, 5, 9], 100);
+    let epochs = log.leader_epochs().to_vec();
+    assert_eq!(epochs.len(), 4);
+    drop(log); // crash, and the epochs file never reached the disk
+    std::fs::remove_file(dir.path().join("leader-epoch-checkpoint")).unwrap();
+    let log = Log::open(dir.path(), cfg()).unwrap();
+    assert_eq!(log.leader_epochs(), epochs.as_slice());
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
+use kafka_protocol::messages::delete_records_request::{DeleteRecordsRequest, DeleteRecordsTopic};
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsResponse, DeleteRecordsTopicResult,
 };
@@ -35,35 +35,21 @@ struct Waiting {
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DeleteRecordsRequest = req.decode()?;
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
-    let mut waiting = Vec::new();
-    let mut topics = answer_each(
-        request.topics,
-        |topic| &topic.partitions,
-        |topic, p| {
-            let result =
-                DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
-            match delete_before(ctx, &topic.name.0, p.partition_index, p.offset) {
-                Ok((partition, offset)) => {
-                    let low = partition.hw_watch().borrow().low_watermark;
-                    if low < offset {
-                        waiting.push(Waiting {
-                            topic: topic.name.0.to_string(),
-                            partition_index: p.partition_index,
-                            partition,
-                            offset,
-                        });
-                    }
-                    result.with_low_watermark(low)
-                }
-                Err(code) => result.with_low_watermark(-1).with_error_code(code),
-            }
-        },
-        |topic, partitions| {
-            DeleteRecordsTopicResult::default()
-                .with_name(topic.name)
-                .with_partitions(partitions)
-        },
-    );
+    // Deleting segment files and writing the log-start checkpoint (an fsync each) is
+    // blocking work: it runs off the async workers.
+    let worker = Arc::clone(ctx);
+    let asked = request.topics.clone();
+    let deleted = tokio::task::spawn_blocking(move || delete_all(&worker, request.topics)).await;
+    let (mut topics, waiting) = match deleted {
+        Ok(done) => done,
+        Err(e) => {
+            tracing::error!(error = %e, "DeleteRecords panicked");
+            (
+                answer_all(asked, ResponseError::UnknownServerError.code()),
+                Vec::new(),
+            )
+        }
+    };
     if waiting.is_empty() {
         return req.respond(&DeleteRecordsResponse::default().with_topics(topics));
     }
@@ -87,6 +73,64 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             &DeleteRecordsResponse::default().with_topics(topics),
         )
     })))
+}
+
+fn topic_result(
+    topic: DeleteRecordsTopic,
+    partitions: Vec<DeleteRecordsPartitionResult>,
+) -> DeleteRecordsTopicResult {
+    DeleteRecordsTopicResult::default()
+        .with_name(topic.name)
+        .with_partitions(partitions)
+}
+
+/// The same error for every partition asked for.
+fn answer_all(request: Vec<DeleteRecordsTopic>, code: i16) -> Vec<DeleteRecordsTopicResult> {
+    answer_each(
+        request,
+        |topic| &topic.partitions,
+        |_, p| {
+            DeleteRecordsPartitionResult::default()
+                .with_partition_index(p.partition_index)
+                .with_low_watermark(-1)
+                .with_error_code(code)
+        },
+        topic_result,
+    )
+}
+
+/// Moves the log start of every partition asked for; the answers so far and the
+/// partitions whose answer waits for their followers.
+fn delete_all(
+    ctx: &Ctx,
+    request: Vec<DeleteRecordsTopic>,
+) -> (Vec<DeleteRecordsTopicResult>, Vec<Waiting>) {
+    let mut waiting = Vec::new();
+    let topics = answer_each(
+        request,
+        |topic| &topic.partitions,
+        |topic, p| {
+            let result =
+                DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
+            match delete_before(ctx, &topic.name.0, p.partition_index, p.offset) {
+                Ok((partition, offset)) => {
+                    let low = partition.hw_watch().borrow().low_watermark;
+                    if low < offset {
+                        waiting.push(Waiting {
+                            topic: topic.name.0.to_string(),
+                            partition_index: p.partition_index,
+                            partition,
+                            offset,
+                        });
+                    }
+                    result.with_low_watermark(low)
+                }
+                Err(code) => result.with_low_watermark(-1).with_error_code(code),
+            }
+        },
+        topic_result,
+    );
+    (topics, waiting)
 }
 
 /// Moves the leader's log start; returns the partition and the offset the low watermark
@@ -114,6 +158,12 @@ fn delete_before(
     });
     match result {
         Ok(Ok(target)) => {
+            // On disk before the answer (outside the log lock): deleted records stay
+            // deleted across a crash of this node.
+            p.durability().write_checkpoints().map_err(|e| {
+                tracing::error!(topic, partition, error = %e, "writing the log start offset failed");
+                ResponseError::KafkaStorageError.code()
+            })?;
             p.log_start_moved();
             Ok((p, target))
         }

@@ -287,6 +287,7 @@ async fn append(
         ));
     };
     ctx.metrics.topics.produced_batches(topic, records);
+    p.ready_for_writes().await;
     let mut batches = BytesMut::from(records);
     // Transactional batches only into a partition of the producer's open transaction
     // (checked with the coordinator, which cannot decide the transaction meanwhile).

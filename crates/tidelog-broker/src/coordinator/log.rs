@@ -55,6 +55,11 @@ pub(crate) trait CoordinatorLog: Send + Sync + 'static {
     /// Everything from the log start to the log end, once the high watermark has
     /// reached the log end (`Ok(None)` before: try again later). Blocking: reads files.
     fn read_committed(&self) -> Result<Option<(Vec<LogEntry>, i64)>, CoordinatorError>;
+
+    /// Readies the log for the coordinator's writes, on the blocking thread of a load:
+    /// whatever the first write would otherwise sync on the async runtime (the
+    /// clean-shutdown marker of a log opened clean).
+    fn prepare_writes(&self) {}
 }
 
 /// How the runtime finds the log of partition `index` of its topic, led here in
@@ -118,6 +123,13 @@ impl CoordinatorLog for PartitionLog {
 
     fn watch(&self) -> watch::Receiver<HwSnapshot> {
         self.partition.hw_watch()
+    }
+
+    fn prepare_writes(&self) {
+        if let Err(e) = self.partition.durability().remove_clean_shutdown_marker() {
+            // The first append tries again and reports it.
+            tracing::warn!(topic = %self.partition.topic, partition = self.partition.index, error = %e, "removing the clean-shutdown marker failed");
+        }
     }
 
     fn read_committed(&self) -> Result<Option<(Vec<LogEntry>, i64)>, CoordinatorError> {

@@ -417,7 +417,11 @@ impl<S: Shard> ShardTask<S> {
         loop {
             self.check_leader(&state.borrow_and_update())?;
             let log = Arc::clone(&self.log);
-            match tokio::task::spawn_blocking(move || log.read_committed()).await {
+            let load = move || {
+                log.prepare_writes();
+                log.read_committed()
+            };
+            match tokio::task::spawn_blocking(load).await {
                 Ok(Ok(Some((entries, end)))) => {
                     let count = entries.len();
                     self.replay_all(entries);

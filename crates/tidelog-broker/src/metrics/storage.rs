@@ -9,7 +9,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use tidelog_storage::{CompactionStats, FlushObserver};
+use tidelog_storage::{CompactionStats, FlushFailureObserver, FlushObserver};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationLabels {
@@ -25,6 +25,8 @@ pub(crate) enum StorageOperation {
     Compaction,
     /// A producer's append failing for a storage reason (KAFKA_STORAGE_ERROR).
     Append,
+    /// A background flusher pass (the fsyncs of rolled segments, flush.ms, checkpoints).
+    Flush,
 }
 
 impl StorageOperation {
@@ -33,6 +35,7 @@ impl StorageOperation {
             StorageOperation::Housekeeping => "housekeeping",
             StorageOperation::Compaction => "compaction",
             StorageOperation::Append => "append",
+            StorageOperation::Flush => "flush",
         }
     }
 }
@@ -92,6 +95,7 @@ impl StorageProbe {
             StorageOperation::Housekeeping,
             StorageOperation::Compaction,
             StorageOperation::Append,
+            StorageOperation::Flush,
         ] {
             let _ = probe.errors.get_or_create(&OperationLabels {
                 operation: op.label(),
@@ -104,6 +108,12 @@ impl StorageProbe {
     pub(crate) fn flush_observer(self: &Arc<Self>) -> FlushObserver {
         let probe = Arc::clone(self);
         Arc::new(move |took| probe.flush_seconds.observe(took.as_secs_f64()))
+    }
+
+    /// The observer to install on the node's background flusher.
+    pub(crate) fn flush_failure_observer(self: &Arc<Self>) -> FlushFailureObserver {
+        let probe = Arc::clone(self);
+        Arc::new(move |_, _| probe.failed(StorageOperation::Flush))
     }
 
     pub(crate) fn retention_deleted(&self, segments: usize) {
@@ -134,6 +144,10 @@ impl StorageProbe {
 mod tests {
     use super::*;
 
+    fn io_error() -> tidelog_storage::StorageError {
+        std::io::Error::other("disk gone").into()
+    }
+
     #[test]
     fn observer_feeds_the_histogram_and_compaction_counts_reclaimed_bytes() {
         let mut registry = Registry::with_prefix("tidelog");
@@ -162,5 +176,9 @@ mod tests {
         assert!(text.contains("tidelog_compaction_removed_records_total 7\n"));
         assert!(text.contains("tidelog_storage_errors_total{operation=\"compaction\"} 1\n"));
         assert!(text.contains("tidelog_storage_errors_total{operation=\"append\"} 0\n"));
+        probe.flush_failure_observer()(std::path::Path::new("t-0"), &io_error());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("tidelog_storage_errors_total{operation=\"flush\"} 1\n"));
     }
 }

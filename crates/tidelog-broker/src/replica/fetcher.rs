@@ -1,7 +1,9 @@
 //! One follower fetcher per source broker: a task that fetches every partition this
 //! node follows from that leader in one Fetch request (v12, replica id set, the last
 //! fetched epoch so the leader reports divergence), appends what comes back, takes the
-//! leader's high watermark, and truncates where the leader says the logs diverge.
+//! leader's high watermark, and truncates where the leader says the logs diverge. The
+//! network part is async; applying an answer (appends, truncations, their fsyncs and
+//! checkpoints) runs on a blocking thread.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -164,20 +166,20 @@ pub(crate) async fn run(
                 continue;
             }
         };
-        let mut appended = 0usize;
-        for topic in &response.responses {
-            for data in &topic.partitions {
-                let key = (topic.topic.0.to_string(), data.partition_index);
-                let Some(a) = asked.get(&key) else { continue };
-                match handle_partition(a, data, &replication, source) {
-                    Ok(bytes) => appended = appended.saturating_add(bytes),
-                    Err(e) => {
-                        let p = &a.partition;
-                        tracing::debug!(topic = %p.topic, partition = p.index, source, error = %e, "follower fetch backs off");
-                        delayed.insert(key, Instant::now() + settings.backoff);
-                    }
-                }
-            }
+        // Appending, truncating and the fsyncs they may need are blocking file work:
+        // the whole answer is applied on a blocking thread, one hop per fetch.
+        let keys: Vec<(String, i32)> = asked.keys().cloned().collect();
+        let applying = Arc::clone(&replication);
+        let applied = tokio::task::spawn_blocking(move || {
+            apply_response(source, &asked, &response, &applying)
+        })
+        .await;
+        let (appended, failed) = applied.unwrap_or_else(|e| {
+            tracing::error!(source, error = %e, "applying a fetch answer panicked");
+            (0, keys)
+        });
+        for key in failed {
+            delayed.insert(key, Instant::now() + settings.backoff);
         }
         let wait = throttle.book(appended, Instant::now());
         if !wait.is_zero() {
@@ -259,6 +261,33 @@ enum FollowerError {
     Truncate(PartitionError),
     #[error("appending the leader's records failed: {0}")]
     Append(PartitionError),
+}
+
+/// Applies every partition's answer (blocking). Returns the bytes appended and the
+/// partitions that should back off.
+fn apply_response(
+    source: i32,
+    asked: &HashMap<(String, i32), Asked>,
+    response: &FetchResponse,
+    replication: &ReplicationProbe,
+) -> (usize, Vec<(String, i32)>) {
+    let mut appended = 0usize;
+    let mut failed = Vec::new();
+    for topic in &response.responses {
+        for data in &topic.partitions {
+            let key = (topic.topic.0.to_string(), data.partition_index);
+            let Some(a) = asked.get(&key) else { continue };
+            match handle_partition(a, data, replication, source) {
+                Ok(bytes) => appended = appended.saturating_add(bytes),
+                Err(e) => {
+                    let p = &a.partition;
+                    tracing::debug!(topic = %p.topic, partition = p.index, source, error = %e, "follower fetch backs off");
+                    failed.push(key);
+                }
+            }
+        }
+    }
+    (appended, failed)
 }
 
 /// Applies one partition's answer. Returns the bytes appended, or why the partition

@@ -36,6 +36,10 @@ impl Partition {
     /// Follower: appends batches fetched from the leader (offsets as the leader assigned
     /// them) and takes the leader's high watermark, never above its own LEO. Returns the
     /// bytes appended. Refused unless this node still follows `leader` in `epoch`.
+    ///
+    /// Blocking, for the fetcher's blocking thread: what must be on disk before the
+    /// next fetch reports this log (a `flush.messages` fsync, a log start the leader
+    /// moved, so deleted records stay deleted) is synced after the log lock is released.
     pub(crate) fn append_replicated(
         &self,
         leader: i32,
@@ -44,25 +48,38 @@ impl Partition {
         leader_hw: i64,
         leader_log_start: i64,
     ) -> Result<usize, PartitionError> {
-        let mut guard = self.lock();
-        let log = guard.as_mut().ok_or(PartitionError::Closed)?;
-        {
-            let repl = self.repl_state();
-            if repl.role != (Role::Follower { leader }) || repl.leader_epoch != epoch {
-                return Err(PartitionError::NotLeader);
+        self.durability().remove_clean_shutdown_marker()?;
+        let (bytes, pending_sync, start_moved) = {
+            let mut guard = self.lock();
+            let log = guard.as_mut().ok_or(PartitionError::Closed)?;
+            {
+                let repl = self.repl_state();
+                if repl.role != (Role::Follower { leader }) || repl.leader_epoch != epoch {
+                    return Err(PartitionError::NotLeader);
+                }
             }
-        }
-        let bytes = if records.is_empty() {
-            0
-        } else {
-            log.append_as_follower(records)?.bytes
+            let (bytes, pending_sync) = if records.is_empty() {
+                (0, None)
+            } else {
+                let (info, pending_sync) = log.append_as_follower_group_commit(records)?;
+                (info.bytes, pending_sync)
+            };
+            let start_moved = leader_log_start > log.log_start_offset()
+                && leader_log_start <= log.log_end_offset();
+            if start_moved {
+                log.delete_records_before(leader_log_start)?;
+            }
+            let hw = leader_hw.min(log.log_end_offset());
+            if hw > log.high_watermark() {
+                log.set_high_watermark(hw);
+            }
+            (bytes, pending_sync, start_moved)
         };
-        if leader_log_start > log.log_start_offset() && leader_log_start <= log.log_end_offset() {
-            log.delete_records_before(leader_log_start)?;
+        if let Some(sync) = pending_sync {
+            sync.wait()?;
         }
-        let hw = leader_hw.min(log.log_end_offset());
-        if hw > log.high_watermark() {
-            log.set_high_watermark(hw);
+        if start_moved {
+            self.durability().write_checkpoints()?;
         }
         Ok(bytes)
     }

@@ -2,6 +2,8 @@
 //! image changes, `apply_image` opens new partitions, re-configures changed ones and
 //! removes deleted ones, so replaying metadata is the only way partitions come and go.
 
+#[cfg(test)]
+mod blocking_io_tests;
 mod dir_deletion;
 mod fetcher;
 mod fetchers;
@@ -22,7 +24,7 @@ use std::sync::{Arc, RwLock};
 
 use tidelog_controller::MetadataImage;
 use tidelog_env::net::Transport;
-use tidelog_storage::{DirClaim, Log, StorageError};
+use tidelog_storage::{BackgroundFlusher, DirClaim, Log, StorageError};
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
@@ -49,6 +51,9 @@ pub(crate) struct ReplicaManager {
     partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
     /// Told of every fsync, retention deletion, compaction and background failure.
     probe: Arc<StorageProbe>,
+    /// Where every hosted log hands its fsyncs (rolls, flush.ms, checkpoints); started
+    /// and stopped by the server.
+    flusher: BackgroundFlusher,
     /// One follower fetcher task per source broker.
     fetchers: Fetchers,
     /// Told of elections, ISR changes and truncations.
@@ -66,12 +71,14 @@ impl ReplicaManager {
         probe: Arc<StorageProbe>,
         replication: Arc<ReplicationProbe>,
         transport: Arc<dyn Transport>,
+        flusher: BackgroundFlusher,
     ) -> Self {
         ReplicaManager {
             node_id,
             data_dir: data_dir.to_path_buf(),
             partitions: RwLock::new(HashMap::new()),
             probe,
+            flusher,
             fetchers: Fetchers::new(transport, Arc::clone(&replication)),
             replication,
             isr_wake: Notify::new(),
@@ -205,6 +212,7 @@ impl ReplicaManager {
                 }
             }
             log.set_flush_observer(Some(self.probe.flush_observer()));
+            log.set_background_flusher(Some(self.flusher.clone()));
             // A sole in-sync replica leading commits its whole log here (HW = LEO).
             let p = Partition::new(key.0.clone(), topic_id, key.1, assignment.leader_epoch, log)
                 .hosted_by(self.node_id);

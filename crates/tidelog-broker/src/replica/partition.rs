@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tidelog_storage::{
-    AbortedTxn, AppendOptions, AppendOrigin, FileSlice, Log, LogConfig, PendingSync, StorageError,
+    AbortedTxn, AppendOptions, AppendOrigin, DurabilityHandle, FileSlice, Log, LogConfig,
+    PendingSync, StorageError,
 };
 
 use super::idempotence::{self, CheckError, SequenceCheck, SequenceError};
@@ -90,6 +91,9 @@ pub(crate) struct Partition {
     leader_epoch: AtomicI32,
     /// `None` once the partition was deleted or the node shut down.
     log: Mutex<Option<Log>>,
+    /// The log's durability, usable without the log lock: fsyncs and checkpoint writes
+    /// the owner waits for happen through it on blocking threads.
+    durability: DurabilityHandle,
     /// Fetches waiting for data; each is woken once by the next append.
     waiters: Mutex<Vec<Arc<Notify>>>,
     /// Role, ISR and follower progress (see `replication.rs`). Lock order: `log` first.
@@ -131,6 +135,7 @@ impl Partition {
             topic_id,
             index,
             leader_epoch: AtomicI32::new(leader_epoch),
+            durability: log.durability(),
             log: Mutex::new(Some(log)),
             waiters: Mutex::new(Vec::new()),
             repl: Mutex::new(ReplicaState::sole_leader(i32::MIN, leader_epoch)),
@@ -196,6 +201,32 @@ impl Partition {
         self.log
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The log's durability handle (for work done off the log lock).
+    pub(crate) fn durability(&self) -> &DurabilityHandle {
+        &self.durability
+    }
+
+    /// Readies the log for writes without syncing on the caller's async worker: after
+    /// a clean open, the clean-shutdown marker must go (a directory fsync) before the
+    /// first write, and this does it on a blocking thread. Once done (or for a log that
+    /// was not opened clean) it costs one atomic load. Should it fail, the append tries
+    /// again itself and reports the error.
+    pub(crate) async fn ready_for_writes(&self) {
+        if !self.durability.clean_shutdown_marker_present() {
+            return;
+        }
+        let durability = self.durability.clone();
+        match tokio::task::spawn_blocking(move || durability.remove_clean_shutdown_marker()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "removing the clean-shutdown marker failed");
+            }
+            Err(e) => {
+                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "removing the clean-shutdown marker panicked");
+            }
+        }
     }
 
     /// Runs `f` on the open log.
@@ -286,6 +317,11 @@ impl Partition {
             now_ms,
             origin,
         };
+        // Refused before the log lock too: a follower's lock may be held by a
+        // truncation writing its checkpoints (checked again under the lock).
+        if !self.repl_state().is_leader() {
+            return Err(PartitionError::NotLeader);
+        }
         let mut locked = self.lock();
         let log = locked.as_mut().ok_or(PartitionError::Closed)?;
         if !self.repl_state().is_leader() {

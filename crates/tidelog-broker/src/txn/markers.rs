@@ -73,6 +73,7 @@ pub(crate) async fn write_local_marker(
     )
     .build()
     .ok_or(ResponseError::UnknownServerError.code())?;
+    p.ready_for_writes().await;
     let (appended, sync) = p.append_control(&mut batch, now).map_err(|e| e.code())?;
     if let Some(sync) = sync {
         // flush.messages: on disk before it counts, waited for off the async workers.

@@ -13,25 +13,34 @@
 //!   let a node vote twice in a term), so an unreadable state file stops the node.
 //!
 //! All entries are also kept in memory: the metadata log is small and compacted by
-//! snapshots. The file I/O is synchronous inside openraft's storage task; metadata
-//! writes are rare and small.
+//! snapshots. openraft's storage calls change the in-memory log and queue the file
+//! write on the log's writer thread ([`writer`]); an append returns at once and reports
+//! durability through openraft's `LogFlushed` callback after its fdatasync, the other
+//! calls await their write. No async worker waits on the disk, and every write lands
+//! in the order openraft made the calls.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, Write};
+use std::fs::{self, OpenOptions};
+use std::io::BufReader;
 use std::ops::{Bound, RangeBounds};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{LogState, OptionalSend, RaftLogId, RaftLogReader};
 use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
 
 use super::file_frame::{self, FileFrame};
 use super::types::{io_write_error, Entry, LogId, StorageError, TypeConfig, Vote};
-use crate::durable::{read_bounded, sync_dir, write_atomically};
+use crate::durable::read_bounded;
 use crate::error::ControllerError;
+
+mod writer;
+
+pub(crate) use writer::WriterThread;
+use writer::{Done, Job, Op, Writer};
 
 const LOG_FILE: &str = "raft.log";
 const STATE_FILE: &str = "raft.state";
@@ -50,8 +59,7 @@ struct HardState {
 
 #[derive(Debug)]
 struct LogInner {
-    dir: PathBuf,
-    file: File,
+    /// The length `raft.log` has once every queued write is done.
     file_len: u64,
     /// index -> (position of its frame in `raft.log`, entry)
     entries: BTreeMap<u64, (u64, Entry)>,
@@ -59,9 +67,16 @@ struct LogInner {
     state: HardState,
 }
 
-/// The log store handed to openraft; clones share the same log.
-#[derive(Debug, Clone)]
+/// The log store handed to openraft: the in-memory log and its writer thread.
+#[derive(Debug)]
 pub(crate) struct LogStore {
+    inner: Arc<Mutex<LogInner>>,
+    writer: Writer,
+}
+
+/// What openraft's replication tasks read entries through (no writes).
+#[derive(Debug, Clone)]
+pub(crate) struct LogReader {
     inner: Arc<Mutex<LogInner>>,
 }
 
@@ -133,21 +148,29 @@ impl LogStore {
         drop(reader);
         Ok(LogStore {
             inner: Arc::new(Mutex::new(LogInner {
-                dir: dir.to_path_buf(),
-                file,
                 file_len: pos,
                 entries,
                 purged,
                 state,
             })),
+            writer: Writer::start(dir, file, pos)?,
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, LogInner> {
-        // A panic while holding the lock cannot leave the in-memory log half-updated in
-        // a way the file does not also show; continue with what is there.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.inner)
     }
+
+    /// The writer thread, to wait for its last writes once openraft has stopped.
+    pub(crate) fn writer_thread(&self) -> WriterThread {
+        self.writer.thread()
+    }
+}
+
+fn lock(inner: &Mutex<LogInner>) -> MutexGuard<'_, LogInner> {
+    // Every change of the in-memory log is made whole before the lock is released
+    // (encoding, the only fallible part, happens first); continue with what is there.
+    inner.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn last_log_id(inner: &LogInner) -> Option<LogId> {
@@ -173,15 +196,10 @@ fn load_state(dir: &Path) -> Result<HardState, ControllerError> {
     }
 }
 
-#[allow(clippy::result_large_err)] // openraft's error type, fixed by its traits
-fn save_state(inner: &LogInner) -> Result<(), StorageError> {
-    let json = serde_json::to_vec(&inner.state).map_err(io_write_error)?;
-    write_atomically(
-        &inner.dir,
-        STATE_FILE,
-        &file_frame::encode(KIND_STATE, &json),
-    )
-    .map_err(io_write_error)
+/// The `raft.state` file's bytes for `state`.
+fn encode_state(state: &HardState) -> Result<Vec<u8>, ControllerError> {
+    let json = serde_json::to_vec(state).map_err(|e| ControllerError::Encode(e.to_string()))?;
+    Ok(file_frame::encode(KIND_STATE, &json))
 }
 
 fn read_range<RB: RangeBounds<u64>>(inner: &LogInner, range: RB) -> Vec<Entry> {
@@ -211,8 +229,22 @@ impl RaftLogReader<TypeConfig> for LogStore {
     }
 }
 
+impl RaftLogReader<TypeConfig> for LogReader {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry>, StorageError> {
+        Ok(read_range(&lock(&self.inner), range))
+    }
+}
+
+/// A write error as openraft's storage error.
+fn write_failed(message: String) -> StorageError {
+    io_write_error(std::io::Error::other(message))
+}
+
 impl RaftLogStorage<TypeConfig> for LogStore {
-    type LogReader = LogStore;
+    type LogReader = LogReader;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
         let inner = self.lock();
@@ -223,13 +255,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
-        self.clone()
+        LogReader {
+            inner: Arc::clone(&self.inner),
+        }
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
-        let mut inner = self.lock();
-        inner.state.vote = Some(*vote);
-        save_state(&inner)
+        let vote = *vote;
+        self.write_state(move |state| {
+            state.vote = Some(vote);
+            true
+        })
+        .await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
@@ -237,12 +274,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
-        let mut inner = self.lock();
-        if inner.state.committed != committed {
-            inner.state.committed = committed;
-            save_state(&inner)?;
-        }
-        Ok(())
+        self.write_state(move |state| {
+            let changed = state.committed != committed;
+            state.committed = committed;
+            changed
+        })
+        .await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
@@ -258,9 +295,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        match self.write_entries(entries) {
-            Ok(()) => {
-                callback.log_io_completed(Ok(()));
+        let permit = self.writer.reserve().await.map_err(write_failed)?;
+        match self.stage_append(entries) {
+            Ok(frames) => {
+                // Readable from now on; durable when the callback says so.
+                permit.send(Job {
+                    op: Op::Append(frames),
+                    done: Done::Flushed(callback),
+                });
                 Ok(())
             }
             Err(e) => {
@@ -271,21 +313,59 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.truncate_from(log_id.index).map_err(io_write_error)
+        let permit = self.writer.reserve().await.map_err(write_failed)?;
+        let Some(len) = self.stage_truncate(log_id.index) else {
+            return Ok(());
+        };
+        await_job(permit, Op::Truncate(len)).await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.purge_upto(log_id).map_err(io_write_error)
+        let permit = self.writer.reserve().await.map_err(write_failed)?;
+        match self.stage_purge(log_id).map_err(io_write_error)? {
+            Some(bytes) => await_job(permit, Op::Rewrite(bytes)).await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// Queues `op` in the reserved slot and waits (asynchronously) until it is on disk.
+async fn await_job(permit: tokio::sync::mpsc::Permit<'_, Job>, op: Op) -> Result<(), StorageError> {
+    let (reply, answer) = oneshot::channel();
+    permit.send(Job {
+        op,
+        done: Done::Reply(reply),
+    });
+    match answer.await {
+        Ok(result) => result.map_err(write_failed),
+        Err(_) => Err(write_failed("the raft log writer dropped a write".into())),
     }
 }
 
 impl LogStore {
-    /// Appends and fsyncs `entries`; nothing is visible in memory unless all of them
-    /// reached the disk.
-    fn write_entries(
+    /// Changes the hard state with `change` and, if it says something changed, writes
+    /// it; the vote must be on disk before openraft acts on it, so this waits.
+    async fn write_state(
+        &mut self,
+        change: impl FnOnce(&mut HardState) -> bool,
+    ) -> Result<(), StorageError> {
+        let permit = self.writer.reserve().await.map_err(write_failed)?;
+        let bytes = {
+            let mut inner = self.lock();
+            if !change(&mut inner.state) {
+                return Ok(());
+            }
+            encode_state(&inner.state).map_err(io_write_error)?
+        };
+        await_job(permit, Op::SaveState(bytes)).await
+    }
+
+    /// Adds `entries` to the in-memory log and returns their frames for the file;
+    /// nothing changes if one of them cannot be encoded.
+    fn stage_append(
         &self,
         entries: impl IntoIterator<Item = Entry>,
-    ) -> Result<(), ControllerError> {
+    ) -> Result<Vec<u8>, ControllerError> {
         let mut inner = self.lock();
         let mut bytes = Vec::new();
         let mut placed = Vec::new();
@@ -301,54 +381,40 @@ impl LogStore {
             placed.push((inner.file_len + bytes.len() as u64, entry));
             bytes.extend_from_slice(&file_frame::encode(KIND_ENTRY, &json));
         }
-        let written = inner
-            .file
-            .write_all(&bytes)
-            .and_then(|()| inner.file.sync_data());
-        if let Err(e) = written {
-            // Best effort: leave no partial frame for a later append to follow.
-            let len = inner.file_len;
-            let _ = inner.file.set_len(len);
-            return Err(ControllerError::io(inner.dir.join(LOG_FILE), e));
-        }
         inner.file_len += bytes.len() as u64;
         for (pos, entry) in placed {
             inner.entries.insert(entry.get_log_id().index, (pos, entry));
         }
-        Ok(())
+        Ok(bytes)
     }
 
-    /// Removes the entry at `index` and every later one (a new leader overruled them).
-    fn truncate_from(&self, index: u64) -> Result<(), ControllerError> {
+    /// Removes the entry at `index` and every later one (a new leader overruled them)
+    /// from memory; the length to cut the file to, if there was anything to remove.
+    fn stage_truncate(&self, index: u64) -> Option<u64> {
         let mut inner = self.lock();
-        let Some(pos) = inner.entries.get(&index).map(|(pos, _)| *pos) else {
-            return Ok(());
-        };
-        inner
-            .file
-            .set_len(pos)
-            .and_then(|()| inner.file.sync_data())
-            .map_err(|e| ControllerError::io(inner.dir.join(LOG_FILE), e))?;
+        let pos = inner.entries.get(&index).map(|(pos, _)| *pos)?;
         inner.file_len = pos;
         inner.entries.split_off(&index);
-        Ok(())
+        Some(pos)
     }
 
-    /// Drops every entry up to `log_id` (covered by a snapshot).
-    fn purge_upto(&self, log_id: LogId) -> Result<(), ControllerError> {
+    /// Drops every entry up to `log_id` (covered by a snapshot) from memory; the new
+    /// content of the file, if anything changed.
+    fn stage_purge(&self, log_id: LogId) -> Result<Option<Vec<u8>>, ControllerError> {
         let mut inner = self.lock();
         if inner.purged.is_some_and(|p| p.index >= log_id.index) {
-            return Ok(());
+            return Ok(None);
         }
         let kept = inner.entries.split_off(&(log_id.index + 1));
         inner.entries = kept;
         inner.purged = Some(log_id);
-        rewrite(&mut inner)
+        rewrite(&mut inner).map(Some)
     }
 }
 
-/// Replaces `raft.log` with the purge marker and the entries still held.
-fn rewrite(inner: &mut LogInner) -> Result<(), ControllerError> {
+/// The new content of `raft.log` after a purge (the purge marker and the entries still
+/// held), with the entries' positions in it updated.
+fn rewrite(inner: &mut LogInner) -> Result<Vec<u8>, ControllerError> {
     let mut bytes = Vec::new();
     if let Some(purged) = inner.purged {
         let json =
@@ -361,20 +427,13 @@ fn rewrite(inner: &mut LogInner) -> Result<(), ControllerError> {
         positions.push((*index, bytes.len() as u64));
         bytes.extend_from_slice(&file_frame::encode(KIND_ENTRY, &json));
     }
-    write_atomically(&inner.dir, LOG_FILE, &bytes)?;
-    let path = inner.dir.join(LOG_FILE);
-    inner.file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .open(&path)
-        .map_err(|e| ControllerError::io(&path, e))?;
     inner.file_len = bytes.len() as u64;
     for (index, pos) in positions {
         if let Some(slot) = inner.entries.get_mut(&index) {
             slot.0 = pos;
         }
     }
-    sync_dir(&inner.dir)
+    Ok(bytes)
 }
 
 /// Removes temp files a crash may have left beside the quorum's files.

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 use super::config::QuorumConfig;
 use super::error::QuorumError;
-use super::log_store::{remove_temp_files, LogStore};
+use super::log_store::{remove_temp_files, LogStore, WriterThread};
 use super::peers::QuorumPeers;
 use super::server::{self, ForwardHandler, ServerShared};
 use super::state_machine::{close_snapshots, Published, SnapshotSlot, StateMachine};
@@ -49,6 +49,9 @@ pub struct RaftQuorum {
     server: Mutex<Option<JoinHandle<()>>>,
     /// Closed at shutdown, so no snapshot builder writes after it.
     snapshots: Arc<Mutex<SnapshotSlot>>,
+    /// The Raft log's writer thread, waited for at shutdown (it ends once openraft has
+    /// dropped the log store and the queued writes are done).
+    log_writer: WriterThread,
 }
 
 impl std::fmt::Debug for RaftQuorum {
@@ -100,15 +103,6 @@ impl RaftQuorum {
             )));
         }
         let raft_config = Arc::new(config.raft_config()?);
-        let dir = &config.dir;
-        let existed = dir.is_dir();
-        std::fs::create_dir_all(dir).map_err(|e| ControllerError::io(dir, e))?;
-        if !existed {
-            if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                sync_dir(parent)?;
-            }
-        }
-        remove_temp_files(dir)?;
         let (image_tx, image_rx) = watch::channel(Arc::new(MetadataImage::new(&config.cluster_id)));
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let published = Arc::new(Published {
@@ -116,8 +110,19 @@ impl RaftQuorum {
             events,
             snapshots_installed: Default::default(),
         });
-        let log_store = LogStore::open(dir)?;
-        let state_machine = StateMachine::open(dir, &config.cluster_id, Arc::clone(&published))?;
+        // Opening reads (and may repair) the files: off the async workers.
+        let (dir, cluster_id, publish) = (
+            config.dir.clone(),
+            config.cluster_id.clone(),
+            Arc::clone(&published),
+        );
+        let (log_store, state_machine) =
+            tokio::task::spawn_blocking(move || open_storage(&dir, &cluster_id, publish))
+                .await
+                .map_err(|e| {
+                    QuorumError::Raft(format!("opening the quorum's files panicked: {e}"))
+                })??;
+        let log_writer = log_store.writer_thread();
         let snapshots = state_machine.snapshot_slot();
         let network = super::network::Network {
             cluster_id: config.cluster_id.clone(),
@@ -149,6 +154,7 @@ impl RaftQuorum {
             shutdown_tx,
             server: Mutex::new(None),
             snapshots,
+            log_writer,
         };
         // The voters on disk are checked before this node answers any peer.
         if let Err(e) = quorum.initialize(&config.peers).await {
@@ -278,6 +284,14 @@ impl RaftQuorum {
         // A snapshot write in progress finishes first; none starts after.
         let slot = Arc::clone(&self.snapshots);
         let _ = tokio::task::spawn_blocking(move || close_snapshots(&slot)).await;
+        let writer = self.log_writer.clone();
+        let joined = tokio::task::spawn_blocking(move || writer.join());
+        if tokio::time::timeout(self.write_timeout, joined)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the raft log writer did not stop in time");
+        }
         match stopped {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(QuorumError::Raft(e.to_string())),
@@ -302,6 +316,26 @@ impl RaftQuorum {
             other => QuorumError::Raft(other.to_string()),
         }
     }
+}
+
+/// Creates the quorum directory if needed and opens the Raft log and the state machine
+/// (blocking: reads and may repair files).
+fn open_storage(
+    dir: &std::path::Path,
+    cluster_id: &str,
+    published: Arc<Published>,
+) -> Result<(LogStore, StateMachine), QuorumError> {
+    let existed = dir.is_dir();
+    std::fs::create_dir_all(dir).map_err(|e| ControllerError::io(dir, e))?;
+    if !existed {
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    remove_temp_files(dir)?;
+    let log_store = LogStore::open(dir)?;
+    let state_machine = StateMachine::open(dir, cluster_id, published)?;
+    Ok((log_store, state_machine))
 }
 
 /// `1@host:port, 2@host:port`, or `1 (a single node)` for a one-voter quorum with no

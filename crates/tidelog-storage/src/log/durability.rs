@@ -1,30 +1,28 @@
 //! Durability: flush policy, checkpoints, rolling, clean shutdown.
+//!
+//! With a [`BackgroundFlusher`] attached, nothing here fsyncs on the caller's thread
+//! except [`Log::flush`], truncation and [`Log::close`]: a roll, a due `flush.ms`, a
+//! checkpoint request and a new leader epoch queue the log for a flusher pass. Without
+//! one, that same pass runs on the caller's thread.
 
+use super::checkpoint_files::Staged;
 use super::{FlushObserver, Log};
-use crate::checkpoint;
 use crate::error::StorageError;
+use crate::flusher::BackgroundFlusher;
 use crate::segment::Segment;
 
-/// The checkpoint values known to be on disk (`None`: unknown or absent), so that
-/// [`Log::write_checkpoints`] rewrites only what changed: each rewrite costs a file and a
-/// directory fsync, and a broker checkpoints every partition periodically.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Checkpointed {
-    pub(crate) recovery_point: Option<i64>,
-    pub(crate) log_start: Option<i64>,
-    pub(crate) high_watermark: Option<i64>,
-    pub(crate) epochs: Option<Vec<(i32, i64)>>,
-}
-
 impl Log {
-    /// fsync of everything up to the log end; advances and checkpoints the recovery point
-    /// (and the high watermark and log start offset).
+    /// fsync of everything up to the log end on this thread (rolled segments waiting for
+    /// the flusher included); then the recovery point, high watermark, log start offset
+    /// and epochs are checkpointed.
     pub fn flush(&mut self) -> Result<(), StorageError> {
         self.flush_data()?;
-        self.write_checkpoints()
+        self.stage_checkpoints();
+        self.durability.write_checkpoints()
     }
 
-    /// Flushes when `flush.ms` has passed since the last flush and data is pending.
+    /// Flushes when `flush.ms` has passed since the last flush and data is pending (with
+    /// a background flusher: asks it to).
     pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
         self.last_now_ms = self.last_now_ms.max(now_ms);
         let Some(last) = self.last_flush_ms else {
@@ -37,109 +35,67 @@ impl Log {
         }
         let elapsed = u64::try_from(now_ms.saturating_sub(last)).unwrap_or(0);
         if elapsed >= self.config.flush_ms {
-            self.flush()?;
+            if self.flusher.is_some() {
+                self.unflushed_records = 0;
+                self.durability.request_active_flush();
+                self.checkpoint_in_background()?;
+            } else {
+                self.flush()?;
+            }
             self.last_flush_ms = Some(now_ms);
         }
         Ok(())
     }
 
+    /// fsync on this thread of everything written: rolled segments still waiting for
+    /// theirs, then the active segment's data.
     pub(super) fn flush_data(&mut self) -> Result<(), StorageError> {
-        let started = std::time::Instant::now();
-        let result = self.sync_unflushed();
-        if let Some(observer) = &self.flush_observer {
-            observer(started.elapsed());
-        }
-        result
-    }
-
-    fn sync_unflushed(&mut self) -> Result<(), StorageError> {
-        let from = self
-            .segments
-            .range(..=self.recovery_point)
-            .next_back()
-            .map_or(i64::MIN, |(b, _)| *b);
-        let last = self
-            .segments
-            .keys()
-            .next_back()
-            .copied()
-            .unwrap_or(i64::MIN);
-        for (base, segment) in self.segments.range(from..) {
-            if *base == last {
-                segment.sync_log()?;
-            } else {
-                segment.sync()?;
-            }
-        }
-        self.recovery_point = self.log_end_offset();
         self.unflushed_records = 0;
-        self.durability.note_synced(self.recovery_point);
-        Ok(())
+        self.durability.sync_pending(true)
     }
 
     /// Persists recovery point, log start offset, high watermark and epoch cache; a file
-    /// whose value is unchanged since it was last read or written is not rewritten.
-    /// The recovery point first catches up with what group-commit waiters synced.
+    /// whose value is unchanged since it was last read or written is not rewritten. With
+    /// a background flusher attached the flusher writes them (this only hands the values
+    /// over); [`crate::DurabilityHandle::write_checkpoints`] writes them on the calling
+    /// thread.
     pub fn write_checkpoints(&mut self) -> Result<(), StorageError> {
-        let durable = self.durability.durable_offset().min(self.log_end_offset());
-        self.recovery_point = self.recovery_point.max(durable);
-        let dir = &self.dir;
-        let ck = &mut self.checkpointed;
-        for (name, value, known) in [
-            (
-                checkpoint::RECOVERY_POINT,
-                self.recovery_point,
-                &mut ck.recovery_point,
-            ),
-            (
-                checkpoint::LOG_START,
-                self.log_start_offset,
-                &mut ck.log_start,
-            ),
-            (
-                checkpoint::HIGH_WATERMARK,
-                self.high_watermark,
-                &mut ck.high_watermark,
-            ),
-        ] {
-            if *known != Some(value) {
-                *known = None;
-                checkpoint::write_offset(dir, name, value)?;
-                *known = Some(value);
+        self.checkpoint_in_background()
+    }
+
+    /// The values the next checkpoint write persists.
+    pub(super) fn stage_checkpoints(&mut self) {
+        self.durability.stage(Staged {
+            log_start: self.log_start_offset,
+            high_watermark: self.high_watermark,
+            epochs: self.epochs.pairs(),
+        });
+    }
+
+    /// Stages the checkpoints and has the flusher do a pass (the pending syncs, then the
+    /// files); without a flusher, or once it stopped, the pass runs here.
+    pub(super) fn checkpoint_in_background(&mut self) -> Result<(), StorageError> {
+        self.stage_checkpoints();
+        if let Some(flusher) = &self.flusher {
+            if flusher.schedule(&self.durability) {
+                return Ok(());
             }
         }
-        self.write_epochs_checkpoint()
+        self.durability.background_pass()
     }
 
-    /// Persists the leader-epoch cache unless the file already holds it.
-    pub(super) fn write_epochs_checkpoint(&mut self) -> Result<(), StorageError> {
-        let pairs = self.epochs.pairs();
-        if self.checkpointed.epochs.as_ref() != Some(&pairs) {
-            self.checkpointed.epochs = None;
-            checkpoint::write_epochs(&self.dir, &pairs)?;
-            self.checkpointed.epochs = Some(pairs);
-        }
-        Ok(())
+    /// Stages the checkpoints and writes them on this thread, for changes that must be
+    /// on disk before the log changes further (truncation lowers the recovery point
+    /// before new data may land below the old one).
+    pub(super) fn write_checkpoints_now(&mut self) -> Result<(), StorageError> {
+        self.stage_checkpoints();
+        self.durability.write_checkpoints()
     }
 
-    /// Persists the recovery point alone (segment roll, truncation).
-    pub(super) fn write_recovery_checkpoint(&mut self) -> Result<(), StorageError> {
-        if self.checkpointed.recovery_point != Some(self.recovery_point) {
-            self.checkpointed.recovery_point = None;
-            checkpoint::write_offset(&self.dir, checkpoint::RECOVERY_POINT, self.recovery_point)?;
-            self.checkpointed.recovery_point = Some(self.recovery_point);
-        }
-        Ok(())
-    }
-
-    /// Persists the log start offset alone (retention, DeleteRecords).
-    pub(super) fn write_log_start_checkpoint(&mut self) -> Result<(), StorageError> {
-        if self.checkpointed.log_start != Some(self.log_start_offset) {
-            self.checkpointed.log_start = None;
-            checkpoint::write_offset(&self.dir, checkpoint::LOG_START, self.log_start_offset)?;
-            self.checkpointed.log_start = Some(self.log_start_offset);
-        }
-        Ok(())
+    /// Hands this log's durability work (the fsyncs of rolled segments, `flush.ms`,
+    /// checkpoints) to `flusher`, or with `None` back to the callers' threads.
+    pub fn set_background_flusher(&mut self, flusher: Option<BackgroundFlusher>) {
+        self.flusher = flusher;
     }
 
     pub(super) fn segment_ms_due(&self, now_ms: i64) -> bool {
@@ -154,8 +110,7 @@ impl Log {
 
     /// Installs (or removes) the observer told the duration of every fsync pass.
     pub fn set_flush_observer(&mut self, observer: Option<FlushObserver>) {
-        self.durability.set_observer(observer.clone());
-        self.flush_observer = observer;
+        self.durability.set_observer(observer);
     }
 
     /// Rolls the active segment when `segment.ms` has passed since its first append.
@@ -169,38 +124,45 @@ impl Log {
     }
 
     /// Closes the active segment and starts a new one at `base` (if it has data).
+    ///
+    /// What stays on the caller's thread: trimming the closing segment's indexes,
+    /// creating the new segment's files (a create and a sparse preallocation, no fsync)
+    /// and writing the producer snapshot into the page cache; what does not: every
+    /// fsync (the closed segment's data and indexes, the snapshot, the directory) and
+    /// the recovery-point checkpoint, which the background pass does in that order. Until
+    /// then the recovery point stays below the closed segment's end, so a crash rescans
+    /// it: a rolled segment is never lost, only rescanned.
     pub(super) fn roll_at(&mut self, base: i64) -> Result<(), StorageError> {
         self.mark_dirty()?;
-        let replaced_empty = if self.active()?.size() == 0 {
+        let closed = if self.active()?.size() == 0 {
             if self.active()?.base_offset() == base {
                 return Ok(());
             }
             // An empty active segment is replaced (after its successor exists).
-            Some(self.active()?.base_offset())
-        } else {
-            // The closing segment is made durable so recovery never rescans it; this costs
-            // a few fsyncs per segment.bytes of data.
-            self.flush_data()?;
-            self.active_mut()?.seal()?;
-            self.active()?.sync()?;
-            self.write_recovery_checkpoint()?;
             None
+        } else {
+            self.active_mut()?.seal()?;
+            let active = self.active()?;
+            Some((active.base_offset(), active.next_offset()))
+        };
+        let replaced_empty = match closed {
+            None => Some(self.active()?.base_offset()),
+            Some(_) => None,
         };
         let segment = Segment::create(&self.dir, base, self.index_params())?;
         let file = segment.log_file()?;
         self.segments.insert(base, segment);
-        // Everything before the new segment is synced (or there was nothing).
-        self.durability
-            .switch_file(file, self.recovery_point.min(base));
-        // Its directory fsync also makes the new segment's file names durable.
-        self.producers.write_snapshot(&self.dir, base)?;
+        self.durability.rolled(closed, file, base);
+        self.producers.write_snapshot_unsynced(&self.dir, base)?;
+        self.durability.note_snapshot(base);
         if let Some(old) = replaced_empty.and_then(|b| self.segments.remove(&b)) {
             old.delete_files()?;
         }
         if self.segments.len() == 1 {
             self.log_start_offset = self.log_start_offset.max(base);
         }
-        self.prune_snapshots()
+        self.prune_snapshots()?;
+        self.checkpoint_in_background()
     }
 
     /// Keeps the snapshots at segment bases (truncation may need them) and the newest one.
@@ -215,22 +177,22 @@ impl Log {
         Ok(())
     }
 
-    /// Flush, checkpoints, producer snapshot, trimmed indexes, clean-shutdown marker.
+    /// Flush, checkpoints, producer snapshot, trimmed indexes, clean-shutdown marker,
+    /// all on this thread (many logs close at once on a few threads: `close_logs`).
     pub fn close(mut self) -> Result<(), StorageError> {
-        if self.clean_marker {
+        if self.durability.clean_shutdown_marker_present() {
             // Opened clean and never changed: the files are as the last close left them.
-            self.durability.detach();
-            return self.write_checkpoints();
+            self.stage_checkpoints();
+            return self.durability.close();
         }
         self.flush_data()?;
-        self.durability.detach();
+        self.durability.detach_file();
         self.active_mut()?.seal()?;
         self.active()?.sync()?;
         let end = self.log_end_offset();
         self.producers.write_snapshot(&self.dir, end)?;
         self.prune_snapshots()?;
-        self.write_checkpoints()?;
-        checkpoint::write_atomic(&self.dir, checkpoint::CLEAN_SHUTDOWN, b"")?;
-        Ok(())
+        self.stage_checkpoints();
+        self.durability.close()
     }
 }

@@ -108,15 +108,17 @@ impl Log {
         Ok(deleted)
     }
 
-    /// Persist a moved log start and bring dependent state along.
+    /// Persist a moved log start and bring dependent state along. With a background
+    /// flusher the checkpoint is its to write: after a crash before it, the log start
+    /// is at worst the first remaining segment's base. An owner that must know the new
+    /// log start durable (DeleteRecords answers) writes it with
+    /// [`crate::DurabilityHandle::write_checkpoints`] after releasing its lock.
     fn after_start_moved(&mut self) -> Result<(), StorageError> {
         let start = self.log_start_offset;
         self.high_watermark = self.high_watermark.max(start);
-        self.recovery_point = self.recovery_point.max(start);
-        if self.epochs.truncate_from_start(start) {
-            self.write_epochs_checkpoint()?;
-        }
-        self.write_log_start_checkpoint()?;
+        self.durability.note_log_start(start);
+        self.epochs.truncate_from_start(start);
+        self.checkpoint_in_background()?;
         let first_base = self.segments.keys().next().copied().unwrap_or(start);
         for snap in super::open::list_bases(&self.dir, "snapshot")? {
             if snap < first_base {
@@ -168,13 +170,15 @@ impl Log {
         }
         let end = self.log_end_offset();
         self.high_watermark = self.high_watermark.min(end);
-        self.recovery_point = self.recovery_point.min(end);
-        let file = self.active()?.log_file()?;
-        self.durability.reset(file, end, self.recovery_point);
-        if self.epochs.truncate_from_end(end) {
-            self.write_epochs_checkpoint()?;
-        }
-        self.write_recovery_checkpoint()?;
+        let active = self.active()?;
+        let (file, active_base) = (active.log_file()?, active.base_offset());
+        let durable = self.durability.durable_offset();
+        self.durability.reset(file, end, active_base, durable);
+        self.epochs.truncate_from_end(end);
+        // On this thread, under the owner's lock: the lowered recovery point must be on
+        // disk before new (unsynced) data can land below the old one, or a crash would
+        // trust it without a rescan. Truncation is rare (a leader change).
+        self.write_checkpoints_now()?;
         for snap in super::open::list_bases(&self.dir, "snapshot")? {
             if snap > end {
                 std::fs::remove_file(self.dir.join(file_name(snap, "snapshot")))?;
@@ -210,13 +214,13 @@ impl Log {
         }
         self.log_start_offset = offset;
         self.high_watermark = offset;
-        self.recovery_point = offset;
         self.unflushed_records = 0;
         self.producers.clear();
         self.epochs.clear();
         let file = self.active()?.log_file()?;
-        self.durability.reset(file, offset, offset);
-        self.write_checkpoints()
+        self.durability.reset(file, offset, offset, offset);
+        // As for truncate_to: the new offsets are on disk before anything lands here.
+        self.write_checkpoints_now()
     }
 
     /// Loads the newest usable producer snapshot and replays the log after it. Abort

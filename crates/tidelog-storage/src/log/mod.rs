@@ -1,12 +1,16 @@
 //! The partition log: an ordered set of segments and the offsets that describe it.
 
+mod checkpoint_files;
 mod durability;
 mod group_commit;
+mod handle;
 mod maintenance;
 mod open;
 mod read;
 
-pub use group_commit::{DurabilityHandle, PendingSync};
+pub use group_commit::PendingSync;
+pub use handle::DurabilityHandle;
+pub(crate) use handle::Shared;
 pub(crate) use open::parse_base;
 pub(crate) use open::{open_logs, open_partition_logs};
 
@@ -14,11 +18,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::batch::{control_marker_is_abort, split_batches, BatchHeader, BatchHeaderMut};
-use crate::checkpoint;
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch_cache::{EpochEntry, LeaderEpochCache};
 use crate::error::StorageError;
 use crate::file_slice::FileSlice;
+use crate::flusher::BackgroundFlusher;
 use crate::partition_metadata::DirClaim;
 use crate::producer_state::{CompletedTxn, ProducerStateTable};
 use crate::segment::{IndexParams, Segment};
@@ -84,26 +88,21 @@ pub struct Log {
     pub(crate) segments: BTreeMap<i64, Segment>,
     log_start_offset: i64,
     high_watermark: i64,
-    recovery_point: i64,
     unflushed_records: u64,
     last_flush_ms: Option<i64>,
     /// Latest clock value seen, for calls that carry none (follower appends).
     last_now_ms: i64,
     producers: ProducerStateTable,
     epochs: LeaderEpochCache,
-    /// Told the duration of every fsync pass, for the broker's latency histogram.
-    flush_observer: Option<FlushObserver>,
-    /// Written end, durable end and the active file, shared with group-commit waiters.
+    /// Written end, durable end, rolled segments awaiting their fsync and the checkpoint
+    /// values, shared with group-commit waiters and the background flusher.
     durability: DurabilityHandle,
+    /// Where the fsyncs of rolls, `flush.ms` and checkpoints go; `None`: this thread.
+    flusher: Option<BackgroundFlusher>,
     /// Set by [`Log::append_group_commit`]: a due flush is left to the caller.
     defer_flush: bool,
     /// A due flush was left to the caller by the last append.
     flush_deferred: bool,
-    /// The clean-shutdown marker is still on disk (this open was clean and nothing has
-    /// been modified since): it goes before the first write.
-    clean_marker: bool,
-    /// The checkpoint values last read from or written to disk, to skip rewrites.
-    checkpointed: durability::Checkpointed,
 }
 
 /// Receives how long each fsync pass of a log took (see [`Log::set_flush_observer`]).
@@ -156,9 +155,10 @@ impl Log {
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
     }
-    /// Offsets below this are known to be on disk.
+    /// Offsets below this are known to be on disk, and so are the indexes of every
+    /// segment wholly below it: a crash recovery rescans from here.
     pub fn recovery_point(&self) -> i64 {
-        self.recovery_point
+        self.durability.recovery_point()
     }
     /// Clamps to `[log_start, log_end]`; persisted on flush and close.
     pub fn set_high_watermark(&mut self, hw: i64) {
@@ -240,7 +240,10 @@ impl Log {
         }
         let mut info = self.write_batches(batches, &ranges, opts.now_ms)?;
         if self.epochs.assign(opts.leader_epoch, first_offset) {
-            self.write_epochs_checkpoint()?;
+            // Not needed on disk before the data is: recovery rebuilds the epochs of
+            // what it rescans, and the recovery point passes this offset only after the
+            // epochs file holds it.
+            self.checkpoint_in_background()?;
         }
         info.log_append_time_ms = if log_append_time { opts.now_ms } else { -1 };
         self.after_append(info.record_count, opts.now_ms)?;
@@ -272,7 +275,7 @@ impl Log {
                 .assign(h.partition_leader_epoch(), h.base_offset());
         }
         if epochs_changed {
-            self.write_epochs_checkpoint()?;
+            self.checkpoint_in_background()?;
         }
         self.after_append(info.record_count, now)?;
         Ok(info)
@@ -405,17 +408,14 @@ impl Log {
         Ok(())
     }
 
-    /// Removes the clean-shutdown marker before the first change to the files.
+    /// Removes the clean-shutdown marker before the first change to the files, on this
+    /// thread unless the owner already did it off its lock
+    /// ([`DurabilityHandle::remove_clean_shutdown_marker`]). It must be gone durably
+    /// before anything is written: the kernel may write appended pages back at any
+    /// moment, and a marker that survived a crash next to them would make the next open
+    /// trust a torn tail.
     pub(super) fn mark_dirty(&mut self) -> Result<(), StorageError> {
-        if self.clean_marker {
-            match std::fs::remove_file(self.dir.join(checkpoint::CLEAN_SHUTDOWN)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-                _ => {}
-            }
-            checkpoint::sync_dir(&self.dir)?;
-            self.clean_marker = false;
-        }
-        Ok(())
+        self.durability.remove_clean_shutdown_marker()
     }
 
     /// Closes the log and renames its directory aside for deletion
@@ -438,6 +438,14 @@ impl Log {
         drop(self);
         std::fs::remove_dir_all(&dir)?;
         Ok(())
+    }
+}
+
+impl Drop for Log {
+    /// A log dropped without [`Log::close`] is a crash as far as its files go: no
+    /// background pass writes them afterwards (one in progress finishes first).
+    fn drop(&mut self) {
+        self.durability.detach();
     }
 }
 

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::durability::Checkpointed;
-use super::group_commit::DurabilityHandle;
+use super::checkpoint_files::{Checkpointed, Staged};
+use super::handle::DurabilityHandle;
 use super::Log;
 use crate::checkpoint::{self, CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, RECOVERY_POINT};
 use crate::cleaner::finish_interrupted_swaps;
@@ -113,42 +113,60 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         .next_back()
         .map(Segment::log_file)
         .ok_or_else(super::no_segment)??;
+    let first_base = segments.keys().next().copied().unwrap_or(0);
+    let log_end = segments
+        .values()
+        .next_back()
+        .map_or(0, Segment::next_offset);
+    let log_start = start_ck.unwrap_or(first_base).max(first_base).min(log_end);
+    let recovery_point = if clean {
+        log_end
+    } else {
+        recovery_ck.min(log_end)
+    };
+    // Closed segments above the recovery point may be in the page cache only (the
+    // process crashed, not the machine): they are synced like freshly rolled ones.
+    let unsynced: Vec<(i64, i64)> = segments
+        .iter()
+        .take(segments.len().saturating_sub(1))
+        .filter(|(_, s)| s.next_offset() > recovery_point)
+        .map(|(&base, s)| (base, s.next_offset()))
+        .collect();
+    let known = Checkpointed {
+        recovery_point: recovery_read,
+        log_start: start_ck,
+        high_watermark: hw_ck,
+        epochs: epochs_read,
+    };
+    let durability = DurabilityHandle::new(
+        dir,
+        active_file,
+        log_end,
+        recovery_point,
+        Staged::default(),
+        known,
+        clean,
+    );
+    durability.note_unsynced_segments(unsynced);
     let mut log = Log {
         dir: dir.to_path_buf(),
         config,
         segments,
-        log_start_offset: 0,
-        high_watermark: 0,
-        recovery_point: 0,
+        log_start_offset: log_start,
+        high_watermark: hw_ck.unwrap_or(log_start).clamp(log_start, log_end),
         unflushed_records: 0,
         last_flush_ms: None,
         last_now_ms: 0,
         producers: ProducerStateTable::default(),
         epochs: LeaderEpochCache::from_pairs(&epochs),
-        flush_observer: None,
-        durability: DurabilityHandle::new(active_file, 0),
+        durability,
+        flusher: None,
         defer_flush: false,
         flush_deferred: false,
-        clean_marker: clean,
-        checkpointed: Checkpointed {
-            recovery_point: recovery_read,
-            log_start: start_ck,
-            high_watermark: hw_ck,
-            epochs: epochs_read,
-        },
     };
     if created {
         log.mark_dirty()?;
     }
-    let first_base = log.segments.keys().next().copied().unwrap_or(0);
-    let log_end = log.log_end_offset();
-    log.log_start_offset = start_ck.unwrap_or(first_base).max(first_base).min(log_end);
-    log.recovery_point = if clean {
-        log_end
-    } else {
-        recovery_ck.min(log_end)
-    };
-    let replay_from = log.recovery_point;
     if truncated_any {
         // A cut tail is made durable before new data can land where it was; the
         // recovery point moves with it (its checkpoint follows at the next flush or
@@ -156,14 +174,40 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         // back: the recovery point stays below it, so another crash rescans it.
         log.flush_data()?;
     }
-    log.durability.note_synced(log.recovery_point);
-    log.high_watermark = hw_ck
-        .unwrap_or(log.log_start_offset)
-        .clamp(log.log_start_offset, log_end);
     log.epochs.truncate_from_end(log_end);
+    if !clean {
+        log.restore_epochs_from(recovery_point)?;
+    }
     log.epochs.truncate_from_start(log.log_start_offset);
-    log.rebuild_producer_state(replay_from)?;
+    log.stage_checkpoints();
+    log.rebuild_producer_state(recovery_point)?;
     Ok(log)
+}
+
+impl Log {
+    /// Adds the leader epochs of the batches from `from` on (the part a crash recovery
+    /// rescanned), so the epochs file need not be on disk before the data it describes:
+    /// every batch carries the epoch it was written in. Stale entries past the log end
+    /// are dropped before this, so an epoch that restarts lower after a truncation is
+    /// accepted.
+    fn restore_epochs_from(&mut self, from: i64) -> Result<(), StorageError> {
+        let floor = self
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for (&base, segment) in self.segments.range(floor..) {
+            let mut scan = segment.scan_from(from.max(base))?;
+            while let Some(batch) = scan.next_batch()? {
+                let h = batch.header();
+                if h.base_offset() >= from {
+                    self.epochs
+                        .assign(h.partition_leader_epoch(), h.base_offset());
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Opens many logs on up to `threads` threads at once (at least one), for a broker

@@ -346,16 +346,10 @@ impl Segment {
 
     /// fsync of the log and indexes.
     pub(crate) fn sync(&self) -> Result<(), StorageError> {
-        self.log.get()?.sync_data()?;
+        crate::fsync::sync_data(self.log.get()?.as_ref())?;
         self.offset_index.flush()?;
         self.time_index.flush()?;
         self.txn_index.sync()?;
-        Ok(())
-    }
-
-    /// fsync of the log data only (the per-append flush).
-    pub(crate) fn sync_log(&self) -> Result<(), StorageError> {
-        self.log.get()?.sync_data()?;
         Ok(())
     }
 

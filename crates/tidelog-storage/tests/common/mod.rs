@@ -13,6 +13,19 @@ pub(crate) fn opts(now_ms: i64) -> AppendOptions {
     }
 }
 
+/// One batch per entry of `epochs`, appended as leader in that epoch (a leader change
+/// between each pair of distinct values); `pad` sizes the records.
+pub(crate) fn append_in_epochs(log: &mut Log, epochs: &[i32], pad: usize) {
+    for (i, &epoch) in epochs.iter().enumerate() {
+        let o = AppendOptions {
+            leader_epoch: epoch,
+            now_ms: i as i64,
+            origin: AppendOrigin::Client,
+        };
+        log.append(&mut batch(2, 0, "e", pad), &o).unwrap();
+    }
+}
+
 /// `n` records with keys `k<i>`, values `<tag>-<i>` padded to `pad` bytes, timestamps ts+i.
 pub(crate) fn batch(n: usize, ts: i64, tag: &str, pad: usize) -> Vec<u8> {
     let mut b = BatchBuilder::new();

@@ -1,5 +1,6 @@
 //! Unit tests of the raft log files: append, truncate, purge, reopen, damage.
 
+use openraft::storage::RaftLogStorageExt;
 use openraft::{CommittedLeaderId, EntryPayload};
 
 use super::*;
@@ -14,6 +15,37 @@ fn entry(term: u64, index: u64) -> Entry {
                 topic_id: uuid::Uuid::from_u128(u128::from(index)),
             }],
         }),
+    }
+}
+
+/// The synchronous forms the unit tests drive the store with (no runtime).
+impl LogStore {
+    fn write_entries(&self, entries: impl IntoIterator<Item = Entry>) -> Result<(), String> {
+        let frames = self.stage_append(entries).map_err(|e| e.to_string())?;
+        self.writer.run_blocking(Op::Append(frames))
+    }
+
+    fn truncate_from(&self, index: u64) -> Result<(), String> {
+        match self.stage_truncate(index) {
+            Some(len) => self.writer.run_blocking(Op::Truncate(len)),
+            None => Ok(()),
+        }
+    }
+
+    fn purge_upto(&self, log_id: LogId) -> Result<(), String> {
+        match self.stage_purge(log_id).map_err(|e| e.to_string())? {
+            Some(bytes) => self.writer.run_blocking(Op::Rewrite(bytes)),
+            None => Ok(()),
+        }
+    }
+
+    fn save_vote_blocking(&self, vote: Vote) -> Result<(), String> {
+        let bytes = {
+            let mut inner = self.lock();
+            inner.state.vote = Some(vote);
+            encode_state(&inner.state).map_err(|e| e.to_string())?
+        };
+        self.writer.run_blocking(Op::SaveState(bytes))
     }
 }
 
@@ -98,11 +130,7 @@ fn a_gap_in_the_log_is_corruption_not_a_torn_tail() {
 fn the_vote_survives_reopen_and_a_damaged_state_file_refuses_to_open() {
     let dir = tempfile::tempdir().unwrap();
     let store = LogStore::open(dir.path()).unwrap();
-    {
-        let mut inner = store.lock();
-        inner.state.vote = Some(Vote::new(7, 2));
-        save_state(&inner).unwrap();
-    }
+    store.save_vote_blocking(Vote::new(7, 2)).unwrap();
     drop(store);
     let store = LogStore::open(dir.path()).unwrap();
     assert_eq!(store.lock().state.vote, Some(Vote::new(7, 2)));
@@ -116,4 +144,87 @@ fn the_vote_survives_reopen_and_a_damaged_state_file_refuses_to_open() {
         LogStore::open(dir.path()),
         Err(ControllerError::Corrupt { .. })
     ));
+}
+
+// The held lock pauses the writer thread, which no task here waits on.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "current_thread")]
+async fn an_append_is_readable_at_once_and_reported_durable_once_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path()).unwrap();
+    let mut reader = store.get_log_reader().await;
+    let gate = std::sync::Arc::clone(&store.writer.gate);
+    let paused = gate.lock().unwrap();
+    // The writer thread cannot write: the append must still return, the entries must
+    // be readable, and only the durability report waits.
+    let appending = tokio::spawn(async move {
+        store
+            .blocking_append((0..3).map(|i| entry(1, i)))
+            .await
+            .map(|()| store)
+    });
+    let mut readable = Vec::new();
+    for _ in 0..1000 {
+        readable = reader.try_get_log_entries(0..3).await.unwrap();
+        if readable.len() == 3 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        readable.len(),
+        3,
+        "appended entries are readable before the fsync"
+    );
+    assert!(
+        !appending.is_finished(),
+        "durability was reported before the write"
+    );
+    drop(paused);
+    let store = appending.await.unwrap().unwrap();
+    let writer = store.writer_thread();
+    drop(store);
+    writer.join();
+    let reopened = LogStore::open(dir.path()).unwrap();
+    assert_eq!(indexes(&reopened), vec![(1, 0), (1, 1), (1, 2)]);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn writes_reach_the_file_in_the_order_openraft_made_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path()).unwrap();
+    store.save_vote(&Vote::new(3, 1)).await.unwrap();
+    store
+        .blocking_append((0..6).map(|i| entry(1, i)))
+        .await
+        .unwrap();
+    store
+        .truncate(LogId::new(CommittedLeaderId::new(1, 1), 4))
+        .await
+        .unwrap();
+    store
+        .blocking_append((4..8).map(|i| entry(3, i)))
+        .await
+        .unwrap();
+    store
+        .purge(LogId::new(CommittedLeaderId::new(1, 1), 1))
+        .await
+        .unwrap();
+    store
+        .save_committed(Some(LogId::new(CommittedLeaderId::new(3, 1), 5)))
+        .await
+        .unwrap();
+    let writer = store.writer_thread();
+    drop(store);
+    writer.join();
+    let reopened = LogStore::open(dir.path()).unwrap();
+    let want: Vec<(u64, u64)> = (2..4)
+        .map(|i| (1, i))
+        .chain((4..8).map(|i| (3, i)))
+        .collect();
+    assert_eq!(indexes(&reopened), want);
+    let inner = reopened.lock();
+    assert_eq!(inner.state.vote, Some(Vote::new(3, 1)));
+    assert_eq!(inner.state.committed.map(|c| c.index), Some(5));
+    assert_eq!(inner.purged.map(|p| p.index), Some(1));
 }

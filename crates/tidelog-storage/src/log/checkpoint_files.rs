@@ -1,0 +1,155 @@
+//! The checkpoint files and the clean-shutdown marker of one log, written outside the
+//! owner's lock by whoever gets there: the log itself (truncation, close), the
+//! background flusher, or the owner ([`DurabilityHandle::write_checkpoints`] after a
+//! DeleteRecords). One writer at a time: two would clobber each other's `.tmp` file, and
+//! an earlier value could land after a later one.
+
+use std::sync::atomic::Ordering;
+use std::sync::MutexGuard;
+
+use super::handle::DurabilityHandle;
+use crate::checkpoint;
+use crate::error::StorageError;
+
+/// The checkpoint values a writer is to persist, copied from the log under its owner's
+/// lock ([`crate::Log`] stages them; the recovery point comes from the sync state).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Staged {
+    pub(crate) log_start: i64,
+    pub(crate) high_watermark: i64,
+    pub(crate) epochs: Vec<(i32, i64)>,
+}
+
+/// The checkpoint values known to be on disk (`None`: unknown or absent), so that only
+/// what changed is rewritten: each rewrite costs a file and a directory fsync.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Checkpointed {
+    pub(crate) recovery_point: Option<i64>,
+    pub(crate) log_start: Option<i64>,
+    pub(crate) high_watermark: Option<i64>,
+    pub(crate) epochs: Option<Vec<(i32, i64)>>,
+}
+
+pub(super) struct FilesOnDisk {
+    pub(super) known: Checkpointed,
+    /// The log was closed, deleted or dropped: nothing may write its files any more.
+    pub(super) detached: bool,
+}
+
+impl DurabilityHandle {
+    pub(super) fn lock_files(&self) -> MutexGuard<'_, FilesOnDisk> {
+        // A writer that panicked left at worst a `.tmp` file, which the next write
+        // replaces; the known values were cleared before each write.
+        self.shared
+            .files
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Writes the staged checkpoint values and the recovery point to the files that
+    /// do not hold them yet, on this thread (file + directory fsync per file written).
+    /// Writers of one log take turns; a closed log's files are left alone.
+    pub fn write_checkpoints(&self) -> Result<(), StorageError> {
+        let mut files = self.lock_files();
+        if files.detached {
+            return Ok(());
+        }
+        self.write_checkpoints_locked(&mut files)
+    }
+
+    fn write_checkpoints_locked(&self, files: &mut FilesOnDisk) -> Result<(), StorageError> {
+        // Read under the files lock: a truncation lowers these before it takes that
+        // lock to write them, so whatever is written last is the newest value.
+        let (recovery_point, staged) = {
+            let state = self.lock();
+            (state.recovery_point(), state.staged.clone())
+        };
+        let dir = &self.shared.dir;
+        let known = &mut files.known;
+        // The epochs first: recovery rebuilds the epochs of what it rescans (from the
+        // recovery point on), so the file must hold every epoch that starts below the
+        // recovery point on disk before that point may move past it.
+        if known.epochs.as_ref() != Some(&staged.epochs) {
+            known.epochs = None;
+            checkpoint::write_epochs(dir, &staged.epochs)?;
+            known.epochs = Some(staged.epochs);
+        }
+        for (name, value, on_disk) in [
+            (
+                checkpoint::RECOVERY_POINT,
+                recovery_point,
+                &mut known.recovery_point,
+            ),
+            (
+                checkpoint::LOG_START,
+                staged.log_start,
+                &mut known.log_start,
+            ),
+            (
+                checkpoint::HIGH_WATERMARK,
+                staged.high_watermark,
+                &mut known.high_watermark,
+            ),
+        ] {
+            if *on_disk != Some(value) {
+                *on_disk = None;
+                checkpoint::write_offset(dir, name, value)?;
+                *on_disk = Some(value);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the clean-shutdown marker is still on disk (a clean open, nothing
+    /// changed since): the next write removes it first, with a directory fsync.
+    pub fn clean_shutdown_marker_present(&self) -> bool {
+        self.shared.marker.load(Ordering::Acquire)
+    }
+
+    /// Removes the clean-shutdown marker durably (unlink + directory fsync) unless it is
+    /// gone already, on this thread. The owner of a log calls it on a blocking thread
+    /// before the first write after a clean open, so that write does not sync; a write
+    /// that finds the marker still there removes it itself.
+    pub fn remove_clean_shutdown_marker(&self) -> Result<(), StorageError> {
+        if !self.clean_shutdown_marker_present() {
+            return Ok(());
+        }
+        let files = self.lock_files();
+        if files.detached || !self.clean_shutdown_marker_present() {
+            return Ok(());
+        }
+        match std::fs::remove_file(self.shared.dir.join(checkpoint::CLEAN_SHUTDOWN)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        checkpoint::sync_dir(&self.shared.dir)?;
+        self.shared.marker.store(false, Ordering::Release);
+        drop(files);
+        Ok(())
+    }
+
+    /// Clean close: the checkpoints, then the clean-shutdown marker (unless it is still
+    /// there from a clean open); nothing writes the log's files afterwards.
+    pub(crate) fn close(&self) -> Result<(), StorageError> {
+        self.detach_file();
+        let mut files = self.lock_files();
+        if files.detached {
+            return Ok(());
+        }
+        let result = self.write_checkpoints_locked(&mut files).and_then(|()| {
+            if !self.clean_shutdown_marker_present() {
+                checkpoint::write_atomic(&self.shared.dir, checkpoint::CLEAN_SHUTDOWN, b"")?;
+            }
+            Ok(())
+        });
+        files.detached = true;
+        result
+    }
+
+    /// The log is gone (deleted, dropped, or closed after an error): nothing writes its
+    /// files any more, and a background pass in progress finishes first.
+    pub(crate) fn detach(&self) {
+        self.detach_file();
+        self.lock_files().detached = true;
+    }
+}

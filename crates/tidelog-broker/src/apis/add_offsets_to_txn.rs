@@ -28,7 +28,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .await
             .err()
             .map_or(0, |e| e.code(producer_fenced)),
-        Err(code) => code,
+        Err(e) => e.code(),
     };
     req.respond(&AddOffsetsToTxnResponse::default().with_error_code(code))
 }

@@ -29,14 +29,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let mut found = Vec::with_capacity(keys.len());
     for key in keys {
         let result = match request.key_type {
-            0 => match ensure_offsets_topic(ctx).await {
-                Ok(()) => coordinator_for(ctx, OFFSETS_TOPIC, &key),
-                Err(code) => Err(code),
-            },
-            1 => match crate::txn::ensure_txn_topic(ctx).await {
-                Ok(()) => coordinator_for(ctx, TXN_TOPIC, &key),
-                Err(code) => Err(code),
-            },
+            0 => ensure_offsets_topic(ctx)
+                .await
+                .and_then(|()| coordinator_for(ctx, OFFSETS_TOPIC, &key))
+                .map_err(|e| e.code()),
+            1 => crate::txn::ensure_txn_topic(ctx)
+                .await
+                .and_then(|()| coordinator_for(ctx, TXN_TOPIC, &key))
+                .map_err(|e| e.code()),
             _ => Err(ResponseError::InvalidRequest.code()),
         };
         found.push((key, result));

@@ -42,7 +42,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .init_producer_id(id.0.as_str(), request.transaction_timeout_ms, current)
                 .await
                 .map_err(|e| e.code(producer_fenced)),
-            Err(code) => Err(code),
+            Err(e) => Err(e.code()),
         };
         let answer = match outcome {
             Ok((producer_id, epoch)) => response

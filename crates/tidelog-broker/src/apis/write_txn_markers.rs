@@ -36,8 +36,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 };
                 let code = write_local_marker(&ctx.replicas, &ctx.groups, &marker)
                     .await
-                    .err()
-                    .unwrap_or(0);
+                    .map_or_else(|e| e.code(), |()| 0);
                 partitions.push(
                     WritableTxnMarkerPartitionResult::default()
                         .with_partition_index(*p)

@@ -12,6 +12,25 @@ pub(crate) use placement::partition_for;
 
 use crate::context::BrokerContext;
 
+/// Why no coordinator can be named for a key; every case is COORDINATOR_NOT_AVAILABLE
+/// on the wire (retriable: the client asks again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum CoordinatorUnavailable {
+    #[error("partition {partition} of {topic} has no leader")]
+    NoLeader { topic: String, partition: i32 },
+    #[error("node {0} is not a live broker with a listener")]
+    NodeUnreachable(i32),
+    #[error("the controller refused to create {topic}: {reason}")]
+    CreateRefused { topic: String, reason: String },
+}
+
+impl CoordinatorUnavailable {
+    /// The Kafka error code for a client.
+    pub(crate) fn code(&self) -> i16 {
+        ResponseError::CoordinatorNotAvailable.code()
+    }
+}
+
 /// Where a coordinator is: a node and its advertised address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Coordinates {
@@ -26,26 +45,28 @@ pub(crate) fn coordinator_for(
     ctx: &BrokerContext,
     topic: &str,
     key: &str,
-) -> Result<Coordinates, i16> {
+) -> Result<Coordinates, CoordinatorUnavailable> {
     let image = ctx.metadata.image();
     let node_id = match image.topic(topic) {
         Some(t) => {
-            let p = partition_for(key, t.partition_count());
-            match t.partitions.get(&p) {
+            let partition = partition_for(key, t.partition_count());
+            match t.partitions.get(&partition) {
                 Some(p) if p.leader >= 0 => p.leader,
-                _ => return Err(ResponseError::CoordinatorNotAvailable.code()),
+                _ => {
+                    return Err(CoordinatorUnavailable::NoLeader {
+                        topic: topic.to_string(),
+                        partition,
+                    })
+                }
             }
         }
         None => ctx.node_id(),
     };
-    let broker = image
+    let endpoint = image
         .broker(node_id)
         .filter(|b| !b.fenced)
-        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
-    let endpoint = broker
-        .listeners
-        .first()
-        .ok_or(ResponseError::CoordinatorNotAvailable.code())?;
+        .and_then(|b| b.listeners.first())
+        .ok_or(CoordinatorUnavailable::NodeUnreachable(node_id))?;
     Ok(Coordinates {
         node_id,
         host: endpoint.host.clone(),
@@ -74,12 +95,11 @@ pub(crate) enum Creation {
 }
 
 /// Creates the compacted topic `spec` describes unless the metadata image has it
-/// (replication `min(spec.replication, live brokers)`); COORDINATOR_NOT_AVAILABLE if
-/// the controller refuses.
+/// (replication `min(spec.replication, live brokers)`).
 pub(crate) async fn create_if_missing(
     ctx: &BrokerContext,
     spec: TopicSpec<'_>,
-) -> Result<Creation, i16> {
+) -> Result<Creation, CoordinatorUnavailable> {
     if ctx.metadata.image().topic(spec.name).is_some() {
         return Ok(Creation::Existed);
     }
@@ -108,7 +128,10 @@ pub(crate) async fn create_if_missing(
         }
         Err(e) => {
             tracing::error!(error = %e, "creating {name} failed");
-            Err(ResponseError::CoordinatorNotAvailable.code())
+            Err(CoordinatorUnavailable::CreateRefused {
+                topic: name.to_string(),
+                reason: e.to_string(),
+            })
         }
     }
 }

@@ -29,9 +29,9 @@ use tokio::task::JoinSet;
 
 use super::remote::{self, MarkerKey};
 use super::shard::{MarkerJob, TxnShard};
-use crate::coordinator::CoordinatorRuntime;
+use crate::coordinator::{CoordinatorError, CoordinatorRuntime};
 use crate::group::{CommitRequest, GroupCoordinator, OFFSETS_TOPIC};
-use crate::replica::ReplicaManager;
+use crate::replica::{PartitionError, ReplicaError, ReplicaManager};
 
 /// How long a local marker waits for its replication.
 const REPLICATION_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,16 +40,46 @@ const MAX_CONCURRENT_JOBS: usize = 256;
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// Why a marker could not be written here; WriteTxnMarkers answers with its code.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MarkerError {
+    #[error("this node does not host the partition")]
+    NotHosted,
+    #[error("completing the transaction's offsets failed: {0}")]
+    Offsets(#[from] CoordinatorError),
+    #[error("the control batch could not be built")]
+    Build,
+    #[error("appending the marker failed: {0}")]
+    Append(#[from] PartitionError),
+    #[error("the marker did not reach the disk (flush.messages)")]
+    Sync,
+    #[error("the marker was not replicated: {0}")]
+    Replication(#[from] ReplicaError),
+}
+
+impl MarkerError {
+    /// The Kafka error code for WriteTxnMarkers.
+    pub(crate) fn code(&self) -> i16 {
+        match self {
+            MarkerError::NotHosted => ResponseError::NotLeaderOrFollower.code(),
+            MarkerError::Offsets(e) => e.code(),
+            MarkerError::Build => ResponseError::UnknownServerError.code(),
+            MarkerError::Append(e) => e.code(),
+            MarkerError::Sync => ResponseError::KafkaStorageError.code(),
+            MarkerError::Replication(e) => e.code(),
+        }
+    }
+}
+
 /// Writes one marker to a partition this node leads: through the group coordinator for
-/// `__consumer_offsets`, by a local append otherwise. Answers once it is replicated;
-/// the error is the Kafka code WriteTxnMarkers answers with.
+/// `__consumer_offsets`, by a local append otherwise. Answers once it is replicated.
 pub(crate) async fn write_local_marker(
     replicas: &ReplicaManager,
     groups: &GroupCoordinator,
     marker: &MarkerKey,
-) -> Result<(), i16> {
+) -> Result<(), MarkerError> {
     if marker.topic == OFFSETS_TOPIC {
-        return groups
+        groups
             .complete_transaction(
                 marker.partition,
                 marker.producer_id,
@@ -57,12 +87,12 @@ pub(crate) async fn write_local_marker(
                 marker.commit,
                 marker.coordinator_epoch,
             )
-            .await
-            .map_err(|e| e.code());
+            .await?;
+        return Ok(());
     }
     let p = replicas
         .get(&marker.topic, marker.partition)
-        .ok_or(ResponseError::NotLeaderOrFollower.code())?;
+        .ok_or(MarkerError::NotHosted)?;
     let now = crate::context::now_ms();
     let mut batch = BatchBuilder::control_marker(
         marker.producer_id,
@@ -72,14 +102,14 @@ pub(crate) async fn write_local_marker(
         now,
     )
     .build()
-    .ok_or(ResponseError::UnknownServerError.code())?;
+    .ok_or(MarkerError::Build)?;
     p.ready_for_writes().await;
-    let (appended, sync) = p.append_control(&mut batch, now).map_err(|e| e.code())?;
+    let (appended, sync) = p.append_control(&mut batch, now)?;
     if let Some(sync) = sync {
         // flush.messages: on disk before it counts, waited for off the async workers.
         let synced = tokio::task::spawn_blocking(move || sync.wait()).await;
         if !matches!(synced, Ok(Ok(()))) {
-            return Err(ResponseError::KafkaStorageError.code());
+            return Err(MarkerError::Sync);
         }
     }
     p.wait_replicated(
@@ -87,8 +117,8 @@ pub(crate) async fn write_local_marker(
         appended.leader_epoch,
         REPLICATION_TIMEOUT,
     )
-    .await
-    .map_err(|e| e.code())
+    .await?;
+    Ok(())
 }
 
 /// The worker that writes the markers of decided transactions.
@@ -228,8 +258,8 @@ impl MarkerWorker {
                         Ok(()) => {
                             todo.remove(&(topic, partition));
                         }
-                        Err(code) => {
-                            tracing::debug!(topic = %topic, partition, code, "writing a transaction marker failed; will retry");
+                        Err(e) => {
+                            tracing::debug!(topic = %topic, partition, error = %e, "writing a transaction marker failed; will retry");
                         }
                     }
                 }

@@ -2,12 +2,12 @@
 
 use super::TXN_TOPIC;
 use crate::context::BrokerContext;
-use crate::internal_topic::{create_if_missing, Creation, TopicSpec};
+use crate::internal_topic::{create_if_missing, CoordinatorUnavailable, Creation, TopicSpec};
 
 /// Creates `__transaction_state` if needed (compacted, `transaction.state.log.*`
 /// partitions and replication capped by the live brokers); newly created partitions'
 /// shards load at once, and this waits (bounded) until the runtime runs them.
-pub(crate) async fn ensure_txn_topic(ctx: &BrokerContext) -> Result<(), i16> {
+pub(crate) async fn ensure_txn_topic(ctx: &BrokerContext) -> Result<(), CoordinatorUnavailable> {
     let spec = TopicSpec {
         name: TXN_TOPIC,
         partitions: ctx.txns.config.num_partitions,

@@ -18,6 +18,7 @@ use tidelog_env::net::Transport;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::fetch_backoff::FetchBackoff;
 use super::partition::{Partition, PartitionError};
 use super::peer::Peer;
 use super::replication::Truncation;
@@ -99,21 +100,20 @@ pub(crate) async fn run(
     throttle: Arc<Throttle>,
 ) {
     let mut peer: Option<(Peer, String, u16)> = None;
-    // Partitions whose last fetch failed wait `backoff` before they are asked again.
-    let mut delayed: HashMap<(String, i32), Instant> = HashMap::new();
+    let mut backoff = FetchBackoff::new(settings.backoff);
     loop {
         if assignment.has_changed().is_err() {
             return;
         }
         let current = Arc::clone(&assignment.borrow_and_update());
         let now = Instant::now();
-        delayed.retain(|_, until| *until > now);
-        let (request, asked) = build_request(&settings, source, &current, &delayed);
+        backoff.expire(now);
+        backoff.retain(|key| current.targets.iter().any(|t| target_key(t) == *key));
+        let (request, asked) = build_request(&settings, source, &current, &backoff);
         if asked.is_empty() {
-            let next = delayed.values().min().copied();
             tokio::select! {
                 changed = assignment.changed() => if changed.is_err() { return },
-                _ = sleep_until_or(next, settings.backoff) => {}
+                _ = sleep_until_or(backoff.next_due(), settings.backoff) => {}
             }
             continue;
         }
@@ -142,16 +142,24 @@ pub(crate) async fn run(
             continue;
         };
         let timeout =
-            Duration::from_millis(u64::try_from(settings.wait_max_ms).unwrap_or(0)) + REQUEST_SLACK;
-        let result: Result<FetchResponse, _> = conn
-            .call(
+            Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)) + REQUEST_SLACK;
+        // A partition this node starts to follow must not wait out the leader's long
+        // poll of the others: when one appears, the poll is abandoned (with its
+        // connection, which may still receive the answer) and the next request asks
+        // for it too.
+        let result: Result<FetchResponse, _> = tokio::select! {
+            result = conn.call(
                 ApiKey::Fetch,
                 FETCH_VERSION,
                 &request,
                 settings.max_frame(),
                 timeout,
-            )
-            .await;
+            ) => result,
+            () = newly_followed(&mut assignment, &asked, &backoff) => {
+                peer = None;
+                continue;
+            }
+        };
         let response = match result {
             Ok(r) if r.error_code == 0 => r,
             Ok(r) => {
@@ -176,10 +184,14 @@ pub(crate) async fn run(
         .await;
         let (appended, failed) = applied.unwrap_or_else(|e| {
             tracing::error!(source, error = %e, "applying a fetch answer panicked");
-            (0, keys)
+            (0, keys.clone())
         });
+        let now = Instant::now();
+        for key in keys.iter().filter(|k| !failed.contains(k)) {
+            backoff.succeeded(key);
+        }
         for key in failed {
-            delayed.insert(key, Instant::now() + settings.backoff);
+            backoff.failed(key, now);
         }
         let wait = throttle.book(appended, Instant::now());
         if !wait.is_zero() {
@@ -195,18 +207,47 @@ async fn sleep_until_or(at: Option<Instant>, otherwise: Duration) {
     }
 }
 
+fn target_key(t: &FetchTarget) -> (String, i32) {
+    (t.partition.topic.clone(), t.partition.index)
+}
+
+/// Resolves once the assignment names a partition that `asked` lacks and that is not
+/// waiting out a backoff (or the assignment is dropped: the loop then ends).
+async fn newly_followed(
+    assignment: &mut watch::Receiver<Arc<SourceAssignment>>,
+    asked: &HashMap<(String, i32), Asked>,
+    backoff: &FetchBackoff,
+) {
+    loop {
+        if assignment.changed().await.is_err() {
+            return;
+        }
+        let current = Arc::clone(&assignment.borrow());
+        let added = current.targets.iter().any(|t| {
+            let key = target_key(t);
+            !asked.contains_key(&key) && !backoff.is_delayed(&key)
+        });
+        if added {
+            return;
+        }
+    }
+}
+
+/// The next Fetch, and what it asks per partition. Its long-poll wait ends no later
+/// than the first delayed partition is due again, so a short retry is not held up by
+/// the others.
 fn build_request(
     settings: &FetcherSettings,
     source: i32,
     current: &SourceAssignment,
-    delayed: &HashMap<(String, i32), Instant>,
+    backoff: &FetchBackoff,
 ) -> (FetchRequest, HashMap<(String, i32), Asked>) {
     let mut topics: Vec<FetchTopic> = Vec::new();
     let mut asked = HashMap::new();
     for t in &current.targets {
         let p = &t.partition;
-        let key = (p.topic.clone(), p.index);
-        if delayed.contains_key(&key) || p.role() != (Role::Follower { leader: source }) {
+        let key = target_key(t);
+        if backoff.is_delayed(&key) || p.role() != (Role::Follower { leader: source }) {
             continue;
         }
         let Ok((offset, last_epoch, log_start)) = p.follower_position() else {
@@ -238,9 +279,13 @@ fn build_request(
             },
         );
     }
+    let wait_ms = backoff.next_due().map_or(settings.wait_max_ms, |due| {
+        let until_due = due.saturating_duration_since(Instant::now()).as_millis();
+        i32::try_from(until_due).map_or(settings.wait_max_ms, |ms| ms.min(settings.wait_max_ms))
+    });
     let request = FetchRequest::default()
         .with_replica_id(BrokerId(settings.node_id))
-        .with_max_wait_ms(settings.wait_max_ms)
+        .with_max_wait_ms(wait_ms)
         .with_min_bytes(1)
         .with_max_bytes(settings.response_max_bytes)
         .with_isolation_level(0)

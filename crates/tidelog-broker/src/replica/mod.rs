@@ -5,6 +5,7 @@
 #[cfg(test)]
 mod blocking_io_tests;
 mod dir_deletion;
+mod fetch_backoff;
 mod fetcher;
 mod fetchers;
 mod follower;
@@ -29,7 +30,7 @@ use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 pub(crate) use partition::{Appended, Partition, PartitionError};
-pub(crate) use replication::{replication_outcome, HwSnapshot};
+pub(crate) use replication::{replication_outcome, HwSnapshot, ReplicaError};
 pub(crate) use state::Role;
 
 use crate::config::BrokerConfig;

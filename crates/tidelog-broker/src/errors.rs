@@ -8,6 +8,7 @@ pub(crate) fn storage_error_code(err: &StorageError) -> i16 {
     let code = match err {
         StorageError::CorruptMessage(_) => ResponseError::CorruptMessage,
         StorageError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        StorageError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
         StorageError::MessageTooLarge { .. } | StorageError::DecompressedTooLarge { .. } => {
             ResponseError::MessageTooLarge
         }

@@ -67,6 +67,7 @@ pub(crate) fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, Str
             v as u64
         }
     };
+    // An empty list (Kafka 4) neither deletes nor compacts: the log is kept whole.
     let policy = values
         .get("cleanup.policy")
         .map(|(v, _)| v.as_str())
@@ -98,6 +99,21 @@ pub(crate) fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, Str
             Some("LogAppendTime") => TimestampType::LogAppendTime,
             _ => TimestampType::CreateTime,
         },
+        message_timestamp_before_max_ms: int(
+            "message.timestamp.before.max.ms",
+            defaults.message_timestamp_before_max_ms,
+        ),
+        message_timestamp_after_max_ms: int(
+            "message.timestamp.after.max.ms",
+            defaults.message_timestamp_after_max_ms,
+        ),
+        max_compaction_lag_ms: int("max.compaction.lag.ms", defaults.max_compaction_lag_ms),
+        min_cleanable_dirty_ratio: values
+            .get("min.cleanable.dirty.ratio")
+            .and_then(|(v, _)| v.trim().parse::<f64>().ok())
+            .filter(|r| (0.0..=1.0).contains(r))
+            .unwrap_or(defaults.min_cleanable_dirty_ratio),
+        segment_jitter_ms: int("segment.jitter.ms", defaults.segment_jitter_ms),
         file_delete_delay_ms: unsigned("file.delete.delay.ms", defaults.file_delete_delay_ms),
     }
 }

@@ -45,8 +45,19 @@ enum Rule {
     IntAtLeast(i32),
     Boolean,
     OneOf(&'static [&'static str]),
-    /// A non-empty comma-separated list of distinct items from the set.
-    ListOf(&'static [&'static str]),
+    /// A comma-separated list of distinct items from the set; empty if `allow_empty`.
+    ListOf(&'static [&'static str], bool),
+    IntBetween(i32, i32),
+    /// An int in the range, or -1 (the codec's own default).
+    IntBetweenOrDefault(i32, i32),
+    DoubleBetween(f64, f64),
+    /// `*`, or `partition:broker` pairs separated by commas (throttled replicas).
+    ReplicaList,
+    /// Only this value: the feature it would turn on does not exist here.
+    Unsupported {
+        value: &'static str,
+        why: &'static str,
+    },
 }
 
 /// One supported topic config.
@@ -56,7 +67,8 @@ pub struct ConfigDef {
     pub config_type: ConfigType,
     /// Kafka's default, as DescribeConfigs shows it.
     pub default: &'static str,
-    /// The broker-level key whose value, when set, is this config's default.
+    /// The broker-level key whose value, when set, is this config's default; empty
+    /// where Kafka has none.
     pub broker_key: &'static str,
     pub doc: &'static str,
     rule: Rule,
@@ -76,6 +88,7 @@ const CLEANUP_POLICIES: &[&str] = &["delete", "compact"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"];
 const LONG_MAX: &str = "9223372036854775807";
+const TIERED: &str = "tiered storage is not supported by tidelog";
 
 const fn def(
     name: &'static str,
@@ -98,10 +111,16 @@ const fn def(
 use ConfigType as T;
 
 static CONFIGS: &[ConfigDef] = &[
-    def("cleanup.policy", T::List, "delete", "log.cleanup.policy", Rule::ListOf(CLEANUP_POLICIES),
-        "\"delete\" removes old segments by time or size; \"compact\" keeps the newest record per key; both may be combined."),
+    def("cleanup.policy", T::List, "delete", "log.cleanup.policy", Rule::ListOf(CLEANUP_POLICIES, true),
+        "\"delete\" removes old segments by time or size; \"compact\" keeps the newest record per key; both may be combined; empty (Kafka 4) keeps everything."),
+    def("compression.gzip.level", T::Int, "-1", "compression.gzip.level", Rule::IntBetweenOrDefault(1, 9),
+        "Accepted and stored; tidelog does not recompress (see compression.type)."),
+    def("compression.lz4.level", T::Int, "9", "compression.lz4.level", Rule::IntBetween(1, 17),
+        "Accepted and stored; tidelog does not recompress (see compression.type)."),
     def("compression.type", T::String, "producer", "compression.type", Rule::OneOf(COMPRESSION_TYPES),
         "Accepted and stored; tidelog keeps batches compressed as the producer sent them."),
+    def("compression.zstd.level", T::Int, "3", "compression.zstd.level", Rule::IntBetween(-131072, 22),
+        "Accepted and stored; tidelog does not recompress (see compression.type)."),
     def("delete.retention.ms", T::Long, "86400000", "log.cleaner.delete.retention.ms", Rule::LongAtLeast(0),
         "How long tombstones of a compacted topic are kept."),
     def("file.delete.delay.ms", T::Long, "60000", "log.segment.delete.delay.ms", Rule::LongAtLeast(0),
@@ -110,16 +129,40 @@ static CONFIGS: &[ConfigDef] = &[
         "Fsync the log after this many messages; 1 fsyncs every batch."),
     def("flush.ms", T::Long, LONG_MAX, "log.flush.interval.ms", Rule::LongAtLeast(0),
         "Fsync the log when this much time has passed since the last fsync."),
+    def("follower.replication.throttled.replicas", T::List, "", "", Rule::ReplicaList,
+        "Accepted and stored; the broker-wide follower.replication.throttled.rate throttles every follower fetch."),
     def("index.interval.bytes", T::Int, "4096", "log.index.interval.bytes", Rule::IntAtLeast(0),
         "Bytes of log between two entries of the offset index."),
+    def("leader.replication.throttled.replicas", T::List, "", "", Rule::ReplicaList,
+        "Accepted and stored; leaders do not throttle (the follower side does)."),
+    def("local.retention.bytes", T::Long, "-2", "log.local.retention.bytes", Rule::LongAtLeast(-2),
+        "Tiered storage only; accepted with its default meaning (the same as retention.bytes)."),
+    def("local.retention.ms", T::Long, "-2", "log.local.retention.ms", Rule::LongAtLeast(-2),
+        "Tiered storage only; accepted with its default meaning (the same as retention.ms)."),
+    def("max.compaction.lag.ms", T::Long, LONG_MAX, "log.cleaner.max.compaction.lag.ms", Rule::LongAtLeast(1),
+        "Longest a record stays uncompacted: the active segment is rolled and compacted once its oldest record is this old, whatever the dirty ratio."),
     def("max.message.bytes", T::Int, "1048588", "message.max.bytes", Rule::IntAtLeast(0),
         "Largest record batch the topic accepts."),
+    def("message.timestamp.after.max.ms", T::Long, "3600000", "log.message.timestamp.after.max.ms", Rule::LongAtLeast(0),
+        "With CreateTime, records timestamped more than this far in the future are refused (INVALID_TIMESTAMP)."),
+    def("message.timestamp.before.max.ms", T::Long, LONG_MAX, "log.message.timestamp.before.max.ms", Rule::LongAtLeast(0),
+        "With CreateTime, records timestamped more than this far in the past are refused (INVALID_TIMESTAMP)."),
     def("message.timestamp.type", T::String, "CreateTime", "log.message.timestamp.type", Rule::OneOf(TIMESTAMP_TYPES),
         "CreateTime keeps the producer's timestamp; LogAppendTime stamps the broker's clock."),
+    def("min.cleanable.dirty.ratio", T::Double, "0.5", "log.cleaner.min.cleanable.ratio", Rule::DoubleBetween(0.0, 1.0),
+        "A compacted log is cleaned when this share of its cleanable bytes is not yet compacted (or max.compaction.lag.ms forces it)."),
     def("min.compaction.lag.ms", T::Long, "0", "log.cleaner.min.compaction.lag.ms", Rule::LongAtLeast(0),
         "Minimum age of a record before compaction may remove it."),
     def("min.insync.replicas", T::Int, "1", "min.insync.replicas", Rule::IntAtLeast(1),
         "Fewest in-sync replicas for an acks=all write to succeed."),
+    def("preallocate", T::Boolean, "false", "log.preallocate", Rule::Boolean,
+        "Accepted and stored; segment files grow as they are written."),
+    def("remote.log.copy.disable", T::Boolean, "false", "", Rule::Unsupported { value: "false", why: TIERED },
+        "Tiered storage is not supported: only false is accepted."),
+    def("remote.log.delete.on.disable", T::Boolean, "false", "", Rule::Unsupported { value: "false", why: TIERED },
+        "Tiered storage is not supported: only false is accepted."),
+    def("remote.storage.enable", T::Boolean, "false", "", Rule::Unsupported { value: "false", why: TIERED },
+        "Tiered storage is not supported: only false is accepted."),
     def("retention.bytes", T::Long, "-1", "log.retention.bytes", Rule::LongAtLeast(-1),
         "Maximum size of a partition before old segments are deleted; -1 means no limit."),
     def("retention.ms", T::Long, "604800000", "log.retention.ms", Rule::LongAtLeast(-1),
@@ -128,6 +171,8 @@ static CONFIGS: &[ConfigDef] = &[
         "Size at which a new segment is rolled."),
     def("segment.index.bytes", T::Int, "10485760", "log.index.size.max.bytes", Rule::IntAtLeast(4),
         "Maximum size of a segment's offset and time index."),
+    def("segment.jitter.ms", T::Long, "0", "log.roll.jitter.ms", Rule::LongAtLeast(0),
+        "Up to this much is taken off segment.ms for each segment (a fixed share per segment), so partitions created together do not all roll at once."),
     def("segment.ms", T::Long, "604800000", "log.roll.ms", Rule::LongAtLeast(1),
         "Age at which a new segment is rolled even if not full."),
     def("unclean.leader.election.enable", T::Boolean, "false", "unclean.leader.election.enable", Rule::Boolean,
@@ -158,14 +203,14 @@ pub fn describe(name: &str) -> Option<ConfigEntryInfo> {
 pub fn topic_default_for_broker_key(broker_key: &str) -> Option<&'static str> {
     CONFIGS
         .iter()
-        .find(|d| d.broker_key == broker_key)
+        .find(|d| !d.broker_key.is_empty() && d.broker_key == broker_key)
         .map(|d| d.name)
 }
 
 /// The broker-level key that sets the default of a topic config (the reverse mapping,
 /// for DescribeConfigs synonyms).
 pub fn broker_key_for_topic_config(name: &str) -> Option<&'static str> {
-    find(name).map(|d| d.broker_key)
+    find(name).map(|d| d.broker_key).filter(|k| !k.is_empty())
 }
 
 /// Checks a value for a topic config. Unknown names and bad values are `InvalidConfig`.
@@ -208,7 +253,13 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicError> {
                 )));
             }
         }
-        Rule::ListOf(allowed) => {
+        Rule::ListOf(allowed, allow_empty) => {
+            if trimmed.is_empty() {
+                if allow_empty {
+                    return Ok(());
+                }
+                return Err(bad("The list must not be empty".into()));
+            }
             let items: Vec<&str> = trimmed.split(',').map(str::trim).collect();
             if items.iter().any(|i| !allowed.contains(i)) {
                 return Err(bad(format!(
@@ -218,6 +269,43 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicError> {
             }
             if (1..items.len()).any(|i| items[..i].contains(&items[i])) {
                 return Err(bad("Items must not repeat".into()));
+            }
+        }
+        Rule::IntBetween(low, high) | Rule::IntBetweenOrDefault(low, high) => {
+            let v: i32 = trimmed
+                .parse()
+                .map_err(|_| bad("Not a number of type INT".into()))?;
+            let default_ok = matches!(def.rule, Rule::IntBetweenOrDefault(..)) && v == -1;
+            if !default_ok && !(low..=high).contains(&v) {
+                return Err(bad(format!("Value must be between {low} and {high}")));
+            }
+        }
+        Rule::DoubleBetween(low, high) => {
+            let v: f64 = trimmed
+                .parse()
+                .map_err(|_| bad("Not a number of type DOUBLE".into()))?;
+            if !(low..=high).contains(&v) {
+                return Err(bad(format!("Value must be between {low} and {high}")));
+            }
+        }
+        Rule::ReplicaList => {
+            let pair = |item: &str| {
+                let (p, b) = item.split_once(':')?;
+                p.trim().parse::<i32>().ok()?;
+                b.trim().parse::<i32>().ok()
+            };
+            let ok = trimmed.is_empty()
+                || trimmed == "*"
+                || trimmed.split(',').all(|item| pair(item.trim()).is_some());
+            if !ok {
+                return Err(bad(
+                    "Must be *, or a list of partition:broker pairs such as 0:101,1:102".into(),
+                ));
+            }
+        }
+        Rule::Unsupported { value: only, why } => {
+            if !trimmed.eq_ignore_ascii_case(only) {
+                return Err(bad(format!("{why}; only {only} is accepted")));
             }
         }
     }
@@ -240,7 +328,9 @@ mod tests {
         }
         for d in CONFIGS {
             validate(d.name, d.default).unwrap_or_else(|e| panic!("default of {}: {e}", d.name));
-            assert_eq!(topic_default_for_broker_key(d.broker_key), Some(d.name));
+            if !d.broker_key.is_empty() {
+                assert_eq!(topic_default_for_broker_key(d.broker_key), Some(d.name));
+            }
         }
     }
 
@@ -295,7 +385,18 @@ mod tests {
         validate("cleanup.policy", "compact,delete").unwrap();
         validate("cleanup.policy", "delete, compact").unwrap();
         assert!(validate("cleanup.policy", "compact,compact").is_err());
-        assert!(validate("cleanup.policy", "").is_err());
+        validate("cleanup.policy", "").unwrap();
+        validate("min.cleanable.dirty.ratio", "0.1").unwrap();
+        assert!(validate("min.cleanable.dirty.ratio", "1.5").is_err());
+        validate("compression.gzip.level", "-1").unwrap();
+        assert!(validate("compression.gzip.level", "0").is_err());
+        validate("leader.replication.throttled.replicas", "*").unwrap();
+        validate("leader.replication.throttled.replicas", "0:1, 1:2").unwrap();
+        assert!(validate("leader.replication.throttled.replicas", "0-1").is_err());
+        validate("remote.storage.enable", "false").unwrap();
+        let refused = validate("remote.storage.enable", "true").unwrap_err();
+        assert_eq!(refused.error_code(), 40);
+        assert!(refused.to_string().contains("tiered storage"), "{refused}");
         assert!(validate("cleanup.policy", "shred").is_err());
         validate("message.timestamp.type", "LogAppendTime").unwrap();
         assert!(validate("message.timestamp.type", "logappendtime").is_err());

@@ -26,6 +26,15 @@ pub enum RecordsError {
         /// The records at fault; empty when the batch as a whole is.
         record_errors: Vec<RecordError>,
     },
+    /// Records whose CreateTime timestamps fall outside the topic's window.
+    /// INVALID_TIMESTAMP; `record_errors` names them.
+    #[error("invalid timestamp: {message}")]
+    InvalidTimestamp {
+        /// What is wrong, for the response's `error_message`.
+        message: String,
+        /// The records at fault.
+        record_errors: Vec<RecordError>,
+    },
     /// A compressed batch whose records inflate past the allowed size. MESSAGE_TOO_LARGE.
     #[error("records inflate past the limit of {limit} bytes")]
     InflatedTooLarge {

@@ -53,7 +53,8 @@ pub use log_reader::{
 };
 pub use record::{Headers, Record, RecordHeader, RecordIter};
 pub use validate::{
-    max_inflated_bytes, validate, Rules, INFLATE_CEILING, INFLATE_FACTOR, INFLATE_FLOOR,
+    max_inflated_bytes, validate, Rules, TimestampWindow, INFLATE_CEILING, INFLATE_FACTOR,
+    INFLATE_FLOOR,
 };
 pub use varint::put_varlong;
 

@@ -12,6 +12,7 @@
 //! | records that inflate past [`Rules::max_inflated_bytes`] | MESSAGE_TOO_LARGE |
 //! | from a client: a control batch; `recordCount` < 1 or not `lastOffsetDelta + 1`; offset deltas other than 0, 1, ..., n-1 | INVALID_RECORD |
 //! | a record without a key on a compacted topic (every such record is named) | INVALID_RECORD |
+//! | with [`Rules::timestamps`]: a CreateTime record timestamped outside the window (every such record is named) | INVALID_TIMESTAMP |
 //!
 //! Kafka also refuses a producer id without a base sequence from clients; here the
 //! broker's own transactional offset commits reach the log by the client path with
@@ -56,6 +57,30 @@ pub struct Rules {
     pub require_keys: bool,
     /// Bound on a compressed batch's decompressed records (see [`max_inflated_bytes`]).
     pub max_inflated_bytes: usize,
+    /// The timestamps a CreateTime record may carry (`message.timestamp.before.max.ms`
+    /// and `after.max.ms` around the broker's clock); `None` accepts any.
+    pub timestamps: Option<TimestampWindow>,
+}
+
+/// Inclusive bounds on a record's timestamp, in milliseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampWindow {
+    pub earliest: i64,
+    pub latest: i64,
+}
+
+impl TimestampWindow {
+    /// `before_max_ms` before `now_ms` to `after_max_ms` after it; `None` when both are
+    /// unbounded (Kafka's `Long.MAX_VALUE`).
+    pub fn around(now_ms: i64, before_max_ms: i64, after_max_ms: i64) -> Option<Self> {
+        if before_max_ms == i64::MAX && after_max_ms == i64::MAX {
+            return None;
+        }
+        Some(TimestampWindow {
+            earliest: now_ms.saturating_sub(before_max_ms),
+            latest: now_ms.saturating_add(after_max_ms),
+        })
+    }
 }
 
 /// Checks the batch at the start of `batch` (framing, header, every record) and
@@ -68,11 +93,18 @@ pub fn validate(batch: &[u8], rules: &Rules) -> Result<usize, RecordsError> {
         check_client_header(&header)?;
     }
     let count = usize::try_from(header.record_count()).unwrap_or(0);
+    // LogAppendTime batches are stamped by the broker; control batches are its own.
+    let timestamps = rules
+        .timestamps
+        .filter(|_| !header.is_log_append_time() && !header.is_control())
+        .map(|w| (w, header.base_timestamp()));
     let mut checker = RecordChecker {
         from_client: rules.from_client,
         require_keys: rules.require_keys && !header.is_control(),
+        timestamps,
         count,
         refused: Vec::new(),
+        out_of_window: Vec::new(),
     };
     let body = &batch[BATCH_HEADER_LEN..];
     match header.codec() {
@@ -107,8 +139,13 @@ fn check_client_header(h: &BatchHeader<'_>) -> Result<(), RecordsError> {
 struct RecordChecker {
     from_client: bool,
     require_keys: bool,
+    /// The window and the batch's base timestamp.
+    timestamps: Option<(TimestampWindow, i64)>,
     count: usize,
+    /// Keyless records of a compacted topic.
     refused: Vec<RecordError>,
+    /// Records timestamped outside the window.
+    out_of_window: Vec<RecordError>,
 }
 
 impl RecordChecker {
@@ -132,6 +169,19 @@ impl RecordChecker {
                 batch_index,
                 message: "a compacted topic accepts only records with a key".into(),
             });
+        }
+        if let Some((window, base)) = self.timestamps {
+            let timestamp = base.saturating_add(record.timestamp_delta);
+            // -1 is "no timestamp", which Kafka lets through.
+            if timestamp != -1 && !(window.earliest..=window.latest).contains(&timestamp) {
+                self.out_of_window.push(RecordError {
+                    batch_index,
+                    message: format!(
+                        "timestamp {timestamp} is out of range [{}, {}]",
+                        window.earliest, window.latest
+                    ),
+                });
+            }
         }
         Ok(())
     }
@@ -195,6 +245,18 @@ impl RecordChecker {
     }
 
     fn verdict(self) -> Result<(), RecordsError> {
+        if !self.out_of_window.is_empty() {
+            return Err(RecordsError::InvalidTimestamp {
+                message: format!(
+                    "{} of {} records have a timestamp outside the topic's \
+                     message.timestamp.before.max.ms / after.max.ms window (first: {})",
+                    self.out_of_window.len(),
+                    self.count,
+                    self.out_of_window[0].message
+                ),
+                record_errors: self.out_of_window,
+            });
+        }
         if self.refused.is_empty() {
             return Ok(());
         }

@@ -63,7 +63,7 @@ proptest! {
         }
         let mut batch = builder.encode().unwrap();
         BatchHeaderMut::new(&mut batch).unwrap().set_base_offset(base_offset);
-        let rules = Rules { from_client: true, require_keys: false, max_inflated_bytes: 1 << 20 };
+        let rules = Rules { from_client: true, require_keys: false, max_inflated_bytes: 1 << 20, timestamps: None };
         prop_assert_eq!(validate(&batch, &rules), Ok(batch.len()));
 
         let h = BatchHeader::new(&batch).unwrap();
@@ -119,7 +119,7 @@ proptest! {
         batch[23..27].copy_from_slice(&(count - 1).max(0).to_be_bytes());
         batch[57..61].copy_from_slice(&count.to_be_bytes());
         BatchHeaderMut::new(&mut batch).unwrap().refresh_crc();
-        let rules = Rules { from_client: true, require_keys: true, max_inflated_bytes: 1 << 16 };
+        let rules = Rules { from_client: true, require_keys: true, max_inflated_bytes: 1 << 16, timestamps: None };
         let _ = validate(&batch, &rules);
         let _ = LogRecords::new(Bytes::from(batch)).count();
     }

@@ -22,6 +22,13 @@ impl From<RecordsError> for StorageError {
                 message,
                 record_errors,
             }),
+            RecordsError::InvalidTimestamp {
+                message,
+                record_errors,
+            } => StorageError::InvalidTimestamp(RecordRefusal {
+                message,
+                record_errors,
+            }),
             RecordsError::InflatedTooLarge { limit } => {
                 StorageError::DecompressedTooLarge { limit }
             }

@@ -3,6 +3,11 @@
 //! Cleanable: closed segments wholly below the high watermark and below the first offset
 //! of any open transaction, and (if `min.compaction.lag.ms` > 0) whose newest timestamp is
 //! at least that old; the first segment that fails a test ends the cleanable range.
+//! A pass cleans only when it is worth it, as Kafka's cleaner chooses logs: the bytes
+//! written since the last pass ("dirty", above its horizon) are at least
+//! `min.cleanable.dirty.ratio` of the cleanable bytes, or the oldest dirty segment's first
+//! record is older than `max.compaction.lag.ms`, or a tombstone the last pass kept has
+//! since passed `delete.retention.ms`.
 //! Each cleanable segment is rewritten on its own (segments are not merged). Batches in
 //! which every record survives are copied byte for byte; batches that lose records are
 //! rewritten *uncompressed* with the surviving records' bytes unchanged (same base offset,
@@ -110,6 +115,10 @@ impl Log {
             cleanable.push(pair[0]);
             stats.horizon = pair[1];
         }
+        if !self.compaction_due(&cleanable, now_ms) {
+            stats.horizon = self.segments.keys().next().copied().unwrap_or(0);
+            return Ok(stats);
+        }
         let aborted = self.aborted_txns(i64::MIN, stats.horizon);
         let mut latest: HashMap<Vec<u8>, i64> = HashMap::new();
         let mut key_bytes = 0usize;
@@ -125,10 +134,48 @@ impl Log {
             }
             mapped.push(base);
         }
+        let mut tombstones_expire_at = i64::MAX;
         for base in mapped {
-            self.clean_segment(base, &latest, &aborted, now_ms, &mut stats)?;
+            self.clean_segment(
+                base,
+                &latest,
+                &aborted,
+                now_ms,
+                &mut stats,
+                &mut tombstones_expire_at,
+            )?;
         }
+        self.cleaned_up_to = stats.horizon;
+        self.tombstones_expire_at = tombstones_expire_at;
         Ok(stats)
+    }
+
+    /// Whether cleaning the `cleanable` segments is due (see the module doc).
+    fn compaction_due(&self, cleanable: &[i64], now_ms: i64) -> bool {
+        let (mut total, mut dirty) = (0u64, 0u64);
+        let mut oldest_dirty: Option<i64> = None;
+        for base in cleanable {
+            let Some(seg) = self.segments.get(base) else {
+                continue;
+            };
+            total = total.saturating_add(seg.size());
+            if *base >= self.cleaned_up_to {
+                dirty = dirty.saturating_add(seg.size());
+                if oldest_dirty.is_none() {
+                    oldest_dirty = Some(seg.first_append_ms().unwrap_or(seg.max_timestamp()));
+                }
+            }
+        }
+        if total > 0 && self.tombstones_expire_at <= now_ms {
+            return true;
+        }
+        if dirty == 0 {
+            return false;
+        }
+        let lag_due = self.config.max_compaction_lag_ms < i64::MAX
+            && oldest_dirty
+                .is_some_and(|t| now_ms.saturating_sub(t) >= self.config.max_compaction_lag_ms);
+        lag_due || dirty as f64 >= self.config.min_cleanable_dirty_ratio * total as f64
     }
 
     fn clean_segment(
@@ -138,6 +185,7 @@ impl Log {
         aborted: &[AbortedTxn],
         now_ms: i64,
         stats: &mut CompactionStats,
+        tombstones_expire_at: &mut i64,
     ) -> Result<(), StorageError> {
         let Some(seg) = self.segments.get(&base) else {
             return Ok(());
@@ -177,6 +225,10 @@ impl Log {
                 if newest && !expired_tombstone {
                     kept.extend_from_slice(record.raw);
                     kept_count += 1;
+                    if record.value.is_none() {
+                        let expires = ts.saturating_add(self.config.delete_retention_ms);
+                        *tombstones_expire_at = (*tombstones_expire_at).min(expires);
+                    }
                 }
             }
             removed += (total - kept_count) as u64;

@@ -29,7 +29,7 @@ pub enum TimestampType {
 }
 
 /// The knobs of one partition log. Defaults are Kafka's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll the active segment when the next batch would pass this size.
     pub segment_bytes: u64,
@@ -57,6 +57,21 @@ pub struct LogConfig {
     pub max_message_bytes: u32,
     /// `message.timestamp.type`.
     pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`: with CreateTime, how far in the past a
+    /// record's timestamp may be; `i64::MAX` = any.
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`: how far in the future. Unbounded by default
+    /// here; the broker passes the topic's value (Kafka 4's default there is 1 h).
+    pub message_timestamp_after_max_ms: i64,
+    /// `max.compaction.lag.ms`: the longest a record stays uncompacted (the active
+    /// segment rolls once its first append is this old, and the cleaner runs whatever
+    /// the dirty ratio); `i64::MAX` = no bound.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`: the share of a compacted log's cleanable bytes
+    /// written since its last cleaning that makes it worth cleaning again.
+    pub min_cleanable_dirty_ratio: f64,
+    /// `segment.jitter.ms`: taken off `segment.ms`, a fixed share of it per segment.
+    pub segment_jitter_ms: i64,
     /// `file.delete.delay.ms`: how long a directory renamed aside for deletion (see
     /// [`crate::rename_for_deletion`]) waits before its files are removed. The storage
     /// engine only carries it; whoever renames the directory removes it.
@@ -81,12 +96,38 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_message_bytes: 1_048_588,
             message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: i64::MAX,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
+            segment_jitter_ms: 0,
             file_delete_delay_ms: 60_000,
         }
     }
 }
 
 impl LogConfig {
+    /// How long after its first append the segment based at `base_offset` is rolled:
+    /// `segment.ms` less this segment's share of `segment.jitter.ms` (a fixed fraction
+    /// derived from the base offset, so it survives restarts), and on a compacted log
+    /// at most `max.compaction.lag.ms` so that the records can be compacted in time.
+    pub(crate) fn roll_after_ms(&self, base_offset: i64) -> i64 {
+        let jitter = if self.segment_jitter_ms > 0 {
+            // A share in [0, 1024) of the jitter, spread by the base offset.
+            let share = (base_offset as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54;
+            i64::try_from(i128::from(self.segment_jitter_ms) * i128::from(share) / 1024)
+                .unwrap_or(0)
+        } else {
+            0
+        };
+        let roll = self.segment_ms.saturating_sub(jitter).max(1);
+        if self.cleanup_policy.compact {
+            roll.min(self.max_compaction_lag_ms)
+        } else {
+            roll
+        }
+    }
+
     /// Segment size limit actually enforced: index positions are u32 and Kafka keeps them
     /// below `i32::MAX`, so larger settings are clamped.
     pub(crate) fn effective_segment_bytes(&self) -> u64 {

@@ -27,6 +27,10 @@ pub enum StorageError {
     /// batch from a client, a record without a key in a compacted topic).
     #[error("invalid record: {0}")]
     InvalidRecord(RecordRefusal),
+    /// CreateTime records timestamped outside `message.timestamp.before.max.ms` /
+    /// `after.max.ms` of the broker's clock.
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(RecordRefusal),
     /// A compressed batch whose records inflate past the bound derived from
     /// `max.message.bytes` (see `tidelog_records::max_inflated_bytes`).
     #[error("compressed records inflate past {limit} bytes")]

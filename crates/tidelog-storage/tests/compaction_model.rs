@@ -42,6 +42,8 @@ fn config() -> LogConfig {
             compact: true,
         },
         delete_retention_ms: DELETE_RETENTION_MS,
+        // Every pass with anything new to clean runs (the model cleans every time).
+        min_cleanable_dirty_ratio: 0.0,
         ..LogConfig::default()
     }
 }
@@ -87,7 +89,11 @@ fn run(ops: Vec<Op>) {
                 log.set_high_watermark(log.log_end_offset());
                 let horizon = *log.segment_base_offsets().last().unwrap();
                 let stats = log.compact(clock).unwrap();
-                assert_eq!(stats.horizon, horizon);
+                // A pass with nothing dirty and no tombstone due is skipped; cleaning
+                // again would change nothing, so the model's pass is the same.
+                if stats.segments_cleaned > 0 {
+                    assert_eq!(stats.horizon, horizon);
+                }
                 model = clean(&model, horizon, clock);
             }
             Op::Reopen => {

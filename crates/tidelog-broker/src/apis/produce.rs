@@ -219,9 +219,9 @@ impl Refusal {
 
     fn from_partition_error(e: &PartitionError) -> Self {
         let record_errors = match e {
-            PartitionError::Storage(StorageError::InvalidRecord(refusal)) => {
-                refusal.record_errors.clone()
-            }
+            PartitionError::Storage(
+                StorageError::InvalidRecord(refusal) | StorageError::InvalidTimestamp(refusal),
+            ) => refusal.record_errors.clone(),
             _ => Vec::new(),
         };
         Refusal {

@@ -3,13 +3,14 @@
 use super::record_tests::{compressed_variants, with_body};
 use crate::{
     compress, put_varlong, validate, BatchBuilder, BatchHeader, Codec, RecordError, RecordsError,
-    Rules, BATCH_HEADER_LEN,
+    Rules, TimestampWindow, BATCH_HEADER_LEN,
 };
 
 const CLIENT: Rules = Rules {
     from_client: true,
     require_keys: false,
     max_inflated_bytes: 1 << 20,
+    timestamps: None,
 };
 const COMPACTED: Rules = Rules {
     require_keys: true,
@@ -280,6 +281,50 @@ fn keyless_records_on_a_compacted_topic_are_named() {
             validate(&batch, &CLIENT).is_ok(),
             "keys are optional elsewhere"
         );
+    }
+}
+
+#[test]
+fn create_time_records_outside_the_window_are_named_with_invalid_timestamp() {
+    let window = TimestampWindow::around(10_000, 1_000, 500);
+    assert_eq!(
+        window,
+        Some(TimestampWindow {
+            earliest: 9_000,
+            latest: 10_500
+        })
+    );
+    assert_eq!(TimestampWindow::around(10_000, i64::MAX, i64::MAX), None);
+    let rules = Rules {
+        timestamps: window,
+        ..CLIENT
+    };
+    for codec in Codec::ALL {
+        let batch = BatchBuilder::new()
+            .compression(codec)
+            .kv(Some(b"a"), Some(b"v"), 9_000)
+            .kv(Some(b"b"), Some(b"v"), 8_999)
+            .kv(Some(b"c"), Some(b"v"), 10_500)
+            .kv(Some(b"d"), Some(b"v"), 10_501)
+            .encode()
+            .unwrap();
+        match validate(&batch, &rules) {
+            Err(RecordsError::InvalidTimestamp { record_errors, .. }) => assert_eq!(
+                record_errors
+                    .iter()
+                    .map(|e| e.batch_index)
+                    .collect::<Vec<_>>(),
+                vec![1, 3],
+                "{codec:?}"
+            ),
+            other => panic!("{codec:?}: {other:?}"),
+        }
+        let inside = BatchBuilder::new()
+            .compression(codec)
+            .kv(Some(b"a"), Some(b"v"), 9_500)
+            .encode()
+            .unwrap();
+        assert!(validate(&inside, &rules).is_ok(), "{codec:?}");
     }
 }
 

@@ -102,10 +102,11 @@ impl Log {
         let Ok(active) = self.active() else {
             return false;
         };
+        let roll_after = self.config.roll_after_ms(active.base_offset());
         active.size() > 0
             && active
                 .first_append_ms()
-                .is_some_and(|t| now_ms.saturating_sub(t) >= self.config.segment_ms)
+                .is_some_and(|t| now_ms.saturating_sub(t) >= roll_after)
     }
 
     /// Installs (or removes) the observer told the duration of every fsync pass.

@@ -92,6 +92,12 @@ pub struct Log {
     last_flush_ms: Option<i64>,
     /// Latest clock value seen, for calls that carry none (follower appends).
     last_now_ms: i64,
+    /// Where the last compaction pass ended (its horizon); bytes above it are dirty.
+    /// In memory only: after an open the whole log counts as dirty once.
+    pub(crate) cleaned_up_to: i64,
+    /// When the first tombstone the last pass kept passes `delete.retention.ms`
+    /// (`i64::MAX`: none); a pass is due then even with nothing dirty.
+    pub(crate) tombstones_expire_at: i64,
     producers: ProducerStateTable,
     epochs: LeaderEpochCache,
     /// Written end, durable end, rolled segments awaiting their fsync and the checkpoint
@@ -223,7 +229,7 @@ impl Log {
         self.last_now_ms = self.last_now_ms.max(opts.now_ms);
         let ranges = split_batches(batches, self.config.max_message_bytes)?;
         for &(at, len) in &ranges {
-            self.validate_produced(&batches[at..at + len], opts.origin)?;
+            self.validate_produced(&batches[at..at + len], opts.origin, opts.now_ms)?;
         }
         let first_offset = self.log_end_offset();
         let mut next = first_offset;
@@ -285,11 +291,25 @@ impl Log {
     /// (see `tidelog_records::validate`): a stored batch is always one that consumers,
     /// compaction and recovery can read. Batches the broker wrote itself skip only the
     /// rules that are about what a producer may send.
-    fn validate_produced(&self, batch: &[u8], origin: AppendOrigin) -> Result<(), StorageError> {
+    fn validate_produced(
+        &self,
+        batch: &[u8],
+        origin: AppendOrigin,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        let timestamps = match self.config.message_timestamp_type {
+            TimestampType::CreateTime => tidelog_records::TimestampWindow::around(
+                now_ms,
+                self.config.message_timestamp_before_max_ms,
+                self.config.message_timestamp_after_max_ms,
+            ),
+            TimestampType::LogAppendTime => None,
+        };
         let rules = tidelog_records::Rules {
             from_client: origin == AppendOrigin::Client,
             require_keys: self.config.cleanup_policy.compact,
             max_inflated_bytes: tidelog_records::max_inflated_bytes(self.config.max_message_bytes),
+            timestamps,
         };
         tidelog_records::validate(batch, &rules)?;
         Ok(())

@@ -157,6 +157,8 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         unflushed_records: 0,
         last_flush_ms: None,
         last_now_ms: 0,
+        cleaned_up_to: i64::MIN,
+        tombstones_expire_at: i64::MAX,
         producers: ProducerStateTable::default(),
         epochs: LeaderEpochCache::from_pairs(&epochs),
         durability,

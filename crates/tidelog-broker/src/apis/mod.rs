@@ -7,6 +7,7 @@ mod add_partitions_to_txn;
 mod alter_configs;
 mod alter_partition_reassignments;
 pub(crate) mod api_versions;
+mod authorized_operations;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;

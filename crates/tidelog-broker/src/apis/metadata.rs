@@ -1,5 +1,7 @@
 //! Metadata: brokers, the controller, and each topic's partitions, leaders and replicas.
 //! Unknown topics are created here when `auto.create.topics.enable` and the client allow it.
+//! A topic another request is creating at the same moment is answered
+//! LEADER_NOT_AVAILABLE (retriable: the client asks again), never TOPIC_ALREADY_EXISTS.
 //!
 //! From v8, authorized operations are answered when asked for (topics: v8+; the
 //! cluster: v8-v10, the versions that carry the flag), as Kafka without an authorizer.
@@ -165,11 +167,15 @@ pub(crate) fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
         .collect()
 }
 
-/// A quorum that cannot write right now is, to a client, a topic whose leader is not
-/// available yet (retriable), not a failure of the request.
+/// A quorum that cannot write right now, or a topic another request is creating (the
+/// controller has it, this node's image not yet), is to a client a topic whose leader
+/// is not available yet (retriable), not a failure of the request.
 fn auto_create_error(code: i16) -> i16 {
     const NOT_CONTROLLER: i16 = 41;
-    if code == ResponseError::RequestTimedOut.code() || code == NOT_CONTROLLER {
+    if code == ResponseError::RequestTimedOut.code()
+        || code == NOT_CONTROLLER
+        || code == ResponseError::TopicAlreadyExists.code()
+    {
         ResponseError::LeaderNotAvailable.code()
     } else {
         code
@@ -215,3 +221,20 @@ fn topic_entry(image: &MetadataImage, topic: &TopicImage, version: i16) -> Metad
         .with_partitions(partitions)
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_creation_race_is_retriable() {
+        let leader_not_available = ResponseError::LeaderNotAvailable.code();
+        let exists = ResponseError::TopicAlreadyExists.code();
+        assert_eq!(auto_create_error(exists), leader_not_available);
+        assert_eq!(
+            auto_create_error(ResponseError::RequestTimedOut.code()),
+            leader_not_available
+        );
+        let invalid = ResponseError::InvalidTopicException.code();
+        assert_eq!(auto_create_error(invalid), invalid);
+    }
+}

@@ -16,8 +16,10 @@ mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod describe_producers;
 mod describe_quorum;
+mod describe_topic_partitions;
 mod describe_transactions;
 mod elect_leaders;
 mod end_txn;
@@ -28,6 +30,7 @@ mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
+mod list_config_resources;
 mod list_groups;
 mod list_offsets;
 mod list_partition_reassignments;
@@ -139,6 +142,9 @@ apis! {
     CreatePartitions => create_partitions,
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
+    DescribeTopicPartitions => describe_topic_partitions,
+    DescribeLogDirs => describe_log_dirs,
+    ListConfigResources => list_config_resources,
     DescribeQuorum => describe_quorum,
     ElectLeaders => elect_leaders,
     AlterPartitionReassignments => alter_partition_reassignments,

@@ -4,15 +4,18 @@
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
 pub(crate) mod api_versions;
 mod authorized_operations;
+mod client_quota_filter;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
@@ -25,6 +28,7 @@ mod elect_leaders;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
+mod get_telemetry_subscriptions;
 mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;
@@ -43,6 +47,7 @@ mod offset_for_leader_epoch;
 mod partition_outcome;
 mod per_partition;
 mod produce;
+mod push_telemetry;
 mod sync_group;
 mod txn_offset_commit;
 mod write_txn_markers;
@@ -145,6 +150,10 @@ apis! {
     DescribeTopicPartitions => describe_topic_partitions,
     DescribeLogDirs => describe_log_dirs,
     ListConfigResources => list_config_resources,
+    DescribeClientQuotas => describe_client_quotas,
+    AlterClientQuotas => alter_client_quotas,
+    GetTelemetrySubscriptions => get_telemetry_subscriptions,
+    PushTelemetry => push_telemetry,
     DescribeQuorum => describe_quorum,
     ElectLeaders => elect_leaders,
     AlterPartitionReassignments => alter_partition_reassignments,

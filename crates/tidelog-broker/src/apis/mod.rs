@@ -220,3 +220,34 @@ pub(crate) async fn handle(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(key, min, max)` of every row of docs/compatibility.md's table.
+    fn documented() -> Vec<(i16, i16, i16)> {
+        let doc = include_str!("../../../../docs/compatibility.md");
+        doc.lines()
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let key = cells.get(2)?.parse::<i16>().ok()?;
+                let versions = cells.get(3)?;
+                let (min, max) = versions.split_once('–').unwrap_or((versions, versions));
+                Some((key, min.parse().ok()?, max.parse().ok()?))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn compatibility_table_matches_the_handlers() {
+        let mut documented = documented();
+        documented.sort_unstable();
+        let mut implemented: Vec<(i16, i16, i16)> = SUPPORTED
+            .iter()
+            .map(|(key, range)| (*key as i16, range.min, range.max))
+            .collect();
+        implemented.sort_unstable();
+        assert_eq!(documented, implemented);
+    }
+}

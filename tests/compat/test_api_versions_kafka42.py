@@ -15,8 +15,6 @@ from compat_helpers import create_topic, unique
 
 # APIs where tidelog still advertises less than Kafka 4.2, and why (docs/compatibility.md).
 BEHIND_KAFKA_4_2 = {
-    8: 9,    # OffsetCommit v10: topic ids (KIP-848)
-    9: 9,    # OffsetFetch v10: topic ids (KIP-848)
     24: 3,   # AddPartitionsToTxn v4-5: broker-side batched verification, TV2 (KIP-890)
     25: 3,   # AddOffsetsToTxn v4: TV2 (KIP-890)
     26: 4,   # EndTxn v5: epoch bump per transaction, TV2 (KIP-890)

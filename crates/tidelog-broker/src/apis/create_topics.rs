@@ -1,4 +1,5 @@
 //! CreateTopics: validated and placed by the controller; `validate_only` changes nothing.
+//! A created topic's `error_message` is null (the schema default is ""), as Kafka's.
 
 use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
 use kafka_protocol::messages::create_topics_response::{
@@ -50,6 +51,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         results.push(match outcome {
             Ok(created) => {
                 let mut result = result
+                    .with_error_message(None)
                     .with_topic_id(if version >= 7 {
                         created.topic_id
                     } else {

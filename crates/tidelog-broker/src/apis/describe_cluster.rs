@@ -1,5 +1,6 @@
 //! DescribeCluster: the cluster id, the controller, and the brokers: the unfenced ones,
-//! and from v2, when asked, the fenced ones too (flagged).
+//! and from v2, when asked, the fenced ones too (flagged). When asked, the cluster's
+//! authorized operations are every operation the cluster supports (no authorizer).
 
 use kafka_protocol::messages::describe_cluster_request::DescribeClusterRequest;
 use kafka_protocol::messages::describe_cluster_response::{
@@ -10,6 +11,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
 
+use super::authorized_operations::{self, if_requested};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -38,6 +40,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(StrBytes::from_string(image.cluster_id().to_string()))
         .with_controller_id(BrokerId(ctx.metadata.controller_id(ctx.node_id())))
-        .with_brokers(brokers);
+        .with_brokers(brokers)
+        .with_cluster_authorized_operations(if_requested(
+            request.include_cluster_authorized_operations,
+            authorized_operations::CLUSTER,
+        ));
     req.respond(&response)
 }

@@ -1,6 +1,9 @@
 //! DescribeGroups: state, protocol, members and their assignments. An unknown group is
-//! described as Dead with no members, as Kafka does before v6.
+//! described as Dead with no members, as Kafka does before v6; from v6 it also carries
+//! GROUP_ID_NOT_FOUND and a message (KIP-1043). From v3, when asked, each group's
+//! authorized operations are every operation a group supports (no authorizer).
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
 use kafka_protocol::messages::describe_groups_response::{
     DescribeGroupsResponse, DescribedGroup, DescribedGroupMember,
@@ -8,25 +11,37 @@ use kafka_protocol::messages::describe_groups_response::{
 use kafka_protocol::protocol::VersionRange;
 use tidelog_protocol::ProtocolError;
 
+use super::authorized_operations::{self, if_requested};
 use super::Request;
 use crate::context::Ctx;
 use crate::group::str_bytes;
 use crate::net::Reply;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeGroupsRequest = req.decode()?;
+    let version = req.version();
+    let operations = if_requested(
+        version >= 3 && request.include_authorized_operations,
+        authorized_operations::GROUP,
+    );
     let mut groups = Vec::with_capacity(request.groups.len());
     for id in request.groups {
-        let described = ctx.groups.describe(id.0.to_string()).await;
+        let name = id.0.to_string();
+        let described = ctx.groups.describe(name.clone()).await;
         let group = DescribedGroup::default()
             .with_group_id(id)
-            .with_authorized_operations(i32::MIN);
+            .with_authorized_operations(operations);
         groups.push(match described {
             Err(e) => group
                 .with_error_code(e.code())
                 .with_group_state(str_bytes("")),
+            Ok(d) if version >= 6 && d.state == "Dead" && d.members.is_empty() => group
+                .with_error_code(ResponseError::GroupIdNotFound.code())
+                .with_error_message(Some(str_bytes(&format!("Group {name} not found."))))
+                .with_group_state(str_bytes(d.state))
+                .with_authorized_operations(authorized_operations::NOT_REQUESTED),
             Ok(d) => group
                 .with_group_state(str_bytes(d.state))
                 .with_protocol_type(str_bytes(&d.protocol_type))

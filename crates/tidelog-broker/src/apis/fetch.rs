@@ -10,6 +10,12 @@
 //! follower's last fetched epoch does not match its own log, and reads up to its log
 //! end, not the high watermark. Consumers read only from the leader, below the HW.
 //!
+//! v17 adds the follower's directory id (KIP-853, used by KRaft voters only; ignored
+//! here). v18 (KIP-1166) carries the follower's high watermark: a follower fetch is
+//! answered at once, without waiting for `min_bytes`, when the leader's high watermark
+//! of a partition is above the follower's, so followers learn a new high watermark
+//! without waiting out the long poll (consumers send no high watermark: i64::MAX).
+//!
 //! Incremental fetch sessions are declined: every response carries session id 0, which
 //! tells clients to keep sending full fetch requests.
 
@@ -37,7 +43,7 @@ use crate::net::Reply;
 use crate::replica::{PartitionError, Role};
 use crate::settings;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 4, max: 16 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 4, max: 18 };
 
 /// The longest a fetch may be parked, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(300);
@@ -57,6 +63,8 @@ struct Wanted {
     /// Replica fetches: why this node cannot serve the follower (e.g. it is no
     /// replica of the partition).
     replica_error: Option<i16>,
+    /// Replica fetches from v18: the follower's high watermark (i64::MAX: not sent).
+    follower_high_watermark: i64,
 }
 
 struct FetchPlan {
@@ -108,6 +116,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 current_leader_epoch: p.current_leader_epoch,
                 diverging: None,
                 replica_error: None,
+                follower_high_watermark: if version >= 18 {
+                    p.high_watermark
+                } else {
+                    i64::MAX
+                },
             };
             if replica_id >= 0 && refused.is_none() {
                 let last_epoch = if version >= 12 {
@@ -155,6 +168,7 @@ async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
         let (response, files, bytes, any_error) = read_all(&ctx, &plan);
         let done = bytes >= plan.min_bytes
             || any_error
+            || follower_high_watermark_behind(&ctx, &plan)
             || Instant::now() >= plan.deadline
             || *shutdown.borrow();
         if done {
@@ -180,6 +194,24 @@ async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
             _ = shutdown.changed() => {}
         }
     }
+}
+
+/// Whether a follower (v18+) holds an older high watermark than ours for one of its
+/// partitions: then it is answered now, to learn the new one (KIP-1166).
+fn follower_high_watermark_behind(ctx: &Ctx, plan: &FetchPlan) -> bool {
+    if plan.replica_id < 0 || plan.refused.is_some() {
+        return false;
+    }
+    plan.wanted
+        .iter()
+        .filter(|w| w.follower_high_watermark != i64::MAX)
+        .any(|w| {
+            w.topic
+                .as_deref()
+                .and_then(|t| ctx.replicas.get(t, w.partition))
+                .and_then(|p| p.offsets().ok())
+                .is_some_and(|o| o.high_watermark > w.follower_high_watermark)
+        })
 }
 
 /// Reads every wanted partition once. Returns the response (record bytes stay in the

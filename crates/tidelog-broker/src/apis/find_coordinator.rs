@@ -1,6 +1,8 @@
 //! FindCoordinator: the node that coordinates a group (or a transactional id). Creates
 //! `__consumer_offsets` (or `__transaction_state`) on first use.
-//! Versions 0–3 ask for one key; v4+ batch several.
+//! Versions 0–3 ask for one key; v4+ batch several. v6 adds key type 2, the share
+//! coordinator of a share-group partition (KIP-932): tidelog has no share groups yet, so
+//! such a key answers INVALID_REQUEST, Kafka's answer where share groups are disabled.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
@@ -16,7 +18,7 @@ use crate::group::{coordinator_for, ensure_offsets_topic, str_bytes, Coordinates
 use crate::net::Reply;
 use crate::txn::TXN_TOPIC;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: FindCoordinatorRequest = req.decode()?;

@@ -1,5 +1,10 @@
 //! Metadata: brokers, the controller, and each topic's partitions, leaders and replicas.
 //! Unknown topics are created here when `auto.create.topics.enable` and the client allow it.
+//! A topic another request is creating at the same moment is answered
+//! LEADER_NOT_AVAILABLE (retriable: the client asks again), never TOPIC_ALREADY_EXISTS.
+//!
+//! From v8, authorized operations are answered when asked for (topics: v8+; the
+//! cluster: v8-v10, the versions that carry the flag), as Kafka without an authorizer.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_request::MetadataRequest;
@@ -12,12 +17,13 @@ use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::{CreateTopic, MetadataImage, TopicImage};
 use tidelog_protocol::ProtocolError;
 
+use super::authorized_operations::{self, if_requested};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
 use crate::settings;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 12 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 13 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: MetadataRequest = req.decode()?;
@@ -51,8 +57,22 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             }
         }
     }
+    let topic_operations = version >= 8 && request.include_topic_authorized_operations;
+    if topic_operations {
+        // Kafka fills it in for every topic it answers by name, known or not (not for
+        // an unknown topic id).
+        for t in topics.iter_mut().filter(|t| t.name.is_some()) {
+            t.topic_authorized_operations = authorized_operations::TOPIC;
+        }
+    }
+    let cluster_operations =
+        (8..=10).contains(&version) && request.include_cluster_authorized_operations;
     let image = ctx.metadata.image();
     let response = MetadataResponse::default()
+        .with_cluster_authorized_operations(if_requested(
+            cluster_operations,
+            authorized_operations::CLUSTER,
+        ))
         .with_brokers(brokers(&image))
         .with_cluster_id(
             (version >= 2).then(|| StrBytes::from_string(image.cluster_id().to_string())),
@@ -147,11 +167,15 @@ pub(crate) fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
         .collect()
 }
 
-/// A quorum that cannot write right now is, to a client, a topic whose leader is not
-/// available yet (retriable), not a failure of the request.
+/// A quorum that cannot write right now, or a topic another request is creating (the
+/// controller has it, this node's image not yet), is to a client a topic whose leader
+/// is not available yet (retriable), not a failure of the request.
 fn auto_create_error(code: i16) -> i16 {
     const NOT_CONTROLLER: i16 = 41;
-    if code == ResponseError::RequestTimedOut.code() || code == NOT_CONTROLLER {
+    if code == ResponseError::RequestTimedOut.code()
+        || code == NOT_CONTROLLER
+        || code == ResponseError::TopicAlreadyExists.code()
+    {
         ResponseError::LeaderNotAvailable.code()
     } else {
         code
@@ -195,4 +219,22 @@ fn topic_entry(image: &MetadataImage, topic: &TopicImage, version: i16) -> Metad
         })
         .with_is_internal(topic.is_internal())
         .with_partitions(partitions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_creation_race_is_retriable() {
+        let leader_not_available = ResponseError::LeaderNotAvailable.code();
+        let exists = ResponseError::TopicAlreadyExists.code();
+        assert_eq!(auto_create_error(exists), leader_not_available);
+        assert_eq!(
+            auto_create_error(ResponseError::RequestTimedOut.code()),
+            leader_not_available
+        );
+        let invalid = ResponseError::InvalidTopicException.code();
+        assert_eq!(auto_create_error(invalid), invalid);
+    }
 }

@@ -4,29 +4,37 @@
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
+mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
 pub(crate) mod api_versions;
+mod authorized_operations;
+mod client_quota_filter;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
 mod describe_groups;
+mod describe_log_dirs;
 mod describe_producers;
 mod describe_quorum;
+mod describe_topic_partitions;
 mod describe_transactions;
 mod elect_leaders;
 mod end_txn;
 mod fetch;
 mod find_coordinator;
+mod get_telemetry_subscriptions;
 mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;
 mod join_group;
 mod leave_group;
+mod list_config_resources;
 mod list_groups;
 mod list_offsets;
 mod list_partition_reassignments;
@@ -39,6 +47,7 @@ mod offset_for_leader_epoch;
 mod partition_outcome;
 mod per_partition;
 mod produce;
+mod push_telemetry;
 mod sync_group;
 mod txn_offset_commit;
 mod write_txn_markers;
@@ -138,6 +147,13 @@ apis! {
     CreatePartitions => create_partitions,
     IncrementalAlterConfigs => incremental_alter_configs,
     DescribeCluster => describe_cluster,
+    DescribeTopicPartitions => describe_topic_partitions,
+    DescribeLogDirs => describe_log_dirs,
+    ListConfigResources => list_config_resources,
+    DescribeClientQuotas => describe_client_quotas,
+    AlterClientQuotas => alter_client_quotas,
+    GetTelemetrySubscriptions => get_telemetry_subscriptions,
+    PushTelemetry => push_telemetry,
     DescribeQuorum => describe_quorum,
     ElectLeaders => elect_leaders,
     AlterPartitionReassignments => alter_partition_reassignments,
@@ -202,5 +218,36 @@ pub(crate) async fn handle(
             tracing::warn!(%peer, ?key, version, error = %e, "bad request; closing connection");
             Reply::Close
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `(key, min, max)` of every row of docs/compatibility.md's table.
+    fn documented() -> Vec<(i16, i16, i16)> {
+        let doc = include_str!("../../../../docs/compatibility.md");
+        doc.lines()
+            .filter_map(|line| {
+                let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+                let key = cells.get(2)?.parse::<i16>().ok()?;
+                let versions = cells.get(3)?;
+                let (min, max) = versions.split_once('–').unwrap_or((versions, versions));
+                Some((key, min.parse().ok()?, max.parse().ok()?))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn compatibility_table_matches_the_handlers() {
+        let mut documented = documented();
+        documented.sort_unstable();
+        let mut implemented: Vec<(i16, i16, i16)> = SUPPORTED
+            .iter()
+            .map(|(key, range)| (*key as i16, range.min, range.max))
+            .collect();
+        implemented.sort_unstable();
+        assert_eq!(documented, implemented);
     }
 }

@@ -1,7 +1,12 @@
 //! OffsetCommit: members commit within their generation; anyone may commit for a
-//! group without members (generation -1, empty member id).
+//! group without members (generation -1, empty member id). From v10 topics are named by
+//! id (KIP-848): offsets are kept by topic name, so an id is resolved through the
+//! metadata image, and one this node does not know answers UNKNOWN_TOPIC_ID.
 
-use kafka_protocol::messages::offset_commit_request::OffsetCommitRequest;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequest, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
@@ -14,17 +19,29 @@ use crate::context::Ctx;
 use crate::group::CommitRequest;
 use crate::net::Reply;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 2, max: 9 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 2, max: 10 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: OffsetCommitRequest = req.decode()?;
+    let by_id = req.version() >= 10;
+    let image = ctx.metadata.image();
+    let name_of = |t: &OffsetCommitRequestTopic| -> Option<String> {
+        if by_id {
+            image
+                .topic_by_id(&t.topic_id)
+                .map(|found| found.name.clone())
+        } else {
+            Some(t.name.0.to_string())
+        }
+    };
     let offsets = request
         .topics
         .iter()
-        .flat_map(|t| {
-            t.partitions.iter().map(|p| {
+        .filter_map(|t| name_of(t).map(|name| (name, t)))
+        .flat_map(|(name, t)| {
+            t.partitions.iter().map(move |p| {
                 (
-                    t.name.0.to_string(),
+                    name.clone(),
                     p.partition_index,
                     p.committed_offset,
                     p.committed_leader_epoch,
@@ -44,15 +61,23 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let topics = answer_each(
         request.topics,
         |t| &t.partitions,
-        |_, p| {
+        |t, p| {
+            // Only the resolved topics' offsets were committed, in request order.
+            let code = match name_of(t) {
+                Some(_) => codes.next().unwrap_or(0),
+                None => ResponseError::UnknownTopicId.code(),
+            };
             OffsetCommitResponsePartition::default()
                 .with_partition_index(p.partition_index)
-                .with_error_code(codes.next().unwrap_or(0))
+                .with_error_code(code)
         },
         |t, partitions| {
-            OffsetCommitResponseTopic::default()
-                .with_name(t.name)
-                .with_partitions(partitions)
+            let topic = if by_id {
+                OffsetCommitResponseTopic::default().with_topic_id(t.topic_id)
+            } else {
+                OffsetCommitResponseTopic::default().with_name(t.name)
+            };
+            topic.with_partitions(partitions)
         },
     );
     req.respond(&OffsetCommitResponse::default().with_topics(topics))

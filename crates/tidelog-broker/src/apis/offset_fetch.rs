@@ -1,6 +1,10 @@
 //! OffsetFetch: committed offsets of one group (v1–7) or several (v8+); -1 where none.
 //! With `require_stable` (v7+), a partition whose offset an unfinished transaction may
 //! still change answers UNSTABLE_OFFSET_COMMIT, and the client asks again later.
+//! From v10 topics are named by id (KIP-848): an id is resolved through the metadata
+//! image (UNKNOWN_TOPIC_ID for every partition of one this node does not know), and the
+//! answer names topics by id; listing all of a group's offsets leaves out topics that no
+//! longer exist (they have no id to name them by).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
@@ -17,7 +21,7 @@ use crate::context::Ctx;
 use crate::group::str_bytes;
 use crate::net::Reply;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 9 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
 
 type Wanted = Option<Vec<(String, Vec<i32>)>>;
 
@@ -29,26 +33,59 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let version = req.version();
     let stable = request.require_stable;
     if version >= 8 {
+        let by_id = version >= 10;
+        let image = ctx.metadata.image();
         let mut groups = Vec::with_capacity(request.groups.len());
         for g in &request.groups {
+            // v10: topics whose id this node does not know, answered UNKNOWN_TOPIC_ID.
+            let mut unknown = Vec::new();
             let wanted: Wanted = g.topics.as_ref().map(|ts| {
                 ts.iter()
-                    .map(|t| (t.name.0.to_string(), t.partition_indexes.clone()))
+                    .filter_map(|t| {
+                        let name = if by_id {
+                            image
+                                .topic_by_id(&t.topic_id)
+                                .map(|found| found.name.clone())
+                        } else {
+                            Some(t.name.0.to_string())
+                        };
+                        if name.is_none() {
+                            unknown.push((t.topic_id, t.partition_indexes.clone()));
+                        }
+                        name.map(|n| (n, t.partition_indexes.clone()))
+                    })
                     .collect()
             });
             let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
             groups.push(match lookup(ctx, &g.group_id.0, wanted, stable).await {
                 Err(code) => group.with_error_code(code),
-                Ok(found) => group.with_topics(
-                    found
+                Ok(found) => {
+                    let mut topics: Vec<OffsetFetchResponseTopics> = found
                         .into_iter()
-                        .map(|(topic, parts)| {
-                            OffsetFetchResponseTopics::default()
-                                .with_name(TopicName(str_bytes(&topic)))
-                                .with_partitions(parts.into_iter().map(v8_partition).collect())
+                        .filter_map(|(topic, parts)| {
+                            let answer = OffsetFetchResponseTopics::default()
+                                .with_partitions(parts.into_iter().map(v8_partition).collect());
+                            if by_id {
+                                let id = image.topic(&topic)?.topic_id;
+                                Some(answer.with_topic_id(id))
+                            } else {
+                                Some(answer.with_name(TopicName(str_bytes(&topic))))
+                            }
                         })
-                        .collect(),
-                ),
+                        .collect();
+                    topics.extend(unknown.into_iter().map(|(id, partitions)| {
+                        let code = ResponseError::UnknownTopicId.code();
+                        OffsetFetchResponseTopics::default()
+                            .with_topic_id(id)
+                            .with_partitions(
+                                partitions
+                                    .into_iter()
+                                    .map(|p| v8_partition((p, -1, -1, String::new(), code)))
+                                    .collect(),
+                            )
+                    }));
+                    group.with_topics(topics)
+                }
             });
         }
         return req.respond(&OffsetFetchResponse::default().with_groups(groups));

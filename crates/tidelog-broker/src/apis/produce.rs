@@ -16,6 +16,12 @@
 //! NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below min.insync.replicas
 //! meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT at the
 //! request's timeout_ms. acks=1 answers after the local append.
+//!
+//! v12 is v11 on the wire (KIP-890 part 2: with transaction version 2 a transactional
+//! produce also adds its partition to the transaction; tidelog finalizes no
+//! `transaction.version` feature, so clients keep adding partitions explicitly and the
+//! coordinator verifies them as for v11). v13 names topics by id (KIP-516): an id this
+//! node does not know answers UNKNOWN_TOPIC_ID, and answers carry the id, not the name.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +45,7 @@ use crate::metrics::{Metrics, StorageOperation};
 use crate::net::Reply;
 use crate::replica::{replication_outcome, Appended, Partition, PartitionError};
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 11 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ProduceRequest = req.decode()?;
@@ -52,23 +58,30 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let txn_id = request.transactional_id.as_ref().map(|t| t.0.to_string());
     // Error messages exist on the wire from v8.
     let with_messages = req.version() >= 8;
+    let by_id = req.version() >= 13;
+    let image = by_id.then(|| ctx.metadata.image());
     let mut topics = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
-        let name = topic.name.0.to_string();
+        let name = match &image {
+            Some(image) => image.topic_by_id(&topic.topic_id).map(|t| t.name.clone()),
+            None => Some(topic.name.0.to_string()),
+        };
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let result = if !(-1..=1).contains(&acks) {
                 Err(Refusal::code(ResponseError::InvalidRequiredAcks.code()))
-            } else {
+            } else if let Some(name) = &name {
                 append(
                     ctx,
-                    &name,
+                    name,
                     data.index,
                     data.records.as_deref(),
                     txn_id.as_deref(),
                     acks == -1,
                 )
                 .await
+            } else {
+                Err(Refusal::code(ResponseError::UnknownTopicId.code()))
             };
             if let Err(Refusal { code, .. }) = &result {
                 ctx.metrics.requests.error_code(ApiKey::Produce, *code);
@@ -93,11 +106,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 Err(refusal) => refusal.response(data.index, with_messages),
             });
         }
-        topics.push(
+        let answered = if by_id {
+            TopicProduceResponse::default().with_topic_id(topic.topic_id)
+        } else {
             TopicProduceResponse::default()
-                .with_name(TopicName(StrBytes::from_string(name)))
-                .with_partition_responses(partitions),
-        );
+                .with_name(TopicName(StrBytes::from_string(name.unwrap_or_default())))
+        };
+        topics.push(answered.with_partition_responses(partitions));
     }
     if acks == 0 {
         if !syncs.is_empty() {

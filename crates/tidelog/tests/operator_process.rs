@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::cli_run::tidelog;
-use support::{http_status};
+use support::{http_status, Node};
 
 fn free_addr() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -159,4 +159,52 @@ fn a_listener_on_every_interface_needs_an_advertised_address() {
         out.stdout
     );
     assert!(!out.stdout.contains("0.0.0.0"), "{}", out.stdout);
+}
+
+#[test]
+fn reset_offsets_takes_an_age_as_its_help_says() {
+    let node = Node::start(&[]);
+    let bootstrap = node.kafka.to_string();
+    let created = tidelog(
+        &bootstrap,
+        &["topic", "create", "ages", "--partitions", "1"],
+        b"",
+    );
+    assert!(created.ok, "{}", created.stderr);
+    let produced = tidelog(&bootstrap, &["produce", "ages"], b"a\nb\nc\n");
+    assert!(produced.ok, "{}", produced.stderr);
+    // Every record is younger than 15 minutes: the reset lands on the first one.
+    let out = tidelog(
+        &bootstrap,
+        &[
+            "group",
+            "reset-offsets",
+            "g",
+            "--topic",
+            "ages",
+            "--to-time",
+            "-15m",
+            "--dry-run",
+        ],
+        b"",
+    );
+    assert!(out.ok, "{}", out.stderr);
+    assert!(out.stdout.contains("ages\t0\t-\t0"), "{}", out.stdout);
+    // A time in the future: nothing that old or newer, so the log end.
+    let out = tidelog(
+        &bootstrap,
+        &[
+            "group",
+            "reset-offsets",
+            "g",
+            "--topic",
+            "ages",
+            "--to-time",
+            "2999-01-01T00:00:00Z",
+            "--dry-run",
+        ],
+        b"",
+    );
+    assert!(out.ok, "{}", out.stderr);
+    assert!(out.stdout.contains("ages\t0\t-\t3"), "{}", out.stdout);
 }

@@ -162,6 +162,18 @@ fn a_listener_on_every_interface_needs_an_advertised_address() {
 }
 
 #[test]
+fn a_quorum_has_one_three_or_five_voters() {
+    for n in [2u16, 4] {
+        let voters: Vec<String> = (1..=n)
+            .map(|i| format!("{i}@127.0.0.1:{}", free_addr().port()))
+            .collect();
+        let quorum = voters.join(",");
+        let out = refused(&["--node-id", "1", "--quorum", &quorum], &[]);
+        assert!(out.contains("1, 3 or 5"), "{n} voters: {out}");
+    }
+}
+
+#[test]
 fn reset_offsets_takes_an_age_as_its_help_says() {
     let node = Node::start(&[]);
     let bootstrap = node.kafka.to_string();

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::cli_run::tidelog;
-use support::{http_status, Node};
+use support::{http_get, http_status, Node};
 
 fn free_addr() -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -219,4 +219,30 @@ fn reset_offsets_takes_an_age_as_its_help_says() {
     );
     assert!(out.ok, "{}", out.stderr);
     assert!(out.stdout.contains("ages\t0\t-\t3"), "{}", out.stdout);
+}
+
+#[test]
+fn request_errors_are_counted_for_every_api() {
+    let node = Node::start(&[]);
+    let bootstrap = node.kafka.to_string();
+    let args = ["topic", "create", "twice", "--partitions", "1"];
+    assert!(tidelog(&bootstrap, &args, b"").ok);
+    let again = tidelog(&bootstrap, &args, b"");
+    assert!(
+        !again.ok && again.stderr.contains("TOPIC_ALREADY_EXISTS"),
+        "{}",
+        again.stderr
+    );
+    let missing = tidelog(&bootstrap, &["topic", "delete", "never-made"], b"");
+    assert!(!missing.ok);
+    let (_, _, metrics) = http_get(node.admin, "/metrics");
+    for line in [
+        "tidelog_request_errors_total{api=\"CreateTopics\",error=\"TOPIC_ALREADY_EXISTS\"} 1",
+        "tidelog_request_errors_total{api=\"DeleteTopics\",error=\"UNKNOWN_TOPIC_OR_PARTITION\"} 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line} not in\n{metrics}"
+        );
+    }
 }

@@ -364,11 +364,18 @@ impl RaftQuorum {
         }
     }
 
-    /// Stops the voter: a leader first hands its leadership to another voter
-    /// ([`RaftQuorum::hand_over_leadership`]), then the RPC server and its connections
-    /// stop, then openraft (which closes the files). Bounded by the write timeout.
-    pub async fn shutdown(&self) -> Result<(), QuorumError> {
+    /// A clean stop (what a node does on SIGTERM): a leader first hands its
+    /// leadership to another voter ([`RaftQuorum::hand_over_leadership`]), then the
+    /// voter shuts down ([`RaftQuorum::shutdown`]).
+    pub async fn stop(&self) -> Result<(), QuorumError> {
         self.hand_over_leadership(self.write_timeout).await;
+        self.shutdown().await
+    }
+
+    /// Stops the voter as it is, leader or not (the others notice as after a crash):
+    /// the RPC server and its connections, then openraft (which closes the files).
+    /// Bounded by the write timeout.
+    pub async fn shutdown(&self) -> Result<(), QuorumError> {
         self.shutdown_tx.send_replace(true);
         let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(server) = server {

@@ -142,10 +142,10 @@ impl Client {
     }
 
     /// Between two attempts of a request that failed with a retriable error: gives up
-    /// (with [`ClientError::GaveUp`]) when the next attempt would start after the API
-    /// timeout; otherwise waits the backoff, forgets broken connections, and (with
-    /// `refresh`) reloads the broker list and the controller from any broker that
-    /// answers.
+    /// (with [`ClientError::GaveUp`]) once the API timeout has passed; otherwise waits
+    /// the backoff (cut short so that a last attempt starts at the deadline), forgets
+    /// broken connections, and (with `refresh`) reloads the broker list and the
+    /// controller from any broker that answers.
     pub(crate) async fn before_retry(
         &mut self,
         error: ClientError,
@@ -157,14 +157,14 @@ impl Client {
         if timeout.is_zero() {
             return Err(error);
         }
-        let pause = self.config.backoff(attempt);
         let elapsed = started.elapsed();
-        if elapsed + pause >= timeout {
+        if elapsed >= timeout {
             return Err(ClientError::GaveUp {
                 after: elapsed,
                 last: Box::new(error),
             });
         }
+        let pause = self.config.backoff(attempt).min(timeout - elapsed);
         tracing::debug!(error = %error, attempt, ?pause, "retrying");
         if let Some(notify) = self.config.on_retry {
             notify(&error, pause);

@@ -609,8 +609,9 @@ impl MetadataQuorum for RaftQuorum {
             })
             .collect();
         // A leader no majority has answered for a lease may have been deposed (or be cut
-        // off with no majority left): it does not name itself. Followers stop naming a
-        // leader once they stand for election.
+        // off with no majority left): it does not name itself. (One just elected, not
+        // acknowledged yet, still does: its first heartbeats are on their way.)
+        // Followers stop naming a leader once they stand for election.
         let voter_count = membership.voter_ids().count();
         let lease_ms = u64::try_from(self.election_timeout_max.as_millis()).unwrap_or(u64::MAX);
         let leader = match metrics.current_leader {
@@ -619,7 +620,7 @@ impl MetadataQuorum for RaftQuorum {
                     && voter_count > 1
                     && metrics
                         .millis_since_quorum_ack
-                        .is_none_or(|ms| ms > lease_ms) =>
+                        .is_some_and(|ms| ms > lease_ms) =>
             {
                 tracing::debug!(
                     leader,

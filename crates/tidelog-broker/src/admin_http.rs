@@ -138,8 +138,11 @@ async fn route(path: &str, state: AdminState) -> Response {
 }
 
 async fn json_view(path: String, state: AdminState) -> Response {
-    let Some(node) = state.node() else {
-        return Response::new("503 Service Unavailable", TEXT, "not ready\n");
+    // What /readyz says, these say too: a node that is not ready (starting, or cut off
+    // from the controller quorum) has no trustworthy view of the cluster.
+    let node = match state.node() {
+        Some(node) if state.ready.load(Ordering::Acquire) => node,
+        _ => return Response::new("503 Service Unavailable", TEXT, "not ready\n"),
     };
     let metrics = state.metrics;
     let view = tokio::task::spawn_blocking(move || match path.as_str() {

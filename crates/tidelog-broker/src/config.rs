@@ -27,22 +27,91 @@ const RESERVED_ENV: &[&str] = &[
     "TIDELOG_QUORUM",
     "TIDELOG_ROLES",
     "TIDELOG_BOOTSTRAP",
+    "TIDELOG_API_TIMEOUT_MS",
 ];
+
+/// Where a setting's value came from; every error about a value names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The TOML file given by `--config`.
+    File(String),
+    /// An environment variable `TIDELOG_<NAME>`.
+    Env(String),
+    /// `--set name=value`.
+    Set,
+    /// Set by the program (a test, an embedding application).
+    Program,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::File(path) => write!(f, "in config file {path}"),
+            Origin::Env(var) => write!(f, "from environment variable {var}"),
+            Origin::Set => f.write_str("from --set"),
+            Origin::Program => f.write_str("set by the program"),
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("unknown setting `{0}` (settings use Kafka's names, e.g. log.retention.ms)")]
-    Unknown(String),
-    #[error("setting `{name}`: `{value}` is not valid: {reason}")]
+    #[error(
+        "unknown setting `{name}` {origin} (settings use Kafka's names, e.g. log.retention.ms)"
+    )]
+    Unknown { name: String, origin: Origin },
+    #[error("setting `{name}` {origin}: `{value}` is not valid: {reason}")]
     Invalid {
         name: String,
         value: String,
         reason: String,
+        origin: Origin,
     },
     #[error("cannot read config file {path}: {reason}")]
     File { path: String, reason: String },
     #[error("`--set {0}` must have the form name=value")]
     BadAssignment(String),
+    #[error("--listen {0} listens on every interface, and clients cannot connect to that address: set advertised.listeners to the address they should use (e.g. --set advertised.listeners=PLAINTEXT://broker1.example.com:9092)")]
+    Unadvertised(String),
+}
+
+/// The one listener of `advertised.listeners`: `PLAINTEXT://host:port` (the name and
+/// `//` may be left out; an IPv6 host in brackets).
+fn parse_advertised_listener(value: &str, origin: Origin) -> Result<(String, u16), ConfigError> {
+    let invalid = |reason: &str| ConfigError::Invalid {
+        name: settings::ADVERTISED_LISTENERS.name.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+        origin: origin.clone(),
+    };
+    let entries: Vec<&str> = value.split(',').map(str::trim).collect();
+    let [entry] = entries[..] else {
+        return Err(invalid(
+            "tidelog has one listener: give one PLAINTEXT://host:port",
+        ));
+    };
+    let address = match entry.split_once("://") {
+        Some((name, address)) if name.eq_ignore_ascii_case("PLAINTEXT") => address,
+        Some(_) => return Err(invalid("only a PLAINTEXT listener is served")),
+        None => entry,
+    };
+    let Some((host, port)) = address.rsplit_once(':') else {
+        return Err(invalid("expected PLAINTEXT://host:port"));
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port: u16 = port
+        .parse()
+        .map_err(|_| invalid("the port is not a number"))?;
+    if host.is_empty() || port == 0 {
+        return Err(invalid("expected PLAINTEXT://host:port"));
+    }
+    if host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified())
+    {
+        return Err(invalid("clients cannot connect to an unspecified address"));
+    }
+    Ok((host.to_string(), port))
 }
 
 /// The resolved settings of one node.
@@ -53,6 +122,8 @@ pub struct BrokerConfig {
     pub admin_listen: SocketAddr,
     pub data_dir: PathBuf,
     settings: BTreeMap<String, String>,
+    /// Where each setting that is not its default came from.
+    origins: BTreeMap<String, Origin>,
 }
 
 impl BrokerConfig {
@@ -72,19 +143,29 @@ impl BrokerConfig {
             admin_listen,
             data_dir,
             settings,
+            origins: BTreeMap::new(),
         }
     }
 
     /// Sets one Kafka-named setting, validating the name and (for numeric and boolean
     /// settings) the value.
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ConfigError> {
+        self.set_from(name, value, Origin::Program)
+    }
+
+    /// Like [`BrokerConfig::set`]; an error names `origin`.
+    pub fn set_from(&mut self, name: &str, value: &str, origin: Origin) -> Result<(), ConfigError> {
         let Some((_, _, kind)) = settings::ALL.iter().find(|(k, _, _)| *k == name) else {
-            return Err(ConfigError::Unknown(name.to_string()));
+            return Err(ConfigError::Unknown {
+                name: name.to_string(),
+                origin,
+            });
         };
         let invalid = |reason: &str| ConfigError::Invalid {
             name: name.to_string(),
             value: value.to_string(),
             reason: reason.to_string(),
+            origin: origin.clone(),
         };
         match kind {
             Kind::Int if i64::parse(value).is_none() => return Err(invalid("expected an integer")),
@@ -95,15 +176,21 @@ impl BrokerConfig {
         }
         self.settings
             .insert(name.to_string(), value.trim().to_string());
+        self.origins.insert(name.to_string(), origin);
         Ok(())
     }
 
-    /// Applies `name=value`.
+    /// Where `name`'s value came from.
+    pub fn origin(&self, name: &str) -> Origin {
+        self.origins.get(name).cloned().unwrap_or(Origin::Program)
+    }
+
+    /// Applies `name=value` (from `--set`).
     pub fn set_assignment(&mut self, assignment: &str) -> Result<(), ConfigError> {
         let (name, value) = assignment
             .split_once('=')
             .ok_or_else(|| ConfigError::BadAssignment(assignment.to_string()))?;
-        self.set(name.trim(), value)
+        self.set_from(name.trim(), value, Origin::Set)
     }
 
     /// Applies every setting of a TOML file; nested tables are flattened with dots.
@@ -118,17 +205,22 @@ impl BrokerConfig {
             .map_err(|e: toml::de::Error| file_error(e.to_string()))?;
         let mut flat = Vec::new();
         flatten_toml("", &toml::Value::Table(table), &mut flat);
+        let origin = Origin::File(path.display().to_string());
         for (name, value) in flat {
-            self.set(&name, &value)?;
+            self.set_from(&name, &value, origin.clone())?;
         }
         Ok(())
     }
 
-    /// Applies `TIDELOG_LOG_RETENTION_MS=...` style variables (underscores become dots).
+    /// Applies the variables that name a setting, `TIDELOG_<NAME>` with the setting's
+    /// dots as underscores (`TIDELOG_LOG_RETENTION_MS`). Nothing else is read: other
+    /// `TIDELOG_*` variables (the process flags', a test script's) are left alone and
+    /// returned, sorted, so the caller can say they were not used.
     pub fn apply_env<I: IntoIterator<Item = (String, String)>>(
         &mut self,
         vars: I,
-    ) -> Result<(), ConfigError> {
+    ) -> Result<Vec<String>, ConfigError> {
+        let mut ignored = Vec::new();
         for (key, value) in vars {
             let Some(rest) = key.strip_prefix("TIDELOG_") else {
                 continue;
@@ -137,9 +229,14 @@ impl BrokerConfig {
                 continue;
             }
             let name = rest.to_ascii_lowercase().replace('_', ".");
-            self.set(&name, &value)?;
+            if settings::ALL.iter().any(|(k, _, _)| *k == name) {
+                self.set_from(&name, &value, Origin::Env(key))?;
+            } else {
+                ignored.push(key);
+            }
         }
-        Ok(())
+        ignored.sort();
+        Ok(ignored)
     }
 
     /// The value of `setting` (validated as its type when it was set; its default if
@@ -181,6 +278,26 @@ impl BrokerConfig {
             "" => self.listen.ip().to_string(),
             host => host.to_string(),
         }
+    }
+
+    /// Where clients are told to connect, given the port the Kafka listener bound:
+    /// `advertised.listeners` (Kafka's `PLAINTEXT://host:port`), else `advertised.host`
+    /// with that port, else the listen address. A listener on every interface
+    /// (`0.0.0.0`, `::`) with neither set is refused: clients cannot connect to it.
+    pub fn advertised_endpoint(&self, bound_port: u16) -> Result<(String, u16), ConfigError> {
+        let listeners = self.get(settings::ADVERTISED_LISTENERS);
+        if !listeners.trim().is_empty() {
+            let origin = self.origin(settings::ADVERTISED_LISTENERS.name);
+            return parse_advertised_listener(&listeners, origin);
+        }
+        let host = self.get(settings::ADVERTISED_HOST);
+        if !host.is_empty() {
+            return Ok((host, bound_port));
+        }
+        if self.listen.ip().is_unspecified() {
+            return Err(ConfigError::Unadvertised(self.listen.to_string()));
+        }
+        Ok((self.listen.ip().to_string(), bound_port))
     }
 }
 
@@ -235,7 +352,7 @@ mod tests {
         let mut c = config();
         assert!(matches!(
             c.set("log.retention.mss", "1"),
-            Err(ConfigError::Unknown(_))
+            Err(ConfigError::Unknown { .. })
         ));
         assert!(matches!(
             c.set("num.partitions", "x"),
@@ -264,22 +381,90 @@ mod tests {
     }
 
     #[test]
-    fn environment_overrides_use_dots() {
+    fn environment_overrides_use_dots_and_only_setting_names_are_read() {
         let mut c = config();
-        c.apply_env(vec![
-            ("TIDELOG_LOG_SEGMENT_BYTES".to_string(), "1024".to_string()),
-            ("TIDELOG_DATA_DIR".to_string(), "/x".to_string()),
-            (
-                "TIDELOG_BOOTSTRAP".to_string(),
-                "127.0.0.1:9092".to_string(),
-            ),
-            ("TIDELOG_QUORUM".to_string(), "1@127.0.0.1:9093".to_string()),
-            ("HOME".to_string(), "/root".to_string()),
-        ])
-        .unwrap();
+        let ignored = c
+            .apply_env(vec![
+                ("TIDELOG_LOG_SEGMENT_BYTES".to_string(), "1024".to_string()),
+                ("TIDELOG_DATA_DIR".to_string(), "/x".to_string()),
+                (
+                    "TIDELOG_BOOTSTRAP".to_string(),
+                    "127.0.0.1:9092".to_string(),
+                ),
+                ("TIDELOG_QUORUM".to_string(), "1@127.0.0.1:9093".to_string()),
+                ("TIDELOG_TEST_TIMEOUT".to_string(), "300".to_string()),
+                ("TIDELOG_BENCH_MB".to_string(), "8".to_string()),
+                ("HOME".to_string(), "/root".to_string()),
+            ])
+            .unwrap();
         assert_eq!(c.get(settings::LOG_SEGMENT_BYTES), 1024);
-        assert!(c
-            .apply_env(vec![("TIDELOG_NOPE".to_string(), "1".to_string())])
-            .is_err());
+        assert_eq!(ignored, ["TIDELOG_BENCH_MB", "TIDELOG_TEST_TIMEOUT"]);
+        assert_eq!(c.get(settings::NUM_PARTITIONS), 1);
+    }
+
+    #[test]
+    fn a_listener_on_every_interface_needs_an_advertised_address() {
+        let any: SocketAddr = "0.0.0.0:9092".parse().unwrap();
+        let mut c = BrokerConfig::new(1, any, any, PathBuf::from("/tmp/x"));
+        let refused = c.advertised_endpoint(9092).unwrap_err().to_string();
+        assert!(refused.contains("advertised.listeners"), "{refused}");
+        c.set("advertised.listeners", "PLAINTEXT://broker1:19092")
+            .unwrap();
+        assert_eq!(
+            c.advertised_endpoint(9092).unwrap(),
+            ("broker1".into(), 19092)
+        );
+        c.set("advertised.listeners", "PLAINTEXT://[::1]:9000")
+            .unwrap();
+        assert_eq!(c.advertised_endpoint(9092).unwrap(), ("::1".into(), 9000));
+        for bad in [
+            "PLAINTEXT://0.0.0.0:9092",
+            "SSL://h:1",
+            "h",
+            "a://h:1,b://h:2",
+        ] {
+            c.set("advertised.listeners", bad).unwrap();
+            assert!(c.advertised_endpoint(9092).is_err(), "{bad}");
+        }
+        let mut c = BrokerConfig::new(1, any, any, PathBuf::from("/tmp/x"));
+        c.set("advertised.host", "broker1").unwrap();
+        assert_eq!(
+            c.advertised_endpoint(9093).unwrap(),
+            ("broker1".into(), 9093)
+        );
+        assert_eq!(
+            config().advertised_endpoint(9092).unwrap(),
+            ("127.0.0.1".into(), 9092)
+        );
+    }
+
+    #[test]
+    fn errors_name_where_the_value_came_from() {
+        let mut c = config();
+        let env = c
+            .apply_env(vec![(
+                "TIDELOG_NUM_PARTITIONS".to_string(),
+                "many".to_string(),
+            )])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            env.contains("environment variable TIDELOG_NUM_PARTITIONS"),
+            "{env}"
+        );
+        assert!(env.contains("`many`"), "{env}");
+        let set = c.set_assignment("num.partition=2").unwrap_err().to_string();
+        assert!(
+            set.contains("unknown setting `num.partition` from --set"),
+            "{set}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "\"num.partitions\" = \"x\"\n").unwrap();
+        let file = c.apply_toml(&path).unwrap_err().to_string();
+        assert!(
+            file.contains(&format!("in config file {}", path.display())),
+            "{file}"
+        );
     }
 }

@@ -23,5 +23,5 @@ pub mod settings;
 mod topic_config;
 mod txn;
 
-pub use config::{BrokerConfig, ConfigError};
+pub use config::{BrokerConfig, ConfigError, Origin as SettingOrigin};
 pub use server::{Broker, ClusterOptions, ControllerNode, Environment, StartError};

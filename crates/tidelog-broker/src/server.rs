@@ -50,6 +50,8 @@ pub enum StartError {
     Metadata(String),
     #[error("recovering partition logs: {0}")]
     Storage(#[from] tidelog_storage::StorageError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// The world a node runs in: how it reaches other nodes and what time it is.
@@ -143,10 +145,11 @@ impl Broker {
 
         let defaults = topic_defaults(&config);
         let node_id = config.node_id;
+        let (host, port) = config.advertised_endpoint(kafka_addr.port())?;
         let endpoint = Endpoint {
             name: "PLAINTEXT".to_string(),
-            host: config.advertised_host(),
-            port: kafka_addr.port(),
+            host,
+            port,
         };
         let rack = Some(config.get(settings::BROKER_RACK)).filter(|r| !r.is_empty());
         let flusher_threads = usize::try_from(config.get(settings::BACKGROUND_THREADS))

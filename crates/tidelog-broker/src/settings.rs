@@ -136,6 +136,7 @@ settings! {
     OFFSETS_RETENTION_MINUTES: i64 = "offsets.retention.minutes", "10080";
     BROKER_RACK: String = "broker.rack", "";
     ADVERTISED_HOST: String = "advertised.host", "";
+    ADVERTISED_LISTENERS: String = "advertised.listeners", "";
     OFFSETS_TOPIC_SEGMENT_BYTES: i64 = "offsets.topic.segment.bytes", "104857600";
     OFFSETS_RETENTION_CHECK_INTERVAL_MS: i64 = "offsets.retention.check.interval.ms", "600000";
     OFFSETS_COMMIT_TIMEOUT_MS: i64 = "offsets.commit.timeout.ms", "5000";

@@ -13,6 +13,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::Client;
+use crate::cluster::retrying;
 use crate::error::{ClientError, Result};
 use crate::metadata::TopicMetadata;
 
@@ -71,7 +72,7 @@ fn name(s: &str) -> StrBytes {
 
 impl Client {
     /// Creates a topic (sent to the controller).
-    pub async fn create_topic(&mut self, topic: &NewTopic) -> Result<()> {
+    async fn create_topic_once(&mut self, topic: &NewTopic) -> Result<()> {
         let request = CreateTopicsRequest::default()
             .with_timeout_ms(ADMIN_TIMEOUT_MS)
             .with_topics(vec![CreatableTopic::default()
@@ -104,7 +105,7 @@ impl Client {
     }
 
     /// Deletes a topic and its data.
-    pub async fn delete_topic(&mut self, topic: &str) -> Result<()> {
+    async fn delete_topic_once(&mut self, topic: &str) -> Result<()> {
         let request = DeleteTopicsRequest::default()
             .with_timeout_ms(ADMIN_TIMEOUT_MS)
             .with_topic_names(vec![TopicName(name(topic))]);
@@ -123,7 +124,7 @@ impl Client {
     }
 
     /// Every config of a topic, sorted by name.
-    pub async fn describe_topic_configs(&mut self, topic: &str) -> Result<Vec<ConfigEntry>> {
+    async fn describe_topic_configs_once(&mut self, topic: &str) -> Result<Vec<ConfigEntry>> {
         let request = DescribeConfigsRequest::default().with_resources(vec![
             DescribeConfigsResource::default()
                 .with_resource_type(RESOURCE_TOPIC)
@@ -157,7 +158,7 @@ impl Client {
     }
 
     /// Sets and deletes topic config overrides in one IncrementalAlterConfigs request.
-    pub async fn alter_topic_configs(&mut self, topic: &str, ops: &[ConfigOp]) -> Result<()> {
+    async fn alter_topic_configs_once(&mut self, topic: &str, ops: &[ConfigOp]) -> Result<()> {
         let configs = ops
             .iter()
             .map(|op| match op {
@@ -191,7 +192,7 @@ impl Client {
     }
 
     /// Grows a topic to `total` partitions.
-    pub async fn create_partitions(&mut self, topic: &str, total: i32) -> Result<()> {
+    async fn create_partitions_once(&mut self, topic: &str, total: i32) -> Result<()> {
         let request = CreatePartitionsRequest::default()
             .with_timeout_ms(ADMIN_TIMEOUT_MS)
             .with_topics(vec![CreatePartitionsTopic::default()
@@ -213,8 +214,43 @@ impl Client {
     }
 
     /// Every topic in the cluster (internal ones included), sorted by name.
-    pub async fn list_topics(&mut self) -> Result<Vec<TopicMetadata>> {
+    async fn list_topics_once(&mut self) -> Result<Vec<TopicMetadata>> {
         let metadata = self.refresh_metadata(None, false).await?;
         Ok(metadata.topics.values().cloned().collect())
+    }
+}
+
+/// The admin calls, each retried while it fails with a retriable error
+/// ([`ClientError::is_retriable`]) within the client's API timeout.
+impl Client {
+    /// Creates a topic (sent to the controller). A retry after a timeout may find the
+    /// topic created by the attempt that timed out (TOPIC_ALREADY_EXISTS).
+    pub async fn create_topic(&mut self, topic: &NewTopic) -> Result<()> {
+        retrying!(self, self.create_topic_once(topic).await)
+    }
+
+    /// Deletes a topic and its data.
+    pub async fn delete_topic(&mut self, topic: &str) -> Result<()> {
+        retrying!(self, self.delete_topic_once(topic).await)
+    }
+
+    /// Every config of a topic, sorted by name.
+    pub async fn describe_topic_configs(&mut self, topic: &str) -> Result<Vec<ConfigEntry>> {
+        retrying!(self, self.describe_topic_configs_once(topic).await)
+    }
+
+    /// Sets and deletes topic config overrides in one IncrementalAlterConfigs request.
+    pub async fn alter_topic_configs(&mut self, topic: &str, ops: &[ConfigOp]) -> Result<()> {
+        retrying!(self, self.alter_topic_configs_once(topic, ops).await)
+    }
+
+    /// Grows a topic to `total` partitions.
+    pub async fn create_partitions(&mut self, topic: &str, total: i32) -> Result<()> {
+        retrying!(self, self.create_partitions_once(topic, total).await)
+    }
+
+    /// Every topic in the cluster (internal ones included), sorted by name.
+    pub async fn list_topics(&mut self) -> Result<Vec<TopicMetadata>> {
+        retrying!(self, self.list_topics_once().await)
     }
 }

@@ -19,10 +19,20 @@ pub struct ClientConfig {
     pub bootstrap: Vec<String>,
     /// Per-connection settings.
     pub connection: ConnectionConfig,
-    /// How often a request that failed with a retriable error is retried.
+    /// How often a produce or fetch that failed with a retriable error is retried.
     pub retries: u32,
-    /// Pause between retries (metadata is refreshed in between).
+    /// First pause between retries, doubled after each one up to `retry_backoff_max`
+    /// (Kafka's `retry.backoff.ms`, 100; metadata is refreshed in between).
     pub retry_backoff: Duration,
+    /// Longest pause between retries (Kafka's `retry.backoff.max.ms`, 1000).
+    pub retry_backoff_max: Duration,
+    /// How long connecting and each admin request keep retrying retriable errors
+    /// ([`ClientError::is_retriable`]) across every known broker and bootstrap address
+    /// before they fail (Kafka's `default.api.timeout.ms`, 60 s).
+    pub api_timeout: Duration,
+    /// Called before each retry with the error that caused it and the pause before the
+    /// next attempt (e.g. to tell a person what is being waited for).
+    pub on_retry: Option<fn(&ClientError, Duration)>,
 }
 
 impl ClientConfig {
@@ -53,8 +63,27 @@ impl ClientConfig {
             bootstrap: servers,
             connection: ConnectionConfig::default(),
             retries: 5,
-            retry_backoff: Duration::from_millis(200),
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_millis(1000),
+            api_timeout: Duration::from_secs(60),
+            on_retry: None,
         })
+    }
+
+    /// The pause before retry number `attempt` (0 for the first): `retry_backoff`
+    /// doubled per attempt, at most `retry_backoff_max`, with ±20 % jitter so that
+    /// clients started together do not retry in step.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        use std::hash::{BuildHasher, Hasher};
+        let exponential = self
+            .retry_backoff
+            .saturating_mul(1u32 << attempt.min(16))
+            .min(self.retry_backoff_max);
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(attempt);
+        // 0.8 ..= 1.2
+        let factor = 0.8 + (hasher.finish() % 401) as f64 / 1000.0;
+        exponential.mul_f64(factor)
     }
 }
 
@@ -88,7 +117,9 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to the first bootstrap server that answers and loads the broker list.
+    /// Connects to the first bootstrap server that answers and loads the broker list;
+    /// while none answers, tries them all again with backoff until
+    /// [`ClientConfig::api_timeout`] runs out.
     pub async fn connect(config: ClientConfig) -> Result<Client> {
         let mut client = Client {
             config,
@@ -96,8 +127,58 @@ impl Client {
             connections: HashMap::new(),
             bootstrap: None,
         };
-        client.refresh_metadata(Some(&[]), false).await?;
-        Ok(client)
+        let started = tokio::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            match client.refresh_metadata(Some(&[]), false).await {
+                Ok(_) => return Ok(client),
+                Err(e) if e.is_retriable() => {
+                    client.before_retry(e, attempt, started, false).await?;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Between two attempts of a request that failed with a retriable error: gives up
+    /// (with [`ClientError::GaveUp`]) once the API timeout has passed; otherwise waits
+    /// the backoff (cut short so that a last attempt starts at the deadline), forgets
+    /// broken connections, and (with `refresh`) reloads the broker list and the
+    /// controller from any broker that answers.
+    pub(crate) async fn before_retry(
+        &mut self,
+        error: ClientError,
+        attempt: u32,
+        started: tokio::time::Instant,
+        refresh: bool,
+    ) -> Result<()> {
+        let timeout = self.config.api_timeout;
+        if timeout.is_zero() {
+            return Err(error);
+        }
+        let elapsed = started.elapsed();
+        if elapsed >= timeout {
+            return Err(ClientError::GaveUp {
+                after: elapsed,
+                last: Box::new(error),
+            });
+        }
+        let pause = self.config.backoff(attempt).min(timeout - elapsed);
+        tracing::debug!(error = %error, attempt, ?pause, "retrying");
+        if let Some(notify) = self.config.on_retry {
+            notify(&error, pause);
+        }
+        tokio::time::sleep(pause).await;
+        self.connections.retain(|_, c| !c.is_broken());
+        if self.bootstrap.as_ref().is_some_and(Connection::is_broken) {
+            self.bootstrap = None;
+        }
+        if refresh {
+            // Best effort: the next attempt reports what still fails.
+            let _ = self.refresh_metadata(Some(&[]), false).await;
+        }
+        Ok(())
     }
 
     /// Shorthand for `Client::connect(ClientConfig::new(bootstrap)?)`.

@@ -2,15 +2,11 @@
 //! their fenced state (DescribeCluster); the retry every controller request shares while
 //! the quorum elects a leader (used by `partition_admin` too).
 
-use std::time::Duration;
-
+use crate::client::Client;
+use crate::error::{ClientError, Result};
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::{ApiKey, DescribeClusterRequest, DescribeQuorumRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::ResponseError;
-
-use crate::client::Client;
-use crate::error::{ClientError, Result};
 
 /// The name of the metadata log, which DescribeQuorum asks about (Kafka's name).
 pub const METADATA_TOPIC: &str = "__cluster_metadata";
@@ -125,8 +121,7 @@ impl Client {
         })
     }
 
-    /// Cluster id, controller and brokers; fenced brokers too when the broker can say.
-    pub async fn describe_cluster(&mut self) -> Result<ClusterDescription> {
+    async fn describe_cluster_once(&mut self) -> Result<ClusterDescription> {
         let conn = self.any_connection().await?;
         let includes_fenced = conn
             .version(ApiKey::DescribeCluster)
@@ -167,28 +162,21 @@ impl Client {
     }
 }
 
-/// While the controller quorum elects a leader, admin requests answer NOT_CONTROLLER
-/// (or time out); they are retried this many times, this far apart (about as long as
-/// an election takes).
-pub(crate) const CONTROLLER_MOVE_RETRIES: u32 = 20;
-pub(crate) const CONTROLLER_MOVE_BACKOFF: Duration = Duration::from_millis(250);
-
-/// Whether `e` means "the controller is moving, ask again".
-pub(crate) fn controller_moving(e: &ClientError) -> bool {
-    matches!(e.response_error(), Some(ResponseError::NotController))
-}
-
-/// Runs `$call` (an expression on `$client`) again while the controller moves.
-macro_rules! retrying_controller_moves {
+/// Runs `$call` (an expression on `$client`) again while it fails with a retriable
+/// error (the controller moving or being elected, a leader election, a refused
+/// connection, a timeout), with backoff and a fresh broker list between attempts,
+/// until the client's API timeout runs out (Kafka's AdminClient does the same).
+macro_rules! retrying {
     ($client:ident, $call:expr) => {{
-        let mut attempt = 0;
+        let started = tokio::time::Instant::now();
+        let mut attempt = 0u32;
         loop {
             match $call {
-                Err(e) if controller_moving(&e) && attempt < CONTROLLER_MOVE_RETRIES => {
+                Err(e) if e.is_retriable() => {
+                    if let Err(gave_up) = $client.before_retry(e, attempt, started, true).await {
+                        break Err(gave_up);
+                    }
                     attempt += 1;
-                    tokio::time::sleep(CONTROLLER_MOVE_BACKOFF).await;
-                    // The controller id in metadata moves with the quorum leader.
-                    let _ = $client.refresh_metadata(Some(&[]), false).await;
                 }
                 other => break other,
             }
@@ -196,12 +184,17 @@ macro_rules! retrying_controller_moves {
     }};
 }
 
-pub(crate) use retrying_controller_moves;
+pub(crate) use retrying;
 
 impl Client {
     /// Leader, epoch and voters (with log end offsets) of the controller quorum.
     pub async fn describe_quorum(&mut self) -> Result<QuorumInfo> {
-        retrying_controller_moves!(self, self.describe_quorum_once().await)
+        retrying!(self, self.describe_quorum_once().await)
+    }
+
+    /// Cluster id, controller and brokers; fenced brokers too when the broker can say.
+    pub async fn describe_cluster(&mut self) -> Result<ClusterDescription> {
+        retrying!(self, self.describe_cluster_once().await)
     }
 }
 

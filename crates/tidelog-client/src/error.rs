@@ -90,6 +90,15 @@ pub enum ClientError {
     /// A caller-supplied argument is invalid.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A request kept failing with retriable errors until the API timeout
+    /// ([`crate::ClientConfig::api_timeout`]) ran out; `last` is the last failure.
+    #[error("{last} (still failing after retrying for {} s)", .after.as_secs())]
+    GaveUp {
+        /// How long it was retried.
+        after: std::time::Duration,
+        /// The last attempt's error.
+        last: Box<ClientError>,
+    },
 }
 
 impl ClientError {
@@ -97,7 +106,35 @@ impl ClientError {
     pub fn response_error(&self) -> Option<ResponseError> {
         match self {
             ClientError::Broker { error, .. } => Some(*error),
+            ClientError::GaveUp { last, .. } => last.response_error(),
             _ => None,
+        }
+    }
+
+    /// Whether the same request may succeed if sent again, to the same or another
+    /// broker, a little later: no broker or connection reachable yet, the controller
+    /// moving or being elected, a leader being elected, a request that timed out.
+    /// Kafka's AdminClient retries the same ones.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            ClientError::Connect { .. }
+            | ClientError::Bootstrap { .. }
+            | ClientError::Timeout { .. }
+            | ClientError::Io { .. }
+            | ClientError::Closed { .. }
+            | ClientError::NoLeader { .. } => true,
+            ClientError::Broker { error, .. } => matches!(
+                error,
+                ResponseError::NotController
+                    | ResponseError::RequestTimedOut
+                    | ResponseError::LeaderNotAvailable
+                    | ResponseError::NotLeaderOrFollower
+                    | ResponseError::CoordinatorNotAvailable
+                    | ResponseError::CoordinatorLoadInProgress
+                    | ResponseError::NotCoordinator
+                    | ResponseError::NetworkException
+            ),
+            _ => false,
         }
     }
 

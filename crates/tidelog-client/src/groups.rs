@@ -30,6 +30,7 @@ pub use lag::PartitionLag;
 use raw::RawConnection;
 
 use crate::client::Client;
+use crate::cluster::retrying;
 use crate::error::{ClientError, Result};
 
 /// One line of `list`.
@@ -63,7 +64,7 @@ pub struct GroupDescription {
 
 impl Client {
     /// Every group in the cluster, asked of each broker.
-    pub async fn list_groups(&mut self) -> Result<Vec<GroupListing>> {
+    async fn list_groups_once(&mut self) -> Result<Vec<GroupListing>> {
         let addresses: Vec<String> = self
             .refresh_metadata(Some(&[]), false)
             .await?
@@ -112,7 +113,7 @@ impl Client {
     }
 
     /// State, protocol and members (with their assignments) of a group.
-    pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription> {
+    async fn describe_group_once(&mut self, group: &str) -> Result<GroupDescription> {
         let mut conn = self.coordinator(group).await?;
         let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(text(group))]);
         let response = conn
@@ -146,7 +147,10 @@ impl Client {
     }
 
     /// Every committed offset of a group: (topic, partition) -> next offset to read.
-    pub async fn committed_offsets(&mut self, group: &str) -> Result<BTreeMap<(String, i32), i64>> {
+    async fn committed_offsets_once(
+        &mut self,
+        group: &str,
+    ) -> Result<BTreeMap<(String, i32), i64>> {
         let mut conn = self.coordinator(group).await?;
         let request = OffsetFetchRequest::default()
             .with_group_id(GroupId(text(group)))
@@ -174,7 +178,7 @@ impl Client {
 
     /// Commits offsets for a group without members (generation -1), as an operator's
     /// reset does. The coordinator refuses it while the group has members.
-    pub async fn commit_offsets(
+    async fn commit_offsets_once(
         &mut self,
         group: &str,
         offsets: &[(String, i32, i64)],
@@ -221,12 +225,46 @@ impl Client {
     }
 
     /// Deletes a group without members, with its committed offsets.
-    pub async fn delete_group(&mut self, group: &str) -> Result<()> {
+    async fn delete_group_once(&mut self, group: &str) -> Result<()> {
         let mut conn = self.coordinator(group).await?;
         let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(text(group))]);
         let response = conn.call(&request, 2).await?;
         let code = response.results.first().map_or(0, |r| r.error_code);
         ClientError::check(code, None, || format!("delete group {group}"))
+    }
+}
+
+/// The group calls, each retried while it fails with a retriable error
+/// ([`ClientError::is_retriable`]) within the client's API timeout.
+impl Client {
+    /// Every group in the cluster, asked of each broker.
+    pub async fn list_groups(&mut self) -> Result<Vec<GroupListing>> {
+        retrying!(self, self.list_groups_once().await)
+    }
+
+    /// State, protocol and members (with their assignments) of a group.
+    pub async fn describe_group(&mut self, group: &str) -> Result<GroupDescription> {
+        retrying!(self, self.describe_group_once(group).await)
+    }
+
+    /// Every committed offset of a group: (topic, partition) -> next offset to read.
+    pub async fn committed_offsets(&mut self, group: &str) -> Result<BTreeMap<(String, i32), i64>> {
+        retrying!(self, self.committed_offsets_once(group).await)
+    }
+
+    /// Commits offsets for a group without members (generation -1), as an operator's
+    /// reset does. The coordinator refuses it while the group has members.
+    pub async fn commit_offsets(
+        &mut self,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<()> {
+        retrying!(self, self.commit_offsets_once(group, offsets).await)
+    }
+
+    /// Deletes a group without members, with its committed offsets.
+    pub async fn delete_group(&mut self, group: &str) -> Result<()> {
+        retrying!(self, self.delete_group_once(group).await)
     }
 }
 

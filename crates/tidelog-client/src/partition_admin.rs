@@ -15,8 +15,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::client::Client;
-use crate::cluster::{controller_moving, retrying_controller_moves, ADMIN_TIMEOUT_MS};
-use crate::cluster::{CONTROLLER_MOVE_BACKOFF, CONTROLLER_MOVE_RETRIES};
+use crate::cluster::{retrying, ADMIN_TIMEOUT_MS};
 use crate::error::{ClientError, Result};
 
 /// Which leader [`Client::elect_leaders`] installs.
@@ -236,7 +235,7 @@ impl Client {
         election: ElectionType,
         partitions: Option<&[TopicPartition]>,
     ) -> Result<Vec<PartitionOutcome>> {
-        retrying_controller_moves!(self, self.elect_leaders_once(election, partitions).await)
+        retrying!(self, self.elect_leaders_once(election, partitions).await)
     }
 
     /// Starts (target replicas) or cancels (`None`) reassignments of partitions. Safe
@@ -245,7 +244,7 @@ impl Client {
         &mut self,
         moves: &[(String, i32, Option<Vec<i32>>)],
     ) -> Result<Vec<PartitionOutcome>> {
-        retrying_controller_moves!(self, self.alter_partition_reassignments_once(moves).await)
+        retrying!(self, self.alter_partition_reassignments_once(moves).await)
     }
 
     /// Reassignments in progress (`None`: all of them), sorted by topic and partition.
@@ -253,7 +252,7 @@ impl Client {
         &mut self,
         partitions: Option<&[TopicPartition]>,
     ) -> Result<Vec<PartitionReassignment>> {
-        retrying_controller_moves!(
+        retrying!(
             self,
             self.list_partition_reassignments_once(partitions).await
         )

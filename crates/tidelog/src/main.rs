@@ -43,9 +43,27 @@ fn main() {
     // One clean line (with its causes) and exit code 1: an operator-facing error, not a
     // backtrace, even where RUST_BACKTRACE is set.
     if let Err(e) = run(cli.command) {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", describe(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes on one line, each cause once: many errors already end with
+/// their cause's text (`cannot listen on ...: Address in use (os error 98)`), and
+/// printing the chain as well would say it twice.
+fn describe(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 fn run(command: Command) -> anyhow::Result<()> {
@@ -59,5 +77,41 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Partition(args) => cli::partition::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that says its cause and also returns it as its source.
+    #[derive(Debug)]
+    struct Bind {
+        source: std::io::Error,
+    }
+
+    impl std::fmt::Display for Bind {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot listen on 127.0.0.1:1: {}", self.source)
+        }
+    }
+
+    impl std::error::Error for Bind {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.source)
+        }
+    }
+
+    #[test]
+    fn causes_already_in_the_message_are_not_repeated() {
+        let io = std::io::Error::from_raw_os_error(98);
+        let text = io.to_string();
+        let e = anyhow::Error::new(Bind { source: io }).context("starting the node");
+        let line = describe(&e);
+        assert_eq!(line.matches(&text).count(), 1, "{line}");
+        assert!(
+            line.starts_with("starting the node: cannot listen on"),
+            "{line}"
+        );
     }
 }

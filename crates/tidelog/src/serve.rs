@@ -10,14 +10,14 @@ use tidelog_controller::quorum::QuorumPeers;
 #[derive(clap::Args)]
 pub(crate) struct ServeArgs {
     /// This node's id in the cluster.
-    #[arg(long, env = "TIDELOG_NODE_ID", default_value_t = 1)]
-    node_id: i32,
+    #[arg(long, env = "TIDELOG_NODE_ID", default_value = "1")]
+    node_id: String,
     /// Kafka protocol listener.
     #[arg(long, env = "TIDELOG_LISTEN", default_value = "127.0.0.1:9092")]
-    listen: SocketAddr,
+    listen: String,
     /// HTTP admin listener (/healthz, /readyz).
     #[arg(long, env = "TIDELOG_ADMIN_LISTEN", default_value = "127.0.0.1:9644")]
-    admin_listen: SocketAddr,
+    admin_listen: String,
     /// Where partitions and metadata live.
     #[arg(long, env = "TIDELOG_DATA_DIR", default_value = "./tidelog-data")]
     data_dir: PathBuf,
@@ -49,7 +49,10 @@ pub(crate) struct ServeArgs {
 
 /// Reads --quorum, --controller-listen and --roles into the cluster options, and
 /// whether this node runs a broker.
-fn cluster_options(args: &ServeArgs) -> anyhow::Result<(Option<ClusterOptions>, bool)> {
+fn cluster_options(
+    args: &ServeArgs,
+    node_id: i32,
+) -> anyhow::Result<(Option<ClusterOptions>, bool)> {
     let Some(quorum) = &args.quorum else {
         if args.controller_listen.is_some() || !args.roles.is_empty() {
             bail!("--controller-listen and --roles need --quorum");
@@ -57,7 +60,7 @@ fn cluster_options(args: &ServeArgs) -> anyhow::Result<(Option<ClusterOptions>, 
         return Ok((None, true));
     };
     let peers = QuorumPeers::parse(quorum).with_context(|| format!("--quorum {quorum}"))?;
-    let voter = peers.contains(args.node_id);
+    let voter = peers.contains(node_id);
     let (mut broker, mut controller) = (args.roles.is_empty(), args.roles.is_empty() && voter);
     for role in &args.roles {
         match role.trim() {
@@ -67,12 +70,9 @@ fn cluster_options(args: &ServeArgs) -> anyhow::Result<(Option<ClusterOptions>, 
         }
     }
     if controller && !voter {
-        bail!(
-            "--roles controller: node {} is not a voter in --quorum {quorum}",
-            args.node_id
-        );
+        bail!("--roles controller: node {node_id} is not a voter in --quorum {quorum}");
     }
-    let own = peers.address(args.node_id).map(str::to_owned);
+    let own = peers.address(node_id).map(str::to_owned);
     if let Some(listen) = &args.controller_listen {
         if !controller {
             bail!("--controller-listen is only for a node that runs a controller voter");
@@ -107,14 +107,28 @@ fn check_controller_listen(listen: &str, entry: &str) -> anyhow::Result<()> {
 
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
-    let (cluster, broker) = cluster_options(&args)?;
-    let mut config = BrokerConfig::new(args.node_id, args.listen, args.admin_listen, args.data_dir);
+    let node_id: i32 = flag_value(&args.node_id, "--node-id", "TIDELOG_NODE_ID", "an integer")?;
+    let listen: SocketAddr = flag_value(&args.listen, "--listen", "TIDELOG_LISTEN", "an ip:port")?;
+    let admin_listen: SocketAddr = flag_value(
+        &args.admin_listen,
+        "--admin-listen",
+        "TIDELOG_ADMIN_LISTEN",
+        "an ip:port",
+    )?;
+    let (cluster, broker) = cluster_options(&args, node_id)?;
+    let mut config = BrokerConfig::new(node_id, listen, admin_listen, args.data_dir);
     if let Some(path) = &args.config {
         config.apply_toml(path)?;
     }
-    config.apply_env(std::env::vars())?;
+    for var in config.apply_env(std::env::vars())? {
+        tracing::info!("environment variable {var} is not a tidelog setting; not read");
+    }
     for assignment in &args.set {
         config.set_assignment(assignment)?;
+    }
+    if broker {
+        // Before anything starts: what clients will be told to connect to.
+        config.advertised_endpoint(listen.port())?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -137,6 +151,26 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
             }
         }
         Ok(())
+    })
+}
+
+/// Parses a flag's value; the error names where it came from (the flag, its
+/// environment variable, or the default).
+fn flag_value<T>(value: &str, flag: &str, env: &str, expected: &str) -> anyhow::Result<T>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    value.trim().parse().map_err(|e| {
+        let given = std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+        let origin = if given {
+            flag.to_owned()
+        } else if std::env::var_os(env).is_some() {
+            format!("environment variable {env}")
+        } else {
+            format!("the default of {flag}")
+        };
+        anyhow::anyhow!("{value:?} from {origin} is not {expected}: {e}")
     })
 }
 

@@ -100,8 +100,10 @@ fn topic_produce_consume_round_trip() {
     let positions: Vec<(i32, i64)> = positions
         .lines()
         .map(|l| {
-            let (p, o) = l.split_once(' ').unwrap();
-            (p.parse().unwrap(), o.parse().unwrap())
+            // `partition P offset O`: labelled, for people.
+            let words: Vec<&str> = l.split(' ').collect();
+            assert_eq!((words[0], words[2]), ("partition", "offset"), "{l}");
+            (words[1].parse().unwrap(), words[3].parse().unwrap())
         })
         .collect();
     assert_eq!(positions.len(), 1000);
@@ -288,12 +290,30 @@ fn compressed_and_keyless_records_round_trip() {
 #[test]
 fn unreachable_broker_is_a_clear_error() {
     let addr = free_addr().to_string();
-    let out = tidelog(&addr, &["topic", "list"], b"");
+    let started = Instant::now();
+    let out = tidelog(&addr, &["topic", "list", "--api-timeout-ms", "1500"], b"");
     assert!(!out.ok);
     assert!(
         out.stderr.contains(&format!("cannot connect to {addr}")),
         "{}",
         out.stderr
+    );
+    // It retried (saying so once) for about the time it was given, then said so.
+    assert!(
+        out.stderr.contains("still failing after retrying"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("waiting for the cluster").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1000) && took < Duration::from_secs(10),
+        "{took:?}"
     );
 }
 

@@ -53,7 +53,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     if waiting.is_empty() {
         return req.respond(&DeleteRecordsResponse::default().with_topics(topics));
     }
-    let header = req.header;
+    let (header, metrics) = (req.header, req.metrics);
     Ok(Reply::Later(Box::pin(async move {
         for w in waiting {
             let outcome = w.partition.wait_low_watermark(w.offset, timeout).await;
@@ -69,6 +69,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             }
         }
         later_response(
+            &metrics,
             &header,
             &DeleteRecordsResponse::default().with_topics(topics),
         )

@@ -101,11 +101,12 @@ fn response(o: JoinOutcome, version: i16) -> JoinGroupResponse {
 }
 
 /// What a parked reply needs from its request to be encoded later.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct Responder {
     correlation_id: i32,
     api_key: ApiKey,
     api_version: i16,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 impl Responder {
@@ -114,10 +115,15 @@ impl Responder {
             correlation_id: req.header.correlation_id,
             api_key: req.header.api_key,
             api_version: req.header.api_version,
+            metrics: std::sync::Arc::clone(&req.metrics),
         }
     }
 
-    pub(crate) fn send<T: Encodable>(self, body: &T) -> Result<Reply, ProtocolError> {
+    pub(crate) fn send<T: Encodable + super::ErrorCodes>(
+        self,
+        body: &T,
+    ) -> Result<Reply, ProtocolError> {
+        super::count_errors(&self.metrics, self.api_key, body);
         encode_response(self.correlation_id, self.api_key, self.api_version, body).map(Reply::Bytes)
     }
 }
@@ -134,7 +140,7 @@ pub(crate) fn later<O, T, F, E>(
 ) -> Reply
 where
     O: Send + 'static,
-    T: Encodable,
+    T: Encodable + super::ErrorCodes,
     F: FnOnce(O) -> T + Send + 'static,
     E: FnOnce(i16) -> O + Send + 'static,
 {

@@ -26,6 +26,7 @@ mod describe_topic_partitions;
 mod describe_transactions;
 mod elect_leaders;
 mod end_txn;
+mod error_codes;
 mod fetch;
 mod find_coordinator;
 mod get_telemetry_subscriptions;
@@ -62,12 +63,16 @@ use tidelog_protocol::header::encode_response;
 use tidelog_protocol::{DecodedHeader, ProtocolError};
 
 use crate::context::Ctx;
+use crate::metrics::Metrics;
 use crate::net::Reply;
+pub(crate) use error_codes::ErrorCodes;
 
 /// A request whose header has been read; the body is decoded by its handler.
 pub(crate) struct Request {
     pub(crate) header: DecodedHeader,
     pub(crate) body: Bytes,
+    /// Where the error codes of its response are counted.
+    pub(crate) metrics: std::sync::Arc<Metrics>,
 }
 
 impl Request {
@@ -90,7 +95,13 @@ impl Request {
         })
     }
 
-    pub(crate) fn respond<T: Encodable>(&self, body: &T) -> Result<Reply, ProtocolError> {
+    /// Encodes the response, counting its error codes
+    /// (`tidelog_request_errors_total`).
+    pub(crate) fn respond<T: Encodable + ErrorCodes>(
+        &self,
+        body: &T,
+    ) -> Result<Reply, ProtocolError> {
+        count_errors(&self.metrics, self.header.api_key, body);
         encode_response(
             self.header.correlation_id,
             self.header.api_key,
@@ -104,7 +115,12 @@ impl Request {
 /// The framed answer of a request answered later (a delayed reply's future), or a
 /// closed connection when the body cannot be encoded: the client must not wait for an
 /// answer that will never come.
-pub(crate) fn later_response<T: Encodable>(header: &DecodedHeader, body: &T) -> Reply {
+pub(crate) fn later_response<T: Encodable + ErrorCodes>(
+    metrics: &Metrics,
+    header: &DecodedHeader,
+    body: &T,
+) -> Reply {
+    count_errors(metrics, header.api_key, body);
     match encode_response(
         header.correlation_id,
         header.api_key,
@@ -181,6 +197,11 @@ apis! {
     OffsetForLeaderEpoch => offset_for_leader_epoch,
 }
 
+/// Counts every non-zero error code of a response under its API.
+pub(crate) fn count_errors(metrics: &Metrics, key: ApiKey, body: &impl ErrorCodes) {
+    body.each_error(&mut |code| metrics.requests.error_code(key, code));
+}
+
 /// Whether a request of this raw api key and version will be answered (checked before
 /// its body is read).
 pub(crate) fn accepts(api_key: i16, api_version: i16) -> bool {
@@ -204,7 +225,11 @@ pub(crate) async fn handle(
     let key = header.api_key;
     let version = header.api_version;
     let supported = supported_range(key).is_some_and(|r| r.min <= version && version <= r.max);
-    let req = Request { header, body };
+    let req = Request {
+        header,
+        body,
+        metrics: std::sync::Arc::clone(&ctx.metrics),
+    };
     if !supported {
         if key == ApiKey::ApiVersions {
             return api_versions::unsupported_version(req.header.correlation_id);

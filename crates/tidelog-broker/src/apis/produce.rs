@@ -168,7 +168,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 fail_partition(&ctx.metrics, &mut topics, t, i, code.code());
             }
         }
-        later_response(&header, &ProduceResponse::default().with_responses(topics))
+        later_response(
+            &ctx.metrics,
+            &header,
+            &ProduceResponse::default().with_responses(topics),
+        )
     })))
 }
 

@@ -61,7 +61,8 @@ pub(crate) async fn heartbeat_loop(
     // A heartbeat stuck on a controller leader that silently lost the network would
     // outlive the session the new leader granted; cut it short so the next one goes
     // to whichever leader the quorum knows by then.
-    let beat_timeout = (ms(&ctx, settings::BROKER_SESSION_TIMEOUT_MS, 30) / 3).max(interval);
+    let session_timeout = ms(&ctx, settings::BROKER_SESSION_TIMEOUT_MS, 30);
+    let beat_timeout = (session_timeout / 3).max(interval);
     loop {
         let mut backoff = Duration::from_millis(100);
         let mut last_warning: Option<Instant> = None;
@@ -90,6 +91,7 @@ pub(crate) async fn heartbeat_loop(
             broker_epoch = epoch,
             "registered with the controller quorum"
         );
+        let mut last_answered = Instant::now();
         loop {
             let beat = tokio::select! {
                 r = tokio::time::timeout(beat_timeout, link.broker_heartbeat(node_id, epoch)) => r,
@@ -101,6 +103,7 @@ pub(crate) async fn heartbeat_loop(
             };
             match beat {
                 Ok(reply) => {
+                    last_answered = Instant::now();
                     if !ready.load(Ordering::Acquire) {
                         let target = reply.metadata_offset;
                         let caught_up = ctx
@@ -127,6 +130,19 @@ pub(crate) async fn heartbeat_loop(
                     _ = shutdown.changed() => return,
                 };
                 ctx.metadata.set_remote_leader(leader);
+            }
+            // Ready means served by a working cluster: not while no controller leader is
+            // known (the quorum lost its majority) or none has answered this broker for
+            // a session timeout (it is being fenced). A heartbeat answered again, with the
+            // metadata caught up, makes it ready again.
+            let no_leader = ctx.metadata.controller_id(node_id) < 0;
+            let unanswered = last_answered.elapsed() >= session_timeout;
+            if (no_leader || unanswered) && ready.swap(false, Ordering::AcqRel) {
+                tracing::warn!(
+                    node_id,
+                    no_leader,
+                    "lost the controller quorum; not ready until its leader answers again"
+                );
             }
             if !pause(interval, &mut shutdown).await {
                 return;
@@ -195,6 +211,7 @@ pub(crate) async fn follow_image(
 }
 
 async fn apply(ctx: &Ctx, image: Arc<MetadataImage>) {
+    count_isr_changes(ctx, &ctx.metadata.image(), &image);
     let worker = Arc::clone(ctx);
     let applied = Arc::clone(&image);
     match tokio::task::spawn_blocking(move || worker.replicas.apply_image(&applied, &worker.config))
@@ -205,6 +222,45 @@ async fn apply(ctx: &Ctx, image: Arc<MetadataImage>) {
         Err(e) => tracing::error!(error = %e, "applying metadata to local partitions panicked"),
     }
     ctx.metadata.publish(image);
+}
+
+/// Counts the ISR changes of the partitions this node leads in `after`, whoever made
+/// them: this node's own ISR checks (a follower fell behind or caught up) and the
+/// controller's (a fenced or shutting-down broker taken out), so each change is
+/// counted once, by the partition's leader.
+fn count_isr_changes(ctx: &Ctx, before: &MetadataImage, after: &MetadataImage) {
+    let (shrinks, expands) = isr_changes(ctx.node_id(), before, after);
+    for _ in 0..shrinks {
+        ctx.metrics.replication.isr_shrunk();
+    }
+    for _ in 0..expands {
+        ctx.metrics.replication.isr_expanded();
+    }
+}
+
+/// (shrinks, expands) between two images of the partitions `node_id` leads in `after`.
+fn isr_changes(node_id: i32, before: &MetadataImage, after: &MetadataImage) -> (u64, u64) {
+    let (mut shrinks, mut expands) = (0, 0);
+    for topic in after.topics() {
+        let Some(old) = before
+            .topic(&topic.name)
+            .filter(|t| t.topic_id == topic.topic_id)
+        else {
+            continue;
+        };
+        for (index, p) in &topic.partitions {
+            let Some(q) = old.partitions.get(index).filter(|_| p.leader == node_id) else {
+                continue;
+            };
+            if q.isr.iter().any(|r| !p.isr.contains(r)) {
+                shrinks += 1;
+            }
+            if p.isr.iter().any(|r| !q.isr.contains(r)) {
+                expands += 1;
+            }
+        }
+    }
+    (shrinks, expands)
 }
 
 /// Before a clean exit (`controlled.shutdown.enable`): asks the controller to move
@@ -275,6 +331,18 @@ pub(crate) async fn controlled_shutdown(ctx: &Ctx) {
         .await;
     if held > 0 {
         tracing::warn!(node_id, partitions = held, "controlled shutdown: these partitions have no other live in-sync replica and go offline");
+        // Fenced now, not a session timeout after it is gone: until then it would be
+        // listed as a live broker.
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_secs(1));
+        match tokio::time::timeout(left, link.broker_exiting(node_id, epoch)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::debug!(node_id, error = %e, "fencing this broker at exit failed")
+            }
+            Err(_) => tracing::debug!(node_id, "fencing this broker at exit timed out"),
+        }
     }
     tracing::info!(node_id, moved = shown, "controlled shutdown done");
 }

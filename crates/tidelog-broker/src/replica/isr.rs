@@ -126,12 +126,9 @@ async fn alter_isr(
     );
     match send_alter_partition(ctx, p, st, new_isr).await {
         Ok(partition_epoch) if partition_epoch > st.partition_epoch => {
-            if shrink {
-                ctx.metrics.replication.isr_shrunk();
-            } else {
-                ctx.metrics.replication.isr_expanded();
-            }
-            // The pending change stays until the image shows the new partition epoch.
+            // Counted (isr_shrinks / isr_expands) when the image shows it, with the
+            // controller's own changes. The pending change stays until then.
+            tracing::debug!(topic = %p.topic, partition = p.index, shrink, "ISR change accepted");
         }
         Ok(_) => {
             // Accepted as a no-op: no image will carry a new partition epoch to clear

@@ -210,9 +210,10 @@ async fn track_leader(
     }
 }
 
+/// A clean stop of this node's voter: a leader hands its leadership over first.
 pub(super) async fn stop_voter(controller: &QuorumController) {
     controller.shutdown().await;
-    if let Err(e) = controller.quorum().shutdown().await {
+    if let Err(e) = controller.quorum().stop().await {
         tracing::warn!(error = %e, "stopping the controller voter failed");
     }
 }

@@ -167,15 +167,18 @@ pub(crate) async fn alter_partition(
     }
 }
 
-/// Moves a broker's leaderships away; answers how many it still holds.
+/// Moves a broker's leaderships away; answers how many it still holds. `exiting`:
+/// the broker leaves now, fence it even though it still leads those.
 pub(crate) async fn controlled_shutdown(
     route: &impl Route,
     broker_id: i32,
     broker_epoch: i64,
+    exiting: bool,
 ) -> Result<u32, RequestError> {
     let call = ForwardedCall::ControlledShutdown {
         broker_id,
         broker_epoch,
+        exiting,
     };
     match route.route(call).await? {
         ForwardReply::LeadershipsHeld(held) => Ok(held),
@@ -338,7 +341,19 @@ macro_rules! controller_requests {
             broker_id: i32,
             broker_epoch: i64,
         ) -> Result<u32, $crate::quorum::RequestError> {
-            $crate::quorum::api::controlled_shutdown(self, broker_id, broker_epoch).await
+            $crate::quorum::api::controlled_shutdown(self, broker_id, broker_epoch, false).await
+        }
+
+        /// The end of a controlled shutdown that could not hand everything over (no
+        /// other live in-sync replica): the broker leaves now, so it is fenced and the
+        /// partitions it still leads get new leaders or go offline, rather than all
+        /// that waiting for its session to expire. Answers the leaderships it held.
+        pub async fn broker_exiting(
+            &self,
+            broker_id: i32,
+            broker_epoch: i64,
+        ) -> Result<u32, $crate::quorum::RequestError> {
+            $crate::quorum::api::controlled_shutdown(self, broker_id, broker_epoch, true).await
         }
 
         /// ElectLeaders: per-partition results; with `None`, every partition, leaving

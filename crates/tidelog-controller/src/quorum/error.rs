@@ -19,7 +19,10 @@ pub(crate) mod codes {
 #[derive(Debug, thiserror::Error)]
 pub enum QuorumError {
     /// Only the leader writes. `leader` is the current leader if this node knows one.
-    #[error("this node is not the active controller (leader: {leader:?})")]
+    #[error("this node is not the active controller ({})", match leader {
+        Some(id) => format!("the controller leader is node {id}"),
+        None => "no controller leader is known".to_owned(),
+    })]
     NotController { leader: Option<i32> },
     /// No majority answered in time. The change may still commit later (when enough
     /// voters return), as with any Raft write whose outcome was not observed.
@@ -107,6 +110,13 @@ mod tests {
     fn error_codes_match_kafka() {
         let not_controller = QuorumError::NotController { leader: Some(2) };
         assert_eq!(not_controller.error_code(), 41);
+        assert_eq!(
+            not_controller.to_string(),
+            "this node is not the active controller (the controller leader is node 2)"
+        );
+        assert!(!QuorumError::NotController { leader: None }
+            .to_string()
+            .contains("None"));
         assert_eq!(QuorumError::Timeout(Duration::from_secs(1)).error_code(), 7);
         assert_eq!(
             RequestError::StaleBrokerEpoch {

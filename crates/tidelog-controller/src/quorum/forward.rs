@@ -56,6 +56,10 @@ pub(crate) enum ForwardedCall {
     ControlledShutdown {
         broker_id: i32,
         broker_epoch: i64,
+        /// The broker leaves now with what it could not hand over: fence it anyway.
+        /// Absent from an older node's request, so `false`.
+        #[serde(default)]
+        exiting: bool,
     },
     ElectLeaders {
         kind: ElectionKind,

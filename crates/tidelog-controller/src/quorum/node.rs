@@ -2,7 +2,7 @@
 //! server — behind the [`MetadataQuorum`] trait.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -17,7 +17,9 @@ use tokio::task::JoinHandle;
 use super::config::QuorumConfig;
 use super::error::QuorumError;
 use super::log_store::{remove_temp_files, LogStore, WriterThread};
+use super::network::PeerConnection;
 use super::peers::QuorumPeers;
+use super::rpc::{RpcRequest, RpcResponse};
 use super::server::{self, ForwardHandler, ServerShared};
 use super::state_machine::{close_snapshots, Published, SnapshotSlot, StateMachine};
 use super::types::{from_node_id, to_node_id, MetadataBatch, NodeId, TypeConfig};
@@ -41,6 +43,8 @@ pub struct RaftQuorum {
     published: Arc<Published>,
     image_rx: watch::Receiver<Arc<MetadataImage>>,
     write_timeout: Duration,
+    /// The leader lease (openraft's is the longest election timeout).
+    election_timeout_max: Duration,
     /// Where the RPC server listens; `None` for a voter no other node talks to.
     local_addr: Option<std::net::SocketAddr>,
     /// How this voter reaches the others (and the controller forwards to the leader).
@@ -52,6 +56,9 @@ pub struct RaftQuorum {
     /// The Raft log's writer thread, waited for at shutdown (it ends once openraft has
     /// dropped the log store and the queued writes are done).
     log_writer: WriterThread,
+    /// Set while a stopping leader hands over: it proposes nothing more, so the voter
+    /// it hands to holds its whole log.
+    stepping_down: AtomicBool,
 }
 
 impl std::fmt::Debug for RaftQuorum {
@@ -149,12 +156,14 @@ impl RaftQuorum {
             published,
             image_rx,
             write_timeout: config.write_timeout,
+            election_timeout_max: config.election_timeout_max,
             local_addr,
             transport: Arc::clone(&config.transport),
             shutdown_tx,
             server: Mutex::new(None),
             snapshots,
             log_writer,
+            stepping_down: AtomicBool::new(false),
         };
         // The voters on disk are checked before this node answers any peer.
         if let Err(e) = quorum.initialize(&config.peers).await {
@@ -267,8 +276,105 @@ impl RaftQuorum {
         self.write_timeout
     }
 
-    /// Stops the voter: the RPC server and its connections, then openraft (which
-    /// closes the files). Bounded by the write timeout.
+    /// A leader that is about to stop hands its leadership to another voter (Raft's
+    /// leadership transfer): it stops proposing, waits until a voter holds its whole
+    /// log, asks that voter to stand for election at once, and waits until a new leader
+    /// is known. Without this the others wait out the leader lease and an election
+    /// timeout (about 3-4 s) before one of them leads, and every controller request
+    /// fails meanwhile. Returns the new leader; `None` when this voter does not lead,
+    /// is the only voter, or the hand-over did not finish within `within` (then the
+    /// quorum elects a leader as after a crash).
+    pub async fn hand_over_leadership(&self, within: Duration) -> Option<i32> {
+        let me = to_node_id(self.node_id);
+        let metrics = self.raft.metrics().borrow().clone();
+        if metrics.state != ServerState::Leader {
+            return None;
+        }
+        let membership = metrics.membership_config.membership().clone();
+        let others: Vec<NodeId> = membership.voter_ids().filter(|v| *v != me).collect();
+        if others.is_empty() {
+            return None;
+        }
+        self.stepping_down.store(true, Ordering::Release);
+        let deadline = tokio::time::Instant::now() + within;
+        // The voter that holds all of this leader's log (an entry proposed just before
+        // may still be on its way).
+        let (target, term) = loop {
+            let m = self.raft.metrics().borrow().clone();
+            if m.state != ServerState::Leader {
+                return m
+                    .current_leader
+                    .map(from_node_id)
+                    .filter(|l| *l != self.node_id);
+            }
+            let caught_up = others.iter().copied().find(|id| {
+                m.replication
+                    .as_ref()
+                    .and_then(|r| r.get(id))
+                    .is_some_and(|matched| matched.map(|l| l.index) == m.last_log_index)
+            });
+            if let Some(target) = caught_up {
+                break (target, m.current_term);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!("no other controller voter caught up in time; stopping without handing over leadership");
+                return None;
+            }
+            let _ = self.raft.trigger().heartbeat().await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        let addr = membership.get_node(&target).map(|n| n.addr.clone())?;
+        let mut conn = PeerConnection::new(
+            Arc::clone(&self.transport),
+            addr,
+            self.cluster_id.clone(),
+            me,
+        );
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match conn.call(RpcRequest::ElectNow { term }, left).await {
+            Ok(RpcResponse::ElectNow(true)) => {}
+            Ok(other) => {
+                tracing::warn!(target, answer = ?other, "controller voter would not take over leadership");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!(target, error = %e, "asking a controller voter to take over leadership failed");
+                return None;
+            }
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let moved = self
+            .raft
+            .wait(Some(left))
+            .metrics(
+                |m| m.current_leader.is_some_and(|l| l != me),
+                "another voter leads",
+            )
+            .await;
+        match moved {
+            Ok(m) => {
+                let leader = m.current_leader.map(from_node_id);
+                tracing::info!(leader = ?leader, "controller leadership handed over");
+                leader
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "controller leadership was not taken over in time");
+                None
+            }
+        }
+    }
+
+    /// A clean stop (what a node does on SIGTERM): a leader first hands its
+    /// leadership to another voter ([`RaftQuorum::hand_over_leadership`]), then the
+    /// voter shuts down ([`RaftQuorum::shutdown`]).
+    pub async fn stop(&self) -> Result<(), QuorumError> {
+        self.hand_over_leadership(self.write_timeout).await;
+        self.shutdown().await
+    }
+
+    /// Stops the voter as it is, leader or not (the others notice as after a crash):
+    /// the RPC server and its connections, then openraft (which closes the files).
+    /// Bounded by the write timeout.
     pub async fn shutdown(&self) -> Result<(), QuorumError> {
         self.shutdown_tx.send_replace(true);
         let server = self.server.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -376,6 +482,9 @@ impl MetadataQuorum for RaftQuorum {
     }
 
     async fn propose(&self, records: Vec<MetadataRecord>) -> Result<Committed, QuorumError> {
+        if self.stepping_down.load(Ordering::Acquire) {
+            return Err(QuorumError::NotController { leader: None });
+        }
         let deadline = tokio::time::Instant::now() + self.write_timeout;
         let batch = MetadataBatch { records };
         let response = loop {
@@ -499,11 +608,33 @@ impl MetadataQuorum for RaftQuorum {
                 }
             })
             .collect();
+        // A leader no majority has answered for a lease may have been deposed (or be cut
+        // off with no majority left): it does not name itself. (One just elected, not
+        // acknowledged yet, still does: its first heartbeats are on their way.)
+        // Followers stop naming a leader once they stand for election.
+        let voter_count = membership.voter_ids().count();
+        let lease_ms = u64::try_from(self.election_timeout_max.as_millis()).unwrap_or(u64::MAX);
+        let leader = match metrics.current_leader {
+            Some(leader)
+                if role == QuorumRole::Leader
+                    && voter_count > 1
+                    && metrics
+                        .millis_since_quorum_ack
+                        .is_some_and(|ms| ms > lease_ms) =>
+            {
+                tracing::debug!(
+                    leader,
+                    "leading without a majority's acknowledgement within the lease"
+                );
+                None
+            }
+            other => other.map(from_node_id),
+        };
         QuorumStatus {
             node_id: self.node_id,
             role,
             term: metrics.current_term,
-            leader: metrics.current_leader.map(from_node_id),
+            leader,
             log_end,
             applied_end: metrics.last_applied.map_or(0, |l| l.index + 1),
             snapshot_end: metrics.snapshot.map_or(0, |l| l.index + 1),

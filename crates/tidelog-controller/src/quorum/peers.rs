@@ -6,9 +6,10 @@ use std::str::FromStr;
 
 use crate::meta_properties::base64url;
 
-/// Most voters a quorum may have. Every write waits for a majority, so more voters
-/// only add latency; Kafka clusters run 3 or 5.
-pub const MAX_VOTERS: usize = 9;
+/// Most voters a quorum may have: 1, 3 or 5 are allowed (see [`PeersError::BadCount`]).
+/// Every write waits for a majority, so more voters only add latency; Kafka clusters
+/// run 3 or 5.
+pub const MAX_VOTERS: usize = 5;
 
 /// The controller voters, by node id. Every voter must be started with the same list:
 /// it is the quorum's initial membership, and two different lists could elect two
@@ -33,8 +34,11 @@ pub enum PeersError {
     DuplicateId(i32),
     #[error("address {0} appears twice in the quorum")]
     DuplicateAddress(String),
-    #[error("the quorum has {0} voters; at most {MAX_VOTERS} are supported")]
-    TooMany(usize),
+    /// A quorum is 1, 3 or 5 voters: an even count survives no more failures than
+    /// the odd count below it while needing one more voter for every majority, and
+    /// more than five slows every metadata write for no operational gain.
+    #[error("the quorum has {0} voters; it must have 1, 3 or 5 (an even count tolerates no more failures than one voter fewer)")]
+    BadCount(usize),
 }
 
 impl QuorumPeers {
@@ -54,8 +58,8 @@ impl QuorumPeers {
         if voters.is_empty() {
             return Err(PeersError::Empty);
         }
-        if voters.len() > MAX_VOTERS {
-            return Err(PeersError::TooMany(voters.len()));
+        if voters.len() > MAX_VOTERS || voters.len() % 2 == 0 {
+            return Err(PeersError::BadCount(voters.len()));
         }
         Ok(QuorumPeers { voters })
     }
@@ -235,11 +239,18 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(QuorumPeers::parse(text), Err(want), "{text:?}");
         }
-        let ten: Vec<String> = (1..=10).map(|i| format!("{i}@h:{i}")).collect();
-        assert_eq!(
-            QuorumPeers::parse(&ten.join(",")),
-            Err(PeersError::TooMany(10))
-        );
+        for n in [2, 4, 6, 7, 10] {
+            let voters: Vec<String> = (1..=n).map(|i| format!("{i}@h:{i}")).collect();
+            assert_eq!(
+                QuorumPeers::parse(&voters.join(",")),
+                Err(PeersError::BadCount(n)),
+                "{n} voters"
+            );
+        }
+        for n in [1, 3, 5] {
+            let voters: Vec<String> = (1..=n).map(|i| format!("{i}@h:{i}")).collect();
+            assert!(QuorumPeers::parse(&voters.join(",")).is_ok(), "{n} voters");
+        }
     }
 
     #[test]

@@ -47,6 +47,12 @@ pub(crate) enum RpcRequest {
     /// A controller request from a node that is not a voter (a broker-only node): the
     /// receiving voter may forward it once, to its leader.
     ClientCall(ForwardedCall),
+    /// From a leader about to stop (Raft's TimeoutNow): its log is fully replicated
+    /// here, start an election now rather than after the election timeout. Honoured
+    /// only from the leader of `term` as the receiver knows it.
+    ElectNow {
+        term: u64,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -57,6 +63,8 @@ pub(crate) enum RpcResponse {
         Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>,
     ),
     Forward(ForwardReply),
+    /// Whether the receiver started the election `ElectNow` asked for.
+    ElectNow(bool),
     /// The server would not handle the request (wrong cluster, shutting down).
     Refused(String),
 }

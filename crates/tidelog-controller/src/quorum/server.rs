@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use super::forward::{ForwardReply, ForwardedCall};
 use super::rpc::{self, RpcEnvelope, RpcRequest, RpcResponse, WireError};
 use super::state_machine::MAX_SNAPSHOT_BYTES;
-use super::types::TypeConfig;
+use super::types::{NodeId, TypeConfig};
 
 /// Inbound connections served at once; voters need one each (plus forwarding), so
 /// this only bounds what a misbehaving client can take.
@@ -91,7 +91,7 @@ async fn serve_connection(
                 }
             };
         let response = if envelope.cluster_id == shared.cluster_id {
-            dispatch(&shared, envelope.request).await
+            dispatch(&shared, envelope.from, envelope.request).await
         } else {
             tracing::warn!(%peer, theirs = %envelope.cluster_id, "request for another cluster refused");
             RpcResponse::Refused(format!(
@@ -112,8 +112,9 @@ async fn serve_connection(
     }
 }
 
-async fn dispatch(shared: &ServerShared, request: RpcRequest) -> RpcResponse {
+async fn dispatch(shared: &ServerShared, from: NodeId, request: RpcRequest) -> RpcResponse {
     match request {
+        RpcRequest::ElectNow { term } => RpcResponse::ElectNow(elect_now(shared, from, term).await),
         RpcRequest::AppendEntries(req) => {
             RpcResponse::AppendEntries(shared.raft.append_entries(req).await)
         }
@@ -138,5 +139,38 @@ async fn forward(shared: &ServerShared, call: ForwardedCall, may_forward: bool) 
     match shared.forward.get() {
         Some(handler) => RpcResponse::Forward(handler.handle(call, may_forward).await),
         None => RpcResponse::Refused("no controller runs on this node yet".to_owned()),
+    }
+}
+
+/// A leader handing over before it stops asks this voter to stand: done only when the
+/// request comes from the leader of the term this voter follows, and this voter holds
+/// every entry of that leader's log it has been told of (its vote request carries its
+/// log, which the other voters check anyway).
+async fn elect_now(shared: &ServerShared, from: NodeId, term: u64) -> bool {
+    let metrics = shared.raft.metrics().borrow().clone();
+    let follows_sender = metrics.state == openraft::ServerState::Follower
+        && metrics.current_term == term
+        && metrics.current_leader == Some(from);
+    if !follows_sender {
+        tracing::debug!(
+            from,
+            term,
+            "leadership hand-over refused: not following that leader"
+        );
+        return false;
+    }
+    match shared.raft.trigger().elect().await {
+        Ok(()) => {
+            tracing::info!(
+                from,
+                term,
+                "controller leader hands over: standing for election"
+            );
+            true
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "leadership hand-over: election not started");
+            false
+        }
     }
 }

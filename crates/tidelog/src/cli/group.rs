@@ -66,8 +66,13 @@ struct ResetTarget {
     #[arg(long, value_name = "OFFSET")]
     to_offset: Option<i64>,
     /// The first record at or after this time: ms since the epoch, RFC 3339, or an age like -15m.
-    #[arg(long, value_name = "TIME")]
-    to_time: Option<String>,
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = parse_to_time)]
+    to_time: Option<i64>,
+}
+
+/// `--to-time` as ms since the epoch; an age (`-15m`) counts back from now.
+fn parse_to_time(s: &str) -> Result<i64, String> {
+    parse_time(s, now_ms())
 }
 
 pub(crate) fn run(args: GroupArgs) -> anyhow::Result<()> {
@@ -248,10 +253,7 @@ async fn reset(
             d.members.len()
         );
     }
-    let to_time = match &to.to_time {
-        Some(t) => Some(parse_time(t, now_ms()).map_err(anyhow::Error::msg)?),
-        None => None,
-    };
+    let to_time = to.to_time;
     let partitions = client.partition_count(topic, false).await?;
     let committed = client.committed_offsets(group).await?;
     let mut plan = Vec::new();

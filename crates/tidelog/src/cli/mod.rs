@@ -23,13 +23,37 @@ pub(crate) struct ConnectArgs {
         default_value = "127.0.0.1:9092"
     )]
     pub(crate) bootstrap: String,
+    /// How long connecting and each admin request keep retrying what may pass (no
+    /// broker listening yet, the controller moving, a leader being elected), across
+    /// every bootstrap address, before the command fails (Kafka's
+    /// default.api.timeout.ms).
+    #[arg(
+        long,
+        global = true,
+        env = "TIDELOG_API_TIMEOUT_MS",
+        default_value_t = 60_000,
+        value_name = "MS"
+    )]
+    pub(crate) api_timeout_ms: u64,
 }
 
 impl ConnectArgs {
     /// Connects and loads the broker list; the error names the addresses tried.
     pub(crate) async fn connect(&self) -> anyhow::Result<Client> {
-        let config = ClientConfig::new(&self.bootstrap)?;
+        let mut config = ClientConfig::new(&self.bootstrap)?;
+        config.api_timeout = std::time::Duration::from_millis(self.api_timeout_ms);
+        config.on_retry = Some(note_retry);
         Client::connect(config).await.map_err(anyhow::Error::from)
+    }
+}
+
+/// Tells the person at the terminal, once per command, what it is waiting for (the
+/// retries themselves are silent).
+fn note_retry(error: &tidelog_client::ClientError, _pause: std::time::Duration) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static NOTED: AtomicBool = AtomicBool::new(false);
+    if !NOTED.swap(true, Ordering::Relaxed) {
+        eprintln!("waiting for the cluster ({error}); retrying (--api-timeout-ms)");
     }
 }
 
@@ -46,6 +70,15 @@ pub(crate) fn parse_key_value(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
         _ => Err(format!("expected name=value, got {s:?}")),
+    }
+}
+
+/// `1 partition`, `3 partitions`: a count with its noun, for people.
+pub(crate) fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -69,5 +102,12 @@ mod tests {
         assert_eq!(parse_key_value("a="), Ok(("a".into(), String::new())));
         assert!(parse_key_value("novalue").is_err());
         assert!(parse_key_value("=x").is_err());
+    }
+
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        assert_eq!(count(1, "partition"), "1 partition");
+        assert_eq!(count(0, "partition"), "0 partitions");
+        assert_eq!(count(3, "replica"), "3 replicas");
     }
 }

@@ -28,7 +28,7 @@ pub(crate) struct ProduceArgs {
     /// Batch codec: none, gzip, snappy, lz4, zstd.
     #[arg(long, default_value = "none", value_parser = parse_compression)]
     compression: Compression,
-    /// Print `partition offset` for every record written.
+    /// Print `partition P offset O` for every record written.
     #[arg(long, short)]
     verbose: bool,
     /// Send once this many lines are buffered.
@@ -183,9 +183,9 @@ async fn flush(producer: &mut Producer, verbose: bool) -> anyhow::Result<()> {
 }
 
 fn print_positions(written: &[RecordMetadata]) -> anyhow::Result<()> {
-    let mut text = String::with_capacity(written.len() * 12);
+    let mut text = String::with_capacity(written.len() * 28);
     for m in written {
-        text.push_str(&format!("{} {}\n", m.partition, m.offset));
+        text.push_str(&format!("partition {} offset {}\n", m.partition, m.offset));
     }
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {

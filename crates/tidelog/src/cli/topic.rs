@@ -107,7 +107,10 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
             }
             TopicCommand::AddPartitions { name, total } => {
                 client.create_partitions(&name, total).await?;
-                println!("topic {name} now has {total} partitions");
+                println!(
+                    "topic {name} now has {}",
+                    super::count(usize::try_from(total).unwrap_or(0), "partition")
+                );
             }
         }
         Ok(())
@@ -117,8 +120,19 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
 async fn list(client: &mut Client, internal: bool) -> anyhow::Result<()> {
     let topics = client.list_topics().await?;
     let mut out = std::io::stdout().lock();
+    let mut listed = 0;
     for t in topics.iter().filter(|t| internal || !t.is_internal) {
-        writeln!(out, "{}\t{} partitions", t.name, t.partitions.len())?;
+        writeln!(
+            out,
+            "{}\t{}",
+            t.name,
+            super::count(t.partitions.len(), "partition")
+        )?;
+        listed += 1;
+    }
+    if listed == 0 {
+        // On stderr: a script reading the list still gets an empty one.
+        eprintln!("no topics");
     }
     Ok(())
 }

@@ -48,7 +48,9 @@ impl QuorumController {
             } => self.heartbeat_here(broker_id, broker_epoch).await,
             ForwardedCall::DescribeQuorum => {
                 let status = self.quorum.status();
-                if status.role != QuorumRole::Leader {
+                // The leader's view when there is one; with none known (an election, or
+                // no majority left) this voter's own, which names no leader.
+                if status.role != QuorumRole::Leader && status.leader.is_some() {
                     return Err(QuorumError::NotController {
                         leader: status.leader,
                     }

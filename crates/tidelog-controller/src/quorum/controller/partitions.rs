@@ -34,6 +34,7 @@ impl QuorumController {
             ForwardedCall::ControlledShutdown {
                 broker_id,
                 broker_epoch,
+                exiting,
             } => {
                 check_epoch(image, broker_id, broker_epoch)?;
                 lock(&self.sessions)
@@ -41,9 +42,10 @@ impl QuorumController {
                     .insert(broker_id, broker_epoch);
                 let mut plan = ops::plan_controlled_shutdown(image, broker_id);
                 let live = image.broker(broker_id).is_some_and(|b| !b.fenced);
-                if plan.response == 0 && live {
-                    // Nothing left to hand over: fence it now rather than when its
-                    // session expires, so nothing is placed on or elects it meanwhile.
+                if (plan.response == 0 || exiting) && live {
+                    // Nothing left to hand over (or it leaves anyway): fence it now
+                    // rather than when its session expires, so nothing is placed on or
+                    // elects it meanwhile, and it is listed fenced once it is gone.
                     let fence = MetadataRecord::FenceBroker {
                         broker_id,
                         epoch: broker_epoch,

@@ -23,9 +23,11 @@ impl QuorumController {
         epoch: i64,
     ) -> Result<ForwardReply, RequestError> {
         let status = self.quorum.status();
-        if status.role != QuorumRole::Leader {
+        // A leader without a majority behind it (`leader` is then unknown) keeps no
+        // sessions: a broker it answered would think the cluster works.
+        if status.role != QuorumRole::Leader || status.leader != Some(self.quorum.node_id()) {
             return Err(QuorumError::NotController {
-                leader: status.leader,
+                leader: status.leader.filter(|l| *l != self.quorum.node_id()),
             }
             .into());
         }

@@ -20,6 +20,11 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochResponse, ProduceResponse, SyncGroupResponse, TxnOffsetCommitResponse,
     WriteTxnMarkersResponse,
 };
+use kafka_protocol::messages::{
+    AlterClientQuotasResponse, DescribeClientQuotasResponse, DescribeLogDirsResponse,
+    DescribeTopicPartitionsResponse, GetTelemetrySubscriptionsResponse,
+    ListConfigResourcesResponse, PushTelemetryResponse,
+};
 
 /// Every error code in a response; zeros (NONE) included, the probe skips them.
 pub(crate) trait ErrorCodes {
@@ -39,6 +44,29 @@ macro_rules! error_codes {
 
 error_codes! {
     ProduceResponse => |_r, _f| {}
+    DescribeLogDirsResponse => |r, f| {
+        f(r.error_code);
+        for x in &r.results {
+            f(x.error_code);
+        }
+    }
+    DescribeTopicPartitionsResponse => |r, f| {
+        for t in &r.topics {
+            f(t.error_code);
+            for p in &t.partitions {
+                f(p.error_code);
+            }
+        }
+    }
+    ListConfigResourcesResponse => |r, f| { f(r.error_code); }
+    DescribeClientQuotasResponse => |r, f| { f(r.error_code); }
+    AlterClientQuotasResponse => |r, f| {
+        for e in &r.entries {
+            f(e.error_code);
+        }
+    }
+    GetTelemetrySubscriptionsResponse => |r, f| { f(r.error_code); }
+    PushTelemetryResponse => |r, f| { f(r.error_code); }
     MetadataResponse => |r, f| {
         for t in &r.topics {
             f(t.error_code);

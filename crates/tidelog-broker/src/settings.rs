@@ -113,6 +113,13 @@ settings! {
     LOG_CLEANER_DELETE_RETENTION_MS: i64 = "log.cleaner.delete.retention.ms", "86400000";
     LOG_CLEANER_MIN_COMPACTION_LAG_MS: i64 = "log.cleaner.min.compaction.lag.ms", "0";
     LOG_MESSAGE_TIMESTAMP_TYPE: String = "log.message.timestamp.type", "CreateTime";
+    // The broker defaults of Kafka 4's topic configs of the same meaning.
+    LOG_MESSAGE_TIMESTAMP_BEFORE_MAX_MS: i64 = "log.message.timestamp.before.max.ms", "9223372036854775807";
+    LOG_MESSAGE_TIMESTAMP_AFTER_MAX_MS: i64 = "log.message.timestamp.after.max.ms", "3600000";
+    LOG_CLEANER_MAX_COMPACTION_LAG_MS: i64 = "log.cleaner.max.compaction.lag.ms", "9223372036854775807";
+    LOG_CLEANER_MIN_CLEANABLE_RATIO: String = "log.cleaner.min.cleanable.ratio", "0.5";
+    LOG_ROLL_JITTER_MS: i64 = "log.roll.jitter.ms", "0";
+    LOG_PREALLOCATE: bool = "log.preallocate", "false";
     MESSAGE_MAX_BYTES: i64 = "message.max.bytes", "1048588";
     MIN_INSYNC_REPLICAS: i64 = "min.insync.replicas", "1";
     UNCLEAN_LEADER_ELECTION_ENABLE: bool = "unclean.leader.election.enable", "false";

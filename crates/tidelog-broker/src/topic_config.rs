@@ -117,3 +117,45 @@ pub(crate) fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, Str
         file_delete_delay_ms: unsigned("file.delete.delay.ms", defaults.file_delete_delay_ms),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn broker_defaults_of_the_kafka_4_topic_configs_reach_the_log_and_topics_override_them() {
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");
+        let mut broker = BrokerConfig::new(1, any, any, PathBuf::from("/tmp/x"));
+        let defaults = log_config(&broker, &BTreeMap::new());
+        assert_eq!(defaults.message_timestamp_after_max_ms, 3_600_000);
+        assert_eq!(defaults.min_cleanable_dirty_ratio, 0.5);
+        for (name, value) in [
+            ("log.message.timestamp.after.max.ms", "60000"),
+            ("log.cleaner.min.cleanable.ratio", "0.25"),
+            ("log.cleaner.max.compaction.lag.ms", "120000"),
+            ("log.roll.jitter.ms", "5000"),
+        ] {
+            broker.set(name, value).expect("a known setting");
+        }
+        let from_broker = log_config(&broker, &BTreeMap::new());
+        assert_eq!(from_broker.message_timestamp_after_max_ms, 60_000);
+        assert_eq!(from_broker.min_cleanable_dirty_ratio, 0.25);
+        assert_eq!(from_broker.max_compaction_lag_ms, 120_000);
+        assert_eq!(from_broker.segment_jitter_ms, 5_000);
+        let overrides = BTreeMap::from([
+            ("min.cleanable.dirty.ratio".to_string(), "0.9".to_string()),
+            ("cleanup.policy".to_string(), String::new()),
+        ]);
+        let topic = log_config(&broker, &overrides);
+        assert_eq!(topic.min_cleanable_dirty_ratio, 0.9);
+        assert!(!topic.cleanup_policy.delete && !topic.cleanup_policy.compact);
+        let effective = effective(&broker, &overrides);
+        assert_eq!(
+            effective.get("segment.jitter.ms"),
+            Some(&("5000".to_string(), ConfigSource::Broker))
+        );
+    }
+}

@@ -190,21 +190,23 @@ impl GroupCoordinator {
     }
 
     /// The offsets partition of `group` if this node leads it; else the error a client
-    /// should see (INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE).
+    /// should see (INVALID_GROUP_ID, NOT_COORDINATOR).
     fn partition_of(&self, group: &str) -> Result<i32, GroupError> {
         // Stored keys hold names as i16-length strings.
         if group.is_empty() || group.len() > usize::from(join::MAX_NAME_BYTES) {
             return Err(GroupError::InvalidGroupId);
         }
         let image = self.images.borrow();
+        // Without the topic (or the key's partition) this node coordinates nothing:
+        // NOT_COORDINATOR, as Kafka answers, sends the client back to FindCoordinator,
+        // which creates the topic.
         let Some(topic) = image.topic(OFFSETS_TOPIC) else {
-            return Err(CoordinatorError::NotAvailable("no offsets topic yet".into()).into());
+            return Err(CoordinatorError::NotCoordinator.into());
         };
         let partition = partition_for(group, topic.partition_count());
         match topic.partitions.get(&partition) {
             Some(p) if p.leader == self.node_id => Ok(partition),
-            Some(_) => Err(CoordinatorError::NotCoordinator.into()),
-            None => Err(CoordinatorError::NotAvailable("no such partition".into()).into()),
+            _ => Err(CoordinatorError::NotCoordinator.into()),
         }
     }
 

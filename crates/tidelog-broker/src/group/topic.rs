@@ -24,7 +24,7 @@ pub(crate) async fn ensure_offsets_topic(
             .get(settings::OFFSETS_TOPIC_SEGMENT_BYTES)
             .to_string(),
     };
-    if create_if_missing(ctx, spec).await? == Creation::Created {
+    if create_if_missing(ctx, spec).await? != Creation::Existed {
         ctx.groups.wait_started().await;
     }
     Ok(())

@@ -16,6 +16,8 @@ use crate::context::BrokerContext;
 /// on the wire (retriable: the client asks again).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum CoordinatorUnavailable {
+    #[error("{0} does not exist yet")]
+    TopicMissing(String),
     #[error("partition {partition} of {topic} has no leader")]
     NoLeader { topic: String, partition: i32 },
     #[error("node {0} is not a live broker with a listener")]
@@ -40,7 +42,8 @@ pub(crate) struct Coordinates {
 }
 
 /// The coordinator of `key` in `topic` (group or transactional id): the leader of its
-/// partition. Without the topic, this node (it creates the topic on first use).
+/// partition. Callers create the topic first; a topic still missing (its creation not
+/// yet in this node's image) is retriable like a partition without a leader.
 pub(crate) fn coordinator_for(
     ctx: &BrokerContext,
     topic: &str,
@@ -60,7 +63,7 @@ pub(crate) fn coordinator_for(
                 }
             }
         }
-        None => ctx.node_id(),
+        None => return Err(CoordinatorUnavailable::TopicMissing(topic.to_string())),
     };
     let endpoint = image
         .broker(node_id)
@@ -124,6 +127,10 @@ pub(crate) async fn create_if_missing(
             Ok(Creation::Created)
         }
         Err(e) if e.error_code() == ResponseError::TopicAlreadyExists.code() => {
+            // Another request's create committed first; its image may not be published
+            // here yet, and naming a coordinator before it is would send the client to
+            // a node that cannot serve the key.
+            ctx.metadata.wait_for_topic_named(name).await;
             Ok(Creation::CreatedMeanwhile)
         }
         Err(e) => {

@@ -146,6 +146,12 @@ impl MetadataManager {
         .await;
     }
 
+    /// Waits (bounded) until the image has a topic called `name`, whoever created it.
+    pub(crate) async fn wait_for_topic_named(&self, name: &str) -> bool {
+        self.wait_for(IMAGE_CATCH_UP, |i| i.topic(name).is_some())
+            .await
+    }
+
     /// Deletes a topic; returns its id.
     pub(crate) async fn delete_topic(&self, name: &str) -> Result<Uuid, RequestError> {
         let id = self.link.delete_topic(name).await?;

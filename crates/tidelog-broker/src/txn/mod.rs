@@ -165,14 +165,14 @@ impl TxnCoordinator {
             return Err(TxnError::InvalidRequest("empty transactional id"));
         }
         let image = self.images.borrow();
+        // As for groups: no topic, no coordinator here; the client finds it again.
         let Some(topic) = image.topic(TXN_TOPIC) else {
-            return Err(CoordinatorError::NotAvailable("no transaction topic yet".into()).into());
+            return Err(CoordinatorError::NotCoordinator.into());
         };
         let partition = partition_for(id, topic.partition_count());
         match topic.partitions.get(&partition) {
             Some(p) if p.leader == self.node_id => Ok(partition),
-            Some(_) => Err(CoordinatorError::NotCoordinator.into()),
-            None => Err(CoordinatorError::NotAvailable("no such partition".into()).into()),
+            _ => Err(CoordinatorError::NotCoordinator.into()),
         }
     }
 

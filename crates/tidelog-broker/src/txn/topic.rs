@@ -14,7 +14,7 @@ pub(crate) async fn ensure_txn_topic(ctx: &BrokerContext) -> Result<(), Coordina
         replication: ctx.txns.config.replication_factor,
         segment_bytes: "104857600".to_string(),
     };
-    if create_if_missing(ctx, spec).await? == Creation::Created {
+    if create_if_missing(ctx, spec).await? != Creation::Existed {
         ctx.txns.wait_started().await;
     }
     Ok(())

@@ -1,9 +1,12 @@
 //! Broker settings, under Kafka's own names so an operator's habits carry over.
 //!
-//! Sources, later ones winning: built-in defaults, the TOML `--config` file (flat dotted
-//! keys or nested tables), `TIDELOG_*` environment variables, then `--set name=value`.
-//! A name tidelog does not know is a startup error: a typo must not silently fall back
-//! to a default. The settings themselves, with their types, are listed once in
+//! Sources, later ones winning: built-in defaults, the `--config` file (a Java
+//! `.properties` file such as Kafka's `server.properties`, or TOML with flat dotted keys
+//! or nested tables when its name ends in `.toml`), `TIDELOG_*` environment variables,
+//! then `--set name=value`. Kafka's broker names that are not tidelog settings are
+//! handled as `crate::kafka_names` says (read by `tidelog serve`, converted, accepted
+//! with a warning, or refused); any other name is a startup error: a typo must not
+//! silently fall back to a default. Values are checked by `crate::setting_rules`. The settings themselves, with their types, are listed once in
 //! `crate::settings`; code reads them only through its typed constants.
 
 use std::collections::BTreeMap;
@@ -11,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::kafka_names::{self, Treatment};
 use crate::settings::{self, Kind, Setting, Value};
 
 /// Environment variables that configure the process itself rather than a Kafka setting.
@@ -33,7 +37,7 @@ const RESERVED_ENV: &[&str] = &[
 /// Where a setting's value came from; every error about a value names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    /// The TOML file given by `--config`.
+    /// The file given by `--config`.
     File(String),
     /// An environment variable `TIDELOG_<NAME>`.
     Env(String),
@@ -66,6 +70,20 @@ pub enum ConfigError {
         value: String,
         reason: String,
         origin: Origin,
+    },
+    #[error("setting `{name}` {origin}: `{value}` cannot be honoured: {why}")]
+    Refused {
+        name: String,
+        value: String,
+        why: &'static str,
+        origin: Origin,
+    },
+    #[error("`{first}` ({first_value}) must not exceed `{second}` ({second_value})")]
+    Inconsistent {
+        first: &'static str,
+        first_value: i64,
+        second: &'static str,
+        second_value: i64,
     },
     #[error("cannot read config file {path}: {reason}")]
     File { path: String, reason: String },
@@ -124,6 +142,21 @@ pub struct BrokerConfig {
     settings: BTreeMap<String, String>,
     /// Where each setting that is not its default came from.
     origins: BTreeMap<String, Origin>,
+    /// For a setting given through a Kafka synonym, the synonym's rank (the setting
+    /// itself is rank 0): a lower rank is never overwritten by a higher one.
+    ranks: BTreeMap<String, u8>,
+    /// Kafka names read by `tidelog serve` itself (`node.id`, `log.dirs`, ...).
+    process: BTreeMap<String, (String, Origin)>,
+    /// Kafka names accepted without effect, each with why (one warning each at start).
+    ignored: BTreeMap<String, (Origin, &'static str)>,
+}
+
+/// A Kafka setting accepted with no effect here: the start-up warning it gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IgnoredSetting {
+    pub name: String,
+    pub origin: Origin,
+    pub why: &'static str,
 }
 
 impl BrokerConfig {
@@ -144,6 +177,9 @@ impl BrokerConfig {
             data_dir,
             settings,
             origins: BTreeMap::new(),
+            ranks: BTreeMap::new(),
+            process: BTreeMap::new(),
+            ignored: BTreeMap::new(),
         }
     }
 
@@ -156,11 +192,26 @@ impl BrokerConfig {
     /// Like [`BrokerConfig::set`]; an error names `origin`.
     pub fn set_from(&mut self, name: &str, value: &str, origin: Origin) -> Result<(), ConfigError> {
         let Some((_, _, kind)) = settings::ALL.iter().find(|(k, _, _)| *k == name) else {
-            return Err(ConfigError::Unknown {
-                name: name.to_string(),
-                origin,
-            });
+            return match kafka_names::treatment(name) {
+                Some(treatment) => self.set_kafka_name(name, value, origin, treatment),
+                None => Err(ConfigError::Unknown {
+                    name: name.to_string(),
+                    origin,
+                }),
+            };
         };
+        self.set_ranked(name, value, origin, *kind, 0)
+    }
+
+    /// Sets tidelog setting `name` unless a synonym of lower rank already did.
+    fn set_ranked(
+        &mut self,
+        name: &str,
+        value: &str,
+        origin: Origin,
+        kind: Kind,
+        rank: u8,
+    ) -> Result<(), ConfigError> {
         let invalid = |reason: &str| ConfigError::Invalid {
             name: name.to_string(),
             value: value.to_string(),
@@ -174,9 +225,95 @@ impl BrokerConfig {
             }
             _ => {}
         }
+        crate::setting_rules::check(name, value).map_err(|reason| invalid(&reason))?;
+        if self.ranks.get(name).is_some_and(|set| *set < rank) {
+            return Ok(());
+        }
+        self.ranks.insert(name.to_string(), rank);
         self.settings
             .insert(name.to_string(), value.trim().to_string());
         self.origins.insert(name.to_string(), origin);
+        Ok(())
+    }
+
+    /// A Kafka broker name that is not a tidelog setting, handled as `treatment` says.
+    fn set_kafka_name(
+        &mut self,
+        name: &str,
+        value: &str,
+        origin: Origin,
+        treatment: Treatment,
+    ) -> Result<(), ConfigError> {
+        match treatment {
+            Treatment::Process => {
+                self.process
+                    .insert(name.to_string(), (value.trim().to_string(), origin));
+            }
+            Treatment::Synonym { of, unit_ms, rank } => {
+                let units: i64 = value.trim().parse().map_err(|_| ConfigError::Invalid {
+                    name: name.to_string(),
+                    value: value.to_string(),
+                    reason: "expected an integer".into(),
+                    origin: origin.clone(),
+                })?;
+                // As Kafka: any negative count of hours or minutes means "forever".
+                let ms = if units < 0 {
+                    -1
+                } else {
+                    units.saturating_mul(unit_ms)
+                };
+                self.set_ranked(of, &ms.to_string(), origin, Kind::Int, rank)?;
+            }
+            Treatment::Ignored(why) => {
+                self.ignored.insert(name.to_string(), (origin, why));
+            }
+            Treatment::Refused { off, why } => {
+                let trimmed = value.trim();
+                if !off.iter().any(|v| v.eq_ignore_ascii_case(trimmed)) {
+                    return Err(ConfigError::Refused {
+                        name: name.to_string(),
+                        value: value.to_string(),
+                        why,
+                        origin,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of a Kafka name `tidelog serve` reads itself (`node.id`, `log.dirs`,
+    /// `process.roles`, `controller.quorum.voters`, ...), and where it came from.
+    pub fn process_setting(&self, name: &str) -> Option<(&str, &Origin)> {
+        self.process.get(name).map(|(v, o)| (v.as_str(), o))
+    }
+
+    /// The Kafka settings given that have no effect here, sorted by name.
+    pub fn ignored_settings(&self) -> Vec<IgnoredSetting> {
+        self.ignored
+            .iter()
+            .map(|(name, (origin, why))| IgnoredSetting {
+                name: name.clone(),
+                origin: origin.clone(),
+                why,
+            })
+            .collect()
+    }
+
+    /// Checks the settings that must agree with each other (Kafka refuses to start
+    /// with, e.g., group.min.session.timeout.ms above group.max.session.timeout.ms).
+    pub fn check_consistency(&self) -> Result<(), ConfigError> {
+        for (first, second) in crate::setting_rules::ORDERED {
+            let (a, b) = (self.get(*first), self.get(*second));
+            if a > b {
+                return Err(ConfigError::Inconsistent {
+                    first: first.name,
+                    first_value: a,
+                    second: second.name,
+                    second_value: b,
+                });
+            }
+        }
         Ok(())
     }
 
@@ -191,6 +328,34 @@ impl BrokerConfig {
             .split_once('=')
             .ok_or_else(|| ConfigError::BadAssignment(assignment.to_string()))?;
         self.set_from(name.trim(), value, Origin::Set)
+    }
+
+    /// Applies every setting of the `--config` file: TOML when its name ends in
+    /// `.toml`, otherwise a Java properties file (Kafka's `server.properties`).
+    pub fn apply_file(&mut self, path: &std::path::Path) -> Result<(), ConfigError> {
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+        {
+            self.apply_toml(path)
+        } else {
+            self.apply_properties(path)
+        }
+    }
+
+    /// Applies every setting of a Java properties file, in file order.
+    pub fn apply_properties(&mut self, path: &std::path::Path) -> Result<(), ConfigError> {
+        let file_error = |reason: String| ConfigError::File {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+        let properties = crate::properties::parse(&text).map_err(|e| file_error(e.to_string()))?;
+        for p in properties {
+            let origin = Origin::File(format!("{}:{}", path.display(), p.line));
+            self.set_from(&p.key, &p.value, origin)?;
+        }
+        Ok(())
     }
 
     /// Applies every setting of a TOML file; nested tables are flattened with dots.
@@ -378,6 +543,43 @@ mod tests {
         assert_eq!(c.get(settings::LOG_RETENTION_MS), 1000);
         std::fs::write(&path, "bogus = 1\n").unwrap();
         assert!(c.apply_toml(&path).is_err());
+    }
+
+    #[test]
+    fn kafka_names_are_honoured_converted_ignored_or_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("server.properties");
+        std::fs::write(
+            &path,
+            "log.retention.hours=2\nlog.retention.minutes=30\nnum.io.threads=8\n\
+             node.id=3\nlog.roll.hours=1\nremote.log.storage.system.enable=false\n",
+        )
+        .unwrap();
+        let mut c = config();
+        c.apply_file(&path).unwrap();
+        // Minutes win over hours whatever the order; the setting itself over both.
+        assert_eq!(c.get(settings::LOG_RETENTION_MS), 30 * 60_000);
+        assert_eq!(c.get(settings::LOG_ROLL_MS), 3_600_000);
+        c.set("log.retention.ms", "5000").unwrap();
+        c.set("log.retention.hours", "9").unwrap();
+        assert_eq!(c.get(settings::LOG_RETENTION_MS), 5000);
+        assert_eq!(c.process_setting("node.id").map(|(v, _)| v), Some("3"));
+        let ignored = c.ignored_settings();
+        assert_eq!(ignored.len(), 1);
+        assert_eq!(ignored[0].name, "num.io.threads");
+        assert_eq!(
+            ignored[0].origin,
+            Origin::File(format!("{}:3", path.display()))
+        );
+        let refused = c
+            .set("remote.log.storage.system.enable", "true")
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("tiered storage"), "{refused}");
+        let bad = c.set("log.segment.bytes", "1").unwrap_err().to_string();
+        assert!(bad.contains("at least"), "{bad}");
+        c.set("group.min.session.timeout.ms", "9000000").unwrap();
+        assert!(c.check_consistency().is_err());
     }
 
     #[test]

@@ -9,16 +9,21 @@
 mod admin_http;
 mod apis;
 pub mod config;
+#[cfg(test)]
+mod config_reference;
 mod context;
 mod coordinator;
 mod errors;
 mod group;
 mod internal_topic;
+pub mod kafka_names;
 mod metadata;
 mod metrics;
 mod net;
+pub mod properties;
 mod replica;
 mod server;
+mod setting_rules;
 pub mod settings;
 mod topic_config;
 mod txn;

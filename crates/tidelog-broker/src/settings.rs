@@ -120,6 +120,12 @@ settings! {
     LOG_CLEANER_MIN_CLEANABLE_RATIO: String = "log.cleaner.min.cleanable.ratio", "0.5";
     LOG_ROLL_JITTER_MS: i64 = "log.roll.jitter.ms", "0";
     LOG_PREALLOCATE: bool = "log.preallocate", "false";
+    // Kept as every topic's default and reported by DescribeConfigs; batches are
+    // stored as the producer compressed them (no recompression).
+    COMPRESSION_TYPE: String = "compression.type", "producer";
+    COMPRESSION_GZIP_LEVEL: i64 = "compression.gzip.level", "-1";
+    COMPRESSION_LZ4_LEVEL: i64 = "compression.lz4.level", "9";
+    COMPRESSION_ZSTD_LEVEL: i64 = "compression.zstd.level", "3";
     MESSAGE_MAX_BYTES: i64 = "message.max.bytes", "1048588";
     MIN_INSYNC_REPLICAS: i64 = "min.insync.replicas", "1";
     UNCLEAN_LEADER_ELECTION_ENABLE: bool = "unclean.leader.election.enable", "false";

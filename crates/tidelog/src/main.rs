@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod kafka_process_settings;
 mod plan;
 mod serve;
 

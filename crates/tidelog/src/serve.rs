@@ -21,7 +21,9 @@ pub(crate) struct ServeArgs {
     /// Where partitions and metadata live.
     #[arg(long, env = "TIDELOG_DATA_DIR", default_value = "./tidelog-data")]
     data_dir: PathBuf,
-    /// A TOML file of Kafka-named settings (e.g. `"log.retention.ms" = 3600000`).
+    /// A file of Kafka-named settings: a Java properties file such as Kafka's
+    /// `server.properties` (`log.retention.hours=168`), or TOML if its name ends in
+    /// `.toml`. Flags and `--set` win over it.
     #[arg(long, env = "TIDELOG_CONFIG")]
     config: Option<PathBuf>,
     /// One Kafka-named setting, `name=value`; repeatable; wins over the file and environment.
@@ -45,6 +47,17 @@ pub(crate) struct ServeArgs {
         value_name = "ROLE,..."
     )]
     roles: Vec<String>,
+}
+
+impl ServeArgs {
+    /// The flags a Kafka properties file may also give, for `kafka_process_settings`.
+    fn as_process_flags(&mut self) -> crate::kafka_process_settings::ProcessFlags<'_> {
+        crate::kafka_process_settings::ProcessFlags {
+            quorum: &mut self.quorum,
+            controller_listen: &mut self.controller_listen,
+            roles: &mut self.roles,
+        }
+    }
 }
 
 /// Reads --quorum, --controller-listen and --roles into the cluster options, and
@@ -115,10 +128,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         "TIDELOG_ADMIN_LISTEN",
         "an ip:port",
     )?;
-    let (cluster, broker) = cluster_options(&args, node_id)?;
-    let mut config = BrokerConfig::new(node_id, listen, admin_listen, args.data_dir);
+    let mut config = BrokerConfig::new(node_id, listen, admin_listen, args.data_dir.clone());
     if let Some(path) = &args.config {
-        config.apply_toml(path)?;
+        config.apply_file(path)?;
     }
     for var in config.apply_env(std::env::vars())? {
         tracing::info!("environment variable {var} is not a tidelog setting; not read");
@@ -126,6 +138,19 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     for assignment in &args.set {
         config.set_assignment(assignment)?;
     }
+    for ignored in config.ignored_settings() {
+        tracing::warn!(
+            "setting {} {} is accepted for compatibility with Kafka and has no effect: {}",
+            ignored.name,
+            ignored.origin,
+            ignored.why
+        );
+    }
+    config.check_consistency()?;
+    let mut args = args;
+    crate::kafka_process_settings::apply(&mut config, &mut args.as_process_flags())?;
+    let listen = config.listen;
+    let (cluster, broker) = cluster_options(&args, config.node_id)?;
     if broker {
         // Before anything starts: what clients will be told to connect to.
         config.advertised_endpoint(listen.port())?;

@@ -211,3 +211,43 @@ fn aborted_transactions_neither_supersede_nor_survive() {
     );
     assert!(got.iter().all(|r| r.2.as_deref() != Some(&b"aborted"[..])));
 }
+
+/// A follower truncated below the last pass's horizon takes new records where cleaned
+/// ones were: they are dirty, so the dirty ratio sees them and the next pass cleans.
+#[test]
+fn records_taken_after_a_truncation_below_the_horizon_count_as_dirty() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        min_cleanable_dirty_ratio: 0.5,
+        delete_retention_ms: i64::MAX / 4,
+        ..cfg()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    populate(&mut log);
+    log.set_high_watermark(log.log_end_offset());
+    let first = log.compact(50).unwrap();
+    assert!(first.segments_cleaned > 0);
+    assert_eq!(
+        log.compact(50).unwrap().segments_cleaned,
+        0,
+        "nothing new: not due"
+    );
+    let cut = log.segment_base_offsets()[1];
+    assert!(cut < first.horizon);
+    log.truncate_to(cut).unwrap();
+    let mut offset = log.log_end_offset();
+    for round in 0..30 {
+        let mut b = BatchBuilder::new();
+        for j in 0..3 {
+            let key = format!("key{}", (round * 3 + j) % 10).into_bytes();
+            b = b.kv(Some(&key), Some(format!("new{offset}").as_bytes()), offset);
+            offset += 1;
+        }
+        log.append(&mut b.build().unwrap(), &opts(0)).unwrap();
+    }
+    log.set_high_watermark(log.log_end_offset());
+    assert!(
+        log.compact(60).unwrap().segments_cleaned > 0,
+        "the new records above the cut are dirty"
+    );
+}

@@ -172,6 +172,9 @@ impl Log {
         self.high_watermark = self.high_watermark.min(end);
         let active = self.active()?;
         let (file, active_base) = (active.log_file()?, active.base_offset());
+        // The segment cut here takes new records, which the cleaner has not seen: the
+        // clean part of the log ends before it.
+        self.cleaned_up_to = self.cleaned_up_to.min(active_base);
         let durable = self.durability.durable_offset();
         self.durability.reset(file, end, active_base, durable);
         self.epochs.truncate_from_end(end);
@@ -206,6 +209,7 @@ impl Log {
             None => Segment::create(&self.dir, offset, self.index_params())?,
         };
         self.segments.insert(offset, fresh);
+        self.cleaned_up_to = i64::MIN;
         for (_, s) in old {
             s.delete_files()?;
         }

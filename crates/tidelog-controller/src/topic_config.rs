@@ -213,6 +213,18 @@ pub fn broker_key_for_topic_config(name: &str) -> Option<&'static str> {
     find(name).map(|d| d.broker_key).filter(|k| !k.is_empty())
 }
 
+/// An INT within `low..=high`, or -1 ("the codec's default") when `minus_one_ok`.
+fn int_between(text: &str, low: i32, high: i32, minus_one_ok: bool) -> Result<(), String> {
+    let v: i32 = text
+        .parse()
+        .map_err(|_| "Not a number of type INT".to_string())?;
+    if (minus_one_ok && v == -1) || (low..=high).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("Value must be between {low} and {high}"))
+    }
+}
+
 /// Checks a value for a topic config. Unknown names and bad values are `InvalidConfig`.
 pub fn validate(name: &str, value: &str) -> Result<(), TopicError> {
     let def = find(name)
@@ -271,14 +283,9 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicError> {
                 return Err(bad("Items must not repeat".into()));
             }
         }
-        Rule::IntBetween(low, high) | Rule::IntBetweenOrDefault(low, high) => {
-            let v: i32 = trimmed
-                .parse()
-                .map_err(|_| bad("Not a number of type INT".into()))?;
-            let default_ok = matches!(def.rule, Rule::IntBetweenOrDefault(..)) && v == -1;
-            if !default_ok && !(low..=high).contains(&v) {
-                return Err(bad(format!("Value must be between {low} and {high}")));
-            }
+        Rule::IntBetween(low, high) => int_between(trimmed, low, high, false).map_err(bad)?,
+        Rule::IntBetweenOrDefault(low, high) => {
+            int_between(trimmed, low, high, true).map_err(bad)?
         }
         Rule::DoubleBetween(low, high) => {
             let v: f64 = trimmed

@@ -57,7 +57,16 @@ impl FetchBackoff {
 
     /// The partition's fetch was answered: the next failure starts short again.
     pub(crate) fn succeeded(&mut self, key: &Key) {
+        // The common case, on every answered partition: nothing failed, nothing to hash.
+        if self.failures.is_empty() {
+            return;
+        }
         self.failures.remove(key);
+    }
+
+    /// Whether no partition is delayed or has failed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.delayed.is_empty() && self.failures.is_empty()
     }
 
     /// Drops what is known of partitions no longer followed from this source.

@@ -5,7 +5,7 @@
 //! network part is async; applying an answer (appends, truncations, their fsyncs and
 //! checkpoints) runs on a blocking thread.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,7 +108,14 @@ pub(crate) async fn run(
         let current = Arc::clone(&assignment.borrow_and_update());
         let now = Instant::now();
         backoff.expire(now);
-        backoff.retain(|key| current.targets.iter().any(|t| target_key(t) == *key));
+        if !backoff.is_empty() {
+            let followed: HashSet<(&str, i32)> = current
+                .targets
+                .iter()
+                .map(|t| (t.partition.topic.as_str(), t.partition.index))
+                .collect();
+            backoff.retain(|(topic, p)| followed.contains(&(topic.as_str(), *p)));
+        }
         let (request, asked) = build_request(&settings, source, &current, &backoff);
         if asked.is_empty() {
             tokio::select! {

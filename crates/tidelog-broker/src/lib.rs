@@ -14,12 +14,14 @@ mod coordinator;
 mod errors;
 mod group;
 mod internal_topic;
+pub mod listeners;
 mod metadata;
 mod metrics;
 mod net;
 mod replica;
 mod server;
 pub mod settings;
+mod tls;
 mod topic_config;
 mod txn;
 

@@ -283,3 +283,10 @@ def test_sasl_listeners_refuse_to_start(tls_broker):
     broker = tls_broker({"listeners": f"SASL_SSL://127.0.0.1:{free_port()}"}, start=False)
     with pytest.raises(BrokerError, match="SASL is not supported yet"):
         broker.start()
+
+
+def test_listen_and_listeners_together_are_refused(broker_factory):
+    # The harness passes --listen; `listeners` as well would leave one of them unused.
+    broker = broker_factory(settings={"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"}, start=False)
+    with pytest.raises(BrokerError, match="--listen and the `listeners` setting"):
+        broker.start()

@@ -290,3 +290,31 @@ def test_listen_and_listeners_together_are_refused(broker_factory):
     broker = broker_factory(settings={"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"}, start=False)
     with pytest.raises(BrokerError, match="--listen and the `listeners` setting"):
         broker.start()
+
+
+def test_enabled_protocols_requested_client_auth_and_the_handshake_timeout(tls_broker, pki):
+    broker = tls_broker({
+        "ssl.enabled.protocols": "TLSv1.3",
+        "listener.name.ssl.ssl.client.auth": "requested",
+        "ssl.truststore.location": str(pki / "ca.pem"),
+    })
+    # TLS 1.2 only: refused.
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        raw = socket.create_connection(("127.0.0.1", broker.ssl_port), timeout=SOCKET_TIMEOUT_S)
+        with ctx.wrap_socket(raw, server_hostname="localhost"):
+            pass
+    # requested: with or without a certificate.
+    with tls_client(pki, broker.ssl_port) as sock:
+        assert sock.version() == "TLSv1.3"
+        assert api_versions_answered(sock)
+    with tls_client(pki, broker.ssl_port, cert=True) as sock:
+        assert api_versions_answered(sock)
+    # A client that never starts its handshake is closed after the handshake timeout.
+    with socket.create_connection(("127.0.0.1", broker.ssl_port), timeout=20) as sock:
+        started = time.monotonic()
+        assert sock.recv(1) == b""
+        assert time.monotonic() - started < 15
+    wait_until(lambda: "TLS handshake not finished within" in broker.log_text(), 10,
+               "the handshake timeout in the log")

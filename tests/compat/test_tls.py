@@ -35,7 +35,6 @@ from compat_helpers import (
 from conftest import Broker, BrokerError
 from kafka_wire import request
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
 OPENSSL_TIMEOUT_S = 30
 SOCKET_TIMEOUT_S = 10
@@ -56,6 +55,8 @@ def make_cert(cwd, name, subject, extensions):
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is not installed (./scripts/test installs it)", pytrace=False)
     d = tmp_path_factory.mktemp("pki")
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=tidelog test CA",
@@ -318,3 +319,19 @@ def test_enabled_protocols_requested_client_auth_and_the_handshake_timeout(tls_b
         assert time.monotonic() - started < 15
     wait_until(lambda: "TLS handshake not finished within" in broker.log_text(), 10,
                "the handshake timeout in the log")
+
+
+def test_kcat_with_a_client_certificate(tls_broker, pki):
+    kcat = shutil.which("kcat")
+    if kcat is None:
+        pytest.fail("kcat is not installed (./scripts/test installs it)", pytrace=False)
+    broker = tls_broker({"ssl.client.auth": "required", "ssl.truststore.location": str(pki / "ca.pem")})
+    tls = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki / 'ca.pem'}",
+           "-X", f"ssl.certificate.location={pki / 'client.pem'}", "-X", f"ssl.key.location={pki / 'client.key'}"]
+    topic = unique("kcat-tls")
+    lines = [f"k{i}:value {i}" for i in range(100)]
+    subprocess.run([kcat, "-P", "-b", broker.ssl_bootstrap, "-t", topic, "-K", ":", *tls],
+                   input=("\n".join(lines) + "\n").encode(), check=True, capture_output=True, timeout=60)
+    out = subprocess.run([kcat, "-C", "-b", broker.ssl_bootstrap, "-t", topic, "-o", "beginning", "-e", "-q",
+                          "-f", "%k:%s\\n", *tls], check=True, capture_output=True, timeout=60)
+    assert out.stdout.decode().splitlines() == lines

@@ -13,6 +13,13 @@ type Keystore = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 pub(super) fn keystore(ssl: &ListenerSsl<'_>) -> Result<Keystore, TlsError> {
     check_type(ssl, settings::SSL_KEYSTORE_TYPE)?;
+    if !ssl.get(settings::SSL_KEYSTORE_PASSWORD).is_empty() {
+        // As Kafka: a PEM keystore has no store password, only a key password.
+        return Err(ssl.invalid(
+            settings::SSL_KEYSTORE_PASSWORD,
+            "a PEM keystore has no password (only ssl.key.password applies to PEM)",
+        ));
+    }
     let location = ssl.get(settings::SSL_KEYSTORE_LOCATION);
     let inline_chain = ssl.get(settings::SSL_KEYSTORE_CERTIFICATE_CHAIN);
     let inline_key = ssl.get(settings::SSL_KEYSTORE_KEY);

@@ -121,6 +121,9 @@ fn bad_stores_are_refused_with_a_reason() {
     c.set("ssl.keystore.type", "JKS").unwrap();
     assert!(error(&c, "SSL").contains("PEM"));
     c.set("ssl.keystore.type", "PEM").unwrap();
+    c.set("ssl.keystore.password", "x").unwrap();
+    assert!(error(&c, "SSL").contains("no password"));
+    c.set("ssl.keystore.password", "").unwrap();
     c.set("ssl.enabled.protocols", "TLSv1.1").unwrap();
     assert!(error(&c, "SSL").contains("TLSv1.1"));
     c.set("ssl.enabled.protocols", "TLSv1.3").unwrap();

@@ -89,47 +89,8 @@ pub enum ConfigError {
     File { path: String, reason: String },
     #[error("`--set {0}` must have the form name=value")]
     BadAssignment(String),
-    #[error("--listen {0} listens on every interface, and clients cannot connect to that address: set advertised.listeners to the address they should use (e.g. --set advertised.listeners=PLAINTEXT://broker1.example.com:9092)")]
+    #[error("the Kafka listener on {0} listens on every interface, and clients cannot connect to that address: set advertised.listeners to the address they should use (e.g. --set advertised.listeners=PLAINTEXT://broker1.example.com:9092)")]
     Unadvertised(String),
-}
-
-/// The one listener of `advertised.listeners`: `PLAINTEXT://host:port` (the name and
-/// `//` may be left out; an IPv6 host in brackets).
-fn parse_advertised_listener(value: &str, origin: Origin) -> Result<(String, u16), ConfigError> {
-    let invalid = |reason: &str| ConfigError::Invalid {
-        name: settings::ADVERTISED_LISTENERS.name.to_string(),
-        value: value.to_string(),
-        reason: reason.to_string(),
-        origin: origin.clone(),
-    };
-    let entries: Vec<&str> = value.split(',').map(str::trim).collect();
-    let [entry] = entries[..] else {
-        return Err(invalid(
-            "tidelog has one listener: give one PLAINTEXT://host:port",
-        ));
-    };
-    let address = match entry.split_once("://") {
-        Some((name, address)) if name.eq_ignore_ascii_case("PLAINTEXT") => address,
-        Some(_) => return Err(invalid("only a PLAINTEXT listener is served")),
-        None => entry,
-    };
-    let Some((host, port)) = address.rsplit_once(':') else {
-        return Err(invalid("expected PLAINTEXT://host:port"));
-    };
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port: u16 = port
-        .parse()
-        .map_err(|_| invalid("the port is not a number"))?;
-    if host.is_empty() || port == 0 {
-        return Err(invalid("expected PLAINTEXT://host:port"));
-    }
-    if host
-        .parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_unspecified())
-    {
-        return Err(invalid("clients cannot connect to an unspecified address"));
-    }
-    Ok((host.to_string(), port))
 }
 
 /// The resolved settings of one node.
@@ -191,6 +152,13 @@ impl BrokerConfig {
 
     /// Like [`BrokerConfig::set`]; an error names `origin`.
     pub fn set_from(&mut self, name: &str, value: &str, origin: Origin) -> Result<(), ConfigError> {
+        if listener_override(name).is_some() {
+            // Per-listener TLS settings are text, checked when the listener starts.
+            self.settings
+                .insert(name.to_string(), value.trim().to_string());
+            self.origins.insert(name.to_string(), origin);
+            return Ok(());
+        }
         let Some((_, _, kind)) = settings::ALL.iter().find(|(k, _, _)| *k == name) else {
             return match kafka_names::treatment(name) {
                 Some(treatment) => self.set_kafka_name(name, value, origin, treatment),
@@ -445,25 +413,28 @@ impl BrokerConfig {
         }
     }
 
-    /// Where clients are told to connect, given the port the Kafka listener bound:
-    /// `advertised.listeners` (Kafka's `PLAINTEXT://host:port`), else `advertised.host`
-    /// with that port, else the listen address. A listener on every interface
-    /// (`0.0.0.0`, `::`) with neither set is refused: clients cannot connect to it.
-    pub fn advertised_endpoint(&self, bound_port: u16) -> Result<(String, u16), ConfigError> {
-        let listeners = self.get(settings::ADVERTISED_LISTENERS);
-        if !listeners.trim().is_empty() {
-            let origin = self.origin(settings::ADVERTISED_LISTENERS.name);
-            return parse_advertised_listener(&listeners, origin);
-        }
-        let host = self.get(settings::ADVERTISED_HOST);
-        if !host.is_empty() {
-            return Ok((host, bound_port));
-        }
-        if self.listen.ip().is_unspecified() {
-            return Err(ConfigError::Unadvertised(self.listen.to_string()));
-        }
-        Ok((self.listen.ip().to_string(), bound_port))
+    /// The text of a setting by name, also of a per-listener override
+    /// (`listener.name.<name>.ssl.*`) that has no constant; `None` when never set and
+    /// without a default.
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.settings.get(name).map(String::as_str)
     }
+}
+
+/// Whether a setting's value is a secret (a private key, a password): DescribeConfigs
+/// answers it as Kafka does a sensitive config, without the value.
+pub fn is_sensitive(name: &str) -> bool {
+    let base = listener_override(name).map_or(name, |(_, base)| base);
+    base == settings::SSL_KEYSTORE_KEY.name || base.ends_with(".password")
+}
+
+/// `listener.name.<listener>.<ssl setting>` split into the listener name (upper case,
+/// as listener names are compared) and the setting it overrides for that listener.
+pub fn listener_override(name: &str) -> Option<(String, &str)> {
+    let rest = name.strip_prefix("listener.name.")?;
+    let (listener, base) = rest.split_once('.')?;
+    let known = base.starts_with("ssl.") && settings::ALL.iter().any(|(k, _, _)| *k == base);
+    (known && !listener.is_empty()).then(|| (listener.to_ascii_uppercase(), base))
 }
 
 /// Integer types a count setting is read into.
@@ -605,39 +576,23 @@ mod tests {
     }
 
     #[test]
-    fn a_listener_on_every_interface_needs_an_advertised_address() {
-        let any: SocketAddr = "0.0.0.0:9092".parse().unwrap();
-        let mut c = BrokerConfig::new(1, any, any, PathBuf::from("/tmp/x"));
-        let refused = c.advertised_endpoint(9092).unwrap_err().to_string();
-        assert!(refused.contains("advertised.listeners"), "{refused}");
-        c.set("advertised.listeners", "PLAINTEXT://broker1:19092")
+    fn per_listener_ssl_settings_are_accepted_and_secrets_are_sensitive() {
+        let mut c = config();
+        c.set("listener.name.external.ssl.client.auth", "required")
             .unwrap();
         assert_eq!(
-            c.advertised_endpoint(9092).unwrap(),
-            ("broker1".into(), 19092)
-        );
-        c.set("advertised.listeners", "PLAINTEXT://[::1]:9000")
-            .unwrap();
-        assert_eq!(c.advertised_endpoint(9092).unwrap(), ("::1".into(), 9000));
-        for bad in [
-            "PLAINTEXT://0.0.0.0:9092",
-            "SSL://h:1",
-            "h",
-            "a://h:1,b://h:2",
-        ] {
-            c.set("advertised.listeners", bad).unwrap();
-            assert!(c.advertised_endpoint(9092).is_err(), "{bad}");
-        }
-        let mut c = BrokerConfig::new(1, any, any, PathBuf::from("/tmp/x"));
-        c.set("advertised.host", "broker1").unwrap();
-        assert_eq!(
-            c.advertised_endpoint(9093).unwrap(),
-            ("broker1".into(), 9093)
+            c.text("listener.name.external.ssl.client.auth"),
+            Some("required")
         );
         assert_eq!(
-            config().advertised_endpoint(9092).unwrap(),
-            ("127.0.0.1".into(), 9092)
+            listener_override("listener.name.external.ssl.client.auth"),
+            Some(("EXTERNAL".to_string(), "ssl.client.auth"))
         );
+        assert!(c.set("listener.name.external.ssl.bogus", "x").is_err());
+        assert!(c.set("listener.name.external.num.partitions", "1").is_err());
+        assert!(is_sensitive("ssl.keystore.key"));
+        assert!(is_sensitive("listener.name.ssl.ssl.key.password"));
+        assert!(!is_sensitive("ssl.keystore.location"));
     }
 
     #[test]

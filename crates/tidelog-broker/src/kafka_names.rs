@@ -39,7 +39,9 @@ const QUOTAS: &str = "client quotas are not enforced yet";
 const TIERED_TUNING: &str =
     "tiered storage is not built (remote.log.storage.system.enable=true is refused)";
 const TIERED: &str = "tiered storage is not built";
-const SECURITY: &str = "applies to TLS/SASL listeners and authorization, which are not built yet";
+const SECURITY: &str = "applies to SASL listeners or authorization, which are not built yet";
+const TLS_TUNING: &str =
+    "TLS is rustls with its own safe defaults (ciphers, key managers, random source)";
 const DELEGATION_TOKENS: &str = "delegation tokens are not supported";
 const PASSWORD_ENCODER: &str = "tidelog stores no encoded passwords";
 const CONSUMER_PROTOCOL: &str =
@@ -279,7 +281,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ),
     ("group.streams.session.timeout.ms", Ignored(STREAMS_GROUPS)),
     ("initial.broker.registration.timeout.ms", Ignored(TUNING)),
-    ("inter.broker.listener.name", Ignored(SECURITY)),
     (
         "inter.broker.protocol.version",
         Refused {
@@ -291,8 +292,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("kafka.metrics.polling.interval.secs", Ignored(METRICS)),
     ("kafka.metrics.reporters", Ignored(METRICS)),
     ("leader.replication.throttled.rate", Ignored(QUOTAS)),
-    ("listener.security.protocol.map", Process),
-    ("listeners", Process),
     ("log.cleaner.dedupe.buffer.size", Ignored(TUNING)),
     (
         "log.cleaner.enable",
@@ -638,12 +637,10 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("socket.listen.backlog.size", Ignored(SOCKETS)),
     ("socket.receive.buffer.bytes", Ignored(SOCKETS)),
     ("socket.send.buffer.bytes", Ignored(SOCKETS)),
-    ("ssl.allow.dn.changes", Ignored(SECURITY)),
-    ("ssl.allow.san.changes", Ignored(SECURITY)),
-    ("ssl.cipher.suites", Ignored(SECURITY)),
-    ("ssl.client.auth", Ignored(SECURITY)),
-    ("ssl.enabled.protocols", Ignored(SECURITY)),
-    ("ssl.endpoint.identification.algorithm", Ignored(SECURITY)),
+    ("ssl.allow.dn.changes", Ignored(TLS_TUNING)),
+    ("ssl.allow.san.changes", Ignored(TLS_TUNING)),
+    ("ssl.cipher.suites", Ignored(TLS_TUNING)),
+    ("ssl.endpoint.identification.algorithm", Ignored(TLS_TUNING)),
     (
         "ssl.engine.factory.class",
         Refused {
@@ -651,22 +648,12 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
             why: PLUGIN,
         },
     ),
-    ("ssl.key.password", Ignored(SECURITY)),
-    ("ssl.keymanager.algorithm", Ignored(SECURITY)),
-    ("ssl.keystore.certificate.chain", Ignored(SECURITY)),
-    ("ssl.keystore.key", Ignored(SECURITY)),
-    ("ssl.keystore.location", Ignored(SECURITY)),
-    ("ssl.keystore.password", Ignored(SECURITY)),
-    ("ssl.keystore.type", Ignored(SECURITY)),
-    ("ssl.principal.mapping.rules", Ignored(SECURITY)),
-    ("ssl.protocol", Ignored(SECURITY)),
-    ("ssl.provider", Ignored(SECURITY)),
-    ("ssl.secure.random.implementation", Ignored(SECURITY)),
-    ("ssl.trustmanager.algorithm", Ignored(SECURITY)),
-    ("ssl.truststore.certificates", Ignored(SECURITY)),
-    ("ssl.truststore.location", Ignored(SECURITY)),
-    ("ssl.truststore.password", Ignored(SECURITY)),
-    ("ssl.truststore.type", Ignored(SECURITY)),
+    ("ssl.keymanager.algorithm", Ignored(TLS_TUNING)),
+    ("ssl.protocol", Ignored(TLS_TUNING)),
+    ("ssl.provider", Ignored(TLS_TUNING)),
+    ("ssl.secure.random.implementation", Ignored(TLS_TUNING)),
+    ("ssl.trustmanager.algorithm", Ignored(TLS_TUNING)),
+    ("ssl.truststore.password", Ignored(TLS_TUNING)),
     ("super.users", Ignored(SECURITY)),
     ("telemetry.max.bytes", Ignored(TUNING)),
     ("transaction.partition.verification.enable", Ignored(TUNING)),

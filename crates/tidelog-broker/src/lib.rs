@@ -17,6 +17,7 @@ mod errors;
 mod group;
 mod internal_topic;
 pub mod kafka_names;
+pub mod listeners;
 mod metadata;
 mod metrics;
 mod net;
@@ -25,6 +26,7 @@ mod replica;
 mod server;
 mod setting_rules;
 pub mod settings;
+mod tls;
 mod topic_config;
 mod txn;
 

@@ -16,6 +16,7 @@ use crate::config::BrokerConfig;
 use crate::context::{now_ms, BrokerContext, Ctx};
 use crate::coordinator::{LogSource, PartitionLogs};
 use crate::group::{GroupConfig, GroupCoordinator};
+use crate::listeners::SecurityProtocol;
 use crate::metadata::MetadataManager;
 use crate::metrics::{Metrics, NodeView};
 use crate::replica::{isr, ReplicaManager};
@@ -52,6 +53,8 @@ pub enum StartError {
     Storage(#[from] tidelog_storage::StorageError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// The world a node runs in: how it reaches other nodes and what time it is.
@@ -133,24 +136,48 @@ impl Broker {
             admin_http::serve(admin_listener, admin, stop)
         });
 
-        let kafka_listener = env
-            .transport
-            .listen(&config.listen.to_string())
-            .await
-            .map_err(|source| StartError::Bind {
-                addr: config.listen,
-                source,
-            })?;
-        let kafka_addr = kafka_listener.local_addr();
+        let specs = config.listener_specs()?;
+        let inter_broker = config.inter_broker_listener(&specs, cluster.is_some())?;
+        let ssl_names = specs
+            .iter()
+            .filter(|s| s.protocol == SecurityProtocol::Ssl)
+            .map(|s| s.name.clone())
+            .collect();
+        let mut tls_servers = crate::tls::load_servers(&config, ssl_names).await?;
+        let mut kafka_listeners = Vec::with_capacity(specs.len());
+        for spec in &specs {
+            let listener =
+                env.transport
+                    .listen(&spec.bind.to_string())
+                    .await
+                    .map_err(|source| StartError::Bind {
+                        addr: spec.bind,
+                        source,
+                    })?;
+            let position = tls_servers.iter().position(|(name, _)| *name == spec.name);
+            let tls = position.map(|i| tls_servers.swap_remove(i).1);
+            kafka_listeners.push((spec.name.clone(), listener, tls));
+        }
+        let kafka_addrs: Vec<(String, SocketAddr)> = kafka_listeners
+            .iter()
+            .map(|(name, listener, _)| (name.clone(), listener.local_addr()))
+            .collect();
+        let kafka_addr = kafka_addrs
+            .first()
+            .map(|(_, addr)| *addr)
+            .unwrap_or(config.listen);
 
         let defaults = topic_defaults(&config);
         let node_id = config.node_id;
-        let (host, port) = config.advertised_endpoint(kafka_addr.port())?;
-        let endpoint = Endpoint {
-            name: "PLAINTEXT".to_string(),
-            host,
-            port,
-        };
+        let bound: Vec<u16> = kafka_addrs.iter().map(|(_, addr)| addr.port()).collect();
+        // The inter-broker listener first: other brokers' followers and marker
+        // writers connect to a broker's first endpoint.
+        let mut endpoints: Vec<Endpoint> = config
+            .advertised_endpoints(&specs, &bound)?
+            .into_iter()
+            .map(|(name, host, port)| Endpoint { name, host, port })
+            .collect();
+        endpoints.sort_by_key(|e| e.name != inter_broker);
         let rack = Some(config.get(settings::BROKER_RACK)).filter(|r| !r.is_empty());
         let flusher_threads = usize::try_from(config.get(settings::BACKGROUND_THREADS))
             .unwrap_or(1)
@@ -219,7 +246,7 @@ impl Broker {
         });
         tasks.start("broker heartbeat", |stop| {
             let (ctx, ready) = (Arc::clone(&ctx), Arc::clone(&ready));
-            crate::metadata::heartbeat_loop(ctx, link, vec![endpoint], rack, ready, stop)
+            crate::metadata::heartbeat_loop(ctx, link, endpoints, rack, ready, stop)
         });
         tasks.start("log housekeeping", |stop| {
             housekeeping(Arc::clone(&ctx), stop)
@@ -236,13 +263,21 @@ impl Broker {
             // and its metadata in place from its first request.
             wait_until_ready(&ready).await;
         }
-        tasks.start("Kafka listener", |stop| {
-            net::serve_listener(kafka_listener, Arc::clone(&ctx), stop)
-        });
+        let open_connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for (name, listener, tls) in kafka_listeners {
+            let endpoint = net::ListenerContext {
+                name: Arc::from(name.as_str()),
+                tls,
+            };
+            let open = Arc::clone(&open_connections);
+            tasks.start("Kafka listener", |stop| {
+                net::serve_listener(listener, endpoint, open, Arc::clone(&ctx), stop)
+            });
+        }
         if ready.load(Ordering::Acquire) {
-            tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog is ready");
+            tracing::info!(node_id, %kafka_addr, %admin_addr, listeners = ?kafka_addrs, "tidelog is ready");
         } else {
-            tracing::info!(node_id, %kafka_addr, %admin_addr, "tidelog started; joining the cluster");
+            tracing::info!(node_id, %kafka_addr, %admin_addr, listeners = ?kafka_addrs, "tidelog started; joining the cluster");
         }
         Ok(Broker {
             ctx,

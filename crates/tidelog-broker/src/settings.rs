@@ -150,6 +150,25 @@ settings! {
     BROKER_RACK: String = "broker.rack", "";
     ADVERTISED_HOST: String = "advertised.host", "";
     ADVERTISED_LISTENERS: String = "advertised.listeners", "";
+    // Listeners and TLS (crate::listeners, crate::tls). Each ssl.* setting may also be
+    // given for one listener as listener.name.<name>.ssl.*.
+    LISTENERS: String = "listeners", "";
+    LISTENER_SECURITY_PROTOCOL_MAP: String = "listener.security.protocol.map",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
+    INTER_BROKER_LISTENER_NAME: String = "inter.broker.listener.name", "";
+    /// Only PEM is read (Kafka's default, JKS, is refused with a reason).
+    SSL_KEYSTORE_TYPE: String = "ssl.keystore.type", "PEM";
+    SSL_KEYSTORE_LOCATION: String = "ssl.keystore.location", "";
+    SSL_KEYSTORE_CERTIFICATE_CHAIN: String = "ssl.keystore.certificate.chain", "";
+    SSL_KEYSTORE_KEY: String = "ssl.keystore.key", "";
+    SSL_KEY_PASSWORD: String = "ssl.key.password", "";
+    SSL_KEYSTORE_PASSWORD: String = "ssl.keystore.password", "";
+    SSL_TRUSTSTORE_TYPE: String = "ssl.truststore.type", "PEM";
+    SSL_TRUSTSTORE_LOCATION: String = "ssl.truststore.location", "";
+    SSL_TRUSTSTORE_CERTIFICATES: String = "ssl.truststore.certificates", "";
+    SSL_CLIENT_AUTH: String = "ssl.client.auth", "none";
+    SSL_ENABLED_PROTOCOLS: String = "ssl.enabled.protocols", "TLSv1.2,TLSv1.3";
+    SSL_PRINCIPAL_MAPPING_RULES: String = "ssl.principal.mapping.rules", "DEFAULT";
     OFFSETS_TOPIC_SEGMENT_BYTES: i64 = "offsets.topic.segment.bytes", "104857600";
     OFFSETS_RETENTION_CHECK_INTERVAL_MS: i64 = "offsets.retention.check.interval.ms", "600000";
     OFFSETS_COMMIT_TIMEOUT_MS: i64 = "offsets.commit.timeout.ms", "5000";

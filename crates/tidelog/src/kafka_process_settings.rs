@@ -1,11 +1,10 @@
 //! The Kafka broker settings that are `tidelog serve` flags, so a Kafka
 //! `server.properties` starts a node: `node.id` (or `broker.id`) for --node-id,
-//! `log.dirs` / `log.dir` for --data-dir, `listeners` (with `controller.listener.names`
-//! and `listener.security.protocol.map`) for --listen and --controller-listen,
+//! `log.dirs` / `log.dir` for --data-dir, the controller listener of `listeners` (named
+//! by `controller.listener.names`) for --controller-listen,
 //! `controller.quorum.voters` for --quorum and `process.roles` for --roles. A flag given
 //! on the command line or through its environment variable wins over the file.
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
@@ -34,7 +33,7 @@ fn list(value: &str) -> Vec<String> {
         .collect()
 }
 
-/// Fills `config`'s node id, data dir and listen address and the cluster `flags` from
+/// Fills `config`'s node id and data dir and the cluster `flags` from
 /// the Kafka names the file gave, where no flag did.
 pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> anyhow::Result<()> {
     let given = config.clone();
@@ -74,35 +73,18 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
                 .collect()
         })
         .unwrap_or_default();
-    drop_controller_listeners(config, &controller_names)?;
-    let protocols = protocol_map(get("listener.security.protocol.map"))?;
-    let mut controller_addr = None;
-    if let Some((value, origin)) = get("listeners") {
-        let mut clients = Vec::new();
-        for entry in list(&value) {
-            let (name, addr) = listener(&entry).with_context(|| format!("listeners {origin}"))?;
-            if controller_names.contains(&name) {
-                controller_addr = Some(addr);
-                continue;
-            }
-            let protocol = protocols
-                .get(&name)
-                .cloned()
-                .unwrap_or_else(|| name.clone());
-            if protocol != "PLAINTEXT" {
-                bail!(
-                    "listeners {origin}: listener {name} uses {protocol}, which tidelog does not serve yet (PLAINTEXT only)"
-                );
-            }
-            clients.push(addr);
-        }
-        match &clients[..] {
-            [addr] if !explicit("--listen", "TIDELOG_LISTEN") => config.listen = *addr,
-            [_] => {}
-            [] => bail!("listeners {origin} has no client listener (only controller ones)"),
-            _ => bail!("listeners {origin}: tidelog serves one client listener; give one"),
-        }
-    }
+    drop_controller_listeners(config, settings::ADVERTISED_LISTENERS, &controller_names)?;
+    let controller_addr =
+        match drop_controller_listeners(config, settings::LISTENERS, &controller_names)? {
+            Some(entry) => Some(
+                listener(&entry)
+                    .with_context(|| {
+                        format!("listeners {}", config.origin(settings::LISTENERS.name))
+                    })?
+                    .1,
+            ),
+            None => None,
+        };
     let voters = get("controller.quorum.voters");
     if let Some((voters, _)) = &voters {
         if !explicit("--quorum", "TIDELOG_QUORUM") {
@@ -144,28 +126,38 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
     Ok(())
 }
 
-/// Clients are never told about controller listeners: Kafka's files list them in
-/// `advertised.listeners` too, so those entries are left out.
+/// Controller listeners are the controller quorum's, not the Kafka protocol's: Kafka's
+/// files list them in `listeners` and `advertised.listeners` beside the client ones, so
+/// those entries are taken out of `setting`; the (last) one taken out is returned.
 fn drop_controller_listeners(
     config: &mut BrokerConfig,
+    setting: settings::Setting<String>,
     controller_names: &[String],
-) -> anyhow::Result<()> {
-    let name = settings::ADVERTISED_LISTENERS.name;
-    let advertised = config.get(settings::ADVERTISED_LISTENERS);
-    let kept: Vec<String> = list(&advertised)
-        .into_iter()
-        .filter(|entry| {
-            let listener = entry.split_once("://").map_or("", |(n, _)| n);
-            !controller_names
-                .iter()
-                .any(|c| c.eq_ignore_ascii_case(listener))
-        })
-        .collect();
-    if kept.len() != list(&advertised).len() {
-        let origin = config.origin(name);
-        config.set_from(name, &kept.join(","), origin)?;
+) -> anyhow::Result<Option<String>> {
+    let value = config.get(setting);
+    let (mut kept, mut dropped) = (Vec::new(), None);
+    for entry in list(&value) {
+        let name = entry.split_once("://").map_or("", |(n, _)| n);
+        if controller_names
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(name))
+        {
+            dropped = Some(entry);
+        } else {
+            kept.push(entry);
+        }
     }
-    Ok(())
+    if dropped.is_some() {
+        let origin = config.origin(setting.name);
+        if kept.is_empty() {
+            bail!(
+                "{} {origin} has only controller listeners: add a client listener",
+                setting.name
+            );
+        }
+        config.set_from(setting.name, &kept.join(","), origin)?;
+    }
+    Ok(dropped)
 }
 
 /// `node.id`, or `broker.id` (its Kafka synonym); both given must agree.
@@ -186,24 +178,6 @@ fn node_id(
         (Some(n), _) => Ok(Some(n.clone())),
         (None, b) => Ok(b.clone()),
     }
-}
-
-/// `NAME:PROTOCOL,...`, names upper-cased as Kafka normalises them.
-fn protocol_map(value: Option<(String, String)>) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut map = BTreeMap::new();
-    let Some((value, origin)) = value else {
-        return Ok(map);
-    };
-    for entry in list(&value) {
-        let Some((name, protocol)) = entry.split_once(':') else {
-            bail!("listener.security.protocol.map {origin}: {entry:?} is not NAME:PROTOCOL");
-        };
-        map.insert(
-            name.trim().to_ascii_uppercase(),
-            protocol.trim().to_ascii_uppercase(),
-        );
-    }
-    Ok(map)
 }
 
 /// One `NAME://host:port` of `listeners`; an empty host binds every interface, as in
@@ -245,13 +219,6 @@ mod tests {
         assert_eq!(listener("PLAINTEXT://[::1]:9092").unwrap().1.port(), 9092);
         assert!(listener("localhost:9092").is_err());
         assert!(listener("PLAINTEXT://h:x").is_err());
-        let map = protocol_map(Some((
-            "CONTROLLER:PLAINTEXT, internal:ssl".into(),
-            "f".into(),
-        )))
-        .unwrap();
-        assert_eq!(map.get("INTERNAL").map(String::as_str), Some("SSL"));
-        assert!(protocol_map(Some(("broken".into(), "f".into()))).is_err());
     }
 
     #[test]

@@ -152,8 +152,19 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     let listen = config.listen;
     let (cluster, broker) = cluster_options(&args, config.node_id)?;
     if broker {
-        // Before anything starts: what clients will be told to connect to.
-        config.advertised_endpoint(listen.port())?;
+        // Before anything starts: the listeners, and what clients will be told to
+        // connect to.
+        let listeners = config.get(tidelog_broker::settings::LISTENERS);
+        if !listeners.trim().is_empty() && listen_given() {
+            bail!(
+                "--listen and the `listeners` setting both name the Kafka listeners: use one \
+                 (--listen {listen} means listeners=PLAINTEXT://{listen})"
+            );
+        }
+        let specs = config.listener_specs()?;
+        config.inter_broker_listener(&specs, cluster.is_some())?;
+        let ports: Vec<u16> = specs.iter().map(|s| s.bind.port()).collect();
+        config.advertised_endpoints(&specs, &ports)?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -177,6 +188,13 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Whether --listen was given (on the command line or as TIDELOG_LISTEN) rather than
+/// left at its default.
+fn listen_given() -> bool {
+    std::env::args().any(|a| a == "--listen" || a.starts_with("--listen="))
+        || std::env::var_os("TIDELOG_LISTEN").is_some()
 }
 
 /// Parses a flag's value; the error names where it came from (the flag, its

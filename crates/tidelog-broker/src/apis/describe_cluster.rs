@@ -25,7 +25,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .brokers()
         .filter(|b| !b.fenced || request.include_fenced_brokers)
         .filter_map(|b| {
-            let endpoint = b.listeners.first()?;
+            let endpoint = b
+                .listeners
+                .iter()
+                .find(|l| *l.name == *req.session.listener)?;
             Some(
                 DescribeClusterBroker::default()
                     .with_broker_id(BrokerId(b.broker_id))

@@ -115,15 +115,20 @@ fn entry(
     version: i16,
 ) -> DescribeConfigsResourceResult {
     let def = topic_config::all().iter().find(|d| d.name == name);
+    // A private key or password is answered as Kafka answers a sensitive config:
+    // flagged, without its value.
+    let sensitive = crate::config::is_sensitive(&name);
+    let shown = (!sensitive).then(|| StrBytes::from_string(value));
     let mut result = DescribeConfigsResourceResult::default()
         .with_name(StrBytes::from_string(name.clone()))
-        .with_value(Some(StrBytes::from_string(value.clone())))
+        .with_value(shown.clone())
         .with_read_only(false)
+        .with_is_sensitive(sensitive)
         .with_config_source(source as i8);
     if synonyms {
         result = result.with_synonyms(vec![DescribeConfigsSynonym::default()
             .with_name(StrBytes::from_string(name))
-            .with_value(Some(StrBytes::from_string(value)))
+            .with_value(shown)
             .with_source(source as i8)]);
     }
     if version >= 3 {

@@ -33,11 +33,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         let result = match request.key_type {
             0 => ensure_offsets_topic(ctx)
                 .await
-                .and_then(|()| coordinator_for(ctx, OFFSETS_TOPIC, &key))
+                .and_then(|()| coordinator_for(ctx, OFFSETS_TOPIC, &key, &req.session.listener))
                 .map_err(|e| e.code()),
             1 => crate::txn::ensure_txn_topic(ctx)
                 .await
-                .and_then(|()| coordinator_for(ctx, TXN_TOPIC, &key))
+                .and_then(|()| coordinator_for(ctx, TXN_TOPIC, &key, &req.session.listener))
                 .map_err(|e| e.code()),
             _ => Err(ResponseError::InvalidRequest.code()),
         };

@@ -73,7 +73,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             cluster_operations,
             authorized_operations::CLUSTER,
         ))
-        .with_brokers(brokers(&image))
+        .with_brokers(brokers(&image, &req.session.listener))
         .with_cluster_id(
             (version >= 2).then(|| StrBytes::from_string(image.cluster_id().to_string())),
         )
@@ -150,12 +150,14 @@ async fn lookup_topic(
     }
 }
 
-pub(crate) fn brokers(image: &MetadataImage) -> Vec<MetadataResponseBroker> {
+/// The live brokers as reached through `listener` (the client's own listener; a
+/// broker without one of that name is left out, as in Kafka).
+pub(crate) fn brokers(image: &MetadataImage, listener: &str) -> Vec<MetadataResponseBroker> {
     image
         .brokers()
         .filter(|b| !b.fenced)
         .filter_map(|b| {
-            let endpoint = b.listeners.first()?;
+            let endpoint = b.listeners.iter().find(|l| l.name == listener)?;
             Some(
                 MetadataResponseBroker::default()
                     .with_node_id(BrokerId(b.broker_id))

@@ -73,6 +73,8 @@ pub(crate) struct Request {
     pub(crate) body: Bytes,
     /// Where the error codes of its response are counted.
     pub(crate) metrics: std::sync::Arc<Metrics>,
+    /// The connection's listener and principal.
+    pub(crate) session: std::sync::Arc<crate::net::Session>,
 }
 
 impl Request {
@@ -221,6 +223,7 @@ pub(crate) async fn handle(
     header: DecodedHeader,
     body: Bytes,
     peer: SocketAddr,
+    session: &std::sync::Arc<crate::net::Session>,
 ) -> Reply {
     let key = header.api_key;
     let version = header.api_version;
@@ -229,6 +232,7 @@ pub(crate) async fn handle(
         header,
         body,
         metrics: std::sync::Arc::clone(&ctx.metrics),
+        session: std::sync::Arc::clone(session),
     };
     if !supported {
         if key == ApiKey::ApiVersions {

@@ -43,11 +43,13 @@ pub(crate) struct Coordinates {
 
 /// The coordinator of `key` in `topic` (group or transactional id): the leader of its
 /// partition. Callers create the topic first; a topic still missing (its creation not
-/// yet in this node's image) is retriable like a partition without a leader.
+/// yet in this node's image) is retriable like a partition without a leader. The
+/// address is the coordinator's endpoint on `listener`, the client's.
 pub(crate) fn coordinator_for(
     ctx: &BrokerContext,
     topic: &str,
     key: &str,
+    listener: &str,
 ) -> Result<Coordinates, CoordinatorUnavailable> {
     let image = ctx.metadata.image();
     let node_id = match image.topic(topic) {
@@ -68,7 +70,7 @@ pub(crate) fn coordinator_for(
     let endpoint = image
         .broker(node_id)
         .filter(|b| !b.fenced)
-        .and_then(|b| b.listeners.first())
+        .and_then(|b| b.listeners.iter().find(|l| l.name == listener))
         .ok_or(CoordinatorUnavailable::NodeUnreachable(node_id))?;
     Ok(Coordinates {
         node_id,

@@ -13,10 +13,11 @@ use tidelog_protocol::header::decode_request_header;
 use tidelog_protocol::Chunk;
 use tidelog_protocol::ProtocolError;
 use tidelog_storage::FileSlice;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use super::stream::{split, WriteSide};
+use super::tls;
 use crate::apis;
 use crate::context::Ctx;
 use crate::metrics::{Metrics, RequestTiming};
@@ -44,13 +45,34 @@ pub(crate) enum Reply {
     Timed(Box<Reply>, RequestTiming),
 }
 
-/// Accepts connections until shutdown.
+/// One bound listener: its name (what Metadata answers depend on) and, for an SSL
+/// listener, its TLS server.
+pub(crate) struct ListenerContext {
+    pub(crate) name: Arc<str>,
+    pub(crate) tls: Option<Arc<crate::tls::ServerTls>>,
+}
+
+/// Who is on the other end of a connection, as its requests see it.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// The listener it came through: Metadata, FindCoordinator and DescribeCluster
+    /// answer with that listener's endpoints.
+    pub(crate) listener: Arc<str>,
+    /// `User:ANONYMOUS`, or from the TLS client certificate `User:CN=...`; what an
+    /// authorizer will check.
+    pub(crate) principal: String,
+}
+
+/// Accepts connections until shutdown. `open` counts the connections of every
+/// listener (`max.connections` is per broker).
 pub(crate) async fn serve_listener(
     mut listener: Box<dyn Listener>,
+    endpoint: ListenerContext,
+    open: Arc<AtomicUsize>,
     ctx: Ctx,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let open = Arc::new(AtomicUsize::new(0));
+    let endpoint = Arc::new(endpoint);
     let max_connections = ctx.config.count::<usize>(settings::MAX_CONNECTIONS);
     loop {
         tokio::select! {
@@ -64,11 +86,24 @@ pub(crate) async fn serve_listener(
                     let ctx = Arc::clone(&ctx);
                     let open = Arc::clone(&open);
                     let shutdown = shutdown.clone();
+                    let endpoint = Arc::clone(&endpoint);
                     open.fetch_add(1, Ordering::AcqRel);
                     ctx.metrics.requests.connection_opened();
                     tokio::spawn(async move {
                         let metrics = Arc::clone(&ctx.metrics);
-                        serve_connection(stream, peer, ctx, shutdown).await;
+                        // The handshake runs here, not in the accept loop: a slow
+                        // client delays nobody else.
+                        let secured = match &endpoint.tls {
+                            Some(server) => tls::handshake(server, stream, peer, &endpoint.name).await,
+                            None => Some((stream, "User:ANONYMOUS".to_string())),
+                        };
+                        if let Some((stream, principal)) = secured {
+                            let session = Arc::new(Session {
+                                listener: Arc::clone(&endpoint.name),
+                                principal,
+                            });
+                            serve_connection(stream, peer, session, ctx, shutdown).await;
+                        }
                         metrics.requests.connection_closed();
                         open.fetch_sub(1, Ordering::AcqRel);
                     });
@@ -83,13 +118,42 @@ pub(crate) async fn serve_listener(
     }
 }
 
+/// Reads the first bytes of a connection. A TLS handshake there (a TLS client on a
+/// plaintext listener, whose ClientHello would read as a frame of some 369 MB) closes
+/// the connection with a log line saying so. `None`: the connection is to be closed.
+async fn first_bytes(
+    reader: &mut (impl tokio::io::AsyncRead + Unpin),
+    peer: SocketAddr,
+    session: &Session,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<[u8; 4]> {
+    let mut prefix = [0u8; 4];
+    tokio::select! {
+        read = reader.read_exact(&mut prefix) => read.ok()?,
+        _ = shutdown.changed() => return None,
+    };
+    if tls::looks_like_tls(&prefix) {
+        let listener = &*session.listener;
+        tracing::warn!(%peer, listener, "TLS handshake on plaintext listener {listener}; closing the connection (the client must use security.protocol=PLAINTEXT here, or connect to an SSL listener)");
+        return None;
+    }
+    Some(prefix)
+}
+
 async fn serve_connection(
     stream: BoxConnection,
     peer: SocketAddr,
+    session: Arc<Session>,
     ctx: Ctx,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    tracing::debug!(%peer, listener = &*session.listener, principal = %session.principal, "connection");
     let (mut reader, writer) = split(stream);
+    let Some(prefix) = first_bytes(&mut reader, peer, &session, &mut shutdown).await else {
+        let _ = writer.shutdown_quietly().await;
+        return;
+    };
+    let mut reader = std::io::Cursor::new(prefix).chain(reader);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
     let writer_task = tokio::spawn(write_replies(writer, rx, peer, Arc::clone(&ctx.metrics)));
     let max_bytes = ctx.config.max_request_bytes();
@@ -130,7 +194,7 @@ async fn serve_connection(
         };
         let received = Instant::now();
         ctx.metrics.requests.frame_received(frame.len());
-        let (reply, api) = dispatch(&ctx, frame, peer).await;
+        let (reply, api) = dispatch(&ctx, frame, peer, &session).await;
         let close = matches!(reply, Reply::Close);
         let reply = match api {
             Some(api) => {
@@ -153,7 +217,12 @@ async fn serve_connection(
 
 /// Decodes the header and runs the handler; returns the reply and, when the header
 /// decoded, the request's API (what the metrics count it under).
-async fn dispatch(ctx: &Ctx, mut frame: Bytes, peer: SocketAddr) -> (Reply, Option<ApiKey>) {
+async fn dispatch(
+    ctx: &Ctx,
+    mut frame: Bytes,
+    peer: SocketAddr,
+    session: &Arc<Session>,
+) -> (Reply, Option<ApiKey>) {
     let frame_len = frame.len();
     let header = match decode_request_header(&mut frame) {
         Ok(header) => header,
@@ -179,7 +248,7 @@ async fn dispatch(ctx: &Ctx, mut frame: Bytes, peer: SocketAddr) -> (Reply, Opti
     };
     let api = header.api_key;
     ctx.metrics.requests.request(api, frame_len);
-    let reply = apis::handle(ctx, header, frame, peer).await;
+    let reply = apis::handle(ctx, header, frame, peer, session).await;
     if matches!(reply, Reply::Close) {
         ctx.metrics.requests.closed_connection(api);
     }

@@ -10,7 +10,8 @@
 mod connection;
 mod sendfile;
 mod stream;
+mod tls;
 #[cfg(test)]
 mod writer_tests;
 
-pub(crate) use connection::{serve_listener, Reply};
+pub(crate) use connection::{serve_listener, ListenerContext, Reply, Session};

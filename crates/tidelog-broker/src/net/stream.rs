@@ -37,6 +37,11 @@ pub(super) fn split(connection: BoxConnection) -> (ReadSide, WriteSide) {
 }
 
 impl WriteSide {
+    /// Closes a connection that never got to its first request.
+    pub(super) async fn shutdown_quietly(mut self) -> io::Result<()> {
+        tokio::io::AsyncWriteExt::shutdown(&mut self).await
+    }
+
     /// Writes a fetch response: its chunks in order, external ones from `files`.
     pub(super) async fn write_chunks(
         &mut self,

@@ -131,13 +131,9 @@ impl Fetchers {
     }
 }
 
-/// The Kafka listener of broker `id` (PLAINTEXT preferred).
+/// The inter-broker listener of broker `id`: each broker registers it first.
 fn endpoint(image: &MetadataImage, id: i32) -> Option<(String, u16)> {
     let broker = image.broker(id)?;
-    let e = broker
-        .listeners
-        .iter()
-        .find(|e| e.name == "PLAINTEXT")
-        .or_else(|| broker.listeners.first())?;
+    let e = broker.listeners.first()?;
     Some((e.host.clone(), e.port))
 }

@@ -290,7 +290,8 @@ impl MarkerWorker {
     }
 }
 
-/// The listener of `broker` if it is a live broker of `image`.
+/// The inter-broker listener (registered first) of `broker` if it is a live broker
+/// of `image`.
 fn endpoint_of(image: &MetadataImage, broker: i32) -> Option<(String, u16)> {
     image
         .broker(broker)

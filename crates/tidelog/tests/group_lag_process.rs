@@ -205,3 +205,76 @@ fn support_now_ms() -> i64 {
         .unwrap();
     i64::try_from(since.as_millis()).unwrap()
 }
+
+/// The sampling window reports its progress on stderr when that is a terminal (run
+/// under `script`, which gives the command a pseudo-terminal), and stays silent in a pipe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sampling_window_shows_progress_only_on_a_terminal() {
+    let node = Node::start(&[]);
+    let bootstrap = node.kafka.to_string();
+    let created = tidelog(
+        &bootstrap,
+        &["topic", "create", "watched", "--partitions", "1"],
+        b"",
+    );
+    assert!(created.ok, "{}", created.stderr);
+    let mut writer = producer(&node).await;
+    produce(&mut writer, "watched", 3, None).await;
+    writer
+        .client()
+        .commit_offsets("watchers", &[("watched".into(), 0, 1)])
+        .await
+        .unwrap();
+
+    let b = bootstrap.clone();
+    let piped = tokio::task::spawn_blocking(move || {
+        tidelog(
+            &b,
+            &["group", "describe", "watchers", "--window-ms", "1500"],
+            b"",
+        )
+    })
+    .await
+    .unwrap();
+    assert!(piped.ok, "{}", piped.stderr);
+    assert!(!piped.stderr.contains("watching"), "{}", piped.stderr);
+
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped the terminal half: no script(1)");
+        return;
+    }
+    let command = format!(
+        "{} group describe watchers --window-ms 1500 --bootstrap {bootstrap}",
+        env!("CARGO_BIN_EXE_tidelog")
+    );
+    let on_terminal = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("describe under script did not finish in 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&on_terminal.stdout);
+    assert!(on_terminal.status.success(), "{text}");
+    assert!(
+        text.contains("watching commits of watchers: 1s of 2s"),
+        "{text}"
+    );
+    assert!(text.contains("TOPIC\tPARTITION"), "{text}");
+}

@@ -9,6 +9,7 @@
 //! until retention deletes the oldest record the group has not read.
 
 mod lag;
+mod member;
 mod rates;
 mod raw;
 
@@ -28,6 +29,7 @@ use kafka_protocol::messages::{GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 pub use lag::{LagWindow, PartitionLag};
+pub use member::Membership;
 pub use rates::{CommitRates, Sample};
 use raw::RawConnection;
 

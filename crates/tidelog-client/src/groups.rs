@@ -2,13 +2,15 @@
 //! offset resets and deletion. Group requests go to the group's coordinator, found with
 //! FindCoordinator.
 //!
-//! Lag is measured, not guessed: two samples `window` apart of the committed offsets
-//! and log end offsets give the consumed rate, the produced rate and the trend
-//! d(lag)/dt; lag in seconds is the lag divided by the consumed rate (how long the
-//! group needs to catch up at its current pace), and the retention headroom is how long
+//! Lag is measured, not guessed: committed offsets and log ends sampled through a
+//! window give the consumed rate and the trend d(lag)/dt between the commits observed
+//! (see `groups/rates.rs`); the time lag is the age of the oldest unread record, the
+//! drain time the lag divided by the consumed rate, and the retention headroom how long
 //! until retention deletes the oldest record the group has not read.
 
 mod lag;
+mod member;
+mod rates;
 mod raw;
 
 use std::collections::BTreeMap;
@@ -26,7 +28,9 @@ use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
 use kafka_protocol::messages::{GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-pub use lag::PartitionLag;
+pub use lag::{LagWindow, PartitionLag};
+pub use member::Membership;
+pub use rates::{CommitRates, Sample};
 use raw::RawConnection;
 
 use crate::client::Client;

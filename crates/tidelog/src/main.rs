@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod generate;
 mod kafka_process_settings;
 mod plan;
 mod serve;
@@ -37,6 +38,10 @@ enum Command {
     /// Benchmarks against this machine's ceilings (runs tidelog-bench).
     #[command(disable_help_flag = true)]
     Bench(bench::BenchArgs),
+    /// Print a shell completion script (bash, zsh, fish) on stdout.
+    Completion(generate::CompletionArgs),
+    /// Print the tidelog(1) man page (roff) on stdout.
+    Man,
 }
 
 fn main() {
@@ -78,6 +83,8 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Partition(args) => cli::partition::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Completion(args) => generate::completion(args),
+        Command::Man => generate::man(),
     }
 }
 

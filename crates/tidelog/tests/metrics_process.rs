@@ -392,8 +392,10 @@ async fn lagging_group_shows_lag_in_messages_seconds_and_a_rising_trend() {
     );
     assert_eq!(first.get(&series("tidelog_group_lag_messages")), Some(&6.0));
     // The first unread record (offset 4) is in the second batch, stamped a minute ago.
-    let seconds = first[&series("tidelog_group_lag_seconds")];
-    assert!((59.0..120.0).contains(&seconds), "lag seconds {seconds}");
+    let seconds = first[&series("tidelog_group_time_lag_seconds")];
+    assert!((59.0..120.0).contains(&seconds), "time lag {seconds}");
+    // No commit observed yet: no consumed rate, so no drain time.
+    assert_eq!(first.get(&series("tidelog_group_drain_time_seconds")), None);
     let headroom = first[&series("tidelog_group_retention_headroom_seconds")];
     assert!(headroom > 86_400.0, "retention headroom {headroom}");
 
@@ -411,6 +413,18 @@ async fn lagging_group_shows_lag_in_messages_seconds_and_a_rising_trend() {
     let trend = second[&series("tidelog_group_lag_trend_messages_per_second")];
     assert!(trend > 0.0, "trend {trend}");
 
+    // Two commits observed by later looks give a consumed rate, and lag / rate is the
+    // drain time.
+    commit_offset(&mut conn, "slow-readers", "lagged", 6).await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let _ = scrape(&node);
+    commit_offset(&mut conn, "slow-readers", "lagged", 8).await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let third = scrape(&node);
+    let drain = third[&series("tidelog_group_drain_time_seconds")];
+    // 2 offsets in about 1.2 s, 12 unread: about 7 s.
+    assert!((3.0..9.0).contains(&drain), "drain time {drain}");
+
     let groups = json(&node, "/v1/groups");
     let group = groups["groups"]
         .as_array()
@@ -423,7 +437,12 @@ async fn lagging_group_shows_lag_in_messages_seconds_and_a_rising_trend() {
         (p["topic"].as_str(), p["partition"].as_i64()),
         (Some("lagged"), Some(0))
     );
-    assert_eq!(p["committed_offset"], 4);
+    assert_eq!(p["committed_offset"], 8);
     assert_eq!(p["high_watermark"], 20);
-    assert_eq!(p["lag_messages"], 16);
+    assert_eq!(p["lag_messages"], 12);
+    assert!(p["drain_time_seconds"].as_f64().is_some(), "{p}");
+    let time_lag = p["time_lag_seconds"].as_f64().unwrap();
+    assert!(time_lag > 59.0, "{p}");
+    // The first name of the time lag stays, as the field-name promise says.
+    assert_eq!(p["lag_seconds"], p["time_lag_seconds"]);
 }

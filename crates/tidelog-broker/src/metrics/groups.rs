@@ -1,6 +1,7 @@
 //! The consumer-group probe: the seed's silent failures made visible. Per group and
-//! partition: lag in messages and in seconds, its trend d(lag)/dt, and the seconds
-//! left before retention deletes what the group has not read; per group: members,
+//! partition: lag in messages, time lag (age of the oldest unread record), drain time
+//! (lag / consumed rate), the trend d(lag)/dt, and the seconds left before retention
+//! deletes what the group has not read; per group: members,
 //! generation and rebalances (a generation rising every few minutes is a rebalance
 //! loop).
 //!
@@ -80,8 +81,16 @@ pub(crate) struct PartitionLag {
     pub(crate) log_start_offset: i64,
     /// Committed records the group has not read: high watermark minus committed offset.
     pub(crate) lag_messages: i64,
-    /// Age of the batch holding the first unread record; 0 when nothing is unread.
+    /// Time lag: age of the batch holding the first unread record; 0 when nothing is
+    /// unread.
+    pub(crate) time_lag_seconds: f64,
+    /// The same figure under its first name, kept because `/v1/groups` field names are
+    /// stable (docs/operations.md); it was ambiguous next to the CLI's drain time.
     pub(crate) lag_seconds: f64,
+    /// Drain time: lag / consumed rate, the rate measured between the first and last
+    /// commit observed (see `trend.rs`); 0 when nothing is unread, None while fewer
+    /// than two commits were observed.
+    pub(crate) drain_time_seconds: Option<f64>,
     /// d(lag)/dt in messages per second over recent observations; positive = falling behind.
     pub(crate) lag_trend_per_second: f64,
     /// Seconds until retention.ms deletes the segment holding the first unread record
@@ -120,6 +129,16 @@ pub(super) fn lag_figures(committed: i64, log: &LogView, now_ms: i64) -> (i64, f
         }),
     };
     (lag, seconds, headroom)
+}
+
+/// Lag / consumed rate, in seconds: how long the group needs to read what is unread now
+/// at the rate it reads (records still arriving make catching up take longer).
+pub(super) fn drain_time(lag: i64, consume_rate: Option<f64>) -> Option<f64> {
+    match (lag, consume_rate) {
+        (0, _) => Some(0.0),
+        (_, Some(rate)) if rate > 0.0 => Some(lag as f64 / rate),
+        _ => None,
+    }
 }
 
 /// Reads what [`lag_figures`] needs from one partition.
@@ -213,7 +232,7 @@ impl GroupProbe {
                 };
                 let (lag, seconds, headroom) = lag_figures(c.offset, &view, now_ms);
                 let key = (g.group_id.clone(), c.topic.clone(), c.partition);
-                let trend = trends.observe(key.clone(), now, lag);
+                let rates = trends.observe(key.clone(), now, lag, c.offset);
                 alive.insert(key);
                 partitions.push(PartitionLag {
                     topic: c.topic.clone(),
@@ -222,8 +241,10 @@ impl GroupProbe {
                     high_watermark: view.high_watermark,
                     log_start_offset: view.log_start,
                     lag_messages: lag,
+                    time_lag_seconds: seconds,
                     lag_seconds: seconds,
-                    lag_trend_per_second: trend,
+                    drain_time_seconds: drain_time(lag, rates.consume_rate),
+                    lag_trend_per_second: rates.trend,
                     retention_headroom_seconds: headroom,
                 });
             }
@@ -332,9 +353,15 @@ impl Collector for GroupCollector {
         )?;
         gauge_family(
             &mut encoder,
-            "group_lag_seconds",
-            "Age of the oldest unread batch; 0 when caught up",
-            rows().map(|(l, p)| (l, p.lag_seconds)),
+            "group_time_lag_seconds",
+            "Time lag: age of the oldest unread batch; 0 when caught up",
+            rows().map(|(l, p)| (l, p.time_lag_seconds)),
+        )?;
+        gauge_family(
+            &mut encoder,
+            "group_drain_time_seconds",
+            "Drain time: lag / consumed rate between observed commits; absent until two commits were observed",
+            rows().filter_map(|(l, p)| p.drain_time_seconds.map(|s| (l, s))),
         )?;
         gauge_family(
             &mut encoder,

@@ -2,7 +2,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use super::super::trend::TrendTracker;
-use super::{lag_figures, LogView};
+use super::{drain_time, lag_figures, LogView};
 
 const NOW: i64 = 1_700_000_000_000;
 
@@ -58,12 +58,13 @@ fn trend_is_the_slope_over_kept_samples() {
     let mut t = TrendTracker::default();
     let key = || ("g".to_string(), "t".to_string(), 0);
     let start = Instant::now();
-    assert_eq!(t.observe(key(), start, 100), 0.0);
-    assert_eq!(t.observe(key(), start + Duration::from_secs(2), 120), 10.0);
+    let mut trend = |at: Duration, lag| t.observe(key(), start + at, lag, 0).trend;
+    assert_eq!(trend(Duration::ZERO, 100), 0.0);
+    assert_eq!(trend(Duration::from_secs(2), 120), 10.0);
     // Too close to the newest sample: it replaces it, the slope uses the new value.
-    let s = t.observe(key(), start + Duration::from_millis(2_500), 110);
+    let s = trend(Duration::from_millis(2_500), 110);
     assert!((s - 4.0).abs() < 1e-9, "{s}");
-    assert_eq!(t.observe(key(), start + Duration::from_secs(5), 50), -10.0);
+    assert_eq!(trend(Duration::from_secs(5), 50), -10.0);
 }
 
 #[test]
@@ -72,12 +73,42 @@ fn trend_keeps_a_bounded_window_and_forgets_vanished_partitions() {
     let key = || ("g".to_string(), "t".to_string(), 0);
     let start = Instant::now();
     for i in 0..40u64 {
-        t.observe(key(), start + Duration::from_secs(i * 2), i as i64 * 2);
+        t.observe(key(), start + Duration::from_secs(i * 2), i as i64 * 2, 0);
     }
     assert_eq!(t.series.get(&key()).map(|s| s.len()), Some(16));
     // Only the last 16 samples count: lag rose 1 per second throughout.
-    let slope = t.observe(key(), start + Duration::from_secs(80), 80);
+    let slope = t
+        .observe(key(), start + Duration::from_secs(80), 80, 0)
+        .trend;
     assert!((slope - 1.0).abs() < 1e-9, "{slope}");
     t.retain(&HashSet::new());
     assert!(t.series.is_empty());
+}
+
+#[test]
+fn consumed_rate_needs_two_observed_commits() {
+    let mut t = TrendTracker::default();
+    let key = || ("g".to_string(), "t".to_string(), 0);
+    let start = Instant::now();
+    let mut rate = |secs: u64, committed| {
+        t.observe(key(), start + Duration::from_secs(secs), 10, committed)
+            .consume_rate
+    };
+    // The first look and one commit after it: no rate yet.
+    assert_eq!(rate(0, 100), None);
+    assert_eq!(rate(5, 150), None);
+    // Looks between commits (a consumer committing every 10 s) do not dilute it.
+    assert_eq!(rate(10, 150), None);
+    assert_eq!(rate(15, 250), Some(10.0));
+    assert_eq!(rate(20, 250), Some(10.0));
+    // A reset backwards is no consumption.
+    assert_eq!(rate(25, 0), None);
+}
+
+#[test]
+fn drain_time_is_lag_over_the_consumed_rate() {
+    assert_eq!(drain_time(0, None), Some(0.0));
+    assert_eq!(drain_time(100, Some(20.0)), Some(5.0));
+    assert_eq!(drain_time(100, None), None);
+    assert_eq!(drain_time(100, Some(0.0)), None);
 }

@@ -1,13 +1,33 @@
-//! d(lag)/dt: the slope of a group partition's lag over its recent observations.
+//! d(lag)/dt and the consumed rate of a group partition, over its recent observations.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// Recent (time, lag) observations per group partition, for d(lag)/dt: at most
-/// `TREND_SAMPLES`, at least `TREND_SPACING` apart, none older than `TREND_WINDOW`.
+/// One look at a group partition: when, its lag, and its committed offset.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Observation {
+    at: Instant,
+    lag: i64,
+    committed: i64,
+}
+
+/// What the kept observations say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Rates {
+    /// d(lag)/dt over the kept observations (0 with fewer than two).
+    pub(super) trend: f64,
+    /// Committed offsets per second between the first and the last observed commit;
+    /// `None` until two commits were observed (a commit shows as a committed offset
+    /// different from the one before). A rate over a stretch without commits would
+    /// read a consumer that commits every few seconds as stopped.
+    pub(super) consume_rate: Option<f64>,
+}
+
+/// Recent observations per group partition: at most `TREND_SAMPLES`, at least
+/// `TREND_SPACING` apart, none older than `TREND_WINDOW`.
 #[derive(Default)]
 pub(super) struct TrendTracker {
-    pub(super) series: HashMap<(String, String, i32), VecDeque<(Instant, i64)>>,
+    pub(super) series: HashMap<(String, String, i32), VecDeque<Observation>>,
 }
 
 const TREND_SAMPLES: usize = 16;
@@ -15,32 +35,45 @@ const TREND_SPACING: Duration = Duration::from_secs(1);
 const TREND_WINDOW: Duration = Duration::from_secs(600);
 
 impl TrendTracker {
-    /// Adds an observation and returns the slope over the kept ones (0 with fewer than two).
-    pub(super) fn observe(&mut self, key: (String, String, i32), now: Instant, lag: i64) -> f64 {
+    /// Adds an observation and returns the rates over the kept ones.
+    pub(super) fn observe(
+        &mut self,
+        key: (String, String, i32),
+        now: Instant,
+        lag: i64,
+        committed: i64,
+    ) -> Rates {
         let samples = self.series.entry(key).or_default();
         match samples.back() {
             // Too soon after the newest: the newest moves forward instead, so a sample
             // is only kept once the next one is far enough from it.
-            Some(&(t, _))
-                if samples.len() > 1 && now.saturating_duration_since(t) < TREND_SPACING =>
-            {
+            Some(o) if samples.len() > 1 && now.saturating_duration_since(o.at) < TREND_SPACING => {
                 samples.pop_back();
             }
             _ => {}
         }
-        samples.push_back((now, lag));
+        samples.push_back(Observation {
+            at: now,
+            lag,
+            committed,
+        });
         while samples.len() > TREND_SAMPLES
             || samples
                 .front()
-                .is_some_and(|&(t, _)| now.saturating_duration_since(t) > TREND_WINDOW)
+                .is_some_and(|o| now.saturating_duration_since(o.at) > TREND_WINDOW)
         {
             samples.pop_front();
         }
-        match (samples.front(), samples.back()) {
-            (Some(&(t0, l0)), Some(&(t1, l1))) if t1 > t0 => {
-                (l1 - l0) as f64 / t1.saturating_duration_since(t0).as_secs_f64()
+        let trend = match (samples.front(), samples.back()) {
+            (Some(first), Some(last)) if last.at > first.at => {
+                (last.lag - first.lag) as f64
+                    / last.at.saturating_duration_since(first.at).as_secs_f64()
             }
             _ => 0.0,
+        };
+        Rates {
+            trend,
+            consume_rate: consume_rate(samples),
         }
     }
 
@@ -48,4 +81,21 @@ impl TrendTracker {
     pub(super) fn retain(&mut self, alive: &HashSet<(String, String, i32)>) {
         self.series.retain(|k, _| alive.contains(k));
     }
+}
+
+/// See [`Rates::consume_rate`]; `None` also when the offset went back (a reset).
+fn consume_rate(samples: &VecDeque<Observation>) -> Option<f64> {
+    let commits: Vec<&Observation> = samples
+        .iter()
+        .zip(samples.iter().skip(1))
+        .filter(|(before, after)| after.committed != before.committed)
+        .map(|(_, after)| after)
+        .collect();
+    let (first, last) = (commits.first()?, commits.last()?);
+    if commits.len() < 2 {
+        return None;
+    }
+    let seconds = last.at.saturating_duration_since(first.at).as_secs_f64();
+    let rate = (last.committed - first.committed) as f64 / seconds;
+    (seconds > 0.0 && rate > 0.0).then_some(rate)
 }

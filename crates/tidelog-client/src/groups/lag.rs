@@ -1,13 +1,31 @@
-//! Lag per partition: two samples `window` apart of the committed offsets and the log
-//! ends give the consumed rate, d(lag)/dt, and lag in seconds at the consumed rate;
-//! the oldest unread record's timestamp plus `retention.ms` gives the retention headroom.
+//! Lag per partition: committed offsets and log ends sampled through a window give the
+//! consumed rate and d(lag)/dt between the commits observed (`rates.rs`), and from them
+//! the drain time; the oldest unread record's timestamp gives the time lag, and with
+//! `retention.ms` the retention headroom.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use super::rates::{CommitRates, Sample};
 use crate::client::Client;
 use crate::error::Result;
 use crate::fetch::{FetchOptions, OffsetSpec};
+
+/// How long to watch a group, and how often to look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LagWindow {
+    pub window: Duration,
+    pub interval: Duration,
+}
+
+impl LagWindow {
+    /// About 30 looks through the window, 0.2 to 1 s apart: often enough to place each
+    /// commit within a second, rarely enough to stay a light load.
+    pub fn new(window: Duration) -> LagWindow {
+        let interval = (window / 30).clamp(Duration::from_millis(200), Duration::from_secs(1));
+        LagWindow { window, interval }
+    }
+}
 
 /// Lag of one partition for one group.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,12 +38,14 @@ pub struct PartitionLag {
     pub log_end: i64,
     /// Messages between the committed offset and the log end.
     pub lag: i64,
-    /// Committed offsets per second over the sampling window.
-    pub consume_rate: f64,
-    /// d(lag)/dt in messages per second: positive means falling behind.
-    pub trend: f64,
-    /// Seconds to catch up at the consumed rate; `None` while not consuming with lag.
-    pub lag_seconds: Option<f64>,
+    /// Time lag: ms since the oldest unread record's timestamp; 0 when nothing is
+    /// unread, `None` when that record could not be read.
+    pub time_lag_ms: Option<i64>,
+    /// Commits seen in the window, and the rates between them.
+    pub rates: CommitRates,
+    /// Drain time: seconds to read the current lag at the consumed rate; 0 when nothing
+    /// is unread, `None` without a rate.
+    pub drain_time_seconds: Option<f64>,
     /// Ms until retention may delete the oldest unread record (negative: overdue;
     /// `None`: nothing unread or no time retention).
     pub retention_left_ms: Option<i64>,
@@ -35,12 +55,19 @@ pub struct PartitionLag {
     pub owner: Option<String>,
 }
 
+type Key = (String, i32);
+
 impl Client {
-    /// Lag per partition the group has committed or been assigned, sampled twice
-    /// `window` apart (see the module docs).
-    pub async fn group_lag(&mut self, group: &str, window: Duration) -> Result<Vec<PartitionLag>> {
+    /// Lag per partition the group has committed or been assigned, sampled through
+    /// `watch.window`; `progress` hears the time elapsed after each look.
+    pub async fn group_lag(
+        &mut self,
+        group: &str,
+        watch: LagWindow,
+        mut progress: impl FnMut(Duration),
+    ) -> Result<Vec<PartitionLag>> {
         let description = self.describe_group(group).await?;
-        let mut owners: BTreeMap<(String, i32), String> = BTreeMap::new();
+        let mut owners: BTreeMap<Key, String> = BTreeMap::new();
         for m in &description.members {
             for (topic, partitions) in &m.assignment {
                 for p in partitions {
@@ -48,72 +75,75 @@ impl Client {
                 }
             }
         }
-        let first = self.lag_sample(group, &owners).await?;
         let started = Instant::now();
-        tokio::time::sleep(window).await;
-        let second = self.lag_sample(group, &owners).await?;
-        let seconds = started.elapsed().as_secs_f64().max(1e-3);
+        let mut series: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
+        loop {
+            for (key, sample) in self.lag_sample(group, &owners).await? {
+                series.entry(key).or_default().push(sample);
+            }
+            let elapsed = started.elapsed();
+            progress(elapsed);
+            if elapsed >= watch.window {
+                break;
+            }
+            tokio::time::sleep(watch.interval.min(watch.window - elapsed)).await;
+        }
         let now_ms = crate::producer::now_ms();
         let mut retention: BTreeMap<String, Option<i64>> = BTreeMap::new();
-        let mut out = Vec::with_capacity(second.len());
-        for (key, (committed, log_start, log_end)) in &second {
-            let (c0, _, e0) = first
-                .get(key)
-                .copied()
-                .unwrap_or((*committed, *log_start, *log_end));
-            let lag = lag_of(*committed, *log_start, *log_end);
-            let consume_rate = (committed.max(&0) - c0.max(0)) as f64 / seconds;
-            let trend = (lag - lag_of(c0, *log_start, e0)) as f64 / seconds;
-            let lag_seconds = match (lag, consume_rate > 0.0) {
-                (0, _) => Some(0.0),
-                (_, true) => Some(lag as f64 / consume_rate),
-                (_, false) => None,
+        let mut out = Vec::with_capacity(series.len());
+        for (key, samples) in series {
+            let Some(last) = samples.last().copied() else {
+                continue;
             };
-            let lost = *committed >= 0 && *committed < *log_start;
-            let retention_left_ms = if lag == 0 {
-                None
+            let rates = CommitRates::from_samples(&samples);
+            let lag = last.lag();
+            let drain_time_seconds = match (lag, rates.consume_rate) {
+                (0, _) => Some(0.0),
+                (_, Some(rate)) if rate > 0.0 => Some(lag as f64 / rate),
+                _ => None,
+            };
+            let (time_lag_ms, retention_left_ms) = if lag == 0 {
+                (Some(0), None)
             } else {
+                let oldest = last.committed.max(last.log_start);
+                let ts = self.timestamp_at(&key.0, key.1, oldest).await?;
                 if !retention.contains_key(&key.0) {
                     let ms = self.retention_ms(&key.0).await?;
                     retention.insert(key.0.clone(), ms);
                 }
-                match retention.get(&key.0).copied().flatten() {
-                    None => None,
-                    Some(ms) => {
-                        let oldest = (*committed).max(*log_start);
-                        self.timestamp_at(&key.0, key.1, oldest)
-                            .await?
-                            .map(|ts| ts.saturating_add(ms).saturating_sub(now_ms))
-                    }
-                }
+                let retention_ms = retention.get(&key.0).copied().flatten();
+                (
+                    ts.map(|ts| now_ms.saturating_sub(ts).max(0)),
+                    retention_ms
+                        .and_then(|ms| ts.map(|ts| ts.saturating_add(ms).saturating_sub(now_ms))),
+                )
             };
             out.push(PartitionLag {
-                topic: key.0.clone(),
+                owner: owners.get(&key).cloned(),
+                topic: key.0,
                 partition: key.1,
-                committed: *committed,
-                log_start: *log_start,
-                log_end: *log_end,
+                committed: last.committed,
+                log_start: last.log_start,
+                log_end: last.log_end,
                 lag,
-                consume_rate,
-                trend,
-                lag_seconds,
+                time_lag_ms,
+                rates,
+                drain_time_seconds,
                 retention_left_ms,
-                lost,
-                owner: owners.get(key).cloned(),
+                lost: last.committed >= 0 && last.committed < last.log_start,
             });
         }
         Ok(out)
     }
 
-    /// (committed, log start, log end) per partition.
+    /// One look at every partition the group committed or is assigned.
     async fn lag_sample(
         &mut self,
         group: &str,
-        owners: &BTreeMap<(String, i32), String>,
-    ) -> Result<BTreeMap<(String, i32), (i64, i64, i64)>> {
+        owners: &BTreeMap<Key, String>,
+    ) -> Result<BTreeMap<Key, Sample>> {
         let committed = self.committed_offsets(group).await?;
-        let keys: BTreeSet<(String, i32)> =
-            committed.keys().chain(owners.keys()).cloned().collect();
+        let keys: BTreeSet<Key> = committed.keys().chain(owners.keys()).cloned().collect();
         let mut partitions: BTreeMap<String, i32> = BTreeMap::new();
         let mut out = BTreeMap::new();
         for key in keys {
@@ -128,12 +158,17 @@ impl Client {
             if key.1 >= partitions.get(&key.0).copied().unwrap_or(0) {
                 continue;
             }
-            let start = self
+            let log_start = self
                 .list_offsets(&key.0, key.1, OffsetSpec::Earliest)
                 .await?;
-            let end = self.list_offsets(&key.0, key.1, OffsetSpec::Latest).await?;
-            let c = committed.get(&key).copied().unwrap_or(-1);
-            out.insert(key, (c, start, end));
+            let log_end = self.list_offsets(&key.0, key.1, OffsetSpec::Latest).await?;
+            let sample = Sample {
+                at: Instant::now(),
+                committed: committed.get(&key).copied().unwrap_or(-1),
+                log_start,
+                log_end,
+            };
+            out.insert(key, sample);
         }
         Ok(out)
     }
@@ -166,28 +201,5 @@ impl Client {
             .iter()
             .find(|r| r.offset >= offset)
             .map(|r| r.timestamp))
-    }
-}
-
-fn lag_of(committed: i64, log_start: i64, log_end: i64) -> i64 {
-    // Without a commit the group would start at the log start (earliest reset).
-    let from = if committed < 0 {
-        log_start
-    } else {
-        committed.max(log_start)
-    };
-    (log_end - from).max(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lag_counts_from_the_log_start_when_nothing_was_committed() {
-        assert_eq!(lag_of(-1, 10, 25), 15);
-        assert_eq!(lag_of(20, 10, 25), 5);
-        assert_eq!(lag_of(5, 10, 25), 15); // committed offset already deleted
-        assert_eq!(lag_of(30, 10, 25), 0);
     }
 }

@@ -1,6 +1,7 @@
 //! `tidelog cluster`: the controller quorum, the brokers and partition health (`info`),
 //! and a balanced move of replicas onto a new broker (`add-broker`).
 
+mod info_json;
 mod plan;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,6 +11,7 @@ use std::io::Write as _;
 use anyhow::{bail, Context};
 use tidelog_client::{Client, ClusterMetadata, TopicMetadata};
 
+use super::output::{print_json, OutputArgs};
 use super::ConnectArgs;
 use plan::{plan_add_broker, AddBrokerPlan};
 use tidelog_controller::ops::Assignment;
@@ -26,7 +28,10 @@ pub(crate) struct ClusterArgs {
 enum ClusterCommand {
     /// Quorum leader, voters and their lag; brokers (fenced state, rack); partitions
     /// under-replicated and offline.
-    Info,
+    Info {
+        #[command(flatten)]
+        output: OutputArgs,
+    },
     /// Plan a balanced move of replicas onto a new, empty broker and print it; with
     /// --execute, submit the moves as partition reassignments.
     AddBroker {
@@ -43,7 +48,10 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
     super::runtime()?.block_on(async move {
         let mut client = args.connect.connect().await?;
         match args.command {
-            ClusterCommand::Info => info(&mut client).await,
+            ClusterCommand::Info { output } if output.json() => {
+                print_json(&info_json::info_json(&mut client).await?)
+            }
+            ClusterCommand::Info { .. } => info(&mut client).await,
             ClusterCommand::AddBroker { broker_id, execute } => {
                 add_broker(&mut client, broker_id, execute).await
             }

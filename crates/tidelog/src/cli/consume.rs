@@ -4,6 +4,7 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use tidelog_client::groups::Membership;
 use tidelog_client::{
     Client, ClientError, FetchOptions, FetchedPartition, OffsetSpec, ResponseError,
 };
@@ -16,8 +17,13 @@ pub(crate) struct ConsumeArgs {
     /// Topic to read.
     topic: String,
     /// Read only this partition (default: all).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "group")]
     partition: Option<i32>,
+    /// Consume as a member of this consumer group: read the partitions the group assigns,
+    /// start at its committed offsets (where it has none: --from-beginning, --from-time
+    /// or the log end), commit what was printed, and leave the group on exit.
+    #[arg(long, value_name = "GROUP")]
+    group: Option<String>,
     /// Start at the earliest offset still in the log.
     #[arg(long, conflicts_with_all = ["offset", "from_time"])]
     from_beginning: bool,
@@ -116,27 +122,42 @@ async fn consume(args: &ConsumeArgs, format: &RecordFormat) -> anyhow::Result<()
         }),
         None => topic.partitions.iter().map(|p| p.partition).collect(),
     };
-    let mut positions = Vec::with_capacity(partitions.len());
-    for p in partitions {
-        positions.push((p, start_offset(&mut client, args, p).await?));
-    }
-
+    let mut member = match &args.group {
+        Some(group) => Some(client.join_group(group, &args.topic).await?),
+        None => None,
+    };
+    let partitions = member.as_ref().map_or(partitions, |m| m.partitions.clone());
+    let mut positions = starting_positions(&mut client, args, &partitions).await?;
+    let mut committed = positions.clone();
     let mut printed = 0u64;
     let mut last_activity = Instant::now();
     let idle_limit = args.timeout_ms.map(Duration::from_millis);
     let mut retries = 0u32;
     let mut out = Vec::with_capacity(64 * 1024);
-    loop {
+    let finished: anyhow::Result<()> = loop {
         if args.count.is_some_and(|n| printed >= n) {
-            return Ok(());
+            break Ok(());
         }
         let mut max_wait = Duration::from_millis(args.max_wait_ms);
         if let Some(limit) = idle_limit {
             let left = limit.saturating_sub(last_activity.elapsed());
             if left.is_zero() {
-                return Ok(());
+                break Ok(());
             }
             max_wait = max_wait.min(left);
+        }
+        if let Some(m) = member.as_mut() {
+            if m.heartbeat_if_due().await? {
+                commit_printed(m, &positions, &mut committed).await?;
+                client.rejoin(m).await?;
+                positions = starting_positions(&mut client, args, &m.partitions).await?;
+                committed = positions.clone();
+            }
+        }
+        if positions.is_empty() {
+            // A member with no partitions (more members than partitions) only heartbeats.
+            tokio::time::sleep(max_wait).await;
+            continue;
         }
         let options = FetchOptions {
             max_wait,
@@ -161,15 +182,19 @@ async fn consume(args: &ConsumeArgs, format: &RecordFormat) -> anyhow::Result<()
                 slot.1 = recover(&mut client, &args.topic, &part, slot.1, error).await?;
                 continue;
             }
+            // Where printing stopped: the next record to print, so a group commits
+            // exactly what was printed when --count cuts a batch short.
+            let mut next = part.next_offset;
             for r in &part.records {
                 if args.count.is_some_and(|n| printed >= n) {
+                    next = r.offset;
                     break;
                 }
                 format.write(r, &mut out);
                 printed += 1;
                 last_activity = Instant::now();
             }
-            slot.1 = part.next_offset;
+            slot.1 = next;
         }
         if !out.is_empty() {
             let mut stdout = std::io::stdout().lock();
@@ -179,8 +204,54 @@ async fn consume(args: &ConsumeArgs, format: &RecordFormat) -> anyhow::Result<()
                 Err(e) => return Err(e).context("writing to stdout"),
             }
             out.clear();
+            if let Some(m) = member.as_mut() {
+                commit_printed(m, &positions, &mut committed).await?;
+            }
         }
+    };
+    if let Some(mut m) = member {
+        commit_printed(&mut m, &positions, &mut committed).await?;
+        m.leave().await?;
     }
+    finished
+}
+
+/// Where to start in each partition: a group's committed offset where it has one, else
+/// what the flags say.
+async fn starting_positions(
+    client: &mut Client,
+    args: &ConsumeArgs,
+    partitions: &[i32],
+) -> anyhow::Result<Vec<(i32, i64)>> {
+    let committed = match &args.group {
+        Some(group) => client.committed_offsets(group).await?,
+        None => Default::default(),
+    };
+    let mut positions = Vec::with_capacity(partitions.len());
+    for &p in partitions {
+        let offset = match committed.get(&(args.topic.clone(), p)) {
+            Some(&o) if o >= 0 => o,
+            _ => start_offset(client, args, p).await?,
+        };
+        positions.push((p, offset));
+    }
+    Ok(positions)
+}
+
+/// Commits the positions that moved since the last commit.
+async fn commit_printed(
+    member: &mut Membership,
+    positions: &[(i32, i64)],
+    committed: &mut Vec<(i32, i64)>,
+) -> anyhow::Result<()> {
+    let moved: Vec<(i32, i64)> = positions
+        .iter()
+        .filter(|p| !committed.contains(p))
+        .copied()
+        .collect();
+    member.commit(&moved).await?;
+    *committed = positions.to_vec();
+    Ok(())
 }
 
 fn is_transient(e: &ClientError) -> bool {

@@ -1,13 +1,15 @@
 //! `tidelog group`: list, describe (members, assignment, lag), reset offsets, delete.
 
-use std::fmt::Write as _;
+mod describe;
+
 use std::io::Write;
 use std::time::Duration;
 
 use anyhow::bail;
-use tidelog_client::groups::{GroupDescription, PartitionLag};
+use serde_json::json;
 use tidelog_client::{Client, OffsetSpec};
 
+use super::output::{print_json, OutputArgs};
 use super::when::{now_ms, parse_time};
 use super::ConnectArgs;
 
@@ -22,16 +24,23 @@ pub(crate) struct GroupArgs {
 #[derive(clap::Subcommand)]
 enum GroupCommand {
     /// List groups with their state.
-    List,
+    List {
+        #[command(flatten)]
+        output: OutputArgs,
+    },
     /// Members, assignments, and per partition: committed offset, log end, lag in
-    /// messages and seconds, its trend, and the time left before retention deletes
-    /// unread records.
+    /// messages, time lag (age of the oldest unread record), drain time (lag / consumed
+    /// rate), the lag trend, and the time left before retention deletes unread records.
     Describe {
         /// Group id.
         group: String,
-        /// How long to watch offsets move to measure rates and the lag trend.
-        #[arg(long, default_value_t = 1000)]
+        /// How long to watch commits to measure the consumed rate and the lag trend.
+        /// Rates are taken between the commits seen, and need two: keep it at least
+        /// twice the consumers' auto.commit.interval.ms (5 s by default).
+        #[arg(long, default_value_t = 15_000, value_name = "MS")]
         window_ms: u64,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Move a group's committed offsets for one topic (refused while it has members).
     ResetOffsets {
@@ -79,20 +88,14 @@ pub(crate) fn run(args: GroupArgs) -> anyhow::Result<()> {
     super::runtime()?.block_on(async move {
         let mut client = args.connect.connect().await?;
         match args.command {
-            GroupCommand::List => {
-                let mut out = std::io::stdout().lock();
-                writeln!(out, "GROUP\tSTATE\tTYPE")?;
-                for g in client.list_groups().await? {
-                    let kind = if g.protocol_type.is_empty() {
-                        "-"
-                    } else {
-                        &g.protocol_type
-                    };
-                    writeln!(out, "{}\t{}\t{}", g.group_id, g.state, kind)?;
-                }
-            }
-            GroupCommand::Describe { group, window_ms } => {
-                describe(&mut client, &group, Duration::from_millis(window_ms)).await?;
+            GroupCommand::List { output } => list(&mut client, output).await?,
+            GroupCommand::Describe {
+                group,
+                window_ms,
+                output,
+            } => {
+                let window = Duration::from_millis(window_ms);
+                describe::describe(&mut client, &group, window, output).await?;
             }
             GroupCommand::ResetOffsets {
                 group,
@@ -109,134 +112,30 @@ pub(crate) fn run(args: GroupArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn describe(client: &mut Client, group: &str, window: Duration) -> anyhow::Result<()> {
-    let description = client.describe_group(group).await?;
-    let lags = client.group_lag(group, window).await?;
-    if description.state == "Dead" && lags.is_empty() {
-        bail!("group {group} does not exist");
+async fn list(client: &mut Client, output: OutputArgs) -> anyhow::Result<()> {
+    let groups = client.list_groups().await?;
+    if output.json() {
+        let groups: Vec<_> = groups
+            .iter()
+            .map(|g| json!({"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}))
+            .collect();
+        return print_json(&json!({ "groups": groups }));
     }
-    print!("{}", render(&description, &lags));
+    if groups.is_empty() {
+        eprintln!("no groups");
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "GROUP\tSTATE\tTYPE")?;
+    for g in groups {
+        let kind = if g.protocol_type.is_empty() {
+            "-"
+        } else {
+            &g.protocol_type
+        };
+        writeln!(out, "{}\t{}\t{}", g.group_id, g.state, kind)?;
+    }
     Ok(())
-}
-
-fn render(d: &GroupDescription, lags: &[PartitionLag]) -> String {
-    let mut s = String::new();
-    let protocol = match (d.protocol_type.as_str(), d.protocol.as_str()) {
-        ("", _) => "-".to_string(),
-        (t, "") => t.to_string(),
-        (t, p) => format!("{t}/{p}"),
-    };
-    let _ = writeln!(
-        s,
-        "Group: {}\tState: {}\tProtocol: {}\tMembers: {}",
-        d.group_id,
-        d.state,
-        protocol,
-        d.members.len()
-    );
-    if !d.members.is_empty() {
-        let _ = writeln!(s, "\nMEMBER\tINSTANCE\tCLIENT\tHOST\tASSIGNMENT");
-        for m in &d.members {
-            let assignment: Vec<String> = m
-                .assignment
-                .iter()
-                .map(|(t, ps)| {
-                    let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
-                    format!("{t}:{}", ps.join(","))
-                })
-                .collect();
-            let _ = writeln!(
-                s,
-                "{}\t{}\t{}\t{}\t{}",
-                m.member_id,
-                m.instance_id.as_deref().unwrap_or("-"),
-                m.client_id,
-                if m.client_host.is_empty() {
-                    "-"
-                } else {
-                    &m.client_host
-                },
-                if assignment.is_empty() {
-                    "-".to_string()
-                } else {
-                    assignment.join(" ")
-                }
-            );
-        }
-    }
-    let _ = writeln!(
-        s,
-        "\nTOPIC\tPARTITION\tCOMMITTED\tLOG-END\tLAG\tLAG-SECONDS\tCONSUMED/S\tTREND/S\tRETENTION-LEFT\tOWNER"
-    );
-    let mut warnings = Vec::new();
-    for l in lags {
-        let _ = writeln!(
-            s,
-            "{}\t{}\t{}\t{}\t{}\t{}\t{:.1}\t{:+.1}\t{}\t{}",
-            l.topic,
-            l.partition,
-            if l.committed < 0 {
-                "-".to_string()
-            } else {
-                l.committed.to_string()
-            },
-            l.log_end,
-            l.lag,
-            l.lag_seconds.map_or("-".to_string(), |v| format!("{v:.1}")),
-            l.consume_rate,
-            l.trend,
-            l.retention_left_ms.map_or("-".to_string(), human_ms),
-            l.owner.as_deref().unwrap_or("-"),
-        );
-        warnings.extend(warning(l));
-    }
-    for w in warnings {
-        let _ = writeln!(s, "warning: {w}");
-    }
-    s
-}
-
-/// The operator's two silent failures: a lag that keeps growing, and retention about
-/// to delete (or already deleting) what the group has not read.
-fn warning(l: &PartitionLag) -> Vec<String> {
-    let name = format!("{}-{}", l.topic, l.partition);
-    let mut out = Vec::new();
-    if l.lost {
-        out.push(format!(
-            "{name}: retention already deleted unread records ({} before the log start {})",
-            l.committed, l.log_start
-        ));
-    }
-    if l.lag > 0 && l.trend > 0.0 {
-        out.push(format!(
-            "{name}: lag is growing by {:.1} messages/s",
-            l.trend
-        ));
-    }
-    if let Some(left) = l.retention_left_ms {
-        let drain_ms = l.lag_seconds.map(|s| s * 1000.0);
-        let overtaken = left <= 0 || drain_ms.is_none_or(|d| d > left as f64);
-        if l.lag > 0 && overtaken {
-            out.push(format!(
-                "{name}: retention will delete unread records in {} before the group catches up",
-                human_ms(left.max(0))
-            ));
-        }
-    }
-    out
-}
-
-fn human_ms(ms: i64) -> String {
-    if ms <= 0 {
-        return "now".to_string();
-    }
-    let secs = ms / 1000;
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m{}s", secs / 60, secs % 60),
-        3600..86_400 => format!("{}h{}m", secs / 3600, secs % 3600 / 60),
-        _ => format!("{}d{}h", secs / 86_400, secs % 86_400 / 3600),
-    }
 }
 
 async fn reset(
@@ -292,52 +191,4 @@ async fn reset(
         writeln!(out, "committed {} offsets for group {group}", plan.len())?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lag(lag: i64, trend: f64, lag_seconds: Option<f64>, left: Option<i64>) -> PartitionLag {
-        PartitionLag {
-            topic: "t".into(),
-            partition: 0,
-            committed: 10,
-            log_start: 0,
-            log_end: 10 + lag,
-            lag,
-            consume_rate: 1.0,
-            trend,
-            lag_seconds,
-            retention_left_ms: left,
-            lost: false,
-            owner: None,
-        }
-    }
-
-    #[test]
-    fn warnings_for_growing_lag_and_retention_overtaking() {
-        assert!(warning(&lag(0, 0.0, Some(0.0), None)).is_empty());
-        assert_eq!(
-            warning(&lag(100, 5.0, Some(10.0), Some(3_600_000))),
-            vec!["t-0: lag is growing by 5.0 messages/s"]
-        );
-        // Draining takes 2 h, retention strikes in 1 h.
-        let w = warning(&lag(100, -1.0, Some(7200.0), Some(3_600_000)));
-        assert_eq!(
-            w,
-            vec!["t-0: retention will delete unread records in 1h0m before the group catches up"]
-        );
-        // Not consuming at all: retention wins whatever the headroom.
-        assert_eq!(warning(&lag(5, 0.0, None, Some(86_400_000 * 3))).len(), 1);
-    }
-
-    #[test]
-    fn durations_read_like_an_operator_writes_them() {
-        assert_eq!(human_ms(0), "now");
-        assert_eq!(human_ms(59_000), "59s");
-        assert_eq!(human_ms(61_000), "1m1s");
-        assert_eq!(human_ms(7_260_000), "2h1m");
-        assert_eq!(human_ms(604_800_000), "7d0h");
-    }
 }

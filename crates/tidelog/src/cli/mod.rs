@@ -4,8 +4,10 @@ pub(crate) mod cluster;
 pub(crate) mod consume;
 pub(crate) mod format;
 pub(crate) mod group;
+pub(crate) mod output;
 pub(crate) mod partition;
 pub(crate) mod produce;
+pub(crate) mod progress;
 pub(crate) mod topic;
 mod when;
 

@@ -7,6 +7,7 @@ use std::io::Write as _;
 use anyhow::bail;
 use tidelog_client::{Client, ElectionType, PartitionOutcome, ResponseError, TopicPartition};
 
+use super::output::{print_json, OutputArgs};
 use super::ConnectArgs;
 
 #[derive(clap::Args)]
@@ -45,6 +46,8 @@ enum PartitionCommand {
         /// Only this topic's partitions.
         #[arg(long)]
         topic: Option<String>,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Elect leaders: the preferred (first) replica, or with --unclean any live replica
     /// of a partition that has no live in-sync replica (may lose acknowledged records).
@@ -74,8 +77,8 @@ pub(crate) fn run(args: PartitionArgs) -> anyhow::Result<()> {
                 let target = (!cancel).then_some(replicas);
                 reassign(&mut client, topic, partition, target).await
             }
-            PartitionCommand::ListReassignments { topic } => {
-                list_reassignments(&mut client, topic).await
+            PartitionCommand::ListReassignments { topic, output } => {
+                list_reassignments(&mut client, topic, output).await
             }
             PartitionCommand::Elect {
                 unclean,
@@ -147,7 +150,11 @@ async fn reassign(
     }
 }
 
-async fn list_reassignments(client: &mut Client, topic: Option<String>) -> anyhow::Result<()> {
+async fn list_reassignments(
+    client: &mut Client,
+    topic: Option<String>,
+    output: OutputArgs,
+) -> anyhow::Result<()> {
     let filter = match &topic {
         Some(t) => Some(partitions_of(client, t, None).await?),
         None => None,
@@ -155,6 +162,18 @@ async fn list_reassignments(client: &mut Client, topic: Option<String>) -> anyho
     let moves = client
         .list_partition_reassignments(filter.as_deref())
         .await?;
+    if output.json() {
+        let moves: Vec<_> = moves
+            .iter()
+            .map(|m| {
+                serde_json::json!({
+                    "topic": m.topic, "partition": m.partition, "replicas": m.replicas,
+                    "adding": m.adding, "removing": m.removing,
+                })
+            })
+            .collect();
+        return print_json(&serde_json::json!({ "reassignments": moves }));
+    }
     let mut text = String::new();
     if moves.is_empty() {
         writeln!(text, "no reassignments in progress")?;

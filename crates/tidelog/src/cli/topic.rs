@@ -3,8 +3,10 @@
 use std::io::Write;
 
 use anyhow::{bail, Context};
+use serde_json::json;
 use tidelog_client::{Client, ConfigOp, NewTopic, OffsetSpec};
 
+use super::output::{print_json, OutputArgs};
 use super::{parse_key_value, ConnectArgs};
 
 #[derive(clap::Args)]
@@ -36,11 +38,15 @@ enum TopicCommand {
         /// Include internal topics (__consumer_offsets, ...).
         #[arg(long)]
         internal: bool,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Show partitions (leader, replicas, ISR, offsets) and configs of a topic.
     Describe {
         /// Topic name.
         name: String,
+        #[command(flatten)]
+        output: OutputArgs,
     },
     /// Delete a topic and its data.
     Delete {
@@ -87,8 +93,8 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 client.create_topic(&topic).await?;
                 println!("created topic {name}");
             }
-            TopicCommand::List { internal } => list(&mut client, internal).await?,
-            TopicCommand::Describe { name } => describe(&mut client, &name).await?,
+            TopicCommand::List { internal, output } => list(&mut client, internal, output).await?,
+            TopicCommand::Describe { name, output } => describe(&mut client, &name, output).await?,
             TopicCommand::Delete { name } => {
                 client.delete_topic(&name).await?;
                 println!("deleted topic {name}");
@@ -117,20 +123,29 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn list(client: &mut Client, internal: bool) -> anyhow::Result<()> {
+async fn list(client: &mut Client, internal: bool, output: OutputArgs) -> anyhow::Result<()> {
     let topics = client.list_topics().await?;
+    let listed: Vec<_> = topics
+        .iter()
+        .filter(|t| internal || !t.is_internal)
+        .collect();
+    if output.json() {
+        let topics: Vec<_> = listed
+            .iter()
+            .map(|t| json!({"name": t.name, "partitions": t.partitions.len(), "internal": t.is_internal}))
+            .collect();
+        return print_json(&json!({ "topics": topics }));
+    }
     let mut out = std::io::stdout().lock();
-    let mut listed = 0;
-    for t in topics.iter().filter(|t| internal || !t.is_internal) {
+    for t in &listed {
         writeln!(
             out,
             "{}\t{}",
             t.name,
             super::count(t.partitions.len(), "partition")
         )?;
-        listed += 1;
     }
-    if listed == 0 {
+    if listed.is_empty() {
         // On stderr: a script reading the list still gets an empty one.
         eprintln!("no topics");
     }
@@ -144,10 +159,68 @@ fn ids(v: &[i32]) -> String {
     v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
 }
 
-async fn describe(client: &mut Client, name: &str) -> anyhow::Result<()> {
+/// Earliest and latest offset of a partition with a leader; the error text otherwise.
+type Offsets = Option<Result<(i64, i64), String>>;
+
+async fn describe(client: &mut Client, name: &str, output: OutputArgs) -> anyhow::Result<()> {
     client.invalidate_topic(name);
     let topic = client.topic(name, false).await?;
     let replication = topic.partitions.first().map_or(0, |p| p.replicas.len());
+    let mut offsets: Vec<Offsets> = Vec::with_capacity(topic.partitions.len());
+    for p in &topic.partitions {
+        offsets.push(if p.leader >= 0 {
+            let earliest = client
+                .list_offsets(name, p.partition, OffsetSpec::Earliest)
+                .await;
+            let latest = client
+                .list_offsets(name, p.partition, OffsetSpec::Latest)
+                .await;
+            Some(match (earliest, latest) {
+                (Ok(e), Ok(l)) => Ok((e, l)),
+                (Err(e), _) | (_, Err(e)) => Err(e.to_string()),
+            })
+        } else {
+            None
+        });
+    }
+    let configs = client
+        .describe_topic_configs(name)
+        .await
+        .with_context(|| format!("describing configs of topic {name}"))?;
+    let shown = |c: &tidelog_client::ConfigEntry| {
+        if c.sensitive {
+            None
+        } else {
+            c.value.clone()
+        }
+    };
+    if output.json() {
+        let partitions: Vec<_> = topic
+            .partitions
+            .iter()
+            .zip(&offsets)
+            .map(|(p, o)| {
+                let (earliest, latest, error) = match o {
+                    Some(Ok((e, l))) => (Some(*e), Some(*l), None),
+                    Some(Err(e)) => (None, None, Some(e.clone())),
+                    None => (None, None, None),
+                };
+                json!({
+                    "partition": p.partition, "leader": (p.leader >= 0).then_some(p.leader),
+                    "replicas": p.replicas, "isr": p.isr,
+                    "earliest_offset": earliest, "latest_offset": latest, "offsets_error": error,
+                })
+            })
+            .collect();
+        let configs: Vec<_> = configs
+            .iter()
+            .map(|c| json!({"name": c.name, "value": shown(c), "sensitive": c.sensitive, "set_on_topic": c.is_topic_override()}))
+            .collect();
+        return print_json(&json!({
+            "name": topic.name, "topic_id": topic.topic_id.to_string(),
+            "replication_factor": replication, "partitions": partitions, "configs": configs,
+        }));
+    }
     let mut text = format!(
         "Topic: {}\tTopicId: {}\tPartitions: {}\tReplicationFactor: {}\n",
         topic.name,
@@ -156,20 +229,11 @@ async fn describe(client: &mut Client, name: &str) -> anyhow::Result<()> {
         replication
     );
     text.push_str("Partition\tLeader\tReplicas\tISR\tEarliest\tLatest\n");
-    for p in &topic.partitions {
-        let offsets = if p.leader >= 0 {
-            let earliest = client
-                .list_offsets(name, p.partition, OffsetSpec::Earliest)
-                .await;
-            let latest = client
-                .list_offsets(name, p.partition, OffsetSpec::Latest)
-                .await;
-            match (earliest, latest) {
-                (Ok(e), Ok(l)) => format!("{e}\t{l}"),
-                (Err(e), _) | (_, Err(e)) => format!("?\t? ({e})"),
-            }
-        } else {
-            "-\t-".into()
+    for (p, o) in topic.partitions.iter().zip(&offsets) {
+        let offsets = match o {
+            Some(Ok((e, l))) => format!("{e}\t{l}"),
+            Some(Err(e)) => format!("?\t? ({e})"),
+            None => "-\t-".into(),
         };
         let leader = if p.leader >= 0 {
             p.leader.to_string()
@@ -185,17 +249,13 @@ async fn describe(client: &mut Client, name: &str) -> anyhow::Result<()> {
             offsets
         ));
     }
-    let configs = client
-        .describe_topic_configs(name)
-        .await
-        .with_context(|| format!("describing configs of topic {name}"))?;
     text.push_str("Configs (* = set on this topic):\n");
-    for c in configs {
+    for c in &configs {
         let mark = if c.is_topic_override() { "*" } else { " " };
         let value = if c.sensitive {
             "(sensitive)".to_owned()
         } else {
-            c.value.unwrap_or_else(|| "(null)".into())
+            shown(c).unwrap_or_else(|| "(null)".into())
         };
         text.push_str(&format!("  {mark} {}={value}\n", c.name));
     }

@@ -61,7 +61,7 @@ async fn collect(bootstrap: &str, window: Duration) -> anyhow::Result<Observed> 
 
     let first_pass = Instant::now();
     let before = end_offsets(&mut client, &topics).await?;
-    tokio::time::sleep(window).await;
+    wait_showing_progress(window, bootstrap).await;
     let window_seconds = first_pass.elapsed().as_secs_f64();
     let after = end_offsets(&mut client, &topics).await?;
 
@@ -79,6 +79,25 @@ async fn collect(bootstrap: &str, window: Duration) -> anyhow::Result<Observed> 
 }
 
 /// The log end offset of every partition, topic by topic.
+/// Sleeps through the window, with a progress line on a terminal's stderr once a second.
+async fn wait_showing_progress(window: Duration, bootstrap: &str) {
+    let mut progress = crate::cli::progress::Progress::new();
+    let started = Instant::now();
+    let total = window.as_secs_f64();
+    loop {
+        let elapsed = started.elapsed();
+        if elapsed >= window {
+            break;
+        }
+        progress.show(&format!(
+            "watching {bootstrap}: {:.0}s of {total:.0}s",
+            elapsed.as_secs_f64()
+        ));
+        tokio::time::sleep((window - elapsed).min(Duration::from_secs(1))).await;
+    }
+    progress.finish();
+}
+
 async fn end_offsets(
     client: &mut Client,
     topics: &[TopicMetadata],

@@ -142,7 +142,7 @@ pub(crate) fn apply(
         notes.push("retention: some topics' retention.ms could not be read".to_owned());
     }
     notes.push(format!(
-        "not observable without a metrics API, still assumed: {} consumer groups, consumer time, headroom",
+        "not observed, still assumed: {} consumer groups (tidelog group list lists them), consumer time, headroom",
         a.consumer_groups
     ));
     Ok((a, notes))

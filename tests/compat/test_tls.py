@@ -32,7 +32,7 @@ from compat_helpers import (
     unique,
     wait_until,
 )
-from conftest import Broker, BrokerError
+from broker_process import Broker, BrokerError
 from kafka_wire import request
 
 

@@ -12,7 +12,7 @@ pub(crate) struct ServeArgs {
     /// This node's id in the cluster.
     #[arg(long, env = "TIDELOG_NODE_ID", default_value = "1")]
     node_id: String,
-    /// Kafka protocol listener.
+    /// Kafka protocol listener (ip:port or localhost:port; one PLAINTEXT listener).
     #[arg(long, env = "TIDELOG_LISTEN", default_value = "127.0.0.1:9092")]
     listen: String,
     /// HTTP admin listener (/healthz, /readyz).
@@ -121,12 +121,17 @@ fn check_controller_listen(listen: &str, entry: &str) -> anyhow::Result<()> {
 pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     init_logging();
     let node_id: i32 = flag_value(&args.node_id, "--node-id", "TIDELOG_NODE_ID", "an integer")?;
-    let listen: SocketAddr = flag_value(&args.listen, "--listen", "TIDELOG_LISTEN", "an ip:port")?;
-    let admin_listen: SocketAddr = flag_value(
+    let ListenAddr(listen) = flag_value(
+        &args.listen,
+        "--listen",
+        "TIDELOG_LISTEN",
+        "an ip:port or localhost:port",
+    )?;
+    let ListenAddr(admin_listen) = flag_value(
         &args.admin_listen,
         "--admin-listen",
         "TIDELOG_ADMIN_LISTEN",
-        "an ip:port",
+        "an ip:port or localhost:port",
     )?;
     let mut config = BrokerConfig::new(node_id, listen, admin_listen, args.data_dir.clone());
     if let Some(path) = &args.config {
@@ -197,6 +202,21 @@ fn listen_given() -> bool {
         || std::env::var_os("TIDELOG_LISTEN").is_some()
 }
 
+/// A listen address: an `ip:port`, or `localhost:port` for the IPv4 loopback (the form
+/// `--bootstrap` takes), without a name lookup.
+struct ListenAddr(SocketAddr);
+
+impl std::str::FromStr for ListenAddr {
+    type Err = std::net::AddrParseError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.strip_prefix("localhost:") {
+            Some(port) => format!("127.0.0.1:{port}").parse().map(ListenAddr),
+            None => text.parse().map(ListenAddr),
+        }
+    }
+}
+
 /// Parses a flag's value; the error names where it came from (the flag, its
 /// environment variable, or the default).
 fn flag_value<T>(value: &str, flag: &str, env: &str, expected: &str) -> anyhow::Result<T>
@@ -238,4 +258,19 @@ fn init_logging() {
         .with_target(false)
         .with_ansi(ansi)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_addresses_take_localhost_as_bootstrap_does() {
+        let parse = |t: &str| t.parse::<ListenAddr>().map(|a| a.0);
+        assert_eq!(parse("localhost:9092"), "127.0.0.1:9092".parse());
+        assert_eq!(parse("0.0.0.0:1"), "0.0.0.0:1".parse());
+        assert_eq!(parse("[::1]:9092"), "[::1]:9092".parse());
+        assert!(parse("localhost:x").is_err());
+        assert!(parse("broker1:9092").is_err());
+    }
 }

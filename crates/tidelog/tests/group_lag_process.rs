@@ -10,7 +10,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use support::cli_run::tidelog;
+use support::cli_run::{create_topic, tidelog};
 use support::Node;
 use tidelog_client::{Client, OffsetSpec, ProduceRecord, Producer, ProducerConfig};
 
@@ -63,12 +63,7 @@ async fn producer(node: &Node) -> Producer {
 async fn a_consumer_committing_every_5s_that_keeps_up_is_not_reported_growing() {
     let node = Node::start(&[]);
     let bootstrap = node.kafka.to_string();
-    let created = tidelog(
-        &bootstrap,
-        &["topic", "create", "steady", "--partitions", "1"],
-        b"",
-    );
-    assert!(created.ok, "{}", created.stderr);
+    create_topic(&bootstrap, "steady", 1);
     let mut writer = producer(&node).await;
     let mut committer = Client::connect_to(&bootstrap).await.unwrap();
     produce(&mut writer, "steady", 10, None).await;
@@ -212,12 +207,7 @@ fn support_now_ms() -> i64 {
 async fn the_sampling_window_shows_progress_only_on_a_terminal() {
     let node = Node::start(&[]);
     let bootstrap = node.kafka.to_string();
-    let created = tidelog(
-        &bootstrap,
-        &["topic", "create", "watched", "--partitions", "1"],
-        b"",
-    );
-    assert!(created.ok, "{}", created.stderr);
+    create_topic(&bootstrap, "watched", 1);
     let mut writer = producer(&node).await;
     produce(&mut writer, "watched", 3, None).await;
     writer

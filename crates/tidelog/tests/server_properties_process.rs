@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::cli_run::tidelog;
+use support::cli_run::{create_topic, tidelog};
 use support::http_status;
 
 fn free_port() -> u16 {
@@ -137,12 +137,7 @@ fn kafkas_single_node_server_properties_starts_a_working_node() {
     let (mut child, admin) = serve_file(&file, &[]);
     wait_ready(&mut child, admin);
     let bootstrap = format!("localhost:{kafka}");
-    let created = tidelog(
-        &bootstrap,
-        &["topic", "create", "t", "--partitions", "1"],
-        b"",
-    );
-    assert!(created.ok, "{}", created.stderr);
+    create_topic(&bootstrap, "t", 1);
     let described = tidelog(&bootstrap, &["topic", "describe", "t"], b"");
     assert!(described.ok, "{}", described.stderr);
     // log.retention.hours=168 is read as Kafka reads it: 604800000 ms.
@@ -194,12 +189,7 @@ fn synonyms_follow_kafkas_precedence_and_flags_win_over_the_file() {
     let (mut child, admin) = serve_file(&file, &["--data-dir", flag_dir.to_str().unwrap()]);
     wait_ready(&mut child, admin);
     let bootstrap = format!("127.0.0.1:{kafka}");
-    let created = tidelog(
-        &bootstrap,
-        &["topic", "create", "t", "--partitions", "1"],
-        b"",
-    );
-    assert!(created.ok, "{}", created.stderr);
+    create_topic(&bootstrap, "t", 1);
     let described = tidelog(&bootstrap, &["topic", "describe", "t"], b"");
     assert!(described.stdout.contains("7200000"), "{}", described.stdout);
     let info = tidelog(&bootstrap, &["cluster", "info"], b"");

@@ -38,20 +38,33 @@ pub struct CommitRates {
     pub consume_rate: Option<f64>,
     /// d(lag)/dt in messages per second between the same two commits (`None` likewise).
     pub trend: Option<f64>,
-    /// Whether the lag at every commit seen was larger than at the one before: a lag
-    /// that merely wobbles between commits is not growing.
+    /// Whether the lag certainly grew: the least it can have been at the last commit
+    /// seen is above the most it can have been at the first, and it never fell between
+    /// two commits. A commit is seen at the first sample after it, so the log end at the
+    /// commit lies between that sample's and the one before: taking the lag at the
+    /// sample alone would read records produced since the commit as growth, and a
+    /// consumer that keeps up as a falling-behind one.
     pub growing: bool,
+}
+
+/// A commit between two samples: the lag at the commit, at least and at most.
+fn lag_bounds(before: &Sample, after: &Sample) -> (i64, i64) {
+    let least = Sample {
+        log_end: before.log_end.min(after.log_end),
+        ..*after
+    };
+    (least.lag(), after.lag())
 }
 
 impl CommitRates {
     /// Reads the rates out of samples in time order.
     pub fn from_samples(samples: &[Sample]) -> CommitRates {
-        let commits: Vec<&Sample> = samples
+        let pairs: Vec<(&Sample, &Sample)> = samples
             .iter()
             .zip(samples.iter().skip(1))
             .filter(|(before, after)| after.committed != before.committed)
-            .map(|(_, after)| after)
             .collect();
+        let commits: Vec<&Sample> = pairs.iter().map(|(_, after)| *after).collect();
         let none = CommitRates {
             commits: commits.len(),
             consume_rate: None,
@@ -66,10 +79,14 @@ impl CommitRates {
             return none;
         }
         let trend = (last.lag() - first.lag()) as f64 / seconds;
+        let (first_pair, last_pair) = (pairs[0], pairs[pairs.len() - 1]);
+        let (_, most_at_first) = lag_bounds(first_pair.0, first_pair.1);
+        let (least_at_last, _) = lag_bounds(last_pair.0, last_pair.1);
+        let never_fell = commits.windows(2).all(|w| w[1].lag() >= w[0].lag());
         CommitRates {
             consume_rate: Some((last.committed - first.committed) as f64 / seconds),
             trend: Some(trend),
-            growing: trend > 0.0 && commits.windows(2).all(|w| w[1].lag() > w[0].lag()),
+            growing: trend > 0.0 && least_at_last > most_at_first && never_fell,
             ..none
         }
     }
@@ -142,6 +159,17 @@ mod tests {
         // Up then down: the slope alone is positive, but the lag does not keep rising.
         let wobble = CommitRates::from_samples(&series(&[(0, 0), (5, 10), (10, 30), (15, 21)]));
         assert!(wobble.trend.is_some_and(|t| t > 0.0) && !wobble.growing);
+    }
+
+    #[test]
+    fn records_produced_between_a_commit_and_the_sample_that_sees_it_are_not_growth() {
+        // The consumer commits the log end; the sample that sees the second commit comes
+        // later after it than the first one did, so the lag at the samples rises (10,
+        // then 40) although the group keeps up exactly.
+        let r = CommitRates::from_samples(&series(&[(0, 0), (100, 110), (100, 190), (200, 240)]));
+        assert_eq!(r.commits, 2);
+        assert!(r.trend.is_some_and(|t| t > 0.0));
+        assert!(!r.growing);
     }
 
     #[test]

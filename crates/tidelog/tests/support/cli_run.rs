@@ -60,3 +60,14 @@ pub fn tidelog(bootstrap: &str, args: &[&str], stdin: &[u8]) -> Output {
         stderr: err_reader.join().unwrap(),
     }
 }
+
+/// `tidelog topic create NAME --partitions N`; the test fails with the CLI's error.
+pub fn create_topic(bootstrap: &str, name: &str, partitions: u32) {
+    let partitions = partitions.to_string();
+    let created = tidelog(
+        bootstrap,
+        &["topic", "create", name, "--partitions", &partitions],
+        b"",
+    );
+    assert!(created.ok, "topic create {name}: {}", created.stderr);
+}

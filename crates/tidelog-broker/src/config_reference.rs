@@ -44,7 +44,7 @@ fn status(treatment: Treatment) -> String {
         Treatment::Ignored(why) => format!("accepted and ignored, with a warning: {why}"),
         Treatment::Refused { off: [], why } => format!("refused: {why}"),
         Treatment::Refused { off, why } => {
-            let allowed: Vec<String> = off.iter().map(|v| format!("`{v}`")).collect();
+            let allowed: Vec<String> = off.iter().map(|v| cell(v)).collect();
             format!("refused unless {}: {why}", allowed.join(" or "))
         }
     }

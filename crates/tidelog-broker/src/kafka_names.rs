@@ -639,7 +639,13 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("socket.send.buffer.bytes", Ignored(SOCKETS)),
     ("ssl.allow.dn.changes", Ignored(TLS_TUNING)),
     ("ssl.allow.san.changes", Ignored(TLS_TUNING)),
-    ("ssl.cipher.suites", Ignored(TLS_TUNING)),
+    (
+        "ssl.cipher.suites",
+        Refused {
+            off: &[""],
+            why: "cipher suites are rustls's safe defaults and cannot be chosen",
+        },
+    ),
     ("ssl.endpoint.identification.algorithm", Ignored(TLS_TUNING)),
     (
         "ssl.engine.factory.class",

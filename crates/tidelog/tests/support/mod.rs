@@ -52,11 +52,27 @@ impl Node {
             child: None,
             extra: settings.iter().map(|s| s.to_string()).collect(),
         };
+        // A port found free can be taken (by another test's outgoing connection) before
+        // tidelog binds it; the first start then exits, and another pair of ports is tried.
+        for _ in 0..4 {
+            match node.try_spawn() {
+                Ok(()) => return node,
+                Err(e) => eprintln!("{e}; retrying on other ports"),
+            }
+            node.kafka = SocketAddr::from(([127, 0, 0, 1], free_port()));
+            node.admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        }
         node.spawn();
         node
     }
 
     fn spawn(&mut self) {
+        if let Err(e) = self.try_spawn() {
+            panic!("{e}");
+        }
+    }
+
+    fn try_spawn(&mut self) -> Result<(), String> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_tidelog"));
         cmd.arg("serve")
             .arg("--listen")
@@ -71,19 +87,22 @@ impl Node {
             cmd.arg("--set").arg(s);
         }
         self.child = Some(cmd.spawn().expect("spawn tidelog"));
-        self.wait_ready(Duration::from_secs(30));
+        self.wait_ready(Duration::from_secs(30))
     }
 
-    fn wait_ready(&mut self, timeout: Duration) {
+    /// Waits for /readyz; an exit during start-up is an error, not becoming ready in
+    /// `timeout` fails the test.
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         while Instant::now() < deadline {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(status)) = child.try_wait() {
-                    panic!("tidelog exited during start-up: {status}");
+                    self.child = None;
+                    return Err(format!("tidelog exited during start-up: {status}"));
                 }
             }
             if http_status(self.admin, "/readyz") == Some(200) {
-                return;
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -18,10 +18,15 @@ pub(crate) struct ProcessFlags<'a> {
     pub(crate) roles: &'a mut Vec<String>,
 }
 
-/// Whether `flag` was given on the command line or through its variable `env`.
-fn explicit(flag: &str, env: &str) -> bool {
+/// Whether `flag` was given on the command line (as `--flag value` or `--flag=value`).
+pub(crate) fn on_command_line(flag: &str) -> bool {
     std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")))
-        || std::env::var_os(env).is_some()
+}
+
+/// Whether `flag` was given on the command line or through its variable `env`, rather
+/// than left at its default.
+pub(crate) fn explicit(flag: &str, env: &str) -> bool {
+    on_command_line(flag) || std::env::var_os(env).is_some()
 }
 
 fn list(value: &str) -> Vec<String> {
@@ -36,13 +41,19 @@ fn list(value: &str) -> Vec<String> {
 /// Fills `config`'s node id and data dir and the cluster `flags` from
 /// the Kafka names the file gave, where no flag did.
 pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> anyhow::Result<()> {
-    let given = config.clone();
-    let get = |name: &str| {
-        given
+    // Read before `config` is changed below: value and origin of each name the file gave.
+    let read = |name: &str| {
+        config
             .process_setting(name)
             .map(|(v, o)| (v.to_owned(), o.to_string()))
     };
-    if let Some((id, origin)) = node_id(&get("node.id"), &get("broker.id"))? {
+    let (node, broker) = (read("node.id"), read("broker.id"));
+    let log_dirs = read("log.dirs").or_else(|| read("log.dir"));
+    let controller_listener_names = read("controller.listener.names");
+    let voters = read("controller.quorum.voters");
+    let roles = read("process.roles");
+    let bootstrap_servers = read("controller.quorum.bootstrap.servers");
+    if let Some((id, origin)) = node_id(&node, &broker)? {
         if !explicit("--node-id", "TIDELOG_NODE_ID") {
             config.node_id = id
                 .parse::<u16>()
@@ -50,7 +61,7 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
                 .with_context(|| format!("node.id {origin}: {id:?} is not a node id (0-65535)"))?;
         }
     }
-    if let Some((dirs, origin)) = get("log.dirs").or_else(|| get("log.dir")) {
+    if let Some((dirs, origin)) = log_dirs {
         let dirs = list(&dirs);
         match &dirs[..] {
             [one] if !explicit("--data-dir", "TIDELOG_DATA_DIR") => {
@@ -65,7 +76,7 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
             ),
         }
     }
-    let controller_names: Vec<String> = get("controller.listener.names")
+    let controller_names: Vec<String> = controller_listener_names
         .map(|(v, _)| {
             list(&v)
                 .into_iter()
@@ -85,13 +96,12 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
             ),
             None => None,
         };
-    let voters = get("controller.quorum.voters");
     if let Some((voters, _)) = &voters {
         if !explicit("--quorum", "TIDELOG_QUORUM") {
             *flags.quorum = Some(voters.clone());
         }
     }
-    let roles = get("process.roles").map(|(v, o)| (list(&v), o));
+    let roles = roles.map(|(v, o)| (list(&v), o));
     if flags.quorum.is_none() {
         // A cluster of one runs broker and controller; a bootstrap list naming only this
         // node's own controller listener is what Kafka's single-node file gives.
@@ -102,7 +112,7 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
                 bail!("process.roles {origin} is {:?}: without controller.quorum.voters a node is a cluster of one and runs both broker and controller", roles.join(","));
             }
         }
-        if let Some((servers, origin)) = get("controller.quorum.bootstrap.servers") {
+        if let Some((servers, origin)) = bootstrap_servers {
             let own_port = controller_addr.map(|a: SocketAddr| a.port());
             let servers = list(&servers);
             let only_self = matches!(&servers[..], [one] if one.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()) == own_port);

@@ -160,7 +160,9 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Before anything starts: the listeners, and what clients will be told to
         // connect to.
         let listeners = config.get(tidelog_broker::settings::LISTENERS);
-        if !listeners.trim().is_empty() && listen_given() {
+        if !listeners.trim().is_empty()
+            && crate::kafka_process_settings::explicit("--listen", "TIDELOG_LISTEN")
+        {
             bail!(
                 "--listen and the `listeners` setting both name the Kafka listeners: use one \
                  (--listen {listen} means listeners=PLAINTEXT://{listen})"
@@ -195,13 +197,6 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Whether --listen was given (on the command line or as TIDELOG_LISTEN) rather than
-/// left at its default.
-fn listen_given() -> bool {
-    std::env::args().any(|a| a == "--listen" || a.starts_with("--listen="))
-        || std::env::var_os("TIDELOG_LISTEN").is_some()
-}
-
 /// A listen address: an `ip:port`, or `localhost:port` for the IPv4 loopback (the form
 /// `--bootstrap` takes), without a name lookup.
 struct ListenAddr(SocketAddr);
@@ -225,8 +220,7 @@ where
     T::Err: std::fmt::Display,
 {
     value.trim().parse().map_err(|e| {
-        let given = std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
-        let origin = if given {
+        let origin = if crate::kafka_process_settings::on_command_line(flag) {
             flag.to_owned()
         } else if std::env::var_os(env).is_some() {
             format!("environment variable {env}")

@@ -24,6 +24,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
 LOG_TAIL_LINES = 60
+# A port found free can be taken by another process before tidelog binds it; a first
+# start that fails that way is retried on new ports this many times.
+FIRST_START_ATTEMPTS = 4
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 # Brokers alive in the current test (function-scoped ones and shared ones alike).
@@ -81,6 +84,35 @@ class Broker:
     def start(self):
         if self.alive():
             raise BrokerError("broker already running")
+        if self.starts > 0:
+            # A restart keeps its ports: clients and the test know them.
+            return self._start_once()
+        for attempt in range(FIRST_START_ATTEMPTS):
+            try:
+                return self._start_once()
+            except BrokerError:
+                if attempt + 1 == FIRST_START_ATTEMPTS or not self._lost_port_race():
+                    raise
+                if not self.choose_new_ports():
+                    raise
+        raise BrokerError("unreachable")
+
+    def choose_new_ports(self):
+        """Picks other free ports for a first start that lost a port race; False when this
+        broker's ports cannot be changed (a subclass that baked them into its settings)."""
+        self.port = free_port()
+        self.admin_port = free_port()
+        return True
+
+    def _lost_port_race(self):
+        """Whether the last start exited because a port was already in use."""
+        if self.alive():
+            return False
+        marker = f"===== start #{self.starts}:"
+        text = self.log_path.read_text(errors="replace")
+        return "Address already in use" in text.rsplit(marker, 1)[-1]
+
+    def _start_once(self):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.starts += 1
         with open(self.log_path, "ab") as log:

@@ -76,8 +76,20 @@ class ListenersBroker(Broker):
     def __init__(self, workdir, settings):
         super().__init__(workdir, settings)
         self.ssl_port = free_port()
-        self.settings.setdefault(
-            "listeners", f"PLAINTEXT://127.0.0.1:{self.port},SSL://127.0.0.1:{self.ssl_port}")
+        self.own_listeners = "listeners" not in self.settings
+        if self.own_listeners:
+            self.settings["listeners"] = self.listeners()
+
+    def listeners(self):
+        return f"PLAINTEXT://127.0.0.1:{self.port},SSL://127.0.0.1:{self.ssl_port}"
+
+    def choose_new_ports(self):
+        if not self.own_listeners:
+            return False
+        super().choose_new_ports()
+        self.ssl_port = free_port()
+        self.settings["listeners"] = self.listeners()
+        return True
 
     @property
     def ssl_bootstrap(self):

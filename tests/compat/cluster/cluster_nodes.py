@@ -17,9 +17,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from broker_process import tidelog_bin
 from compat_helpers import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 READY_TIMEOUT_S = 40.0
 STOP_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 40
@@ -42,15 +42,6 @@ LIVE_CLUSTERS = []
 
 class NodeError(Exception):
     """A node did not start, become ready or stop in time."""
-
-
-def tidelog_bin():
-    path = Path(os.environ.get("TIDELOG_BIN", REPO_ROOT / "target" / "release" / "tidelog"))
-    if not path.is_absolute():
-        path = REPO_ROOT / path
-    if not path.is_file():
-        raise NodeError(f"tidelog binary not found at {path} (build it, or set TIDELOG_BIN)")
-    return path
 
 
 def node_environment():

@@ -8,7 +8,7 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest, TopicName,
+    DescribeConfigsResponse, IncrementalAlterConfigsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -19,6 +19,8 @@ use crate::metadata::TopicMetadata;
 
 /// Kafka's ConfigResource type for topics.
 const RESOURCE_TOPIC: i8 = 2;
+/// Kafka's ConfigResource type for brokers (named by node id).
+const RESOURCE_BROKER: i8 = 4;
 /// Admin requests ask the broker to finish within this long.
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
 
@@ -125,36 +127,24 @@ impl Client {
 
     /// Every config of a topic, sorted by name.
     async fn describe_topic_configs_once(&mut self, topic: &str) -> Result<Vec<ConfigEntry>> {
-        let request = DescribeConfigsRequest::default().with_resources(vec![
-            DescribeConfigsResource::default()
-                .with_resource_type(RESOURCE_TOPIC)
-                .with_resource_name(name(topic))
-                .with_configuration_keys(None),
-        ]);
+        let request = describe_configs_request(RESOURCE_TOPIC, topic);
         let response = self.send_any(&request).await?;
-        let result = response
-            .results
-            .into_iter()
-            .find(|r| r.resource_name.as_str() == topic)
-            .ok_or_else(|| ClientError::Protocol("describe configs response is empty".into()))?;
-        ClientError::check(
-            result.error_code,
-            result.error_message.as_ref().map(StrBytes::as_str),
-            || format!("describe configs of topic {topic}"),
-        )?;
-        let mut entries: Vec<ConfigEntry> = result
-            .configs
-            .into_iter()
-            .map(|c| ConfigEntry {
-                name: c.name.as_str().to_owned(),
-                value: c.value.map(|v| v.as_str().to_owned()),
-                read_only: c.read_only,
-                source: c.config_source,
-                sensitive: c.is_sensitive,
-            })
-            .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(entries)
+        config_entries(response, topic, || {
+            format!("describe configs of topic {topic}")
+        })
+    }
+
+    /// Every config of broker `node_id`, asked of that broker (which alone knows its
+    /// static settings), sorted by name.
+    async fn describe_broker_configs_once(&mut self, node_id: i32) -> Result<Vec<ConfigEntry>> {
+        let id = node_id.to_string();
+        let request = describe_configs_request(RESOURCE_BROKER, &id);
+        let response = self
+            .broker_connection(node_id)
+            .await?
+            .send(&request)
+            .await?;
+        config_entries(response, &id, || format!("describe configs of broker {id}"))
     }
 
     /// Sets and deletes topic config overrides in one IncrementalAlterConfigs request.
@@ -220,6 +210,44 @@ impl Client {
     }
 }
 
+fn describe_configs_request(resource_type: i8, resource: &str) -> DescribeConfigsRequest {
+    DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(name(resource))
+        .with_configuration_keys(None)])
+}
+
+/// The configs of `resource` in a DescribeConfigs answer, sorted by name.
+fn config_entries(
+    response: DescribeConfigsResponse,
+    resource: &str,
+    what: impl FnOnce() -> String,
+) -> Result<Vec<ConfigEntry>> {
+    let result = response
+        .results
+        .into_iter()
+        .find(|r| r.resource_name.as_str() == resource)
+        .ok_or_else(|| ClientError::Protocol("describe configs response is empty".into()))?;
+    ClientError::check(
+        result.error_code,
+        result.error_message.as_ref().map(StrBytes::as_str),
+        what,
+    )?;
+    let mut entries: Vec<ConfigEntry> = result
+        .configs
+        .into_iter()
+        .map(|c| ConfigEntry {
+            name: c.name.as_str().to_owned(),
+            value: c.value.map(|v| v.as_str().to_owned()),
+            read_only: c.read_only,
+            source: c.config_source,
+            sensitive: c.is_sensitive,
+        })
+        .collect();
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(entries)
+}
+
 /// The admin calls, each retried while it fails with a retriable error
 /// ([`ClientError::is_retriable`]) within the client's API timeout.
 impl Client {
@@ -237,6 +265,11 @@ impl Client {
     /// Every config of a topic, sorted by name.
     pub async fn describe_topic_configs(&mut self, topic: &str) -> Result<Vec<ConfigEntry>> {
         retrying!(self, self.describe_topic_configs_once(topic).await)
+    }
+
+    /// Every config of broker `node_id`, sorted by name.
+    pub async fn describe_broker_configs(&mut self, node_id: i32) -> Result<Vec<ConfigEntry>> {
+        retrying!(self, self.describe_broker_configs_once(node_id).await)
     }
 
     /// Sets and deletes topic config overrides in one IncrementalAlterConfigs request.

@@ -26,6 +26,7 @@ pub(crate) const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 /// Our supported range for `key`, if we send that API at all.
@@ -121,6 +122,7 @@ mod tests {
             ApiKey::ElectLeaders => ElectLeadersRequest::VERSIONS,
             ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
             ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,
+            ApiKey::DescribeLogDirs => DescribeLogDirsRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

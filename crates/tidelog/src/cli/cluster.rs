@@ -41,6 +41,13 @@ enum ClusterCommand {
         /// Submit the plan instead of only printing it.
         #[arg(long)]
         execute: bool,
+        /// With --execute: wait until every move is finished, showing the bytes copied,
+        /// the copy rate, the follower throttle and the time left.
+        #[arg(long, requires = "execute")]
+        wait: bool,
+        /// With --wait: give up waiting after this many seconds (the moves go on).
+        #[arg(long, default_value_t = 3600, requires = "wait")]
+        timeout: u64,
     },
 }
 
@@ -52,8 +59,14 @@ pub(crate) fn run(args: ClusterArgs) -> anyhow::Result<()> {
                 print_json(&info_json::info_json(&mut client).await?)
             }
             ClusterCommand::Info { .. } => info(&mut client).await,
-            ClusterCommand::AddBroker { broker_id, execute } => {
-                add_broker(&mut client, broker_id, execute).await
+            ClusterCommand::AddBroker {
+                broker_id,
+                execute,
+                wait,
+                timeout,
+            } => {
+                let wait = wait.then(|| std::time::Duration::from_secs(timeout));
+                add_broker(&mut client, broker_id, execute, wait).await
             }
         }
     })
@@ -200,7 +213,14 @@ impl PartitionHealth {
     }
 }
 
-async fn add_broker(client: &mut Client, broker_id: i32, execute: bool) -> anyhow::Result<()> {
+/// Plans (and with `execute` submits) the moves onto `broker_id`; with `wait`, follows
+/// them until finished, at most that long.
+async fn add_broker(
+    client: &mut Client,
+    broker_id: i32,
+    execute: bool,
+    wait: Option<std::time::Duration>,
+) -> anyhow::Result<()> {
     let metadata = client.refresh_metadata(None, false).await?.clone();
     if !metadata.brokers.contains_key(&broker_id) {
         bail!(
@@ -262,8 +282,16 @@ async fn add_broker(client: &mut Client, broker_id: i32, execute: bool) -> anyho
     if failed > 0 {
         bail!("{failed} of {} reassignments were refused", outcomes.len());
     }
-    println!("Follow them with: tidelog partition list-reassignments");
-    Ok(())
+    let Some(timeout) = wait else {
+        println!("Follow them with: tidelog partition list-reassignments");
+        return Ok(());
+    };
+    let targets: Vec<_> = plan
+        .moves
+        .iter()
+        .map(|m| ((m.topic.clone(), m.partition), m.new_replicas.clone()))
+        .collect();
+    super::reassign_wait::wait_for_reassignments(client, &targets, timeout).await
 }
 
 fn print_plan(plan: &AddBrokerPlan, broker_id: i32) -> anyhow::Result<()> {

@@ -8,6 +8,7 @@ pub(crate) mod output;
 pub(crate) mod partition;
 pub(crate) mod produce;
 pub(crate) mod progress;
+mod reassign_wait;
 pub(crate) mod topic;
 mod when;
 

@@ -40,6 +40,13 @@ enum PartitionCommand {
         /// Cancel the move in progress (the partition keeps its original replicas).
         #[arg(long)]
         cancel: bool,
+        /// Wait until the move is finished, showing the bytes the new replicas have
+        /// copied, the copy rate, the follower throttle and the time left.
+        #[arg(long, conflicts_with = "cancel")]
+        wait: bool,
+        /// With --wait: give up waiting after this many seconds (the move goes on).
+        #[arg(long, default_value_t = 3600, requires = "wait")]
+        timeout: u64,
     },
     /// Reassignments in progress: replicas, the ones being added and removed.
     ListReassignments {
@@ -73,9 +80,17 @@ pub(crate) fn run(args: PartitionArgs) -> anyhow::Result<()> {
                 partition,
                 replicas,
                 cancel,
+                wait,
+                timeout,
             } => {
-                let target = (!cancel).then_some(replicas);
-                reassign(&mut client, topic, partition, target).await
+                let target = (!cancel).then_some(replicas.clone());
+                reassign(&mut client, topic.clone(), partition, target, !wait).await?;
+                if !wait {
+                    return Ok(());
+                }
+                let timeout = std::time::Duration::from_secs(timeout);
+                let target = [((topic, partition), replicas)];
+                super::reassign_wait::wait_for_reassignments(&mut client, &target, timeout).await
             }
             PartitionCommand::ListReassignments { topic, output } => {
                 list_reassignments(&mut client, topic, output).await
@@ -129,6 +144,7 @@ async fn reassign(
     topic: String,
     partition: i32,
     replicas: Option<Vec<i32>>,
+    say_how_to_follow: bool,
 ) -> anyhow::Result<()> {
     let what = match &replicas {
         Some(r) => format!("reassignment of {topic}-{partition} to {}", ids(r)),
@@ -142,7 +158,9 @@ async fn reassign(
         .find(|o| o.topic == topic && o.partition == partition);
     match outcome {
         Some(PartitionOutcome { result: Ok(()), .. }) => {
-            println!("{what} accepted; follow it with: tidelog partition list-reassignments");
+            if say_how_to_follow {
+                println!("{what} accepted; follow it with: tidelog partition list-reassignments");
+            }
             Ok(())
         }
         Some(PartitionOutcome { result: Err(e), .. }) => Err(e.into()),

@@ -6,7 +6,7 @@ mod assumptions;
 mod bootstrap;
 mod consumers;
 mod durability;
-mod format;
+pub(crate) mod format;
 mod model;
 mod observe;
 mod parse;

@@ -244,7 +244,18 @@ pub(crate) fn write_unknown_tagged_fields<B: ByteBufMut, R: RangeBounds<i32>>(
     range: R,
     unknown_tagged_fields: &BTreeMap<i32, Bytes>,
 ) -> Result<()> {
-    for (&k, v) in unknown_tagged_fields.range(range) {
+    // tidelog patch: a tag of 2^31 or more decodes to a negative key, which no range
+    // of non-negative keys holds, yet the field count written before includes it; the
+    // last (unbounded) range writes those keys too, after the others, which is their
+    // place in the wire's ascending unsigned order.
+    let beyond_i32 = match range.end_bound() {
+        std::ops::Bound::Unbounded => Some(unknown_tagged_fields.range(..0)),
+        _ => None,
+    };
+    for (&k, v) in unknown_tagged_fields
+        .range(range)
+        .chain(beyond_i32.into_iter().flatten())
+    {
         if v.len() > u32::MAX as usize {
             bail!("Tagged field is too long to encode ({} bytes)", v.len());
         }

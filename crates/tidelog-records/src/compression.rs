@@ -95,7 +95,7 @@ pub fn decompressing_reader<'a>(
     let bad = |e: io::Error| RecordsError::corrupt(format!("{codec:?} data: {e}"));
     let inner: Box<dyn Read + 'a> = match codec {
         Codec::None => Box::new(body),
-        Codec::Gzip => Box::new(flate2::read::GzDecoder::new(body)),
+        Codec::Gzip => Box::new(GzipReader(flate2::bufread::GzDecoder::new(body))),
         Codec::Snappy => Box::new(SnappyReader::new(body, limit)),
         Codec::Lz4 => Box::new(lz4::Decoder::new(body).map_err(bad)?),
         Codec::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(body).map_err(bad)?),
@@ -157,6 +157,25 @@ impl<R: Read> Read for Capped<R> {
     }
 }
 
+/// One gzip member, as every Kafka client writes it, and nothing after it: bytes past
+/// the member's end are refused rather than ignored, because some readers (the Rust
+/// clients' kafka-protocol among them) fail on them, and a stored batch must be readable
+/// by every consumer.
+struct GzipReader<'a>(flate2::bufread::GzDecoder<&'a [u8]>);
+
+impl Read for GzipReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.0.read(buf)?;
+        let after = self.0.get_ref().len();
+        if n == 0 && !buf.is_empty() && after > 0 {
+            return Err(io::Error::other(format!(
+                "{after} bytes after the end of the gzip stream"
+            )));
+        }
+        Ok(n)
+    }
+}
+
 /// Snappy as Kafka clients write it: xerial framing (header, then `u32 length, raw
 /// block` chunks) from the Java client, or a single raw block from others. Decodes one
 /// chunk at a time, checking each chunk's declared size against what the limit leaves
@@ -164,6 +183,10 @@ impl<R: Read> Read for Capped<R> {
 struct SnappyReader<'a> {
     rest: &'a [u8],
     raw_block: bool,
+    /// The xerial format version, when below 1: snappy-java (what Kafka reads with)
+    /// refuses such a stream, so it is refused here too. Its minimum compatible version
+    /// is ignored, as snappy-java ignores it.
+    incompatible_version: Option<i32>,
     limit_left: usize,
     limit: usize,
     chunk: Vec<u8>,
@@ -173,7 +196,9 @@ struct SnappyReader<'a> {
 impl<'a> SnappyReader<'a> {
     fn new(body: &'a [u8], limit: usize) -> Self {
         let xerial = body.len() >= XERIAL_HEADER.len() && body[..8] == XERIAL_HEADER[..8];
+        let version = xerial.then(|| i32::from_be_bytes([body[8], body[9], body[10], body[11]]));
         SnappyReader {
+            incompatible_version: version.filter(|v| *v < 1),
             rest: if xerial {
                 &body[XERIAL_HEADER.len()..]
             } else {
@@ -188,6 +213,11 @@ impl<'a> SnappyReader<'a> {
     }
 
     fn next_block(&mut self) -> io::Result<Option<&'a [u8]>> {
+        if let Some(version) = self.incompatible_version {
+            return Err(io::Error::other(format!(
+                "xerial snappy format version {version}: readers need 1 or above"
+            )));
+        }
         if self.rest.is_empty() {
             return Ok(None);
         }

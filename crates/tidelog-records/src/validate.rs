@@ -8,7 +8,7 @@
 //! | framing: length, magic 2, known codec, CRC-32C | CORRUPT_MESSAGE |
 //! | a record whose length runs past the block, a key/value length below -1, a negative or impossible header count, a null header key, fields that do not fill the record | CORRUPT_MESSAGE |
 //! | fewer records than `recordCount`, or bytes left after the last one | CORRUPT_MESSAGE |
-//! | compressed data that does not decompress | CORRUPT_MESSAGE |
+//! | compressed data that does not decompress, or bytes after the end of a gzip stream | CORRUPT_MESSAGE |
 //! | records that inflate past [`Rules::max_inflated_bytes`] | MESSAGE_TOO_LARGE |
 //! | from a client: a control batch; `recordCount` < 1 or not `lastOffsetDelta + 1`; offset deltas other than 0, 1, ..., n-1 | INVALID_RECORD |
 //! | a record without a key on a compacted topic (every such record is named) | INVALID_RECORD |

@@ -374,6 +374,41 @@ fn undecompressible_data_is_corrupt() {
 }
 
 #[test]
+fn bytes_after_the_gzip_stream_are_corrupt() {
+    let records = framed(&good(0), 0);
+    let mut gzip = compress(Codec::Gzip, &records).unwrap();
+    let plain = batch_of(1, &records, Codec::None);
+    validate(
+        &with_body(&plain, &gzip, Codec::Gzip.attribute_bits()),
+        &CLIENT,
+    )
+    .unwrap();
+    gzip.extend_from_slice(b"trailing");
+    let padded = with_body(&plain, &gzip, Codec::Gzip.attribute_bits());
+    assert_corrupt(&padded, &CLIENT, "bytes after the gzip member");
+}
+
+#[test]
+fn xerial_snappy_is_read_as_snappy_java_reads_it() {
+    let records = framed(&good(0), 0);
+    let mut xerial = compress(Codec::Snappy, &records).unwrap();
+    assert_eq!(
+        &xerial[..8],
+        b"\x82SNAPPY\0",
+        "the encoder writes xerial framing"
+    );
+    let plain = batch_of(1, &records, Codec::None);
+    // A minimum compatible version other than 1 is ignored, as snappy-java ignores it.
+    xerial[12..16].copy_from_slice(&7i32.to_be_bytes());
+    let odd_compat = with_body(&plain, &xerial, Codec::Snappy.attribute_bits());
+    validate(&odd_compat, &CLIENT).unwrap();
+    // A format version below 1 is refused, as snappy-java refuses it.
+    xerial[8..12].copy_from_slice(&0i32.to_be_bytes());
+    let old = with_body(&plain, &xerial, Codec::Snappy.attribute_bits());
+    assert_corrupt(&old, &CLIENT, "xerial version 0");
+}
+
+#[test]
 fn every_truncation_and_byte_flip_of_the_records_is_refused_or_harmless() {
     let mut b = BatchBuilder::new();
     b.push(1, Some(b"key"), Some(b"value"), &[("h", Some("1"))]);

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | framing: length, magic 2, known codec, CRC-32C | CORRUPT_MESSAGE |
 //! | a record whose length runs past the block, a key/value length below -1, a negative or impossible header count, a null header key, fields that do not fill the record | CORRUPT_MESSAGE |
-//! | fewer records than `recordCount`, or bytes left after the last one | CORRUPT_MESSAGE |
+//! | a negative `recordCount`, fewer records than it says, or bytes left after the last one | CORRUPT_MESSAGE |
 //! | compressed data that does not decompress, or bytes after the end of a gzip stream | CORRUPT_MESSAGE |
 //! | records that inflate past [`Rules::max_inflated_bytes`] | MESSAGE_TOO_LARGE |
 //! | from a client: a control batch; `recordCount` < 1 or not `lastOffsetDelta + 1`; offset deltas other than 0, 1, ..., n-1 | INVALID_RECORD |
@@ -92,7 +92,14 @@ pub fn validate(batch: &[u8], rules: &Rules) -> Result<usize, RecordsError> {
     if rules.from_client {
         check_client_header(&header)?;
     }
-    let count = usize::try_from(header.record_count()).unwrap_or(0);
+    // Kafka's readers refuse a negative count whoever wrote the batch; an empty batch
+    // (count 0) is what compaction may leave to keep a producer's state.
+    let Ok(count) = usize::try_from(header.record_count()) else {
+        return Err(RecordsError::corrupt(format!(
+            "record count {}",
+            header.record_count()
+        )));
+    };
     // LogAppendTime batches are stamped by the broker; control batches are its own.
     let timestamps = rules
         .timestamps

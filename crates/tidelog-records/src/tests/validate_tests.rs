@@ -374,6 +374,21 @@ fn undecompressible_data_is_corrupt() {
 }
 
 #[test]
+fn a_negative_record_count_is_corrupt_from_anyone() {
+    let mut batch = batch_of(1, &framed(&good(0), 0), Codec::None);
+    set_count(&mut batch, -1);
+    let replica = Rules {
+        from_client: false,
+        ..CLIENT
+    };
+    assert_corrupt(&batch, &replica, "record count -1 from a replica");
+    // Count 0 with no records is what compaction can leave behind: a replica may send it.
+    set_count(&mut batch, 0);
+    batch[23..27].copy_from_slice(&0i32.to_be_bytes()); // lastOffsetDelta kept
+    validate(&with_body(&batch, &[], 0), &replica).unwrap();
+}
+
+#[test]
 fn bytes_after_the_gzip_stream_are_corrupt() {
     let records = framed(&good(0), 0);
     let mut gzip = compress(Codec::Gzip, &records).unwrap();

@@ -10,7 +10,7 @@
 use bytes::Bytes;
 use kafka_protocol::records::RecordBatchDecoder;
 use tidelog_records::{
-    compute_crc, records_block, validate, BatchHeader, LogRecords, RecordIter, Rules,
+    compute_crc, records_block, validate, BatchHeader, Codec, LogRecords, RecordIter, Rules,
 };
 
 /// Decompressed bound for the fuzzed batches (small: the fuzzer must run fast).
@@ -41,7 +41,14 @@ pub(super) fn run(data: &[u8]) {
     let count = usize::try_from(header.record_count()).unwrap_or(0);
     let base = header.base_offset();
 
-    if !odd_xerial_header(&header, batch) && header_keys_are_utf8(&header, batch) {
+    // An empty compressed batch: Kafka's readers see count 0 and decompress nothing;
+    // kafka-protocol insists on a compressed stream. Kafka itself writes empty batches
+    // uncompressed, and a producer's batch cannot be empty (checked above for clients).
+    let empty_compressed = count == 0 && header.codec() != Some(Codec::None);
+    if !empty_compressed
+        && !odd_xerial_header(&header, batch)
+        && header_keys_are_utf8(&header, batch)
+    {
         let mut buf = Bytes::copy_from_slice(batch);
         let sets = RecordBatchDecoder::decode_all_with_limit(&mut buf, MAX_INFLATED)
             .unwrap_or_else(|e| panic!("validated batch does not decode with kafka-protocol: {e}"));
@@ -75,7 +82,7 @@ fn odd_xerial_header(header: &BatchHeader<'_>, batch: &[u8]) -> bool {
     let body = batch
         .get(tidelog_records::BATCH_HEADER_LEN..)
         .unwrap_or_default();
-    header.codec() == Some(tidelog_records::Codec::Snappy)
+    header.codec() == Some(Codec::Snappy)
         && body.len() >= STANDARD.len()
         && body[..8] == STANDARD[..8]
         && body[..16] != STANDARD[..]

@@ -24,6 +24,8 @@ pub struct ConnectionConfig {
     pub request_timeout: Duration,
     /// Largest response frame accepted.
     pub max_response_bytes: usize,
+    /// Authenticate every connection with SASL (a SASL_PLAINTEXT listener).
+    pub sasl: Option<crate::sasl::SaslCredentials>,
 }
 
 impl Default for ConnectionConfig {
@@ -33,6 +35,7 @@ impl Default for ConnectionConfig {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             max_response_bytes: 128 * 1024 * 1024,
+            sasl: None,
         }
     }
 }
@@ -81,6 +84,9 @@ impl Connection {
             broken: false,
         };
         conn.negotiate().await?;
+        if let Some(credentials) = &config.sasl {
+            conn.authenticate(credentials).await?;
+        }
         Ok(conn)
     }
 

@@ -1,6 +1,7 @@
 //! Client-side operator commands: they talk to a running cluster over the Kafka protocol.
 
 pub(crate) mod cluster;
+mod command_config;
 pub(crate) mod consume;
 pub(crate) mod format;
 pub(crate) mod group;
@@ -9,6 +10,7 @@ pub(crate) mod partition;
 pub(crate) mod produce;
 pub(crate) mod progress;
 pub(crate) mod topic;
+pub(crate) mod user;
 mod when;
 
 use anyhow::Context;
@@ -37,6 +39,11 @@ pub(crate) struct ConnectArgs {
         value_name = "MS"
     )]
     pub(crate) api_timeout_ms: u64,
+    /// Kafka client properties for a secured listener: security.protocol
+    /// (PLAINTEXT or SASL_PLAINTEXT), sasl.mechanism, and sasl.username/sasl.password
+    /// or sasl.jaas.config.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) command_config: Option<std::path::PathBuf>,
 }
 
 impl ConnectArgs {
@@ -45,6 +52,9 @@ impl ConnectArgs {
         let mut config = ClientConfig::new(&self.bootstrap)?;
         config.api_timeout = std::time::Duration::from_millis(self.api_timeout_ms);
         config.on_retry = Some(note_retry);
+        if let Some(path) = &self.command_config {
+            config.connection.sasl = command_config::load(path)?;
+        }
         Client::connect(config).await.map_err(anyhow::Error::from)
     }
 }

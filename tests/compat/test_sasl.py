@@ -315,3 +315,64 @@ def test_an_expired_session_that_does_not_reauthenticate_is_closed(sasl_broker):
         # ... past it, anything but a re-authentication closes the connection.
         conn.send(request(18, 0, 9))
         conn.wait_closed(timeout=PROMPT_S)
+
+
+def tidelog(*args, check=True):
+    from broker_process import tidelog_bin
+    return subprocess.run([str(tidelog_bin()), *args], text=True, capture_output=True, timeout=60, check=check)
+
+
+def authentication_refused(bootstrap, conf):
+    """Whether librdkafka reports an authentication error for `conf` (within PROMPT_S)."""
+    errors = []
+    admin = AdminClient({"bootstrap.servers": bootstrap, "error_cb": errors.append, **conf},
+                        logger=client_logger("admin"))
+    deadline = time.monotonic() + PROMPT_S
+    while time.monotonic() < deadline:
+        admin.poll(0.2)
+        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+            return True
+        try:
+            admin.list_topics(timeout=1)
+            return False
+        except KafkaException:
+            pass
+    return False
+
+
+def test_tidelog_user_create_list_delete(sasl_broker, tmp_path):
+    broker = sasl_broker()
+    plain = ["--bootstrap", broker.bootstrap]
+    created = tidelog("user", "create", "erin", "--mechanism", "SCRAM-SHA-256", "--password", "erin-secret",
+                      "--iterations", "8192", *plain)
+    assert "erin" in created.stdout
+    tidelog("user", "create", "erin", "--mechanism", "SCRAM-SHA-512", "--password", "erin-512", *plain)
+    listed = tidelog("user", "list", *plain).stdout.splitlines()
+    assert "erin\tSCRAM-SHA-256\titerations=8192" in listed, listed
+    assert "erin\tSCRAM-SHA-512\titerations=4096" in listed, listed
+    # Kafka's bounds on the iteration count, as the broker answers them.
+    refused = tidelog("user", "create", "frank", "--password", "x", "--iterations", "100", *plain, check=False)
+    assert refused.returncode == 1 and "UNACCEPTABLE_CREDENTIAL" in refused.stderr, refused.stderr
+    # erin authenticates with either mechanism, also through the CLI's --command-config.
+    conf = scram_conf(None, "SCRAM-SHA-256", "erin", "erin-secret", protocol="SASL_PLAINTEXT")
+    assert not authentication_refused(broker.sasl_bootstrap, conf)
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+        "    username=\"erin\" password=\"erin-512\";\n")
+    via_sasl = tidelog("user", "list", "--bootstrap", broker.sasl_bootstrap, "--command-config", str(props))
+    assert "erin\tSCRAM-SHA-512\titerations=4096" in via_sasl.stdout.splitlines()
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=alice\n"
+                     "sasl.password=nope\n")
+    failed = tidelog("topic", "list", "--bootstrap", broker.sasl_bootstrap, "--command-config", str(wrong),
+                     "--api-timeout-ms", "5000", check=False)
+    assert failed.returncode == 1 and "SASL_AUTHENTICATION_FAILED" in failed.stderr, failed.stderr
+    # Deleted: listed no more, and refused.
+    deleted = tidelog("user", "delete", "erin", *plain)
+    assert "SCRAM-SHA-256" in deleted.stdout and "SCRAM-SHA-512" in deleted.stdout
+    assert not any(line.startswith("erin\t") for line in tidelog("user", "list", *plain).stdout.splitlines())
+    assert authentication_refused(broker.sasl_bootstrap, conf)
+    again = tidelog("user", "delete", "erin", *plain, check=False)
+    assert again.returncode == 1 and "no SCRAM credential" in again.stderr, again.stderr

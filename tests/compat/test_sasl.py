@@ -376,3 +376,29 @@ def test_tidelog_user_create_list_delete(sasl_broker, tmp_path):
     assert authentication_refused(broker.sasl_bootstrap, conf)
     again = tidelog("user", "delete", "erin", *plain, check=False)
     assert again.returncode == 1 and "no SCRAM credential" in again.stderr, again.stderr
+
+
+def test_handshake_v0_takes_raw_tokens(sasl_broker):
+    # SaslHandshake v0: the PLAIN message follows as a bare size-prefixed token, and
+    # the answer is one too (empty for PLAIN), as Kafka's SaslServerAuthenticator does.
+    broker = sasl_broker()
+    host, port = broker.sasl_bootstrap.rsplit(":", 1)
+    with Connection(host, int(port)) as conn:
+        mechanism = b"PLAIN"
+        conn.send(request(SASL_HANDSHAKE, 0, 1, struct.pack(">h", len(mechanism)) + mechanism))
+        _, response = conn.recv_response(timeout=PROMPT_S)
+        assert struct.unpack(">h", response[:2])[0] == 0
+        token = b"\0alice\0alice-secret"
+        conn.send(struct.pack(">i", len(token)) + token)
+        deadline = time.monotonic() + PROMPT_S
+        assert conn._recv_exact(4, deadline) == b"\0\0\0\0"
+        # Authenticated: other requests are served now.
+        error, _ = api_versions(conn)
+        assert error == 0
+    # A wrong password on v0 has no answer to carry the error: the connection closes.
+    with Connection(host, int(port)) as conn:
+        conn.send(request(SASL_HANDSHAKE, 0, 1, struct.pack(">h", 5) + b"PLAIN"))
+        conn.recv_response(timeout=PROMPT_S)
+        token = b"\0alice\0wrong"
+        conn.send(struct.pack(">i", len(token)) + token)
+        assert conn.wait_closed(timeout=PROMPT_S) == 0

@@ -121,6 +121,23 @@ fn check_name_and_mechanism(name: &str, mechanism: i8) -> Result<(), (i16, &'sta
     Ok(())
 }
 
+fn check_upsertion(upsertion: &ScramUpsertion) -> Result<(), (i16, &'static str)> {
+    check_name_and_mechanism(&upsertion.name, upsertion.mechanism)?;
+    if upsertion.iterations < MIN_ITERATIONS {
+        return Err((codes::UNACCEPTABLE_CREDENTIAL, "Too few iterations"));
+    }
+    if upsertion.iterations > MAX_ITERATIONS {
+        return Err((codes::UNACCEPTABLE_CREDENTIAL, "Too many iterations"));
+    }
+    if upsertion.salt.is_empty() || upsertion.stored_key.is_empty() {
+        return Err((
+            codes::UNACCEPTABLE_CREDENTIAL,
+            "Empty salt or salted password",
+        ));
+    }
+    Ok(())
+}
+
 const TWICE: &str = "A user credential cannot be altered twice in the same request";
 
 /// AlterUserScramCredentials: deletions `(user, mechanism)` and upsertions, each user
@@ -169,20 +186,7 @@ pub fn plan_alter_scram_credentials(
             errors.insert(name, (codes::DUPLICATE_RESOURCE, TWICE));
             continue;
         }
-        let checked = check_name_and_mechanism(name, upsertion.mechanism).and_then(|()| {
-            if upsertion.iterations < MIN_ITERATIONS {
-                Err((codes::UNACCEPTABLE_CREDENTIAL, "Too few iterations"))
-            } else if upsertion.iterations > MAX_ITERATIONS {
-                Err((codes::UNACCEPTABLE_CREDENTIAL, "Too many iterations"))
-            } else if upsertion.salt.is_empty() || upsertion.stored_key.is_empty() {
-                Err((
-                    codes::UNACCEPTABLE_CREDENTIAL,
-                    "Empty salt or salted password",
-                ))
-            } else {
-                Ok(())
-            }
-        });
+        let checked = check_upsertion(upsertion);
         match checked {
             Ok(()) => {
                 upserting.insert(name, upsertion);

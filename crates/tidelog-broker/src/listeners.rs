@@ -237,7 +237,7 @@ impl BrokerConfig {
         };
         if in_cluster && spec.protocol != SecurityProtocol::Plaintext {
             return Err(bad(format!(
-                "listener {} is {}: inter-broker traffic over TLS is not supported yet (use a PLAINTEXT listener between brokers)",
+                "listener {} is {}: inter-broker traffic over TLS or SASL is not supported yet (use a PLAINTEXT listener between brokers)",
                 spec.name,
                 spec.protocol.name()
             )));

@@ -125,6 +125,10 @@ mod tests {
             ApiKey::ElectLeaders => ElectLeadersRequest::VERSIONS,
             ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
             ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,
+            ApiKey::SaslHandshake => SaslHandshakeRequest::VERSIONS,
+            ApiKey::SaslAuthenticate => SaslAuthenticateRequest::VERSIONS,
+            ApiKey::DescribeUserScramCredentials => DescribeUserScramCredentialsRequest::VERSIONS,
+            ApiKey::AlterUserScramCredentials => AlterUserScramCredentialsRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

@@ -39,10 +39,10 @@ pub fn parse(message: &[u8]) -> Result<(&str, &str), SaslError> {
 
 /// Checks a client message against the users' passwords; the user on success.
 /// `password_of` answers the configured password of a user.
-pub fn authenticate<'m>(
-    message: &'m [u8],
+pub fn authenticate(
+    message: &[u8],
     password_of: impl Fn(&str) -> Option<String>,
-) -> Result<&'m str, SaslError> {
+) -> Result<&str, SaslError> {
     let (user, given) = parse(message)?;
     let Some(expected) = password_of(user) else {
         return Err(SaslError::InvalidCredentials);

@@ -173,7 +173,6 @@ async fn serve_connection(
     if exchange.is_some() && sasl_session.is_none() {
         // Failed or gone: whatever the exchange queued (its answer, the close) is
         // written before the writer ends.
-        drop(exchange);
         drop(tx);
         let _ = writer_task.await;
         return;

@@ -20,14 +20,15 @@ pub(crate) enum Step {
 
 pub(crate) enum MechanismServer {
     Plain,
-    Scram(ScramServer),
+    /// Boxed: the SCRAM state is a few hundred bytes, PLAIN's none.
+    Scram(Box<ScramServer>),
 }
 
 impl MechanismServer {
     pub(crate) fn new(mechanism: SaslMechanism) -> MechanismServer {
         match mechanism {
             SaslMechanism::Plain => MechanismServer::Plain,
-            SaslMechanism::Scram(m) => MechanismServer::Scram(ScramServer::new(m)),
+            SaslMechanism::Scram(m) => MechanismServer::Scram(Box::new(ScramServer::new(m))),
         }
     }
 

@@ -239,6 +239,17 @@ def test_requests_before_authentication_close_the_connection(sasl_broker):
         # ... a Metadata request is not: the connection is closed without an answer.
         conn.send(request(METADATA, 1, 7, struct.pack(">i", -1)))
         assert conn.wait_closed(timeout=PROMPT_S) == 0
+    # An ApiVersions at a version the broker does not speak is answered
+    # UNSUPPORTED_VERSION, and the client may ask again lower before its handshake.
+    with Connection(host, int(port)) as conn:
+        conn.send(request(18, 99, 3))
+        _, response = conn.recv_response(timeout=PROMPT_S)
+        assert struct.unpack(">h", response[:2])[0] == 35  # UNSUPPORTED_VERSION
+        error, _ = api_versions(conn)
+        assert error == 0
+        conn.send(request(SASL_HANDSHAKE, 1, 4, struct.pack(">h", 5) + b"PLAIN"))
+        _, response = conn.recv_response(timeout=PROMPT_S)
+        assert struct.unpack(">h", response[:2])[0] == 0
     # An unknown mechanism is answered with the enabled ones, then the connection closes.
     with Connection(host, int(port)) as conn:
         body = struct.pack(">h", 6) + b"GSSAPI"

@@ -18,22 +18,19 @@ use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::sasl_authenticate_request::SaslAuthenticateRequest;
-use kafka_protocol::messages::sasl_authenticate_response::SaslAuthenticateResponse;
 use kafka_protocol::messages::sasl_handshake_request::SaslHandshakeRequest;
 use kafka_protocol::messages::sasl_handshake_response::SaslHandshakeResponse;
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tidelog_protocol::header::{decode_request_header, encode_response};
-use tidelog_protocol::DecodedHeader;
-use tidelog_sasl::SaslError;
+use tidelog_protocol::{DecodedHeader, ProtocolError};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{mpsc, watch};
 
 use super::connection::{Reply, Session};
 use crate::apis;
 use crate::context::Ctx;
-use crate::sasl::{MechanismServer, SaslListener, SaslMechanism, Step};
+use crate::sasl::{MechanismServer, SaslListener, SaslMechanism};
 
 /// An authenticated SASL session.
 #[derive(Debug, Clone)]
@@ -65,6 +62,8 @@ pub(super) struct Exchange<'a> {
     pub(super) tx: &'a mpsc::Sender<Reply>,
 }
 
+mod tokens;
+
 enum State {
     /// Nothing yet: ApiVersions or SaslHandshake.
     Initial,
@@ -83,7 +82,7 @@ enum State {
 
 /// Why the exchange ended without a session: closed quietly (the client went, or
 /// shutdown), or failed (counted, delayed, answered where there is an answer).
-enum Outcome {
+pub(super) enum Outcome {
     Gone,
     Failed {
         mechanism: Option<SaslMechanism>,
@@ -143,7 +142,7 @@ impl Exchange<'_> {
             .authentication(self.listener_name, mechanism, result);
     }
 
-    async fn send(&self, reply: Bytes) -> Result<(), Outcome> {
+    pub(super) async fn send(&self, reply: Bytes) -> Result<(), Outcome> {
         self.tx
             .send(Reply::Bytes(reply))
             .await
@@ -241,10 +240,37 @@ impl Exchange<'_> {
         previous: Option<&SaslSession>,
     ) -> Result<State, Outcome> {
         let mut body = frame;
-        let header = decode_request_header(&mut body)
-            .map_err(|_| failed(None, None, "not a Kafka request before the SASL handshake"))?;
+        let first = initial && previous.is_none();
+        let header = match decode_request_header(&mut body) {
+            Ok(header) => header,
+            // A newer client's ApiVersions whose header we cannot read: answered with
+            // our ranges, and it may ask again (as Kafka answers an unsupported one).
+            Err(ProtocolError::MalformedHeader {
+                api_key: ApiKey::ApiVersions,
+                correlation_id,
+                ..
+            }) if first => {
+                return match apis::api_versions::unsupported_version(correlation_id) {
+                    Reply::Bytes(bytes) => {
+                        self.send(bytes).await?;
+                        Ok(State::Initial)
+                    }
+                    _ => Err(failed(None, None, "unanswerable ApiVersions")),
+                };
+            }
+            Err(_) => {
+                return Err(failed(
+                    None,
+                    None,
+                    "not a Kafka request before the SASL handshake",
+                ))
+            }
+        };
         match header.api_key {
-            ApiKey::ApiVersions if initial && previous.is_none() => {
+            ApiKey::ApiVersions if first => {
+                // Only an ApiVersions at a version we speak moves on; one we do not
+                // is answered UNSUPPORTED_VERSION and the client may retry lower.
+                let supported = apis::accepts(ApiKey::ApiVersions as i16, header.api_version);
                 let session = Arc::new(Session {
                     listener: Arc::clone(self.listener_name),
                     principal: "User:ANONYMOUS".to_string(),
@@ -254,7 +280,11 @@ impl Exchange<'_> {
                     Reply::Bytes(bytes) => self.send(bytes).await?,
                     _ => return Err(failed(None, None, "undecodable ApiVersions")),
                 }
-                Ok(State::Handshake)
+                Ok(if supported {
+                    State::Handshake
+                } else {
+                    State::Initial
+                })
             }
             ApiKey::SaslHandshake => self.handshake(&header, body, previous).await,
             other => Err(failed(
@@ -308,121 +338,7 @@ impl Exchange<'_> {
         })
     }
 
-    /// A token after a v0 handshake; answered as a size-prefixed token.
-    async fn raw_token(
-        &self,
-        token: &[u8],
-        mechanism: SaslMechanism,
-        server: &mut MechanismServer,
-    ) -> Result<Option<SaslSession>, Outcome> {
-        let image = self.ctx.metadata.image();
-        let step = server
-            .step(token, self.listener, &image)
-            .map_err(|e| failed(Some(mechanism), None, &e.to_string()))?;
-        let (reply, session) = match step {
-            Step::Challenge(challenge) => (challenge, None),
-            Step::Done(done) => {
-                let session = self.session(mechanism, &done.user, false);
-                (done.final_token, Some(session))
-            }
-        };
-        let mut framed = Vec::with_capacity(4 + reply.len());
-        framed.extend_from_slice(&u32::try_from(reply.len()).unwrap_or(0).to_be_bytes());
-        framed.extend_from_slice(&reply);
-        self.send(Bytes::from(framed)).await?;
-        Ok(session)
-    }
-
-    /// A SaslAuthenticate request (anything else fails the exchange).
-    async fn authenticate_request(
-        &self,
-        frame: Bytes,
-        mechanism: SaslMechanism,
-        server: &mut MechanismServer,
-        previous: Option<&SaslSession>,
-    ) -> Result<Option<SaslSession>, Outcome> {
-        let mut body = frame;
-        let header = decode_request_header(&mut body)
-            .map_err(|_| failed(Some(mechanism), None, "undecodable request header"))?;
-        if header.api_key != ApiKey::SaslAuthenticate {
-            return Err(failed(
-                Some(mechanism),
-                None,
-                &format!(
-                    "unexpected Kafka request of type {:?} during SASL authentication",
-                    header.api_key
-                ),
-            ));
-        }
-        let version = header.api_version;
-        if !(0..=2).contains(&version) {
-            return Err(failed(
-                Some(mechanism),
-                None,
-                "unsupported SaslAuthenticate version",
-            ));
-        }
-        let request = SaslAuthenticateRequest::decode(&mut body, version)
-            .map_err(|_| failed(Some(mechanism), None, "undecodable SaslAuthenticate"))?;
-        let image = self.ctx.metadata.image();
-        let refuse = |message: String, why: &str| {
-            let response = SaslAuthenticateResponse::default()
-                .with_error_code(ResponseError::SaslAuthenticationFailed.code())
-                .with_error_message(Some(StrBytes::from_string(message)));
-            failed(Some(mechanism), encode(&header, &response), why)
-        };
-        let text = if previous.is_some() {
-            "re-authentication"
-        } else {
-            "authentication"
-        };
-        let step = server
-            .step(&request.auth_bytes, self.listener, &image)
-            .map_err(|e: SaslError| {
-                refuse(
-                    format!(
-                        "Authentication failed during {text} due to invalid credentials with SASL mechanism {}",
-                        mechanism.name()
-                    ),
-                    &e.to_string(),
-                )
-            })?;
-        let response = SaslAuthenticateResponse::default().with_error_message(None);
-        match step {
-            Step::Challenge(challenge) => {
-                let response = response.with_auth_bytes(Bytes::from(challenge));
-                self.send(encode(&header, &response).ok_or(Outcome::Gone)?)
-                    .await?;
-                Ok(None)
-            }
-            Step::Done(done) => {
-                let session = self.session(mechanism, &done.user, version > 0);
-                if let Some(previous) = previous {
-                    if previous.principal != session.principal {
-                        let message = format!(
-                            "Cannot change principals during re-authentication from {}: {}",
-                            previous.principal.replacen(':', ".", 1),
-                            session.principal.replacen(':', ".", 1)
-                        );
-                        return Err(refuse(message, "principal changed at re-authentication"));
-                    }
-                }
-                let lifetime_ms = if session.expires.is_some() {
-                    i64::try_from(self.listener.max_reauth.as_millis()).unwrap_or(i64::MAX)
-                } else {
-                    0
-                };
-                let response = response
-                    .with_auth_bytes(Bytes::from(done.final_token))
-                    .with_session_lifetime_ms(lifetime_ms);
-                self.send(encode(&header, &response).ok_or(Outcome::Gone)?)
-                    .await?;
-                Ok(Some(session))
-            }
-        }
-    }
-
-    fn session(
+    pub(super) fn session(
         &self,
         mechanism: SaslMechanism,
         user: &str,
@@ -438,7 +354,11 @@ impl Exchange<'_> {
     }
 }
 
-fn failed(mechanism: Option<SaslMechanism>, answer: Option<Bytes>, why: &str) -> Outcome {
+pub(super) fn failed(
+    mechanism: Option<SaslMechanism>,
+    answer: Option<Bytes>,
+    why: &str,
+) -> Outcome {
     Outcome::Failed {
         mechanism,
         answer,
@@ -446,7 +366,7 @@ fn failed(mechanism: Option<SaslMechanism>, answer: Option<Bytes>, why: &str) ->
     }
 }
 
-fn encode<T: Encodable>(header: &DecodedHeader, body: &T) -> Option<Bytes> {
+pub(super) fn encode<T: Encodable>(header: &DecodedHeader, body: &T) -> Option<Bytes> {
     encode_response(
         header.correlation_id,
         header.api_key,

@@ -351,7 +351,7 @@ def authentication_refused(bootstrap, conf):
     return False
 
 
-def test_tidelog_user_create_list_delete(sasl_broker, tmp_path):
+def test_tidelog_user_create_list_delete(sasl_broker, pki, tmp_path):
     broker = sasl_broker()
     plain = ["--bootstrap", broker.bootstrap]
     created = tidelog("user", "create", "erin", "--mechanism", "SCRAM-SHA-256", "--password", "erin-secret",
@@ -374,6 +374,14 @@ def test_tidelog_user_create_list_delete(sasl_broker, tmp_path):
         "    username=\"erin\" password=\"erin-512\";\n")
     via_sasl = tidelog("user", "list", "--bootstrap", broker.sasl_bootstrap, "--command-config", str(props))
     assert "erin\tSCRAM-SHA-512\titerations=4096" in via_sasl.stdout.splitlines()
+    # SASL_SSL: TLS to the SASL_SSL listener, verified against the test CA.
+    ssl_props = tmp_path / "ssl.properties"
+    ssl_props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=erin\n"
+        f"sasl.password=erin-512\nssl.ca.location={pki / 'ca.pem'}\n")
+    via_ssl = tidelog("topic", "list", "--bootstrap", broker.sasl_ssl_bootstrap, "--command-config", str(ssl_props),
+                      "--api-timeout-ms", "10000", check=False)
+    assert via_ssl.returncode == 0, via_ssl.stderr
     wrong = tmp_path / "wrong.properties"
     wrong.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=alice\n"
                      "sasl.password=nope\n")

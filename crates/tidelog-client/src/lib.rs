@@ -47,6 +47,7 @@ mod producer;
 mod records;
 mod sasl;
 mod scram_admin;
+mod tls;
 mod versions;
 
 pub use admin::{ConfigEntry, ConfigOp, NewTopic};
@@ -66,3 +67,4 @@ pub use records::{decode_fetched, encode_batch, ConsumedRecord, DecodedRecords, 
 pub use sasl::{SaslCredentials, SaslMechanism};
 pub use scram_admin::{ScramCredentialInfo, UserScramCredentials};
 pub use tidelog_sasl::scram::ScramMechanism;
+pub use tls::ClientTls;

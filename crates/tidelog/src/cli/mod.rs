@@ -40,8 +40,9 @@ pub(crate) struct ConnectArgs {
     )]
     pub(crate) api_timeout_ms: u64,
     /// Kafka client properties for a secured listener: security.protocol
-    /// (PLAINTEXT or SASL_PLAINTEXT), sasl.mechanism, and sasl.username/sasl.password
-    /// or sasl.jaas.config.
+    /// (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), sasl.mechanism,
+    /// sasl.username/sasl.password or sasl.jaas.config, ssl.ca.location (PEM),
+    /// ssl.certificate.location and ssl.key.location.
     #[arg(long, global = true, value_name = "FILE")]
     pub(crate) command_config: Option<std::path::PathBuf>,
 }
@@ -53,7 +54,9 @@ impl ConnectArgs {
         config.api_timeout = std::time::Duration::from_millis(self.api_timeout_ms);
         config.on_retry = Some(note_retry);
         if let Some(path) = &self.command_config {
-            config.connection.sasl = command_config::load(path)?;
+            let security = command_config::load(path)?;
+            config.connection.sasl = security.sasl;
+            config.connection.tls = security.tls;
         }
         Client::connect(config).await.map_err(anyhow::Error::from)
     }

@@ -153,7 +153,8 @@ impl BrokerConfig {
     /// Like [`BrokerConfig::set`]; an error names `origin`.
     pub fn set_from(&mut self, name: &str, value: &str, origin: Origin) -> Result<(), ConfigError> {
         if listener_override(name).is_some() {
-            // Per-listener TLS settings are text, checked when the listener starts.
+            // Per-listener TLS and SASL settings are text, checked when the listener
+            // starts.
             self.settings
                 .insert(name.to_string(), value.trim().to_string());
             self.origins.insert(name.to_string(), origin);
@@ -425,15 +426,30 @@ impl BrokerConfig {
 /// answers it as Kafka does a sensitive config, without the value.
 pub fn is_sensitive(name: &str) -> bool {
     let base = listener_override(name).map_or(name, |(_, base)| base);
-    base == settings::SSL_KEYSTORE_KEY.name || base.ends_with(".password")
+    base == settings::SSL_KEYSTORE_KEY.name
+        || base.ends_with(".password")
+        || base.ends_with("sasl.jaas.config")
 }
 
-/// `listener.name.<listener>.<ssl setting>` split into the listener name (upper case,
-/// as listener names are compared) and the setting it overrides for that listener.
+/// The settings a listener may override with `listener.name.<listener>.<setting>`
+/// besides every `ssl.*` one.
+const LISTENER_SETTINGS: &[&str] = &[
+    settings::SASL_ENABLED_MECHANISMS.name,
+    settings::CONNECTIONS_MAX_REAUTH_MS.name,
+];
+
+/// `listener.name.<listener>.<setting>` split into the listener name (upper case,
+/// as listener names are compared) and the setting it overrides for that listener:
+/// an `ssl.*` setting, one of [`LISTENER_SETTINGS`], or a mechanism's JAAS config
+/// (`<mechanism>.sasl.jaas.config`, e.g. `plain.sasl.jaas.config`).
 pub fn listener_override(name: &str) -> Option<(String, &str)> {
     let rest = name.strip_prefix("listener.name.")?;
     let (listener, base) = rest.split_once('.')?;
-    let known = base.starts_with("ssl.") && settings::ALL.iter().any(|(k, _, _)| *k == base);
+    let known = (base.starts_with("ssl.") && settings::ALL.iter().any(|(k, _, _)| *k == base))
+        || LISTENER_SETTINGS.contains(&base)
+        || base
+            .strip_suffix(".sasl.jaas.config")
+            .is_some_and(|mechanism| crate::sasl::SaslMechanism::from_name(mechanism).is_some());
     (known && !listener.is_empty()).then(|| (listener.to_ascii_uppercase(), base))
 }
 

@@ -102,12 +102,7 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
             why: PLUGIN,
         },
     ),
-    (
-        "connection.failed.authentication.delay.ms",
-        Ignored(SECURITY),
-    ),
     ("connections.max.idle.ms", Ignored(TUNING)),
-    ("connections.max.reauth.ms", Ignored(SECURITY)),
     (
         "control.plane.listener.name",
         Refused {
@@ -524,7 +519,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
             why: PLUGIN,
         },
     ),
-    ("sasl.enabled.mechanisms", Ignored(SECURITY)),
     ("sasl.jaas.config", Ignored(SECURITY)),
     ("sasl.kerberos.kinit.cmd", Ignored(SECURITY)),
     ("sasl.kerberos.min.time.before.relogin", Ignored(SECURITY)),
@@ -585,7 +579,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
             why: PLUGIN,
         },
     ),
-    ("sasl.server.max.receive.size", Ignored(SECURITY)),
     ("security.inter.broker.protocol", Ignored(SECURITY)),
     (
         "security.providers",

@@ -23,6 +23,7 @@ mod metrics;
 mod net;
 pub mod properties;
 mod replica;
+mod sasl;
 mod server;
 mod setting_rules;
 pub mod settings;

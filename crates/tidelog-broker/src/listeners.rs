@@ -144,8 +144,7 @@ fn parse_protocol_map(
 
 impl BrokerConfig {
     /// The listeners to bind: `listeners` if set, else `--listen` as one PLAINTEXT
-    /// listener. Every name must be in the protocol map, and SASL is refused here,
-    /// before anything binds, rather than served as plaintext.
+    /// listener. Every name must be in the protocol map.
     pub fn listener_specs(&self) -> Result<Vec<ListenerSpec>, ConfigError> {
         let setting = settings::LISTENERS.name;
         let value = self.get(settings::LISTENERS);
@@ -175,21 +174,6 @@ impl BrokerConfig {
                     &origin,
                 ));
             };
-            if matches!(
-                protocol,
-                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-            ) {
-                return Err(invalid(
-                    setting,
-                    &value,
-                    format!(
-                        "listener {} uses {}: SASL is not supported yet by tidelog (use PLAINTEXT or SSL)",
-                        entry.name,
-                        protocol.name()
-                    ),
-                    &origin,
-                ));
-            }
             // An empty host binds every interface, as in Kafka; `localhost` is the
             // loopback address (other names are not resolved: binding must not wait
             // on DNS).
@@ -253,7 +237,7 @@ impl BrokerConfig {
         };
         if in_cluster && spec.protocol != SecurityProtocol::Plaintext {
             return Err(bad(format!(
-                "listener {} is {}: inter-broker traffic over TLS is not supported yet (use a PLAINTEXT listener between brokers)",
+                "listener {} is {}: inter-broker traffic over TLS or SASL is not supported yet (use a PLAINTEXT listener between brokers)",
                 spec.name,
                 spec.protocol.name()
             )));
@@ -421,16 +405,16 @@ mod tests {
     }
 
     #[test]
-    fn sasl_listeners_are_refused_with_a_reason() {
+    fn sasl_listeners_are_parsed() {
         let mut c = config("127.0.0.1:9092");
         c.set("listeners", "SASL_SSL://127.0.0.1:9093").unwrap();
-        let refused = c.listener_specs().unwrap_err().to_string();
-        assert!(refused.contains("SASL is not supported yet"), "{refused}");
+        let specs = c.listener_specs().unwrap();
+        assert_eq!(specs[0].protocol, SecurityProtocol::SaslSsl);
         c.set("listeners", "INTERNAL://127.0.0.1:9093").unwrap();
         c.set("listener.security.protocol.map", "INTERNAL:SASL_PLAINTEXT")
             .unwrap();
-        let refused = c.listener_specs().unwrap_err().to_string();
-        assert!(refused.contains("SASL_PLAINTEXT"), "{refused}");
+        let specs = c.listener_specs().unwrap();
+        assert_eq!(specs[0].protocol, SecurityProtocol::SaslPlaintext);
     }
 
     #[test]

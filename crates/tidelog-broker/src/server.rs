@@ -55,6 +55,8 @@ pub enum StartError {
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Tls(#[from] crate::tls::TlsError),
+    #[error(transparent)]
+    Sasl(#[from] crate::sasl::SaslConfigError),
 }
 
 /// The world a node runs in: how it reaches other nodes and what time it is.
@@ -140,7 +142,12 @@ impl Broker {
         let inter_broker = config.inter_broker_listener(&specs, cluster.is_some())?;
         let ssl_names = specs
             .iter()
-            .filter(|s| s.protocol == SecurityProtocol::Ssl)
+            .filter(|s| {
+                matches!(
+                    s.protocol,
+                    SecurityProtocol::Ssl | SecurityProtocol::SaslSsl
+                )
+            })
             .map(|s| s.name.clone())
             .collect();
         let mut tls_servers = crate::tls::load_servers(&config, ssl_names).await?;
@@ -156,11 +163,17 @@ impl Broker {
                     })?;
             let position = tls_servers.iter().position(|(name, _)| *name == spec.name);
             let tls = position.map(|i| tls_servers.swap_remove(i).1);
-            kafka_listeners.push((spec.name.clone(), listener, tls));
+            let sasl = match spec.protocol {
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => Some(Arc::new(
+                    crate::sasl::SaslListener::from_config(&config, &spec.name)?,
+                )),
+                SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
+            };
+            kafka_listeners.push((spec.name.clone(), listener, tls, sasl));
         }
         let kafka_addrs: Vec<(String, SocketAddr)> = kafka_listeners
             .iter()
-            .map(|(name, listener, _)| (name.clone(), listener.local_addr()))
+            .map(|(name, listener, _, _)| (name.clone(), listener.local_addr()))
             .collect();
         let kafka_addr = kafka_addrs
             .first()
@@ -264,10 +277,11 @@ impl Broker {
             wait_until_ready(&ready).await;
         }
         let open_connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        for (name, listener, tls) in kafka_listeners {
+        for (name, listener, tls, sasl) in kafka_listeners {
             let endpoint = net::ListenerContext {
                 name: Arc::from(name.as_str()),
                 tls,
+                sasl,
             };
             let open = Arc::clone(&open_connections);
             tasks.start("Kafka listener", |stop| {

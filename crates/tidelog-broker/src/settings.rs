@@ -169,6 +169,15 @@ settings! {
     SSL_CLIENT_AUTH: String = "ssl.client.auth", "none";
     SSL_ENABLED_PROTOCOLS: String = "ssl.enabled.protocols", "TLSv1.2,TLSv1.3";
     SSL_PRINCIPAL_MAPPING_RULES: String = "ssl.principal.mapping.rules", "DEFAULT";
+    // SASL (crate::sasl). The mechanisms, the re-authentication lifetime and each
+    // mechanism's JAAS config may be given for one listener as listener.name.<name>.*.
+    /// Kafka's default is GSSAPI, which tidelog does not serve: a SASL listener must
+    /// name PLAIN and/or SCRAM-SHA-256/SCRAM-SHA-512.
+    SASL_ENABLED_MECHANISMS: String = "sasl.enabled.mechanisms", "GSSAPI";
+    SASL_SERVER_MAX_RECEIVE_SIZE: i64 = "sasl.server.max.receive.size", "524288";
+    CONNECTION_FAILED_AUTHENTICATION_DELAY_MS: i64 =
+        "connection.failed.authentication.delay.ms", "100";
+    CONNECTIONS_MAX_REAUTH_MS: i64 = "connections.max.reauth.ms", "0";
     OFFSETS_TOPIC_SEGMENT_BYTES: i64 = "offsets.topic.segment.bytes", "104857600";
     OFFSETS_RETENTION_CHECK_INTERVAL_MS: i64 = "offsets.retention.check.interval.ms", "600000";
     OFFSETS_COMMIT_TIMEOUT_MS: i64 = "offsets.commit.timeout.ms", "5000";

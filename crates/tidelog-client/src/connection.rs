@@ -24,6 +24,21 @@ pub struct ConnectionConfig {
     pub request_timeout: Duration,
     /// Largest response frame accepted.
     pub max_response_bytes: usize,
+    /// Authenticate every connection with SASL (SASL_PLAINTEXT, or SASL_SSL with `tls`).
+    pub sasl: Option<crate::sasl::SaslCredentials>,
+    /// Speak TLS (an SSL or SASL_SSL listener).
+    pub tls: Option<crate::tls::ClientTls>,
+}
+
+/// What a connection runs over: TCP, or TLS on TCP.
+trait Stream:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + std::fmt::Debug
+{
+}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + Sync + std::fmt::Debug> Stream
+    for T
+{
 }
 
 impl Default for ConnectionConfig {
@@ -33,6 +48,8 @@ impl Default for ConnectionConfig {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             max_response_bytes: 128 * 1024 * 1024,
+            sasl: None,
+            tls: None,
         }
     }
 }
@@ -43,7 +60,7 @@ impl Default for ConnectionConfig {
 #[derive(Debug)]
 pub struct Connection {
     addr: String,
-    stream: BufReader<TcpStream>,
+    stream: BufReader<Box<dyn Stream>>,
     config: ConnectionConfig,
     correlation_id: i32,
     versions: NegotiatedVersions,
@@ -72,6 +89,14 @@ impl Connection {
         stream
             .set_nodelay(true)
             .map_err(|e| connect_error(e.to_string()))?;
+        let stream: Box<dyn Stream> = match &config.tls {
+            None => Box::new(stream),
+            Some(tls) => match timeout(config.connect_timeout, tls.wrap(addr, stream)).await {
+                Err(_) => return Err(connect_error("TLS handshake timed out".into())),
+                Ok(Err(e)) => return Err(connect_error(format!("TLS handshake: {e}"))),
+                Ok(Ok(tls)) => Box::new(tls),
+            },
+        };
         let mut conn = Connection {
             addr: addr.to_owned(),
             stream: BufReader::new(stream),
@@ -81,6 +106,9 @@ impl Connection {
             broken: false,
         };
         conn.negotiate().await?;
+        if let Some(credentials) = &config.sasl {
+            conn.authenticate(credentials).await?;
+        }
         Ok(conn)
     }
 

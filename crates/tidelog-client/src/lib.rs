@@ -46,6 +46,9 @@ mod partition_admin;
 mod partitioner;
 mod producer;
 mod records;
+mod sasl;
+mod scram_admin;
+mod tls;
 mod versions;
 
 pub use admin::{ConfigEntry, ConfigOp, NewTopic};
@@ -63,3 +66,7 @@ pub use partition_admin::{ElectionType, PartitionOutcome, PartitionReassignment,
 pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use producer::{Acks, Producer, ProducerConfig, RecordMetadata};
 pub use records::{decode_fetched, encode_batch, ConsumedRecord, DecodedRecords, ProduceRecord};
+pub use sasl::{SaslCredentials, SaslMechanism};
+pub use scram_admin::{ScramCredentialInfo, UserScramCredentials};
+pub use tidelog_sasl::scram::ScramMechanism;
+pub use tls::ClientTls;

@@ -27,6 +27,10 @@ pub(crate) const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::SaslHandshake, 1, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
 ];
 
 /// Our supported range for `key`, if we send that API at all.
@@ -123,6 +127,10 @@ mod tests {
             ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
             ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,
             ApiKey::DescribeLogDirs => DescribeLogDirsRequest::VERSIONS,
+            ApiKey::SaslHandshake => SaslHandshakeRequest::VERSIONS,
+            ApiKey::SaslAuthenticate => SaslAuthenticateRequest::VERSIONS,
+            ApiKey::DescribeUserScramCredentials => DescribeUserScramCredentialsRequest::VERSIONS,
+            ApiKey::AlterUserScramCredentials => AlterUserScramCredentialsRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

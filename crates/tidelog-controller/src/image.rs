@@ -96,6 +96,7 @@ pub struct MetadataImage {
     pub(crate) broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     pub(crate) cluster_configs: BTreeMap<String, String>,
     pub(crate) next_producer_id: i64,
+    pub(crate) scram: crate::scram::ScramCredentials,
     pub(crate) last_offset: Option<u64>,
 }
 
@@ -110,6 +111,7 @@ impl MetadataImage {
             broker_configs: BTreeMap::new(),
             cluster_configs: BTreeMap::new(),
             next_producer_id: 0,
+            scram: BTreeMap::new(),
             last_offset: None,
         }
     }
@@ -217,6 +219,9 @@ impl MetadataImage {
             } => {
                 // Never move backwards: an id below the mark may already be in use.
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
+            }
+            MetadataRecord::ScramCredential(_) | MetadataRecord::RemoveScramCredential { .. } => {
+                self.replay_scram(record)
             }
         }
     }

@@ -21,6 +21,7 @@ pub mod ops;
 mod placement;
 pub mod quorum;
 mod record;
+pub mod scram;
 mod snapshot;
 pub mod topic_config;
 

@@ -75,6 +75,12 @@ pub enum MetadataRecord {
         broker_epoch: i64,
         next_producer_id: i64,
     },
+    /// A user's SCRAM credential for one mechanism, set or replaced (Kafka's
+    /// UserScramCredentialRecord).
+    ScramCredential(crate::scram::ScramCredentialImage),
+    /// A user's SCRAM credential for one mechanism is gone (Kafka's
+    /// RemoveUserScramCredentialRecord).
+    RemoveScramCredential { name: String, mechanism: i8 },
 }
 
 /// One listener of a broker, as advertised to clients.

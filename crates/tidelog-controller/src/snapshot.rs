@@ -7,7 +7,7 @@
 //! 9   u32     CRC-32C of the payload
 //! 13  u64     payload length (must equal file length - 21)
 //! 21  ..      payload: JSON of SnapshotBody (last_offset, topics, brokers, configs,
-//!             next_producer_id); the cluster id is not in it (see meta.properties)
+//!             next_producer_id, scram_credentials); the cluster id is not in it (see meta.properties)
 //! ```
 //! Written atomically (temp file, fsync, rename, fsync dir), so after a crash it is
 //! either the previous snapshot or the new one. A snapshot that fails its checks is
@@ -23,6 +23,7 @@ use crate::durable::read_bounded;
 use crate::durable::write_atomically;
 use crate::error::ControllerError;
 use crate::image::{BrokerImage, MetadataImage, TopicImage};
+use crate::scram::ScramCredentialImage;
 
 pub(crate) const SNAPSHOT_FILE: &str = "metadata.snapshot";
 const MAGIC: &[u8; 8] = b"TLMDSNAP";
@@ -38,6 +39,9 @@ struct SnapshotBody {
     broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     cluster_configs: BTreeMap<String, String>,
     next_producer_id: i64,
+    /// Absent from a snapshot written before SCRAM credentials existed.
+    #[serde(default)]
+    scram_credentials: Vec<ScramCredentialImage>,
 }
 
 /// Only the legacy log (in tests) writes a snapshot file of its own.
@@ -56,6 +60,7 @@ pub(crate) fn encode(image: &MetadataImage) -> Result<Vec<u8>, ControllerError> 
         broker_configs: image.broker_configs.clone(),
         cluster_configs: image.cluster_configs.clone(),
         next_producer_id: image.next_producer_id,
+        scram_credentials: image.scram.values().cloned().collect(),
     };
     let payload = serde_json::to_vec(&body).map_err(|e| ControllerError::Encode(e.to_string()))?;
     let mut bytes = Vec::with_capacity(HEADER_BYTES + payload.len());
@@ -106,6 +111,11 @@ pub(crate) fn decode(
     image.next_producer_id = body.next_producer_id;
     image.broker_configs = body.broker_configs;
     image.cluster_configs = body.cluster_configs;
+    for credential in body.scram_credentials {
+        image
+            .scram
+            .insert((credential.name.clone(), credential.mechanism), credential);
+    }
     for broker in body.brokers {
         image.brokers.insert(broker.broker_id, broker);
     }

@@ -25,6 +25,10 @@ use kafka_protocol::messages::{
     DescribeTopicPartitionsResponse, GetTelemetrySubscriptionsResponse,
     ListConfigResourcesResponse, PushTelemetryResponse,
 };
+use kafka_protocol::messages::{
+    AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse,
+    SaslAuthenticateResponse, SaslHandshakeResponse,
+};
 
 /// Every error code in a response; zeros (NONE) included, the probe skips them.
 pub(crate) trait ErrorCodes {
@@ -44,6 +48,19 @@ macro_rules! error_codes {
 
 error_codes! {
     ProduceResponse => |_r, _f| {}
+    SaslHandshakeResponse => |r, f| { f(r.error_code); }
+    SaslAuthenticateResponse => |r, f| { f(r.error_code); }
+    AlterUserScramCredentialsResponse => |r, f| {
+        for x in &r.results {
+            f(x.error_code);
+        }
+    }
+    DescribeUserScramCredentialsResponse => |r, f| {
+        f(r.error_code);
+        for x in &r.results {
+            f(x.error_code);
+        }
+    }
     DescribeLogDirsResponse => |r, f| {
         f(r.error_code);
         for x in &r.results {

@@ -7,6 +7,7 @@ mod add_partitions_to_txn;
 mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
+mod alter_user_scram_credentials;
 pub(crate) mod api_versions;
 mod authorized_operations;
 mod client_quota_filter;
@@ -24,6 +25,7 @@ mod describe_producers;
 mod describe_quorum;
 mod describe_topic_partitions;
 mod describe_transactions;
+mod describe_user_scram_credentials;
 mod elect_leaders;
 mod end_txn;
 mod error_codes;
@@ -49,6 +51,8 @@ mod partition_outcome;
 mod per_partition;
 mod produce;
 mod push_telemetry;
+mod sasl_authenticate;
+mod sasl_handshake;
 mod sync_group;
 mod txn_offset_commit;
 mod write_txn_markers;
@@ -197,6 +201,10 @@ apis! {
     DeleteGroups => delete_groups,
     OffsetDelete => offset_delete,
     OffsetForLeaderEpoch => offset_for_leader_epoch,
+    SaslHandshake => sasl_handshake,
+    SaslAuthenticate => sasl_authenticate,
+    DescribeUserScramCredentials => describe_user_scram_credentials,
+    AlterUserScramCredentials => alter_user_scram_credentials,
 }
 
 /// Counts every non-zero error code of a response under its API.

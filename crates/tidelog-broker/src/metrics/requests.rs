@@ -32,6 +32,13 @@ struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuthenticationLabels {
+    listener: String,
+    mechanism: String,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
     api: String,
     error: String,
@@ -80,6 +87,7 @@ pub(crate) struct RequestProbe {
     connections_active: Gauge,
     connections_accepted: Counter,
     connections_refused: Counter,
+    authentications: Family<AuthenticationLabels, Counter>,
     bytes_received: Counter,
     bytes_sent: Counter,
 }
@@ -96,6 +104,7 @@ impl RequestProbe {
             connections_active: Gauge::default(),
             connections_accepted: Counter::default(),
             connections_refused: Counter::default(),
+            authentications: Family::default(),
             bytes_received: Counter::default(),
             bytes_sent: Counter::default(),
         };
@@ -123,6 +132,11 @@ impl RequestProbe {
             "request_phase_seconds",
             "Request time split by phase: process (handler, including long-poll and acks waits), queue (ready, waiting behind earlier responses of its connection), send (writing the response)",
             probe.phases.clone(),
+        );
+        registry.register(
+            "authentication",
+            "SASL authentications and re-authentications, by listener, mechanism (none when the client failed before choosing one) and result (success, failure)",
+            probe.authentications.clone(),
         );
         registry.register(
             "connections_active",
@@ -200,6 +214,17 @@ impl RequestProbe {
 
     pub(crate) fn connection_refused(&self) {
         self.connections_refused.inc();
+    }
+
+    /// A SASL exchange ended with `result` (`success` or `failure`).
+    pub(crate) fn authentication(&self, listener: &str, mechanism: &str, result: &'static str) {
+        self.authentications
+            .get_or_create(&AuthenticationLabels {
+                listener: listener.to_string(),
+                mechanism: mechanism.to_string(),
+                result,
+            })
+            .inc();
     }
 
     /// A frame of `len` body bytes was read (its 4-byte size prefix comes on top).

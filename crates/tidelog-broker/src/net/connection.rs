@@ -16,11 +16,13 @@ use tidelog_storage::FileSlice;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
+use super::sasl::{Exchange, SaslSession};
 use super::stream::{split, WriteSide};
 use super::tls;
 use crate::apis;
 use crate::context::Ctx;
 use crate::metrics::{Metrics, RequestTiming};
+use crate::sasl::SaslListener;
 use crate::settings;
 
 /// Requests one connection may have in flight before the reader stops reading.
@@ -45,11 +47,12 @@ pub(crate) enum Reply {
     Timed(Box<Reply>, RequestTiming),
 }
 
-/// One bound listener: its name (what Metadata answers depend on) and, for an SSL
-/// listener, its TLS server.
+/// One bound listener: its name (what Metadata answers depend on), for an SSL or
+/// SASL_SSL listener its TLS server, and for a SASL listener its mechanisms.
 pub(crate) struct ListenerContext {
     pub(crate) name: Arc<str>,
     pub(crate) tls: Option<Arc<crate::tls::ServerTls>>,
+    pub(crate) sasl: Option<Arc<SaslListener>>,
 }
 
 /// Who is on the other end of a connection, as its requests see it.
@@ -58,8 +61,9 @@ pub(crate) struct Session {
     /// The listener it came through: Metadata, FindCoordinator and DescribeCluster
     /// answer with that listener's endpoints.
     pub(crate) listener: Arc<str>,
-    /// `User:ANONYMOUS`, or from the TLS client certificate `User:CN=...`; what an
-    /// authorizer will check.
+    /// `User:ANONYMOUS`, from the TLS client certificate `User:CN=...`, or on a SASL
+    /// listener the authenticated `User:<name>` (which re-authentication cannot
+    /// change); what an authorizer will check.
     pub(crate) principal: String,
 }
 
@@ -98,11 +102,7 @@ pub(crate) async fn serve_listener(
                             None => Some((stream, "User:ANONYMOUS".to_string())),
                         };
                         if let Some((stream, principal)) = secured {
-                            let session = Arc::new(Session {
-                                listener: Arc::clone(&endpoint.name),
-                                principal,
-                            });
-                            serve_connection(stream, peer, session, ctx, shutdown).await;
+                            serve_connection(stream, peer, &endpoint, principal, ctx, shutdown).await;
                         }
                         metrics.requests.connection_closed();
                         open.fetch_sub(1, Ordering::AcqRel);
@@ -124,7 +124,7 @@ pub(crate) async fn serve_listener(
 async fn first_bytes(
     reader: &mut (impl tokio::io::AsyncRead + Unpin),
     peer: SocketAddr,
-    session: &Session,
+    listener: &str,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Option<[u8; 4]> {
     let mut prefix = [0u8; 4];
@@ -133,7 +133,6 @@ async fn first_bytes(
         _ = shutdown.changed() => return None,
     };
     if tls::looks_like_tls(&prefix) {
-        let listener = &*session.listener;
         tracing::warn!(%peer, listener, "TLS handshake on plaintext listener {listener}; closing the connection (the client must use security.protocol=PLAINTEXT here, or connect to an SSL listener)");
         return None;
     }
@@ -143,19 +142,49 @@ async fn first_bytes(
 async fn serve_connection(
     stream: BoxConnection,
     peer: SocketAddr,
-    session: Arc<Session>,
+    endpoint: &ListenerContext,
+    transport_principal: String,
     ctx: Ctx,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    tracing::debug!(%peer, listener = &*session.listener, principal = %session.principal, "connection");
+    let listener = &endpoint.name;
+    tracing::debug!(%peer, listener = &**listener, "connection");
     let (mut reader, writer) = split(stream);
-    let Some(prefix) = first_bytes(&mut reader, peer, &session, &mut shutdown).await else {
+    let Some(prefix) = first_bytes(&mut reader, peer, listener, &mut shutdown).await else {
         let _ = writer.shutdown_quietly().await;
         return;
     };
     let mut reader = std::io::Cursor::new(prefix).chain(reader);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
     let writer_task = tokio::spawn(write_replies(writer, rx, peer, Arc::clone(&ctx.metrics)));
+    let exchange = endpoint.sasl.as_deref().map(|sasl| Exchange {
+        ctx: &ctx,
+        listener: sasl,
+        listener_name: listener,
+        peer,
+        tx: &tx,
+    });
+    // On a SASL listener nothing but the exchange is served until it succeeds; the
+    // session's principal is the SASL user (over SASL_SSL too, as in Kafka).
+    let mut sasl_session = None;
+    if let Some(exchange) = &exchange {
+        sasl_session = exchange.run(&mut reader, None, &mut shutdown).await;
+    }
+    if exchange.is_some() && sasl_session.is_none() {
+        // Failed or gone: whatever the exchange queued (its answer, the close) is
+        // written before the writer ends.
+        drop(tx);
+        let _ = writer_task.await;
+        return;
+    }
+    let principal = sasl_session
+        .as_ref()
+        .map_or(transport_principal, |s: &SaslSession| s.principal.clone());
+    let session = Arc::new(Session {
+        listener: Arc::clone(listener),
+        principal,
+    });
+    tracing::debug!(%peer, listener = &**listener, principal = %session.principal, "serving");
     let max_bytes = ctx.config.max_request_bytes();
     loop {
         // The api key and version are checked before the body is buffered, so a request
@@ -193,6 +222,24 @@ async fn serve_connection(
             }
         };
         let received = Instant::now();
+        if let (Some(exchange), Some(current)) = (&exchange, &sasl_session) {
+            let api_key = frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+            if api_key == Some(ApiKey::SaslHandshake as i16) && current.can_reauthenticate {
+                match exchange
+                    .run(&mut reader, Some((current, frame)), &mut shutdown)
+                    .await
+                {
+                    Some(renewed) => sasl_session = Some(renewed),
+                    None => break,
+                }
+                continue;
+            }
+            if current.expired(received) {
+                tracing::info!(%peer, listener = &**listener, "SASL session expired (connections.max.reauth.ms) without re-authentication; closing the connection");
+                let _ = tx.send(Reply::Close).await;
+                break;
+            }
+        }
         ctx.metrics.requests.frame_received(frame.len());
         let (reply, api) = dispatch(&ctx, frame, peer, &session).await;
         let close = matches!(reply, Reply::Close);

@@ -8,6 +8,7 @@
 //! Complete replies the writer finds waiting together are written with one write.
 
 mod connection;
+mod sasl;
 mod sendfile;
 mod stream;
 mod tls;

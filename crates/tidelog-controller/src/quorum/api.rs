@@ -15,6 +15,7 @@ use super::QuorumStatus;
 use crate::image::{PartitionImage, TopicImage};
 use crate::ops::{AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicPartition};
 use crate::record::Endpoint;
+use crate::scram::{ScramResult, ScramUpsertion};
 
 /// Where a request goes: this voter (forwarding to the leader) or a remote voter.
 pub(crate) trait Route: Sync {
@@ -216,6 +217,22 @@ pub(crate) async fn list_reassignments(
     }
 }
 
+/// AlterUserScramCredentials; one result per user named.
+pub(crate) async fn alter_scram_credentials(
+    route: &impl Route,
+    deletions: Vec<(String, i8)>,
+    upsertions: Vec<ScramUpsertion>,
+) -> Result<Vec<ScramResult>, RequestError> {
+    let call = ForwardedCall::AlterScramCredentials {
+        deletions,
+        upsertions,
+    };
+    match route.route(call).await? {
+        ForwardReply::ScramResults(results) => Ok(results),
+        other => Err(unexpected(&other)),
+    }
+}
+
 fn partition_outcomes(reply: ForwardReply) -> Result<PartitionOutcomes, RequestError> {
     match reply {
         ForwardReply::PartitionResults(results) => Ok(results
@@ -381,6 +398,16 @@ macro_rules! controller_requests {
             partitions: Option<Vec<$crate::quorum::TopicPartition>>,
         ) -> Result<Vec<$crate::quorum::Reassignment>, $crate::quorum::RequestError> {
             $crate::quorum::api::list_reassignments(self, partitions).await
+        }
+
+        /// AlterUserScramCredentials: deletions `(user, mechanism type)` and
+        /// upsertions (keys already derived); one `(user, code, message)` per user.
+        pub async fn alter_scram_credentials(
+            &self,
+            deletions: Vec<(String, i8)>,
+            upsertions: Vec<$crate::scram::ScramUpsertion>,
+        ) -> Result<Vec<$crate::scram::ScramResult>, $crate::quorum::RequestError> {
+            $crate::quorum::api::alter_scram_credentials(self, deletions, upsertions).await
         }
     };
 }

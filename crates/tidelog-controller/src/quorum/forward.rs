@@ -9,6 +9,7 @@ use super::QuorumStatus;
 use crate::image::{PartitionImage, TopicImage};
 use crate::ops::{AlterPartition, ElectionKind, PartitionError, Reassignment, TopicPartition};
 use crate::record::Endpoint;
+use crate::scram::{ScramResult, ScramUpsertion};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum ForwardedCall {
@@ -71,6 +72,11 @@ pub(crate) enum ForwardedCall {
     ListReassignments {
         partitions: Option<Vec<TopicPartition>>,
     },
+    /// AlterUserScramCredentials: deletions `(user, mechanism)` and upsertions.
+    AlterScramCredentials {
+        deletions: Vec<(String, i8)>,
+        upsertions: Vec<ScramUpsertion>,
+    },
     /// The image, once it is newer than `after` or `max_wait_ms` passed (any voter
     /// answers this one, leader or not).
     FetchImage {
@@ -96,6 +102,8 @@ pub(crate) enum ForwardReply {
     LeadershipsHeld(u32),
     PartitionResults(Vec<(TopicPartition, Result<(), PartitionError>)>),
     Reassignments(Vec<Reassignment>),
+    /// One `(user, error code, message)` per user of an AlterUserScramCredentials.
+    ScramResults(Vec<ScramResult>),
     /// The image in the metadata snapshot format, `None` if not newer than asked.
     Image(Option<Vec<u8>>),
     Failed {

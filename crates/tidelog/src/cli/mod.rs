@@ -1,6 +1,7 @@
 //! Client-side operator commands: they talk to a running cluster over the Kafka protocol.
 
 pub(crate) mod cluster;
+mod command_config;
 pub(crate) mod consume;
 pub(crate) mod format;
 pub(crate) mod group;
@@ -10,6 +11,7 @@ pub(crate) mod produce;
 pub(crate) mod progress;
 mod reassign_wait;
 pub(crate) mod topic;
+pub(crate) mod user;
 mod when;
 
 use anyhow::Context;
@@ -38,6 +40,12 @@ pub(crate) struct ConnectArgs {
         value_name = "MS"
     )]
     pub(crate) api_timeout_ms: u64,
+    /// Kafka client properties for a secured listener: security.protocol
+    /// (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), sasl.mechanism,
+    /// sasl.username/sasl.password or sasl.jaas.config, ssl.ca.location (PEM),
+    /// ssl.certificate.location and ssl.key.location.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) command_config: Option<std::path::PathBuf>,
 }
 
 impl ConnectArgs {
@@ -46,6 +54,11 @@ impl ConnectArgs {
         let mut config = ClientConfig::new(&self.bootstrap)?;
         config.api_timeout = std::time::Duration::from_millis(self.api_timeout_ms);
         config.on_retry = Some(note_retry);
+        if let Some(path) = &self.command_config {
+            let security = command_config::load(path)?;
+            config.connection.sasl = security.sasl;
+            config.connection.tls = security.tls;
+        }
         Client::connect(config).await.map_err(anyhow::Error::from)
     }
 }

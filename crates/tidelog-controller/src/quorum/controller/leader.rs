@@ -192,6 +192,14 @@ impl QuorumController {
                     },
                 )
             }
+            ForwardedCall::AlterScramCredentials {
+                deletions,
+                upsertions,
+            } => {
+                let plan =
+                    crate::scram::plan_alter_scram_credentials(&image, &deletions, &upsertions);
+                (plan.records, ForwardReply::ScramResults(plan.response))
+            }
             call @ (ForwardedCall::AlterPartition(_)
             | ForwardedCall::ControlledShutdown { .. }
             | ForwardedCall::ElectLeaders { .. }

@@ -1,0 +1,100 @@
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::*;
+
+fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
+    let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();
+    let mut c = BrokerConfig::new(1, addr, addr, PathBuf::from("/tmp/x"));
+    for (k, v) in pairs {
+        c.set(k, v).unwrap();
+    }
+    c
+}
+
+const PLAIN_JAAS: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";"#;
+
+#[test]
+fn a_kafka_server_properties_reads_unchanged() {
+    let c = config(&[
+        ("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-512"),
+        (
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config",
+            PLAIN_JAAS,
+        ),
+        (
+            "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config",
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        ),
+        ("connections.max.reauth.ms", "60000"),
+        (
+            "listener.name.sasl_plaintext.connections.max.reauth.ms",
+            "5000",
+        ),
+    ]);
+    let l = SaslListener::from_config(&c, "SASL_PLAINTEXT").unwrap();
+    assert_eq!(
+        l.mechanisms,
+        [
+            SaslMechanism::Plain,
+            SaslMechanism::Scram(ScramMechanism::Sha512)
+        ]
+    );
+    assert_eq!(l.plain_password("alice").as_deref(), Some("alice-secret"));
+    assert_eq!(l.plain_password("bob"), None);
+    assert_eq!(l.max_reauth, Duration::from_millis(5000));
+    assert_eq!(l.max_receive_bytes, 524288);
+    assert_eq!(l.failure_delay, Duration::from_millis(100));
+    assert_eq!(l.enabled("PLAIN"), Some(SaslMechanism::Plain));
+    assert_eq!(l.enabled("plain"), None);
+    assert_eq!(l.enabled("SCRAM-SHA-256"), None);
+    // The JAAS config is a secret: DescribeConfigs hides it.
+    assert!(crate::config::is_sensitive(
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+    ));
+    let other = SaslListener::from_config(&c, "OTHER");
+    assert!(other.is_err(), "PLAIN without users on OTHER");
+}
+
+#[test]
+fn per_listener_mechanisms_and_refusals() {
+    let c = config(&[(
+        "listener.name.external.sasl.enabled.mechanisms",
+        "SCRAM-SHA-256",
+    )]);
+    let l = SaslListener::from_config(&c, "EXTERNAL").unwrap();
+    assert_eq!(l.mechanisms, [SaslMechanism::Scram(ScramMechanism::Sha256)]);
+    assert_eq!(l.max_reauth, Duration::ZERO);
+    // Kafka's default, GSSAPI, is refused with a reason.
+    let refused = SaslListener::from_config(&c, "INTERNAL")
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("GSSAPI"), "{refused}");
+    for (k, v) in [
+        ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+        ("sasl.enabled.mechanisms", " , "),
+    ] {
+        let c = config(&[(k, v)]);
+        assert!(SaslListener::from_config(&c, "L").is_err(), "{v}");
+    }
+    let c = config(&[
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        (
+            "listener.name.l.plain.sasl.jaas.config",
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        ),
+    ]);
+    assert!(SaslListener::from_config(&c, "L").is_err());
+    let c = config(&[
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("listener.name.l.plain.sasl.jaas.config", "broken"),
+    ]);
+    let refused = SaslListener::from_config(&c, "L").unwrap_err().to_string();
+    assert!(refused.contains("control flag"), "{refused}");
+    // Only known mechanisms' JAAS configs are accepted as settings.
+    let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();
+    let mut c = BrokerConfig::new(1, addr, addr, PathBuf::from("/tmp/x"));
+    assert!(c
+        .set("listener.name.l.gssapi.sasl.jaas.config", "x")
+        .is_err());
+}

@@ -4,10 +4,12 @@
 //! same code, and a Raft follower replaying the same records reaches the same image.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::acl::{AclEntry, AclMap};
 use crate::record::{ConfigResource, Endpoint, MetadataRecord};
 
 /// Topic names Kafka treats as internal (`Topic.isInternal`): they exist for the
@@ -96,6 +98,8 @@ pub struct MetadataImage {
     pub(crate) broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     pub(crate) cluster_configs: BTreeMap<String, String>,
     pub(crate) next_producer_id: i64,
+    /// Shared so that an authorizer can tell, by pointer, that they did not change.
+    pub(crate) acls: Arc<AclMap>,
     pub(crate) last_offset: Option<u64>,
 }
 
@@ -110,6 +114,7 @@ impl MetadataImage {
             broker_configs: BTreeMap::new(),
             cluster_configs: BTreeMap::new(),
             next_producer_id: 0,
+            acls: Arc::default(),
             last_offset: None,
         }
     }
@@ -217,6 +222,14 @@ impl MetadataImage {
             } => {
                 // Never move backwards: an id below the mark may already be in use.
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
+            }
+            MetadataRecord::AccessControlEntry { id, acl } => {
+                Arc::make_mut(&mut self.acls).insert(*id, acl.clone());
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                if Arc::make_mut(&mut self.acls).remove(id).is_none() {
+                    tracing::warn!(offset, %id, "removal of unknown ACL");
+                }
             }
         }
     }
@@ -369,6 +382,11 @@ impl MetadataImage {
     /// Dynamic cluster-wide defaults.
     pub fn cluster_configs(&self) -> &BTreeMap<String, String> {
         &self.cluster_configs
+    }
+
+    /// Every ACL, by id.
+    pub fn acls(&self) -> &Arc<BTreeMap<Uuid, AclEntry>> {
+        &self.acls
     }
 
     /// The first producer id no block has included yet.

@@ -7,7 +7,7 @@
 //! 9   u32     CRC-32C of the payload
 //! 13  u64     payload length (must equal file length - 21)
 //! 21  ..      payload: JSON of SnapshotBody (last_offset, topics, brokers, configs,
-//!             next_producer_id); the cluster id is not in it (see meta.properties)
+//!             next_producer_id, acls); the cluster id is not in it (see meta.properties)
 //! ```
 //! Written atomically (temp file, fsync, rename, fsync dir), so after a crash it is
 //! either the previous snapshot or the new one. A snapshot that fails its checks is
@@ -18,6 +18,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::acl::AclEntry;
 use crate::durable::read_bounded;
 #[cfg(test)]
 use crate::durable::write_atomically;
@@ -38,6 +39,9 @@ struct SnapshotBody {
     broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     cluster_configs: BTreeMap<String, String>,
     next_producer_id: i64,
+    /// Absent from a snapshot written before ACLs existed.
+    #[serde(default)]
+    acls: Vec<(uuid::Uuid, AclEntry)>,
 }
 
 /// Only the legacy log (in tests) writes a snapshot file of its own.
@@ -56,6 +60,11 @@ pub(crate) fn encode(image: &MetadataImage) -> Result<Vec<u8>, ControllerError> 
         broker_configs: image.broker_configs.clone(),
         cluster_configs: image.cluster_configs.clone(),
         next_producer_id: image.next_producer_id,
+        acls: image
+            .acls
+            .iter()
+            .map(|(id, acl)| (*id, acl.clone()))
+            .collect(),
     };
     let payload = serde_json::to_vec(&body).map_err(|e| ControllerError::Encode(e.to_string()))?;
     let mut bytes = Vec::with_capacity(HEADER_BYTES + payload.len());
@@ -106,6 +115,7 @@ pub(crate) fn decode(
     image.next_producer_id = body.next_producer_id;
     image.broker_configs = body.broker_configs;
     image.cluster_configs = body.cluster_configs;
+    image.acls = std::sync::Arc::new(body.acls.into_iter().collect());
     for broker in body.brokers {
         image.brokers.insert(broker.broker_id, broker);
     }

@@ -64,7 +64,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         Ignored(TUNING),
     ),
     ("add.partitions.to.txn.retry.backoff.ms", Ignored(TUNING)),
-    ("allow.everyone.if.no.acl.found", Ignored(SECURITY)),
     (
         "alter.config.policy.class.name",
         Refused {
@@ -79,13 +78,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     (
         "alter.log.dirs.replication.quota.window.size.seconds",
         Ignored(QUOTAS),
-    ),
-    (
-        "authorizer.class.name",
-        Refused {
-            off: &[""],
-            why: PLUGIN,
-        },
     ),
     ("broker.id", Process),
     (
@@ -660,7 +652,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("ssl.secure.random.implementation", Ignored(TLS_TUNING)),
     ("ssl.trustmanager.algorithm", Ignored(TLS_TUNING)),
     ("ssl.truststore.password", Ignored(TLS_TUNING)),
-    ("super.users", Ignored(SECURITY)),
     ("telemetry.max.bytes", Ignored(TUNING)),
     ("transaction.partition.verification.enable", Ignored(TUNING)),
     (

@@ -169,6 +169,11 @@ settings! {
     SSL_CLIENT_AUTH: String = "ssl.client.auth", "none";
     SSL_ENABLED_PROTOCOLS: String = "ssl.enabled.protocols", "TLSv1.2,TLSv1.3";
     SSL_PRINCIPAL_MAPPING_RULES: String = "ssl.principal.mapping.rules", "DEFAULT";
+    // Authorization (crate::auth): empty, or Kafka's StandardAuthorizer class name.
+    AUTHORIZER_CLASS_NAME: String = "authorizer.class.name", "";
+    /// Principals separated by semicolons (`User:admin;User:broker`).
+    SUPER_USERS: String = "super.users", "";
+    ALLOW_EVERYONE_IF_NO_ACL_FOUND: bool = "allow.everyone.if.no.acl.found", "false";
     OFFSETS_TOPIC_SEGMENT_BYTES: i64 = "offsets.topic.segment.bytes", "104857600";
     OFFSETS_RETENTION_CHECK_INTERVAL_MS: i64 = "offsets.retention.check.interval.ms", "600000";
     OFFSETS_COMMIT_TIMEOUT_MS: i64 = "offsets.commit.timeout.ms", "5000";

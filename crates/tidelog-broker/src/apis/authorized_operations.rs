@@ -1,6 +1,7 @@
-//! Authorized-operations bitfields (KIP-430) as Kafka answers them without an
-//! authorizer: every operation the resource type supports (Kafka's
-//! `AclEntry.supportedOperations`), bit `1 << code` for each `AclOperation` code.
+//! Authorized-operations bitfields (KIP-430): bit `1 << code` for each `AclOperation`
+//! code the principal may do (`crate::auth::Access::operations`); without an
+//! authorizer that is every operation the resource type supports (Kafka's
+//! `AclEntry.supportedOperations`), the constants here.
 //! When the client did not ask for them the field keeps Kafka's sentinel.
 
 /// The schema default: "not requested".
@@ -54,6 +55,17 @@ pub(crate) const CLUSTER: i32 = bits(&[
     ALTER,
     DESCRIBE,
 ]);
+
+/// The principal's operations on the cluster: 0 without DESCRIBE on it, as Kafka
+/// answers (Metadata, DescribeCluster).
+pub(crate) fn cluster(access: &crate::auth::Access) -> i32 {
+    use tidelog_controller::acl::{AclOperation, ResourceType, CLUSTER_NAME};
+    if access.cluster(AclOperation::Describe) {
+        access.operations(ResourceType::Cluster, CLUSTER_NAME)
+    } else {
+        0
+    }
+}
 
 /// `operations` when the client asked for them, else the sentinel.
 pub(crate) fn if_requested(requested: bool, operations: i32) -> i32 {

@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
     DescribeTopicPartitionsResponse, GetTelemetrySubscriptionsResponse,
     ListConfigResourcesResponse, PushTelemetryResponse,
 };
+use kafka_protocol::messages::{CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse};
 
 /// Every error code in a response; zeros (NONE) included, the probe skips them.
 pub(crate) trait ErrorCodes {
@@ -44,6 +45,22 @@ macro_rules! error_codes {
 
 error_codes! {
     ProduceResponse => |_r, _f| {}
+    CreateAclsResponse => |r, f| {
+        for x in &r.results {
+            f(x.error_code);
+        }
+    }
+    DescribeAclsResponse => |r, f| {
+        f(r.error_code);
+    }
+    DeleteAclsResponse => |r, f| {
+        for x in &r.filter_results {
+            f(x.error_code);
+            for m in &x.matching_acls {
+                f(m.error_code);
+            }
+        }
+    }
     DescribeLogDirsResponse => |r, f| {
         f(r.error_code);
         for x in &r.results {

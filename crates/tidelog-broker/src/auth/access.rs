@@ -77,6 +77,17 @@ impl Access {
             .fold(0, |bits, op| bits | (1 << op.code()))
     }
 
+    /// Kafka's authorization error for the resource's type when `op` on it is not
+    /// allowed (TOPIC_/GROUP_/TRANSACTIONAL_ID_/CLUSTER_AUTHORIZATION_FAILED).
+    pub(crate) fn refused(
+        &self,
+        op: AclOperation,
+        resource: ResourceType,
+        name: &str,
+    ) -> Option<i16> {
+        (!self.allows(op, resource, name)).then(|| denied_code(resource))
+    }
+
     /// CLUSTER_AUTHORIZATION_FAILED unless `op` is allowed on the cluster.
     pub(crate) fn require_cluster(&self, op: AclOperation) -> Result<(), i16> {
         if self.cluster(op) {

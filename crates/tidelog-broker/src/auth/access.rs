@@ -88,6 +88,32 @@ impl Access {
         (!self.allows(op, resource, name)).then(|| denied_code(resource))
     }
 
+    /// The authorization error for `op` (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
+    /// resource of the configs APIs, if refused: a topic is checked on the topic, a
+    /// group on the group, brokers, broker loggers and client metrics on the cluster.
+    pub(crate) fn config_refused(
+        &self,
+        op: AclOperation,
+        config_resource_type: i8,
+        name: &str,
+    ) -> Option<(i16, String)> {
+        const TOPIC: i8 = 2;
+        const GROUP: i8 = 32;
+        let (resource, name) = match config_resource_type {
+            TOPIC => (ResourceType::Topic, name),
+            GROUP => (ResourceType::Group, name),
+            _ => (ResourceType::Cluster, CLUSTER_NAME),
+        };
+        self.refused(op, resource, name).map(|code| {
+            let what = match resource {
+                ResourceType::Topic => "Topic",
+                ResourceType::Group => "Group",
+                _ => "Cluster",
+            };
+            (code, format!("{what} authorization failed."))
+        })
+    }
+
     /// CLUSTER_AUTHORIZATION_FAILED unless `op` is allowed on the cluster.
     pub(crate) fn require_cluster(&self, op: AclOperation) -> Result<(), i16> {
         if self.cluster(op) {

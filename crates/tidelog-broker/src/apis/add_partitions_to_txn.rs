@@ -79,7 +79,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .partitions
                 .iter()
                 .map(|p| {
-                    let refused = txn_refused.is_none().then(|| topic_refused(&name)).flatten();
+                    let refused = txn_refused
+                        .is_none()
+                        .then(|| topic_refused(&name))
+                        .flatten();
                     let error = if let Some(code) = refused {
                         code
                     } else if unknown.contains(&(name.clone(), *p)) {

@@ -9,8 +9,8 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
-use tidelog_controller::topic_config;
 use tidelog_controller::acl::AclOperation;
+use tidelog_controller::topic_config;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;

@@ -6,12 +6,12 @@
 //! producer id across sessions and each InitProducerId bumps the epoch, fencing the
 //! previous producer and aborting its open transaction.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
 use kafka_protocol::messages::ProducerId;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::{AclOperation, ResourceType};
-use kafka_protocol::error::ResponseError;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;

@@ -69,9 +69,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .list()
         .await
         .into_iter()
-        .filter(|(id, _)| {
-            access.allows(AclOperation::Describe, ResourceType::TransactionalId, id)
-        })
+        .filter(|(id, _)| access.allows(AclOperation::Describe, ResourceType::TransactionalId, id))
         .filter(|(_, m)| states.is_empty() || states.contains(&m.state))
         .filter(|(_, m)| pids.is_empty() || pids.contains(&m.producer_id))
         .filter(|(id, _)| pattern.as_ref().is_none_or(|p| p.is_match(id.as_str())))

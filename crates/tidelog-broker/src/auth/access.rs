@@ -31,6 +31,16 @@ impl Request {
 }
 
 impl Access {
+    /// No authorizer: everything allowed.
+    #[cfg(test)]
+    pub(crate) fn unrestricted() -> Access {
+        Access {
+            index: None,
+            principal: "User:ANONYMOUS".to_owned(),
+            host: "127.0.0.1".to_owned(),
+        }
+    }
+
     /// Whether an authorizer is configured (the ACL APIs answer SECURITY_DISABLED
     /// without one).
     pub(crate) fn enabled(&self) -> bool {

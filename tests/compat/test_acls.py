@@ -53,7 +53,7 @@ def pki(tmp_path_factory):
             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
     make_cert(d, "server", "/CN=localhost",
               "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    for user in ("alice", "bob"):
+    for user in ("alice", "bob", "carol"):
         make_cert(d, user, f"/O=tidelog tests/CN={user}", "extendedKeyUsage=clientAuth\n")
     (d / "keystore.pem").write_text((d / "server.key").read_text() + (d / "server.pem").read_text())
     return d
@@ -215,14 +215,16 @@ def test_produce_without_write_is_refused_and_appends_nothing(broker, pki):
     assert watermarks(broker.bootstrap, topic, 0) == (0, 1)
 
 
-def test_read_on_topic_without_group_consumes_but_cannot_commit(broker, pki):
+def test_read_on_topic_without_read_on_group_consumes_but_cannot_commit(broker, pki):
     topic = create_topic(broker.bootstrap, unique("acl-consume"))
     prod = Producer({"bootstrap.servers": broker.bootstrap}, logger=client_logger("producer"))
     for i in range(3):
         prod.produce(topic, str(i).encode())
     assert prod.flush(TIMEOUT_S) == 0
     group = unique("acl-group")
-    add_acls(broker, allow(ResourceType.TOPIC, topic, "User:alice", AclOperation.READ))
+    # DESCRIBE on the group lets FindCoordinator answer; committing needs READ.
+    add_acls(broker, allow(ResourceType.TOPIC, topic, "User:alice", AclOperation.READ),
+             allow(ResourceType.GROUP, group, "User:alice", AclOperation.DESCRIBE))
     cons = Consumer({**conf_for(broker, pki, "alice"), "group.id": group, "enable.auto.commit": False,
                      "auto.offset.reset": "earliest"}, logger=client_logger("consumer"))
     try:
@@ -261,3 +263,110 @@ def test_metadata_hides_topics_without_describe(broker, pki):
     # The super user sees both.
     everything = super_admin(broker).list_topics(timeout=TIMEOUT_S).topics
     assert seen in everything and hidden in everything
+
+
+def expect_code(future, code):
+    with pytest.raises(KafkaException) as raised:
+        future.result(timeout=TIMEOUT_S)
+    assert error_code(raised.value) == code, raised.value
+
+
+def test_topic_admin_needs_create_delete_alter_and_configs_rights(broker, pki):
+    from confluent_kafka.admin import ConfigResource
+    prefix = unique("carol")
+    carol = AdminClient(conf_for(broker, pki, "carol"), logger=client_logger("admin"))
+    name = f"{prefix}-t"
+    new = NewTopic(name, num_partitions=1, replication_factor=1)
+    expect_code(carol.create_topics([new], operation_timeout=TIMEOUT_S)[name],
+                KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    # CREATE on a prefix is enough for topics under it.
+    add_acls(broker, allow(ResourceType.TOPIC, f"{prefix}-", "User:carol", AclOperation.CREATE,
+                           ResourcePatternType.PREFIXED))
+    carol.create_topics([new], operation_timeout=TIMEOUT_S)[name].result(timeout=TIMEOUT_S)
+    expect_code(carol.create_partitions([NewPartitions(name, 2)], operation_timeout=TIMEOUT_S)[name],
+                KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+    expect_code(carol.describe_configs([resource], request_timeout=TIMEOUT_S)[resource],
+                KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    expect_code(carol.delete_topics([name], operation_timeout=TIMEOUT_S)[name],
+                KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    # ALTER implies DESCRIBE; ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+    add_acls(broker,
+             allow(ResourceType.TOPIC, name, "User:carol", AclOperation.ALTER),
+             allow(ResourceType.TOPIC, name, "User:carol", AclOperation.ALTER_CONFIGS),
+             allow(ResourceType.TOPIC, name, "User:carol", AclOperation.DELETE))
+    carol.create_partitions([NewPartitions(name, 2)], operation_timeout=TIMEOUT_S)[name].result(timeout=TIMEOUT_S)
+    configs = carol.describe_configs([resource], request_timeout=TIMEOUT_S)[resource].result(timeout=TIMEOUT_S)
+    assert "retention.ms" in configs
+    carol.delete_topics([name], operation_timeout=TIMEOUT_S)[name].result(timeout=TIMEOUT_S)
+
+
+def test_group_admin_needs_describe_and_delete(broker, pki):
+    topic = create_topic(broker.bootstrap, unique("acl-groups"))
+    group = unique("acl-listed")
+    # The super user makes a group with a committed offset.
+    cons = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group}, logger=client_logger("consumer"))
+    try:
+        cons.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        cons.close()
+    carol = AdminClient(conf_for(broker, pki, "carol"), logger=client_logger("admin"))
+    listed = carol.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    assert group not in {g.group_id for g in listed.valid}
+    expect_code(carol.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group],
+                KafkaError.GROUP_AUTHORIZATION_FAILED)
+    expect_code(carol.delete_consumer_groups([group], request_timeout=TIMEOUT_S)[group],
+                KafkaError.GROUP_AUTHORIZATION_FAILED)
+    add_acls(broker, allow(ResourceType.GROUP, group, "User:carol", AclOperation.DESCRIBE))
+    listed = carol.list_consumer_groups(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    assert group in {g.group_id for g in listed.valid}
+    described = carol.describe_consumer_groups([group], request_timeout=TIMEOUT_S,
+                                               include_authorized_operations=True)[group].result(timeout=TIMEOUT_S)
+    assert set(described.authorized_operations) == {AclOperation.DESCRIBE}
+
+
+def test_transactional_and_idempotent_producers_need_their_rights(broker, pki):
+    txn_id = unique("acl-txn")
+    prod = Producer({**conf_for(broker, pki, "carol"), "transactional.id": txn_id},
+                    logger=client_logger("producer"))
+    with pytest.raises(KafkaException) as raised:
+        prod.init_transactions(TIMEOUT_S)
+    assert error_code(raised.value) == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # No IDEMPOTENT_WRITE and no WRITE on any topic: the idempotent producer is refused
+    # (DESCRIBE on its topic, so that metadata does not fail first).
+    topic = create_topic(broker.bootstrap, unique("acl-idem"))
+    add_acls(broker, allow(ResourceType.TOPIC, topic, "User:carol", AclOperation.DESCRIBE))
+    seen = []
+    idem = Producer({**conf_for(broker, pki, "carol"), "enable.idempotence": True,
+                     "message.timeout.ms": 10000, "error_cb": lambda e: seen.append(str(e))},
+                    logger=client_logger("producer"))
+    try:
+        idem.produce(topic, b"x", on_delivery=lambda err, _m: seen.append(str(err)))
+        idem.flush(15)
+    except Exception as e:  # librdkafka's fatal error surfaces through the callback
+        seen.extend([str(e), str(e.__cause__), str(e.__context__)])
+    assert any("Cluster authorization failed" in text for text in seen), seen
+
+
+def test_describe_cluster_authorized_operations(broker, pki):
+    admin = super_admin(broker)
+    ops = admin.describe_cluster(include_authorized_operations=True,
+                                 request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    assert len(ops.authorized_operations) == 7
+    carol = AdminClient(conf_for(broker, pki, "carol"), logger=client_logger("admin"))
+    ops = carol.describe_cluster(include_authorized_operations=True,
+                                 request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    assert not ops.authorized_operations
+
+
+def test_acl_apis_answer_security_disabled_without_an_authorizer(tmp_path_factory):
+    plain = Broker(tmp_path_factory.mktemp("no-authorizer"))
+    plain.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": plain.bootstrap}, logger=client_logger("admin"))
+        binding = allow(ResourceType.TOPIC, "t", "User:x", AclOperation.READ)
+        expect_code(admin.create_acls([binding], request_timeout=TIMEOUT_S)[binding],
+                    KafkaError.SECURITY_DISABLED)
+    finally:
+        plain.cleanup()
+        shutil.rmtree(plain.data_dir, ignore_errors=True)

@@ -370,3 +370,35 @@ def test_acl_apis_answer_security_disabled_without_an_authorizer(tmp_path_factor
     finally:
         plain.cleanup()
         shutil.rmtree(plain.data_dir, ignore_errors=True)
+
+
+def test_tidelog_acl_cli_adds_lists_and_removes(broker, pki):
+    from broker_process import tidelog_bin
+    topic = create_topic(broker.bootstrap, unique("acl-cli"))
+
+    def cli(*args):
+        done = subprocess.run([str(tidelog_bin()), "acl", *args, "--bootstrap", broker.bootstrap],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def bob_produces():
+        outcome = {}
+        prod = Producer({**conf_for(broker, pki, "bob"), "message.timeout.ms": 10000},
+                        logger=client_logger("producer"))
+        prod.produce(topic, b"x", on_delivery=lambda err, _m: outcome.setdefault("err", err))
+        assert prod.flush(TIMEOUT_S) == 0
+        return outcome["err"]
+
+    out = cli("add", "--allow-principal", "User:bob", "--operation", "Write", "--operation", "Describe",
+              "--topic", topic)
+    assert out.count("added ALLOW User:bob") == 2, out
+    assert bob_produces() is None
+    listed = cli("list", "--topic", topic)
+    assert f"ALLOW User:bob WRITE on TOPIC:LITERAL:{topic} from *" in listed, listed
+    assert "DESCRIBE" in listed
+    removed = cli("remove", "--allow-principal", "User:bob", "--operation", "Write", "--topic", topic)
+    assert "removed ALLOW User:bob WRITE" in removed, removed
+    err = bob_produces()
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "WRITE" not in cli("list", "--topic", topic)

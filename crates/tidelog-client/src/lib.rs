@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+mod acls;
 mod admin;
 mod batch;
 mod client;
@@ -47,6 +48,7 @@ mod producer;
 mod records;
 mod versions;
 
+pub use acls::{AclBinding, AclCode, AclFilter};
 pub use admin::{ConfigEntry, ConfigOp, NewTopic};
 pub use client::{Client, ClientConfig};
 pub use cluster::{ClusterBroker, ClusterDescription, QuorumInfo, QuorumReplica, METADATA_TOPIC};

@@ -26,6 +26,9 @@ pub(crate) const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// Our supported range for `key`, if we send that API at all.
@@ -121,6 +124,9 @@ mod tests {
             ApiKey::ElectLeaders => ElectLeadersRequest::VERSIONS,
             ApiKey::AlterPartitionReassignments => AlterPartitionReassignmentsRequest::VERSIONS,
             ApiKey::ListPartitionReassignments => ListPartitionReassignmentsRequest::VERSIONS,
+            ApiKey::DescribeAcls => DescribeAclsRequest::VERSIONS,
+            ApiKey::CreateAcls => CreateAclsRequest::VERSIONS,
+            ApiKey::DeleteAcls => DeleteAclsRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

@@ -33,6 +33,8 @@ enum Command {
     Cluster(cli::cluster::ClusterArgs),
     /// Reassign partitions, list moves in progress, elect leaders.
     Partition(cli::partition::PartitionArgs),
+    /// Add, list and remove ACLs (with authorizer.class.name set).
+    Acl(cli::acl::AclArgs),
     /// Back-of-envelope capacity plan from stated assumptions.
     Plan(plan::PlanArgs),
     /// Benchmarks against this machine's ceilings (runs tidelog-bench).
@@ -81,6 +83,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Group(args) => cli::group::run(args),
         Command::Cluster(args) => cli::cluster::run(args),
         Command::Partition(args) => cli::partition::run(args),
+        Command::Acl(args) => cli::acl::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Completion(args) => generate::completion(args),

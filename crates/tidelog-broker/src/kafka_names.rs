@@ -39,7 +39,7 @@ const QUOTAS: &str = "client quotas are not enforced yet";
 const TIERED_TUNING: &str =
     "tiered storage is not built (remote.log.storage.system.enable=true is refused)";
 const TIERED: &str = "tiered storage is not built";
-const SECURITY: &str = "applies to SASL listeners or authorization, which are not built yet";
+const SECURITY: &str = "applies to SASL listeners, which are not built yet";
 const TLS_TUNING: &str =
     "TLS is rustls with its own safe defaults (ciphers, key managers, random source)";
 const DELEGATION_TOKENS: &str = "delegation tokens are not supported";

@@ -333,7 +333,7 @@ fn acl_records_replay_and_survive_a_snapshot() {
     }
     assert_eq!(image.acls().len(), 2);
     // Creating an existing ACL again writes nothing.
-    let again = plan_create_acls(&image, &[a.clone()], Uuid::new_v4);
+    let again = plan_create_acls(&image, std::slice::from_ref(&a), Uuid::new_v4);
     assert!(again.records.is_empty());
     assert_eq!(again.response, vec![Ok(())]);
 

@@ -22,6 +22,8 @@ pub(crate) struct BrokerContext {
     pub(crate) txns: Arc<TxnCoordinator>,
     /// Every probe of this node (served on the admin port's `/metrics`).
     pub(crate) metrics: Arc<Metrics>,
+    /// `authorizer.class.name`'s authorizer; `None`: every request is allowed.
+    pub(crate) authorizer: Option<crate::auth::Authorizer>,
     /// Flips to true when the node begins shutting down; long polls end early on it.
     pub(crate) shutdown: watch::Receiver<bool>,
 }

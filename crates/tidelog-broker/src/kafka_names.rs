@@ -39,7 +39,7 @@ const QUOTAS: &str = "client quotas are not enforced yet";
 const TIERED_TUNING: &str =
     "tiered storage is not built (remote.log.storage.system.enable=true is refused)";
 const TIERED: &str = "tiered storage is not built";
-const SECURITY: &str = "applies to SASL listeners or authorization, which are not built yet";
+const SECURITY: &str = "applies to SASL listeners, which are not built yet";
 const TLS_TUNING: &str =
     "TLS is rustls with its own safe defaults (ciphers, key managers, random source)";
 const DELEGATION_TOKENS: &str = "delegation tokens are not supported";
@@ -64,7 +64,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         Ignored(TUNING),
     ),
     ("add.partitions.to.txn.retry.backoff.ms", Ignored(TUNING)),
-    ("allow.everyone.if.no.acl.found", Ignored(SECURITY)),
     (
         "alter.config.policy.class.name",
         Refused {
@@ -79,13 +78,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     (
         "alter.log.dirs.replication.quota.window.size.seconds",
         Ignored(QUOTAS),
-    ),
-    (
-        "authorizer.class.name",
-        Refused {
-            off: &[""],
-            why: PLUGIN,
-        },
     ),
     ("broker.id", Process),
     (
@@ -653,7 +645,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("ssl.secure.random.implementation", Ignored(TLS_TUNING)),
     ("ssl.trustmanager.algorithm", Ignored(TLS_TUNING)),
     ("ssl.truststore.password", Ignored(TLS_TUNING)),
-    ("super.users", Ignored(SECURITY)),
     ("telemetry.max.bytes", Ignored(TUNING)),
     ("transaction.partition.verification.enable", Ignored(TUNING)),
     (

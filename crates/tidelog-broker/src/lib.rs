@@ -8,6 +8,7 @@
 
 mod admin_http;
 mod apis;
+mod auth;
 pub mod config;
 #[cfg(test)]
 mod config_reference;

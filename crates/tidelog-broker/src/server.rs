@@ -243,7 +243,9 @@ impl Broker {
             replicas: Arc::clone(&replicas),
             groups: Arc::clone(&groups),
         })));
+        let authorizer = crate::auth::Authorizer::from_config(&config);
         let ctx: Ctx = Arc::new(BrokerContext {
+            authorizer,
             config,
             metadata,
             replicas,

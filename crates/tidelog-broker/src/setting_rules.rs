@@ -57,6 +57,9 @@ const AT_LEAST: &[(&str, i64)] = &[
 
 /// Why `value` is not acceptable for the tidelog setting `name`, if it is not.
 pub(crate) fn check(name: &str, value: &str) -> Result<(), String> {
+    if name == settings::AUTHORIZER_CLASS_NAME.name {
+        return crate::auth::check_authorizer_class(value);
+    }
     if let Some(topic) = topic_config::topic_default_for_broker_key(name) {
         return topic_config::validate(topic, value).map_err(|e| match e {
             tidelog_controller::TopicError::InvalidConfig(why) => why,

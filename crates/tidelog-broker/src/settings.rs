@@ -178,6 +178,11 @@ settings! {
     CONNECTION_FAILED_AUTHENTICATION_DELAY_MS: i64 =
         "connection.failed.authentication.delay.ms", "100";
     CONNECTIONS_MAX_REAUTH_MS: i64 = "connections.max.reauth.ms", "0";
+    // Authorization (crate::auth): empty, or Kafka's StandardAuthorizer class name.
+    AUTHORIZER_CLASS_NAME: String = "authorizer.class.name", "";
+    /// Principals separated by semicolons (`User:admin;User:broker`).
+    SUPER_USERS: String = "super.users", "";
+    ALLOW_EVERYONE_IF_NO_ACL_FOUND: bool = "allow.everyone.if.no.acl.found", "false";
     OFFSETS_TOPIC_SEGMENT_BYTES: i64 = "offsets.topic.segment.bytes", "104857600";
     OFFSETS_RETENTION_CHECK_INTERVAL_MS: i64 = "offsets.retention.check.interval.ms", "600000";
     OFFSETS_COMMIT_TIMEOUT_MS: i64 = "offsets.commit.timeout.ms", "5000";

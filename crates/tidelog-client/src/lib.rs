@@ -31,6 +31,7 @@
 //! # }
 //! ```
 
+mod acls;
 mod admin;
 mod batch;
 mod client;
@@ -51,6 +52,7 @@ mod scram_admin;
 mod tls;
 mod versions;
 
+pub use acls::{AclBinding, AclCode, AclFilter};
 pub use admin::{ConfigEntry, ConfigOp, NewTopic};
 pub use client::{Client, ClientConfig};
 pub use cluster::{ClusterBroker, ClusterDescription, QuorumInfo, QuorumReplica, METADATA_TOPIC};

@@ -31,6 +31,9 @@ pub(crate) const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
 ];
 
 /// Our supported range for `key`, if we send that API at all.
@@ -131,6 +134,9 @@ mod tests {
             ApiKey::SaslAuthenticate => SaslAuthenticateRequest::VERSIONS,
             ApiKey::DescribeUserScramCredentials => DescribeUserScramCredentialsRequest::VERSIONS,
             ApiKey::AlterUserScramCredentials => AlterUserScramCredentialsRequest::VERSIONS,
+            ApiKey::DescribeAcls => DescribeAclsRequest::VERSIONS,
+            ApiKey::CreateAcls => CreateAclsRequest::VERSIONS,
+            ApiKey::DeleteAcls => DeleteAclsRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

@@ -4,10 +4,12 @@
 //! same code, and a Raft follower replaying the same records reaches the same image.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::acl::{AclEntry, AclMap};
 use crate::record::{ConfigResource, Endpoint, MetadataRecord};
 
 /// Topic names Kafka treats as internal (`Topic.isInternal`): they exist for the
@@ -97,6 +99,8 @@ pub struct MetadataImage {
     pub(crate) cluster_configs: BTreeMap<String, String>,
     pub(crate) next_producer_id: i64,
     pub(crate) scram: crate::scram::ScramCredentials,
+    /// Shared so that an authorizer can tell, by pointer, that they did not change.
+    pub(crate) acls: Arc<AclMap>,
     pub(crate) last_offset: Option<u64>,
 }
 
@@ -112,6 +116,7 @@ impl MetadataImage {
             cluster_configs: BTreeMap::new(),
             next_producer_id: 0,
             scram: BTreeMap::new(),
+            acls: Arc::default(),
             last_offset: None,
         }
     }
@@ -222,6 +227,14 @@ impl MetadataImage {
             }
             MetadataRecord::ScramCredential(_) | MetadataRecord::RemoveScramCredential { .. } => {
                 self.replay_scram(record)
+            }
+            MetadataRecord::AccessControlEntry { id, acl } => {
+                Arc::make_mut(&mut self.acls).insert(*id, acl.clone());
+            }
+            MetadataRecord::RemoveAccessControlEntry { id } => {
+                if Arc::make_mut(&mut self.acls).remove(id).is_none() {
+                    tracing::warn!(offset, %id, "removal of unknown ACL");
+                }
             }
         }
     }
@@ -374,6 +387,11 @@ impl MetadataImage {
     /// Dynamic cluster-wide defaults.
     pub fn cluster_configs(&self) -> &BTreeMap<String, String> {
         &self.cluster_configs
+    }
+
+    /// Every ACL, by id.
+    pub fn acls(&self) -> &Arc<BTreeMap<Uuid, AclEntry>> {
+        &self.acls
     }
 
     /// The first producer id no block has included yet.

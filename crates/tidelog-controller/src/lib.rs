@@ -12,6 +12,7 @@
 //! - `legacy` reads (once, to migrate it) the local metadata log single nodes wrote
 //!   before they ran the Raft controller.
 
+pub mod acl;
 mod durable;
 mod error;
 mod image;

@@ -8,6 +8,8 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::acl::AclEntry;
+
 /// One change to the cluster metadata. Produced by the controller's request handlers,
 /// appended to the metadata log (later: replicated through Raft), then replayed into
 /// [`crate::MetadataImage`].
@@ -81,6 +83,11 @@ pub enum MetadataRecord {
     /// A user's SCRAM credential for one mechanism is gone (Kafka's
     /// RemoveUserScramCredentialRecord).
     RemoveScramCredential { name: String, mechanism: i8 },
+    /// An ACL exists (Kafka's AccessControlEntryRecord). `id` is unique among live
+    /// ACLs; an identical entry is never added twice.
+    AccessControlEntry { id: Uuid, acl: AclEntry },
+    /// The ACL `id` is gone (Kafka's RemoveAccessControlEntryRecord).
+    RemoveAccessControlEntry { id: Uuid },
 }
 
 /// One listener of a broker, as advertised to clients.

@@ -7,7 +7,7 @@
 //! 9   u32     CRC-32C of the payload
 //! 13  u64     payload length (must equal file length - 21)
 //! 21  ..      payload: JSON of SnapshotBody (last_offset, topics, brokers, configs,
-//!             next_producer_id, scram_credentials); the cluster id is not in it (see meta.properties)
+//!             next_producer_id, scram_credentials, acls); the cluster id is not in it (see meta.properties)
 //! ```
 //! Written atomically (temp file, fsync, rename, fsync dir), so after a crash it is
 //! either the previous snapshot or the new one. A snapshot that fails its checks is
@@ -18,6 +18,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::acl::AclEntry;
 use crate::durable::read_bounded;
 #[cfg(test)]
 use crate::durable::write_atomically;
@@ -42,6 +43,9 @@ struct SnapshotBody {
     /// Absent from a snapshot written before SCRAM credentials existed.
     #[serde(default)]
     scram_credentials: Vec<ScramCredentialImage>,
+    /// Absent from a snapshot written before ACLs existed.
+    #[serde(default)]
+    acls: Vec<(uuid::Uuid, AclEntry)>,
 }
 
 /// Only the legacy log (in tests) writes a snapshot file of its own.
@@ -61,6 +65,11 @@ pub(crate) fn encode(image: &MetadataImage) -> Result<Vec<u8>, ControllerError> 
         cluster_configs: image.cluster_configs.clone(),
         next_producer_id: image.next_producer_id,
         scram_credentials: image.scram.values().cloned().collect(),
+        acls: image
+            .acls
+            .iter()
+            .map(|(id, acl)| (*id, acl.clone()))
+            .collect(),
     };
     let payload = serde_json::to_vec(&body).map_err(|e| ControllerError::Encode(e.to_string()))?;
     let mut bytes = Vec::with_capacity(HEADER_BYTES + payload.len());
@@ -116,6 +125,7 @@ pub(crate) fn decode(
             .scram
             .insert((credential.name.clone(), credential.mechanism), credential);
     }
+    image.acls = std::sync::Arc::new(body.acls.into_iter().collect());
     for broker in body.brokers {
         image.brokers.insert(broker.broker_id, broker);
     }

@@ -35,6 +35,8 @@ enum Command {
     Partition(cli::partition::PartitionArgs),
     /// Create, list and delete SCRAM users (SASL).
     User(cli::user::UserArgs),
+    /// Add, list and remove ACLs (with authorizer.class.name set).
+    Acl(cli::acl::AclArgs),
     /// Back-of-envelope capacity plan from stated assumptions.
     Plan(plan::PlanArgs),
     /// Benchmarks against this machine's ceilings (runs tidelog-bench).
@@ -84,6 +86,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Cluster(args) => cli::cluster::run(args),
         Command::Partition(args) => cli::partition::run(args),
         Command::User(args) => cli::user::run(args),
+        Command::Acl(args) => cli::acl::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Completion(args) => generate::completion(args),

@@ -212,9 +212,10 @@ fn what_tidelog_cannot_honour_stops_start_up_with_the_reason() {
             "ZooKeeper mode was removed",
         ),
         ("remote.log.storage.system.enable=true", "tiered storage"),
+        ("authorizer.class.name=com.example.MyAuthorizer", "plug-in"),
         (
-            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "plug-in",
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+            "removed in Kafka 4.0",
         ),
         ("log.dirs=/a,/b", "one directory"),
         ("log.segment.bytes=1", "log.segment.bytes"),

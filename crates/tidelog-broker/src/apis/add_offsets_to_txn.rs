@@ -5,6 +5,7 @@
 use kafka_protocol::messages::add_offsets_to_txn_request::AddOffsetsToTxnRequest;
 use kafka_protocol::messages::add_offsets_to_txn_response::AddOffsetsToTxnResponse;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -17,6 +18,18 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: AddOffsetsToTxnRequest = req.decode()?;
     let producer_fenced = req.version() >= 2;
+    // WRITE on the transactional id, READ on the group.
+    let access = req.access(ctx);
+    let refused = access
+        .refused(
+            AclOperation::Write,
+            ResourceType::TransactionalId,
+            request.transactional_id.0.as_str(),
+        )
+        .or_else(|| access.refused(AclOperation::Read, ResourceType::Group, &request.group_id.0));
+    if let Some(code) = refused {
+        return req.respond(&AddOffsetsToTxnResponse::default().with_error_code(code));
+    }
     let code = match ensure_offsets_topic(ctx).await {
         Ok(()) => ctx
             .txns

@@ -9,6 +9,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResponse, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -35,7 +36,25 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         }
     }
     let producer_fenced = req.version() >= 2;
-    let code = if unknown.is_empty() {
+    // WRITE on the transactional id (else every partition answers
+    // TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else its partitions
+    // answer TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).
+    let access = req.access(ctx);
+    let txn_refused = access.refused(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        request.v3_and_below_transactional_id.0.as_str(),
+    );
+    let topic_refused = |name: &str| access.refused(AclOperation::Write, ResourceType::Topic, name);
+    let any_topic_refused = request
+        .v3_and_below_topics
+        .iter()
+        .any(|t| topic_refused(&t.name.0).is_some());
+    let code = if let Some(code) = txn_refused {
+        code
+    } else if any_topic_refused {
+        ResponseError::OperationNotAttempted.code()
+    } else if unknown.is_empty() {
         ctx.txns
             .add_partitions(
                 request.v3_and_below_transactional_id.0.as_str(),
@@ -60,7 +79,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .partitions
                 .iter()
                 .map(|p| {
-                    let error = if unknown.contains(&(name.clone(), *p)) {
+                    let refused = txn_refused
+                        .is_none()
+                        .then(|| topic_refused(&name))
+                        .flatten();
+                    let error = if let Some(code) = refused {
+                        code
+                    } else if unknown.contains(&(name.clone(), *p)) {
                         ResponseError::UnknownTopicOrPartition.code()
                     } else {
                         code

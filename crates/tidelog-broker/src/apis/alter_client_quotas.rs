@@ -10,6 +10,7 @@ use kafka_protocol::messages::alter_client_quotas_response::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -21,8 +22,13 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 pub(crate) const REFUSAL: &str =
     "client quotas are not supported by tidelog yet: they would be neither stored nor enforced";
 
-pub(crate) async fn handle(_ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: AlterClientQuotasRequest = req.decode()?;
+    // ALTER_CONFIGS on the cluster, else CLUSTER_AUTHORIZATION_FAILED per entry.
+    let refused = req
+        .access(ctx)
+        .require_cluster(AclOperation::AlterConfigs)
+        .err();
     let entries = request
         .entries
         .into_iter()
@@ -37,8 +43,11 @@ pub(crate) async fn handle(_ctx: &Ctx, mut req: Request) -> Result<Reply, Protoc
                 })
                 .collect();
             EntryData::default()
-                .with_error_code(ResponseError::UnsupportedVersion.code())
-                .with_error_message(Some(StrBytes::from_static_str(REFUSAL)))
+                .with_error_code(refused.unwrap_or(ResponseError::UnsupportedVersion.code()))
+                .with_error_message(Some(StrBytes::from_static_str(match refused {
+                    Some(_) => "Cluster authorization failed.",
+                    None => REFUSAL,
+                })))
                 .with_entity(entity)
         })
         .collect();

@@ -7,6 +7,7 @@ use kafka_protocol::messages::alter_configs_response::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::describe_configs::RESOURCE_TOPIC;
@@ -20,11 +21,22 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: AlterConfigsRequest = req.decode()?;
     let mut responses = Vec::with_capacity(request.resources.len());
+    // ALTER_CONFIGS on the resource (the cluster for brokers).
+    let access = req.access(ctx);
     for resource in &request.resources {
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
-        responses.push(if resource.resource_type != RESOURCE_TOPIC {
+        let refused = access.config_refused(
+            AclOperation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        );
+        responses.push(if let Some((code, message)) = refused {
+            response
+                .with_error_code(code)
+                .with_error_message(Some(StrBytes::from_string(message)))
+        } else if resource.resource_type != RESOURCE_TOPIC {
             let (code, message) = refuse_non_topic(resource.resource_type);
             response
                 .with_error_code(code)

@@ -16,6 +16,7 @@ use kafka_protocol::messages::alter_partition_reassignments_response::{
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
+use tidelog_controller::acl::AclOperation;
 use tidelog_controller::MetadataImage;
 use tidelog_protocol::ProtocolError;
 
@@ -31,6 +32,10 @@ type Change = (String, i32, Option<Vec<i32>>);
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: AlterPartitionReassignmentsRequest = req.decode()?;
+    // Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    if let Err(code) = req.access(ctx).require_cluster(AclOperation::Alter) {
+        return req.respond(&AlterPartitionReassignmentsResponse::default().with_error_code(code));
+    }
     let version = req.version();
     let allow_rf_change = version < 1 || request.allow_replication_factor_change;
     let image = ctx.metadata.image();

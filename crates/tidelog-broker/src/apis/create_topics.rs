@@ -1,12 +1,15 @@
 //! CreateTopics: validated and placed by the controller; `validate_only` changes nothing.
 //! A created topic's `error_message` is null (the schema default is ""), as Kafka's.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
+use tidelog_controller::quorum::RequestError;
 use tidelog_controller::CreateTopic;
 use tidelog_protocol::ProtocolError;
 
@@ -21,6 +24,9 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let request: CreateTopicsRequest = req.decode()?;
     let version = req.version();
     let mut results = Vec::with_capacity(request.topics.len());
+    // CREATE on the cluster, or on each topic (else TOPIC_AUTHORIZATION_FAILED).
+    let access = req.access(ctx);
+    let may_create_any = access.cluster(AclOperation::Create);
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let create = CreateTopic {
@@ -43,10 +49,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
                 .collect(),
         };
-        let outcome = ctx
-            .metadata
-            .create_topic(create, request.validate_only)
-            .await;
+        let outcome = if may_create_any || access.topic(AclOperation::Create, &name) {
+            ctx.metadata
+                .create_topic(create, request.validate_only)
+                .await
+        } else {
+            Err(RequestError::Remote {
+                code: ResponseError::TopicAuthorizationFailed.code(),
+                message: "Authorization failed.".to_owned(),
+            })
+        };
         let result = CreatableTopicResult::default().with_name(topic.name);
         results.push(match outcome {
             Ok(created) => {

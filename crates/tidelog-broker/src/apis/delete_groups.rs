@@ -5,6 +5,7 @@ use kafka_protocol::messages::delete_groups_response::{
     DeletableGroupResult, DeleteGroupsResponse,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -16,8 +17,13 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DeleteGroupsRequest = req.decode()?;
     let mut results = Vec::with_capacity(request.groups_names.len());
+    let access = req.access(ctx);
     for id in request.groups_names {
-        let error = ctx.groups.delete_group(id.0.to_string()).await;
+        // DELETE on the group, else GROUP_AUTHORIZATION_FAILED.
+        let error = match access.refused(AclOperation::Delete, ResourceType::Group, &id.0) {
+            Some(code) => code,
+            None => ctx.groups.delete_group(id.0.to_string()).await,
+        };
         results.push(
             DeletableGroupResult::default()
                 .with_group_id(id)

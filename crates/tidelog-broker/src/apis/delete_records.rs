@@ -4,6 +4,7 @@
 //! records again. Followers take the new log start from the leader's fetch answers and
 //! report theirs in their next fetch.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsResponse, DeleteRecordsTopicResult,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::per_partition::{answer_each, led_partition};
@@ -39,7 +41,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     // blocking work: it runs off the async workers.
     let worker = Arc::clone(ctx);
     let asked = request.topics.clone();
-    let deleted = tokio::task::spawn_blocking(move || delete_all(&worker, request.topics)).await;
+    // DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED and nothing deleted.
+    let access = req.access(ctx);
+    let refused: HashSet<String> = request
+        .topics
+        .iter()
+        .map(|t| t.name.0.to_string())
+        .filter(|name| !access.topic(AclOperation::Delete, name))
+        .collect();
+    let deleted =
+        tokio::task::spawn_blocking(move || delete_all(&worker, request.topics, &refused)).await;
     let (mut topics, waiting) = match deleted {
         Ok(done) => done,
         Err(e) => {
@@ -105,6 +116,7 @@ fn answer_all(request: Vec<DeleteRecordsTopic>, code: i16) -> Vec<DeleteRecordsT
 fn delete_all(
     ctx: &Ctx,
     request: Vec<DeleteRecordsTopic>,
+    refused: &HashSet<String>,
 ) -> (Vec<DeleteRecordsTopicResult>, Vec<Waiting>) {
     let mut waiting = Vec::new();
     let topics = answer_each(
@@ -113,7 +125,12 @@ fn delete_all(
         |topic, p| {
             let result =
                 DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index);
-            match delete_before(ctx, &topic.name.0, p.partition_index, p.offset) {
+            let outcome = if refused.contains(topic.name.0.as_str()) {
+                Err(ResponseError::TopicAuthorizationFailed.code())
+            } else {
+                delete_before(ctx, &topic.name.0, p.partition_index, p.offset)
+            };
+            match outcome {
                 Ok((partition, offset)) => {
                     let low = partition.hw_watch().borrow().low_watermark;
                     if low < offset {

@@ -10,6 +10,7 @@ use kafka_protocol::messages::delete_topics_response::{
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -36,6 +37,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .collect()
     };
     let mut results = Vec::with_capacity(wanted.len());
+    // DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    let access = req.access(ctx);
     for (name, id) in wanted {
         let name = name.or_else(|| {
             ctx.metadata
@@ -54,6 +57,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             (None, _) => Err((
                 ResponseError::UnknownTopicId.code(),
                 "unknown topic id".to_string(),
+            )),
+            (Some(n), _) if !access.topic(AclOperation::Delete, n) => Err((
+                ResponseError::TopicAuthorizationFailed.code(),
+                "Topic authorization failed.".to_string(),
             )),
             (Some(n), _) => ctx
                 .metadata

@@ -7,6 +7,7 @@ use kafka_protocol::messages::describe_client_quotas_request::DescribeClientQuot
 use kafka_protocol::messages::describe_client_quotas_response::DescribeClientQuotasResponse;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::client_quota_filter;
@@ -16,8 +17,19 @@ use crate::net::Reply;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
-pub(crate) async fn handle(_ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeClientQuotasRequest = req.decode()?;
+    // DescribeConfigs on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    if let Err(code) = req
+        .access(ctx)
+        .require_cluster(AclOperation::DescribeConfigs)
+    {
+        return req.respond(
+            &DescribeClientQuotasResponse::default()
+                .with_entries(None)
+                .with_error_code(code),
+        );
+    }
     let response = match client_quota_filter::check(&request.components) {
         Ok(()) => DescribeClientQuotasResponse::default()
             .with_error_message(None)

@@ -21,6 +21,7 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeClusterRequest = req.decode()?;
     let image = ctx.metadata.image();
+    let access = req.access(ctx);
     let brokers = image
         .brokers()
         .filter(|b| !b.fenced || request.include_fenced_brokers)
@@ -46,7 +47,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .with_brokers(brokers)
         .with_cluster_authorized_operations(if_requested(
             request.include_cluster_authorized_operations,
-            authorized_operations::CLUSTER,
+            authorized_operations::cluster(&access),
         ));
     req.respond(&response)
 }

@@ -9,6 +9,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_controller::topic_config;
 use tidelog_protocol::ProtocolError;
 
@@ -25,6 +26,8 @@ pub(crate) const RESOURCE_BROKER: i8 = 4;
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeConfigsRequest = req.decode()?;
     let version = req.version();
+    // DESCRIBE_CONFIGS on the resource (the cluster for brokers).
+    let access = req.access(ctx);
     let results = request
         .resources
         .iter()
@@ -37,7 +40,15 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             let result = DescribeConfigsResult::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
-            match describe(ctx, resource.resource_type, &resource.resource_name) {
+            let described = match access.config_refused(
+                AclOperation::DescribeConfigs,
+                resource.resource_type,
+                &resource.resource_name,
+            ) {
+                Some(refused) => Err(refused),
+                None => describe(ctx, resource.resource_type, &resource.resource_name),
+            };
+            match described {
                 Ok(entries) => {
                     let configs = entries
                         .into_iter()

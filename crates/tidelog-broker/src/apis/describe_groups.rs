@@ -9,6 +9,7 @@ use kafka_protocol::messages::describe_groups_response::{
     DescribeGroupsResponse, DescribedGroup, DescribedGroupMember,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::authorized_operations::{self, if_requested};
@@ -22,13 +23,25 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 6 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeGroupsRequest = req.decode()?;
     let version = req.version();
-    let operations = if_requested(
-        version >= 3 && request.include_authorized_operations,
-        authorized_operations::GROUP,
-    );
+    let access = req.access(ctx);
+    let wants_operations = version >= 3 && request.include_authorized_operations;
     let mut groups = Vec::with_capacity(request.groups.len());
     for id in request.groups {
         let name = id.0.to_string();
+        // DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED.
+        if let Some(code) = access.refused(AclOperation::Describe, ResourceType::Group, &name) {
+            groups.push(
+                DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(code)
+                    .with_group_state(str_bytes("")),
+            );
+            continue;
+        }
+        let operations = if_requested(
+            wants_operations,
+            access.operations(ResourceType::Group, &name),
+        );
         let described = ctx.groups.describe(name.clone()).await;
         let group = DescribedGroup::default()
             .with_group_id(id)

@@ -18,6 +18,7 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -28,6 +29,10 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeLogDirsRequest = req.decode()?;
+    // Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    if let Err(code) = req.access(ctx).require_cluster(AclOperation::Describe) {
+        return req.respond(&DescribeLogDirsResponse::default().with_error_code(code));
+    }
     let wanted: Option<HashSet<(String, i32)>> = request.topics.map(|topics| {
         topics
             .iter()

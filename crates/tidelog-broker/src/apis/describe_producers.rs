@@ -8,6 +8,7 @@ use kafka_protocol::messages::describe_producers_response::{
 };
 use kafka_protocol::messages::ProducerId;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -18,6 +19,8 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeProducersRequest = req.decode()?;
+    // READ on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    let access = req.access(ctx);
     let topics = request
         .topics
         .into_iter()
@@ -25,7 +28,15 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             let partitions = topic
                 .partition_indexes
                 .iter()
-                .map(|index| describe(ctx, topic.name.0.as_str(), *index))
+                .map(|index| {
+                    if access.topic(AclOperation::Read, &topic.name.0) {
+                        describe(ctx, topic.name.0.as_str(), *index)
+                    } else {
+                        PartitionResponse::default()
+                            .with_partition_index(*index)
+                            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    }
+                })
                 .collect();
             TopicResponse::default()
                 .with_name(topic.name)

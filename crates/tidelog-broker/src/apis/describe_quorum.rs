@@ -12,6 +12,7 @@ use kafka_protocol::messages::describe_quorum_response::{
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
+use tidelog_controller::acl::AclOperation;
 use tidelog_controller::quorum::QuorumStatus;
 use tidelog_protocol::ProtocolError;
 
@@ -29,6 +30,10 @@ const CONTROLLER_LISTENER: &str = "CONTROLLER";
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeQuorumRequest = req.decode()?;
+    // Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    if let Err(code) = req.access(ctx).require_cluster(AclOperation::Describe) {
+        return req.respond(&DescribeQuorumResponse::default().with_error_code(code));
+    }
     let version = req.version();
     let asks_for_metadata_log = request.topics.len() == 1
         && request.topics.iter().all(|t| {

@@ -23,12 +23,13 @@ use kafka_protocol::messages::describe_topic_partitions_response::{
 use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_controller::{MetadataImage, TopicImage};
 use tidelog_protocol::ProtocolError;
 use uuid::Uuid;
 
-use super::authorized_operations;
 use super::Request;
+use crate::auth::Access;
 use crate::context::Ctx;
 use crate::net::Reply;
 
@@ -41,7 +42,8 @@ pub(crate) const MAX_PARTITIONS: i32 = 2000;
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeTopicPartitionsRequest = req.decode()?;
     let image = ctx.metadata.image();
-    let response = describe(&image, &request);
+    let access = req.access(ctx);
+    let response = describe(&image, &request, &access);
     req.respond(&response)
 }
 
@@ -49,9 +51,12 @@ fn name_of(topic: &str) -> Option<TopicName> {
     Some(TopicName(StrBytes::from_string(topic.to_string())))
 }
 
+/// Topics without DESCRIBE are left out of a listing of all and answer
+/// TOPIC_AUTHORIZATION_FAILED when named.
 fn describe(
     image: &MetadataImage,
     request: &DescribeTopicPartitionsRequest,
+    access: &Access,
 ) -> DescribeTopicPartitionsResponse {
     let all_topics = request.topics.is_empty();
     let cursor = request
@@ -64,6 +69,7 @@ fn describe(
             .topics()
             .map(|t| t.name.clone())
             .filter(|n| n.as_str() >= from)
+            .filter(|n| access.topic(AclOperation::Describe, n))
             .collect()
     } else {
         request
@@ -102,6 +108,16 @@ fn describe(
             );
             break;
         }
+        if !access.topic(AclOperation::Describe, &name) {
+            response.topics.push(
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_name(name_of(&name))
+                    .with_topic_id(Uuid::nil()),
+            );
+            continue;
+        }
+        let operations = access.operations(ResourceType::Topic, &name);
         let Some(topic) = image.topic(&name) else {
             if !all_topics {
                 let code = match tidelog_controller::validate_topic_name(&name) {
@@ -113,7 +129,7 @@ fn describe(
                         .with_error_code(code)
                         .with_name(name_of(&name))
                         .with_topic_id(Uuid::nil())
-                        .with_topic_authorized_operations(authorized_operations::TOPIC),
+                        .with_topic_authorized_operations(operations),
                 );
             }
             continue;
@@ -135,7 +151,7 @@ fn describe(
                 .with_topic_id(topic.topic_id)
                 .with_is_internal(topic.is_internal())
                 .with_partitions(partitions)
-                .with_topic_authorized_operations(authorized_operations::TOPIC),
+                .with_topic_authorized_operations(operations),
         );
         if end < count {
             response.next_cursor = Some(

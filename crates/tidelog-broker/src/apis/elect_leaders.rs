@@ -17,6 +17,7 @@ use kafka_protocol::messages::elect_leaders_response::{
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use kafka_protocol::ResponseError;
+use tidelog_controller::acl::AclOperation;
 use tidelog_controller::quorum::ElectionKind;
 use tidelog_controller::MetadataImage;
 use tidelog_protocol::ProtocolError;
@@ -30,6 +31,10 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ElectLeadersRequest = req.decode()?;
+    // Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    if let Err(code) = req.access(ctx).require_cluster(AclOperation::Alter) {
+        return req.respond(&ElectLeadersResponse::default().with_error_code(code));
+    }
     let version = req.version();
     let kind = match request.election_type {
         0 => ElectionKind::Preferred,

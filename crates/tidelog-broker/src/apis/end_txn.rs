@@ -6,6 +6,7 @@
 use kafka_protocol::messages::end_txn_request::EndTxnRequest;
 use kafka_protocol::messages::end_txn_response::EndTxnResponse;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -17,6 +18,14 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: EndTxnRequest = req.decode()?;
     let producer_fenced = req.version() >= 2;
+    // WRITE on the transactional id.
+    if let Some(code) = req.access(ctx).refused(
+        AclOperation::Write,
+        ResourceType::TransactionalId,
+        request.transactional_id.0.as_str(),
+    ) {
+        return req.respond(&EndTxnResponse::default().with_error_code(code));
+    }
     let code = ctx
         .txns
         .end_txn(

@@ -29,6 +29,7 @@ use kafka_protocol::messages::{
     AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
+use kafka_protocol::messages::{CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse};
 
 /// Every error code in a response; zeros (NONE) included, the probe skips them.
 pub(crate) trait ErrorCodes {
@@ -59,6 +60,22 @@ error_codes! {
         f(r.error_code);
         for x in &r.results {
             f(x.error_code);
+        }
+    }
+    CreateAclsResponse => |r, f| {
+        for x in &r.results {
+            f(x.error_code);
+        }
+    }
+    DescribeAclsResponse => |r, f| {
+        f(r.error_code);
+    }
+    DeleteAclsResponse => |r, f| {
+        for x in &r.filter_results {
+            f(x.error_code);
+            for m in &x.matching_acls {
+                f(m.error_code);
+            }
         }
     }
     DescribeLogDirsResponse => |r, f| {

@@ -28,6 +28,7 @@ use kafka_protocol::messages::fetch_response::{AbortedTransaction, EpochEndOffse
 use kafka_protocol::messages::{ProducerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::fetch_encode::{
     encode_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts, RecordsPayload,
 };
@@ -65,6 +66,8 @@ struct Wanted {
     replica_error: Option<i16>,
     /// Replica fetches from v18: the follower's high watermark (i64::MAX: not sent).
     follower_high_watermark: i64,
+    /// TOPIC_AUTHORIZATION_FAILED: a consumer without READ on the topic.
+    denied: Option<i16>,
 }
 
 struct FetchPlan {
@@ -96,6 +99,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         );
         ResponseError::ClusterAuthorizationFailed.code()
     });
+    // A follower needs CLUSTER_ACTION (else every partition answers
+    // TOPIC_AUTHORIZATION_FAILED, as Kafka's); a consumer READ on each topic.
+    let access = req.access(ctx);
+    let refused = refused.or_else(|| {
+        (replica_id >= 0 && !access.cluster(AclOperation::ClusterAction))
+            .then(|| ResponseError::TopicAuthorizationFailed.code())
+    });
     let now = now_ms();
     let lag_max_ms = ctx.config.get(settings::REPLICA_LAG_TIME_MAX_MS).max(1);
     let mut wanted = Vec::new();
@@ -105,8 +115,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         } else {
             Some(topic.topic.0.to_string())
         };
+        let denied = (replica_id < 0
+            && name
+                .as_deref()
+                .is_some_and(|n| !access.topic(AclOperation::Read, n)))
+        .then(|| ResponseError::TopicAuthorizationFailed.code());
         for p in &topic.partitions {
             let mut w = Wanted {
+                denied,
                 topic: name.clone(),
                 topic_id: topic.topic_id,
                 partition: p.partition,
@@ -239,7 +255,7 @@ fn read_all(ctx: &Ctx, plan: &FetchPlan) -> (FetchResponseParts, Vec<FileSlice>,
             records: RecordsPayload::Bytes(bytes::Bytes::new()),
             ..FetchPartitionParts::default()
         };
-        let read = match plan.refused {
+        let read = match plan.refused.or(w.denied) {
             Some(code) => Err((code, None)),
             None => read_one(ctx, plan, w, remaining, total == 0),
         };

@@ -10,6 +10,7 @@ use kafka_protocol::messages::find_coordinator_response::{Coordinator, FindCoord
 use kafka_protocol::messages::BrokerId;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -29,8 +30,20 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         vec![request.key.clone()]
     };
     let mut found = Vec::with_capacity(keys.len());
+    // DESCRIBE on the group or transactional id the key names.
+    let access = req.access(ctx);
     for key in keys {
+        let refused = match request.key_type {
+            0 => access.refused(AclOperation::Describe, ResourceType::Group, key.as_str()),
+            1 => access.refused(
+                AclOperation::Describe,
+                ResourceType::TransactionalId,
+                key.as_str(),
+            ),
+            _ => None,
+        };
         let result = match request.key_type {
+            _ if refused.is_some() => Err(refused.unwrap_or_default()),
             0 => ensure_offsets_topic(ctx)
                 .await
                 .and_then(|()| coordinator_for(ctx, OFFSETS_TOPIC, &key, &req.session.listener))

@@ -3,6 +3,7 @@
 use kafka_protocol::messages::heartbeat_request::HeartbeatRequest;
 use kafka_protocol::messages::heartbeat_response::HeartbeatResponse;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -13,6 +14,13 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: HeartbeatRequest = req.decode()?;
+    let group = request.group_id.0.as_str();
+    if let Some(code) = req
+        .access(ctx)
+        .refused(AclOperation::Read, ResourceType::Group, group)
+    {
+        return req.respond(&HeartbeatResponse::default().with_error_code(code));
+    }
     let error = ctx
         .groups
         .heartbeat(

@@ -9,6 +9,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
@@ -27,11 +28,22 @@ const SUBTRACT: i8 = 3;
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: IncrementalAlterConfigsRequest = req.decode()?;
     let mut responses = Vec::with_capacity(request.resources.len());
+    // ALTER_CONFIGS on the resource (the cluster for brokers).
+    let access = req.access(ctx);
     for resource in &request.resources {
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
-        responses.push(match alter(ctx, resource, request.validate_only).await {
+        let refused = access.config_refused(
+            AclOperation::AlterConfigs,
+            resource.resource_type,
+            &resource.resource_name,
+        );
+        let outcome = match refused {
+            Some(refused) => Err(refused),
+            None => alter(ctx, resource, request.validate_only).await,
+        };
+        responses.push(match outcome {
             Ok(()) => response,
             Err((code, message)) => response
                 .with_error_code(code)

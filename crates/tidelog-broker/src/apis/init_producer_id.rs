@@ -6,10 +6,12 @@
 //! producer id across sessions and each InitProducerId bumps the epoch, fencing the
 //! previous producer and aborting its open transaction.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::init_producer_id_request::InitProducerIdRequest;
 use kafka_protocol::messages::init_producer_id_response::InitProducerIdResponse;
 use kafka_protocol::messages::ProducerId;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -27,11 +29,18 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .with_producer_id(ProducerId(-1))
             .with_producer_epoch(-1)
     };
+    let access = req.access(ctx);
     if let Some(id) = request
         .transactional_id
         .as_ref()
         .filter(|t| !t.0.is_empty())
     {
+        // WRITE on the transactional id.
+        if let Some(code) =
+            access.refused(AclOperation::Write, ResourceType::TransactionalId, &id.0)
+        {
+            return req.respond(&failed(code));
+        }
         let current = (request.producer_id.0 >= 0 && request.producer_epoch >= 0)
             .then_some((request.producer_id.0, request.producer_epoch));
         // PRODUCER_FENCED exists on the wire from v4; older clients know INVALID_PRODUCER_EPOCH.
@@ -51,6 +60,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             Err(code) => failed(code),
         };
         return req.respond(&answer);
+    }
+    // An idempotent producer: IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    // (KIP-679), else CLUSTER_AUTHORIZATION_FAILED.
+    if !access.cluster(AclOperation::IdempotentWrite)
+        && !access.on_any(AclOperation::Write, ResourceType::Topic)
+    {
+        return req.respond(&failed(ResponseError::ClusterAuthorizationFailed.code()));
     }
     let bump = request.producer_id.0 >= 0
         && request.producer_epoch >= 0

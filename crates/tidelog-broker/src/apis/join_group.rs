@@ -8,6 +8,7 @@ use kafka_protocol::messages::join_group_request::JoinGroupRequest;
 use kafka_protocol::messages::join_group_response::{JoinGroupResponse, JoinGroupResponseMember};
 use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Encodable, VersionRange};
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::header::encode_response;
 use tidelog_protocol::ProtocolError;
 use tokio::sync::oneshot;
@@ -22,6 +23,13 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 9 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: JoinGroupRequest = req.decode()?;
     let version = req.version();
+    let group = request.group_id.0.as_str();
+    if let Some(code) = req
+        .access(ctx)
+        .refused(AclOperation::Read, ResourceType::Group, group)
+    {
+        return req.respond(&JoinGroupResponse::default().with_error_code(code));
+    }
     let join = JoinRequest {
         group_id: request.group_id.0.to_string(),
         member_id: request.member_id.to_string(),

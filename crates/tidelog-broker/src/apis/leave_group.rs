@@ -4,6 +4,7 @@
 use kafka_protocol::messages::leave_group_request::LeaveGroupRequest;
 use kafka_protocol::messages::leave_group_response::{LeaveGroupResponse, MemberResponse};
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -15,6 +16,13 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: LeaveGroupRequest = req.decode()?;
+    let group = request.group_id.0.as_str();
+    if let Some(code) = req
+        .access(ctx)
+        .refused(AclOperation::Read, ResourceType::Group, group)
+    {
+        return req.respond(&LeaveGroupResponse::default().with_error_code(code));
+    }
     let batched = req.version() >= 3;
     let leaving: Vec<(String, Option<String>)> = if batched {
         request

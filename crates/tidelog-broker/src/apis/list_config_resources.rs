@@ -15,6 +15,7 @@ use kafka_protocol::messages::list_config_resources_response::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_controller::MetadataImage;
 use tidelog_protocol::ProtocolError;
 
@@ -41,6 +42,13 @@ fn supported(version: i16) -> &'static [i8] {
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ListConfigResourcesRequest = req.decode()?;
+    // DescribeConfigs on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    if let Err(code) = req
+        .access(ctx)
+        .require_cluster(AclOperation::DescribeConfigs)
+    {
+        return req.respond(&ListConfigResourcesResponse::default().with_error_code(code));
+    }
     let image = ctx.metadata.image();
     let response = match list(&image, &request.resource_types, req.version()) {
         Ok(resources) => ListConfigResourcesResponse::default().with_config_resources(resources),

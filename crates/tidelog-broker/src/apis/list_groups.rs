@@ -7,6 +7,7 @@ use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
 use kafka_protocol::messages::list_groups_response::{ListGroupsResponse, ListedGroup};
 use kafka_protocol::messages::GroupId;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -36,9 +37,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .with_error_code(ResponseError::CoordinatorLoadInProgress.code());
         return req.respond(&loading);
     }
+    // DESCRIBE on the cluster lists every group; otherwise those with DESCRIBE.
+    let access = req.access(ctx);
+    let all_groups = access.cluster(AclOperation::Describe);
     let groups = listed
         .into_iter()
         .filter(|g| classic_wanted && wants_state(g.state))
+        .filter(|g| all_groups || access.group(AclOperation::Describe, &g.group_id))
         .map(|g| {
             ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(&g.group_id)))

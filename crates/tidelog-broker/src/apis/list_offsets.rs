@@ -17,6 +17,7 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::per_partition::{answer_each, led_partition};
@@ -61,6 +62,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     // The leader epoch is on the wire from v4.
     let version = req.version();
     let with_epoch = version >= 4;
+    // DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    let access = req.access(ctx);
     let topics = answer_each(
         request.topics,
         |topic| &topic.partitions,
@@ -72,7 +75,9 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             } else {
                 -1
             };
-            let looked_up = if timestamp_supported(p.timestamp, version) {
+            let looked_up = if !access.topic(AclOperation::Describe, &topic.name.0) {
+                Err(ResponseError::TopicAuthorizationFailed.code())
+            } else if timestamp_supported(p.timestamp, version) {
                 lookup(
                     ctx,
                     &topic.name.0,

@@ -11,6 +11,7 @@ use kafka_protocol::messages::list_partition_reassignments_response::{
 };
 use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -21,6 +22,10 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ListPartitionReassignmentsRequest = req.decode()?;
+    // Describe on the cluster, else CLUSTER_AUTHORIZATION_FAILED.
+    if let Err(code) = req.access(ctx).require_cluster(AclOperation::Describe) {
+        return req.respond(&ListPartitionReassignmentsResponse::default().with_error_code(code));
+    }
     let asked: Option<Vec<(String, i32)>> = request.topics.map(|topics| {
         let mut all: Vec<(String, i32)> = topics
             .into_iter()

@@ -14,6 +14,7 @@ use kafka_protocol::messages::list_transactions_response::{
 use kafka_protocol::messages::{ProducerId, TransactionalId};
 use kafka_protocol::protocol::{StrBytes, VersionRange};
 use regex_automata::meta::Regex;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -61,11 +62,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     }
     let pids: Vec<i64> = request.producer_id_filters.iter().map(|p| p.0).collect();
     let now = now_ms();
+    // Only the transactional ids the principal may DESCRIBE.
+    let access = req.access(ctx);
     let listed = ctx
         .txns
         .list()
         .await
         .into_iter()
+        .filter(|(id, _)| access.allows(AclOperation::Describe, ResourceType::TransactionalId, id))
         .filter(|(_, m)| states.is_empty() || states.contains(&m.state))
         .filter(|(_, m)| pids.is_empty() || pids.contains(&m.producer_id))
         .filter(|(id, _)| pattern.as_ref().is_none_or(|p| p.is_match(id.as_str())))

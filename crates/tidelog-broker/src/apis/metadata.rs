@@ -4,7 +4,10 @@
 //! LEADER_NOT_AVAILABLE (retriable: the client asks again), never TOPIC_ALREADY_EXISTS.
 //!
 //! From v8, authorized operations are answered when asked for (topics: v8+; the
-//! cluster: v8-v10, the versions that carry the flag), as Kafka without an authorizer.
+//! cluster: v8-v10, the versions that carry the flag). With an authorizer, listing all
+//! topics hides those the principal may not DESCRIBE; a topic asked by name without
+//! DESCRIBE, or one to auto-create without CREATE (cluster or topic), answers
+//! TOPIC_AUTHORIZATION_FAILED.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_request::MetadataRequest;
@@ -14,11 +17,13 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_controller::{CreateTopic, MetadataImage, TopicImage};
 use tidelog_protocol::ProtocolError;
 
 use super::authorized_operations::{self, if_requested};
 use super::Request;
+use crate::auth::Access;
 use crate::context::Ctx;
 use crate::net::Reply;
 use crate::settings;
@@ -31,22 +36,28 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     // v0 had no flag: it always auto-created.
     let allow_create = (version < 4 || request.allow_auto_topic_creation)
         && ctx.config.get(settings::AUTO_CREATE_TOPICS_ENABLE);
+    let access = req.access(ctx);
+    let describable = |t: &&TopicImage| access.topic(AclOperation::Describe, &t.name);
     let mut topics = Vec::new();
     match request.topics {
-        None => {
+        // v0 used an empty list to mean "all topics". Listing all hides the topics the
+        // principal may not DESCRIBE.
+        wanted if wanted.as_ref().is_none_or(|w| w.is_empty() && version == 0) => {
             let image = ctx.metadata.image();
-            topics.extend(image.topics().map(|t| topic_entry(&image, t, version)));
+            topics.extend(
+                image
+                    .topics()
+                    .filter(describable)
+                    .map(|t| topic_entry(&image, t, version)),
+            );
         }
-        Some(wanted) if wanted.is_empty() && version == 0 => {
-            // v0 used an empty list to mean "all topics".
-            let image = ctx.metadata.image();
-            topics.extend(image.topics().map(|t| topic_entry(&image, t, version)));
-        }
+        None => {}
         Some(wanted) => {
             for t in wanted {
                 topics.push(
                     lookup_topic(
                         ctx,
+                        &access,
                         t.name.as_ref().map(|n| n.0.as_str()),
                         t.topic_id,
                         allow_create,
@@ -61,8 +72,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     if topic_operations {
         // Kafka fills it in for every topic it answers by name, known or not (not for
         // an unknown topic id).
-        for t in topics.iter_mut().filter(|t| t.name.is_some()) {
-            t.topic_authorized_operations = authorized_operations::TOPIC;
+        let refused = ResponseError::TopicAuthorizationFailed.code();
+        for t in topics.iter_mut().filter(|t| t.error_code != refused) {
+            if let Some(name) = &t.name {
+                t.topic_authorized_operations = access.operations(ResourceType::Topic, name);
+            }
         }
     }
     let cluster_operations =
@@ -71,7 +85,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let response = MetadataResponse::default()
         .with_cluster_authorized_operations(if_requested(
             cluster_operations,
-            authorized_operations::CLUSTER,
+            authorized_operations::cluster(&access),
         ))
         .with_brokers(brokers(&image, &req.session.listener))
         .with_cluster_id(
@@ -88,6 +102,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
 
 async fn lookup_topic(
     ctx: &Ctx,
+    access: &Access,
     name: Option<&str>,
     id: uuid::Uuid,
     allow_create: bool,
@@ -98,7 +113,21 @@ async fn lookup_topic(
         Some(n) => image.topic(n),
         None => image.topic_by_id(&id),
     };
+    let refused = |name: &str| {
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+            .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+    };
     if let Some(topic) = found {
+        if !access.topic(AclOperation::Describe, &topic.name) {
+            if name.is_none() {
+                // Asked by id: Kafka does not tell an undescribable id from an unknown one.
+                return MetadataResponseTopic::default()
+                    .with_topic_id(id)
+                    .with_error_code(ResponseError::UnknownTopicId.code());
+            }
+            return refused(&topic.name);
+        }
         return topic_entry(&image, topic, version);
     }
     let Some(name) = name else {
@@ -113,8 +142,15 @@ async fn lookup_topic(
     };
     // An internal topic is never auto-created for a client: its coordinator creates it
     // on first use, with the settings it needs (the controller refuses clients anyway).
+    if !access.topic(AclOperation::Describe, name) {
+        return refused(name);
+    }
     if !allow_create || tidelog_controller::ops::is_protected(name) {
         return unknown(ResponseError::UnknownTopicOrPartition.code());
+    }
+    // Auto-creation needs CREATE on the cluster or on the topic.
+    if !access.cluster(AclOperation::Create) && !access.topic(AclOperation::Create, name) {
+        return refused(name);
     }
     // default.replication.factor capped by the live brokers (as for the internal
     // topics), so a cluster with a broker down still auto-creates.

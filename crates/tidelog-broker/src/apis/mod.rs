@@ -2,6 +2,7 @@
 //! table below is the only list of them: routing and the ApiVersions answer are both
 //! generated from it, so what is advertised is exactly what is implemented.
 
+mod acl_wire;
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_client_quotas;
@@ -11,11 +12,14 @@ mod alter_user_scram_credentials;
 pub(crate) mod api_versions;
 mod authorized_operations;
 mod client_quota_filter;
+mod create_acls;
 mod create_partitions;
 mod create_topics;
+mod delete_acls;
 mod delete_groups;
 mod delete_records;
 mod delete_topics;
+mod describe_acls;
 mod describe_client_quotas;
 mod describe_cluster;
 mod describe_configs;
@@ -79,6 +83,8 @@ pub(crate) struct Request {
     pub(crate) metrics: std::sync::Arc<Metrics>,
     /// The connection's listener and principal.
     pub(crate) session: std::sync::Arc<crate::net::Session>,
+    /// The client's address (what an ACL's host is compared with).
+    pub(crate) peer: SocketAddr,
 }
 
 impl Request {
@@ -205,6 +211,9 @@ apis! {
     SaslAuthenticate => sasl_authenticate,
     DescribeUserScramCredentials => describe_user_scram_credentials,
     AlterUserScramCredentials => alter_user_scram_credentials,
+    CreateAcls => create_acls,
+    DescribeAcls => describe_acls,
+    DeleteAcls => delete_acls,
 }
 
 /// Counts every non-zero error code of a response under its API.
@@ -241,6 +250,7 @@ pub(crate) async fn handle(
         body,
         metrics: std::sync::Arc::clone(&ctx.metrics),
         session: std::sync::Arc::clone(session),
+        peer,
     };
     if !supported {
         if key == ApiKey::ApiVersions {

@@ -11,6 +11,7 @@ use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponse, OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::per_partition::answer_each;
@@ -34,10 +35,21 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             Some(t.name.0.to_string())
         }
     };
+    // READ on the group (else every partition answers GROUP_AUTHORIZATION_FAILED) and
+    // on each topic (else its partitions answer TOPIC_AUTHORIZATION_FAILED); refused
+    // offsets are not committed.
+    let access = req.access(ctx);
+    let group_refused = access.refused(
+        AclOperation::Read,
+        ResourceType::Group,
+        request.group_id.0.as_str(),
+    );
+    let topic_refused = |name: &str| access.refused(AclOperation::Read, ResourceType::Topic, name);
     let offsets = request
         .topics
         .iter()
         .filter_map(|t| name_of(t).map(|name| (name, t)))
+        .filter(|(name, _)| topic_refused(name).is_none())
         .flat_map(|(name, t)| {
             t.partitions.iter().map(move |p| {
                 (
@@ -57,15 +69,22 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
         offsets,
     };
-    let mut codes = ctx.groups.commit(commit).await.into_iter();
+    let mut codes = match group_refused {
+        Some(_) => Vec::new().into_iter(),
+        None => ctx.groups.commit(commit).await.into_iter(),
+    };
     let topics = answer_each(
         request.topics,
         |t| &t.partitions,
         |t, p| {
             // Only the resolved topics' offsets were committed, in request order.
-            let code = match name_of(t) {
-                Some(_) => codes.next().unwrap_or(0),
-                None => ResponseError::UnknownTopicId.code(),
+            let code = match (group_refused, name_of(t)) {
+                (Some(code), _) => code,
+                (None, None) => ResponseError::UnknownTopicId.code(),
+                (None, Some(name)) => match topic_refused(&name) {
+                    Some(code) => code,
+                    None => codes.next().unwrap_or(0),
+                },
             };
             OffsetCommitResponsePartition::default()
                 .with_partition_index(p.partition_index)

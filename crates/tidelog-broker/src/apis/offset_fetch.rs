@@ -14,9 +14,11 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
+use crate::auth::Access;
 use crate::context::Ctx;
 use crate::group::str_bytes;
 use crate::net::Reply;
@@ -32,6 +34,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let request: OffsetFetchRequest = req.decode()?;
     let version = req.version();
     let stable = request.require_stable;
+    let access = req.access(ctx);
     if version >= 8 {
         let by_id = version >= 10;
         let image = ctx.metadata.image();
@@ -57,36 +60,38 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     .collect()
             });
             let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
-            groups.push(match lookup(ctx, &g.group_id.0, wanted, stable).await {
-                Err(code) => group.with_error_code(code),
-                Ok(found) => {
-                    let mut topics: Vec<OffsetFetchResponseTopics> = found
-                        .into_iter()
-                        .filter_map(|(topic, parts)| {
-                            let answer = OffsetFetchResponseTopics::default()
-                                .with_partitions(parts.into_iter().map(v8_partition).collect());
-                            if by_id {
-                                let id = image.topic(&topic)?.topic_id;
-                                Some(answer.with_topic_id(id))
-                            } else {
-                                Some(answer.with_name(TopicName(str_bytes(&topic))))
-                            }
-                        })
-                        .collect();
-                    topics.extend(unknown.into_iter().map(|(id, partitions)| {
-                        let code = ResponseError::UnknownTopicId.code();
-                        OffsetFetchResponseTopics::default()
-                            .with_topic_id(id)
-                            .with_partitions(
-                                partitions
-                                    .into_iter()
-                                    .map(|p| v8_partition((p, -1, -1, String::new(), code)))
-                                    .collect(),
-                            )
-                    }));
-                    group.with_topics(topics)
-                }
-            });
+            groups.push(
+                match lookup(ctx, &access, &g.group_id.0, wanted, stable).await {
+                    Err(code) => group.with_error_code(code),
+                    Ok(found) => {
+                        let mut topics: Vec<OffsetFetchResponseTopics> = found
+                            .into_iter()
+                            .filter_map(|(topic, parts)| {
+                                let answer = OffsetFetchResponseTopics::default()
+                                    .with_partitions(parts.into_iter().map(v8_partition).collect());
+                                if by_id {
+                                    let id = image.topic(&topic)?.topic_id;
+                                    Some(answer.with_topic_id(id))
+                                } else {
+                                    Some(answer.with_name(TopicName(str_bytes(&topic))))
+                                }
+                            })
+                            .collect();
+                        topics.extend(unknown.into_iter().map(|(id, partitions)| {
+                            let code = ResponseError::UnknownTopicId.code();
+                            OffsetFetchResponseTopics::default()
+                                .with_topic_id(id)
+                                .with_partitions(
+                                    partitions
+                                        .into_iter()
+                                        .map(|p| v8_partition((p, -1, -1, String::new(), code)))
+                                        .collect(),
+                                )
+                        }));
+                        group.with_topics(topics)
+                    }
+                },
+            );
         }
         return req.respond(&OffsetFetchResponse::default().with_groups(groups));
     }
@@ -96,7 +101,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .collect()
     });
     let response = OffsetFetchResponse::default();
-    let response = match lookup(ctx, &request.group_id.0, wanted.clone(), stable).await {
+    let response = match lookup(ctx, &access, &request.group_id.0, wanted.clone(), stable).await {
         Ok(found) => response.with_topics(v1_topics(found)),
         // v1 has no top-level error: every partition carries it.
         Err(code) if version < 2 => {
@@ -119,13 +124,20 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
 }
 
 /// The committed offsets, each unstable one replaced by UNSTABLE_OFFSET_COMMIT when
-/// `require_stable` asks for it.
+/// `require_stable` asks for it. Needs DESCRIBE on the group (else
+/// GROUP_AUTHORIZATION_FAILED); a topic without DESCRIBE answers
+/// TOPIC_AUTHORIZATION_FAILED when named, and is left out when all are asked for.
 async fn lookup(
     ctx: &Ctx,
+    access: &Access,
     group: &str,
     wanted: Wanted,
     require_stable: bool,
 ) -> Result<Vec<(String, Vec<Answer>)>, i16> {
+    if let Some(code) = access.refused(AclOperation::Describe, ResourceType::Group, group) {
+        return Err(code);
+    }
+    let all_topics = wanted.is_none();
     let found = ctx
         .groups
         .fetch_offsets(group.to_string(), wanted)
@@ -133,11 +145,17 @@ async fn lookup(
         .map_err(|e| e.code())?;
     Ok(found
         .into_iter()
-        .map(|(topic, parts)| {
+        .filter_map(|(topic, parts)| {
+            let refused = access.refused(AclOperation::Describe, ResourceType::Topic, &topic);
+            if refused.is_some() && all_topics {
+                return None;
+            }
             let parts = parts
                 .into_iter()
                 .map(|(p, offset, epoch, meta, pending)| {
-                    if require_stable && pending {
+                    if let Some(code) = refused {
+                        (p, -1, -1, String::new(), code)
+                    } else if require_stable && pending {
                         (
                             p,
                             -1,
@@ -150,7 +168,7 @@ async fn lookup(
                     }
                 })
                 .collect();
-            (topic, parts)
+            Some((topic, parts))
         })
         .collect())
 }

@@ -10,6 +10,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::per_partition::{answer_each, led_partition};
@@ -28,6 +29,9 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         -1
     };
     let refused = replica_id >= 0 && ctx.metadata.image().broker(replica_id).is_none();
+    // A follower needs CLUSTER_ACTION, a consumer DESCRIBE on each topic.
+    let access = req.access(ctx);
+    let follower_denied = replica_id >= 0 && !access.cluster(AclOperation::ClusterAction);
     let topics = answer_each(
         request.topics,
         |topic| &topic.partitions,
@@ -38,6 +42,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .with_end_offset(-1);
             let found = if refused {
                 Err(ResponseError::ClusterAuthorizationFailed.code())
+            } else if follower_denied
+                || (replica_id < 0 && !access.topic(AclOperation::Describe, &topic.topic.0))
+            {
+                Err(ResponseError::TopicAuthorizationFailed.code())
             } else {
                 lookup(
                     ctx,

@@ -35,6 +35,7 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ApiKey, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_controller::INTERNAL_TOPICS;
 use tidelog_protocol::ProtocolError;
 use tidelog_storage::{PendingSync, StorageError};
@@ -60,6 +61,12 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let with_messages = req.version() >= 8;
     let by_id = req.version() >= 13;
     let image = by_id.then(|| ctx.metadata.image());
+    // WRITE on the transactional id (every partition refused without it), then WRITE
+    // on each topic: nothing is appended where either is missing.
+    let access = req.access(ctx);
+    let txn_refused = txn_id
+        .as_deref()
+        .is_some_and(|id| !access.transactional_id(AclOperation::Write, id));
     let mut topics = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let name = match &image {
@@ -70,6 +77,17 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         for data in topic.partition_data {
             let result = if !(-1..=1).contains(&acks) {
                 Err(Refusal::code(ResponseError::InvalidRequiredAcks.code()))
+            } else if txn_refused {
+                Err(Refusal::code(
+                    ResponseError::TransactionalIdAuthorizationFailed.code(),
+                ))
+            } else if name
+                .as_deref()
+                .is_some_and(|n| !access.topic(AclOperation::Write, n))
+            {
+                Err(Refusal::code(
+                    ResponseError::TopicAuthorizationFailed.code(),
+                ))
             } else if let Some(name) = &name {
                 append(
                     ctx,

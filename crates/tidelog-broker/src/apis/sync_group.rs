@@ -4,6 +4,7 @@
 use kafka_protocol::messages::sync_group_request::SyncGroupRequest;
 use kafka_protocol::messages::sync_group_response::SyncGroupResponse;
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::join_group::{later, Responder};
@@ -16,6 +17,13 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: SyncGroupRequest = req.decode()?;
+    let group = request.group_id.0.as_str();
+    if let Some(code) = req
+        .access(ctx)
+        .refused(AclOperation::Read, ResourceType::Group, group)
+    {
+        return req.respond(&SyncGroupResponse::default().with_error_code(code));
+    }
     let assignments = request
         .assignments
         .iter()

@@ -15,6 +15,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponse, TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::per_partition::answer_each;
@@ -52,8 +53,21 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             })
             .collect(),
     };
+    // WRITE on the transactional id, READ on the group (either refused answers every
+    // partition with its error) and READ on each topic (its partitions refused).
+    let access = req.access(ctx);
+    let whole_refused = access
+        .refused(AclOperation::Write, ResourceType::TransactionalId, &txn_id)
+        .or_else(|| access.refused(AclOperation::Read, ResourceType::Group, &group));
+    let topic_refused = |name: &str| access.refused(AclOperation::Read, ResourceType::Topic, name);
+    let mut commit = commit;
+    commit
+        .offsets
+        .retain(|(topic, ..)| whole_refused.is_none() && topic_refused(topic).is_none());
     let count = commit.offsets.len();
-    let codes = if ctx.txns.coordinates(&txn_id) {
+    let codes = if count == 0 && whole_refused.is_some() {
+        Vec::new()
+    } else if ctx.txns.coordinates(&txn_id) {
         match ctx.groups.begin_txn_commit(&group, producer.0).await {
             Err(e) => vec![e.code(); count],
             Ok(guard) => match ctx
@@ -72,14 +86,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let topics = answer_each(
         request.topics,
         |t| &t.partitions,
-        |_, p| {
+        |t, p| {
+            let code = match whole_refused.or_else(|| topic_refused(&t.name.0)) {
+                Some(code) => code,
+                None => codes
+                    .next()
+                    .unwrap_or(ResponseError::UnknownServerError.code()),
+            };
             TxnOffsetCommitResponsePartition::default()
                 .with_partition_index(p.partition_index)
-                .with_error_code(
-                    codes
-                        .next()
-                        .unwrap_or(ResponseError::UnknownServerError.code()),
-                )
+                .with_error_code(code)
         },
         |t, partitions| {
             TxnOffsetCommitResponseTopic::default()

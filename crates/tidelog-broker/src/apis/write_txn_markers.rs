@@ -9,6 +9,7 @@ use kafka_protocol::messages::write_txn_markers_response::{
     WriteTxnMarkersResponse,
 };
 use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
@@ -21,6 +22,11 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: WriteTxnMarkersRequest = req.decode()?;
     let mut markers = Vec::with_capacity(request.markers.len());
+    // CLUSTER_ACTION: only brokers write markers.
+    let refused = req
+        .access(ctx)
+        .require_cluster(AclOperation::ClusterAction)
+        .err();
     for m in request.markers {
         let mut topics = Vec::with_capacity(m.topics.len());
         for t in &m.topics {
@@ -34,9 +40,12 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     commit: m.transaction_result,
                     coordinator_epoch: m.coordinator_epoch,
                 };
-                let code = write_local_marker(&ctx.replicas, &ctx.groups, &marker)
-                    .await
-                    .map_or_else(|e| e.code(), |()| 0);
+                let code = match refused {
+                    Some(code) => code,
+                    None => write_local_marker(&ctx.replicas, &ctx.groups, &marker)
+                        .await
+                        .map_or_else(|e| e.code(), |()| 0),
+                };
                 partitions.push(
                     WritableTxnMarkerPartitionResult::default()
                         .with_partition_index(*p)

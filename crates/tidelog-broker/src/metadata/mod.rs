@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
+use tidelog_controller::acl::{AclEntry, AclFilter};
 use tidelog_controller::quorum::{ControllerHandle, MetadataQuorum, RequestError};
 use tidelog_controller::{CreateTopic, MetadataImage, TopicImage, Uuid};
 use tokio::sync::watch;
@@ -200,6 +201,45 @@ impl MetadataManager {
             .await;
         }
         Ok(())
+    }
+
+    /// CreateAcls through the quorum; waits (bounded) until this node's image has the
+    /// ACLs created, so a DescribeAcls right after finds them.
+    pub(crate) async fn create_acls(
+        &self,
+        acls: Vec<AclEntry>,
+    ) -> Result<Vec<Result<(), String>>, RequestError> {
+        let outcomes = self.link.create_acls(acls.clone()).await?;
+        let created: Vec<AclEntry> = acls
+            .into_iter()
+            .zip(&outcomes)
+            .filter(|(_, outcome)| outcome.is_ok())
+            .map(|(acl, _)| acl)
+            .collect();
+        self.wait_for(IMAGE_CATCH_UP, |i| {
+            created
+                .iter()
+                .all(|acl| i.acls().values().any(|a| a == acl))
+        })
+        .await;
+        Ok(outcomes)
+    }
+
+    /// DeleteAcls through the quorum; waits (bounded) until this node's image no longer
+    /// has the ACLs removed.
+    pub(crate) async fn delete_acls(
+        &self,
+        filters: Vec<AclFilter>,
+    ) -> Result<Vec<Result<Vec<AclEntry>, String>>, RequestError> {
+        let outcomes = self.link.delete_acls(filters).await?;
+        let removed: Vec<&AclEntry> = outcomes.iter().flatten().flatten().collect();
+        self.wait_for(IMAGE_CATCH_UP, |i| {
+            removed
+                .iter()
+                .all(|acl| !i.acls().values().any(|a| a == *acl))
+        })
+        .await;
+        Ok(outcomes)
     }
 
     /// A producer id never handed out before (from blocks the controller records).

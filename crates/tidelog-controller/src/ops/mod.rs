@@ -2,6 +2,7 @@
 //! Nothing here changes state; the caller appends the records and replays them. The
 //! single-node [`crate::Controller`] and a future Raft controller share these.
 
+mod acls;
 mod alter_partition;
 mod balance;
 mod create_topic;
@@ -20,6 +21,7 @@ use std::ops::Range;
 
 use uuid::Uuid;
 
+pub use acls::{plan_create_acls, plan_delete_acls};
 pub use alter_partition::plan_alter_partition;
 pub use balance::{assignment_of, plan_balanced_assignment, Assignment};
 use create_topic::{

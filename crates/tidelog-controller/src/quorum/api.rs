@@ -12,6 +12,7 @@ use super::controller::HeartbeatReply;
 use super::error::{codes, RequestError};
 use super::forward::{ForwardReply, ForwardedCall};
 use super::QuorumStatus;
+use crate::acl::{AclEntry, AclFilter};
 use crate::image::{PartitionImage, TopicImage};
 use crate::ops::{AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicPartition};
 use crate::record::Endpoint;
@@ -233,6 +234,28 @@ pub(crate) async fn alter_scram_credentials(
     }
 }
 
+/// Creates ACLs: per ACL, done or why it is invalid.
+pub(crate) async fn create_acls(
+    route: &impl Route,
+    acls: Vec<AclEntry>,
+) -> Result<Vec<Result<(), String>>, RequestError> {
+    match route.route(ForwardedCall::CreateAcls { acls }).await? {
+        ForwardReply::AclsCreated(outcomes) => Ok(outcomes),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// Deletes the ACLs matching each filter: per filter, those removed or why it is invalid.
+pub(crate) async fn delete_acls(
+    route: &impl Route,
+    filters: Vec<AclFilter>,
+) -> Result<Vec<Result<Vec<AclEntry>, String>>, RequestError> {
+    match route.route(ForwardedCall::DeleteAcls { filters }).await? {
+        ForwardReply::AclsDeleted(outcomes) => Ok(outcomes),
+        other => Err(unexpected(&other)),
+    }
+}
+
 fn partition_outcomes(reply: ForwardReply) -> Result<PartitionOutcomes, RequestError> {
     match reply {
         ForwardReply::PartitionResults(results) => Ok(results
@@ -390,6 +413,22 @@ macro_rules! controller_requests {
             changes: Vec<(String, i32, Option<Vec<i32>>)>,
         ) -> Result<$crate::quorum::PartitionOutcomes, $crate::quorum::RequestError> {
             $crate::quorum::api::alter_reassignments(self, changes).await
+        }
+
+        /// CreateAcls: per ACL, created (or already present) or why it is invalid.
+        pub async fn create_acls(
+            &self,
+            acls: Vec<$crate::acl::AclEntry>,
+        ) -> Result<Vec<Result<(), String>>, $crate::quorum::RequestError> {
+            $crate::quorum::api::create_acls(self, acls).await
+        }
+
+        /// DeleteAcls: per filter, the ACLs removed or why the filter is invalid.
+        pub async fn delete_acls(
+            &self,
+            filters: Vec<$crate::acl::AclFilter>,
+        ) -> Result<Vec<Result<Vec<$crate::acl::AclEntry>, String>>, $crate::quorum::RequestError> {
+            $crate::quorum::api::delete_acls(self, filters).await
         }
 
         /// ListPartitionReassignments: moves in flight (of the partitions named, or all).

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 use super::controller::HeartbeatReply;
 use super::QuorumStatus;
+use crate::acl::{AclEntry, AclFilter};
 use crate::image::{PartitionImage, TopicImage};
 use crate::ops::{AlterPartition, ElectionKind, PartitionError, Reassignment, TopicPartition};
 use crate::record::Endpoint;
@@ -77,6 +78,14 @@ pub(crate) enum ForwardedCall {
         deletions: Vec<(String, i8)>,
         upsertions: Vec<ScramUpsertion>,
     },
+    /// CreateAcls: one outcome per ACL, in order.
+    CreateAcls {
+        acls: Vec<AclEntry>,
+    },
+    /// DeleteAcls: one outcome per filter, in order.
+    DeleteAcls {
+        filters: Vec<AclFilter>,
+    },
     /// The image, once it is newer than `after` or `max_wait_ms` passed (any voter
     /// answers this one, leader or not).
     FetchImage {
@@ -106,6 +115,10 @@ pub(crate) enum ForwardReply {
     ScramResults(Vec<ScramResult>),
     /// The image in the metadata snapshot format, `None` if not newer than asked.
     Image(Option<Vec<u8>>),
+    /// Per ACL: created (or already present), or why it is invalid.
+    AclsCreated(Vec<Result<(), String>>),
+    /// Per filter: the ACLs it removed, or why it is invalid.
+    AclsDeleted(Vec<Result<Vec<AclEntry>, String>>),
     Failed {
         code: i16,
         message: String,

@@ -1,5 +1,6 @@
 //! Client-side operator commands: they talk to a running cluster over the Kafka protocol.
 
+pub(crate) mod acl;
 pub(crate) mod cluster;
 mod command_config;
 pub(crate) mod consume;

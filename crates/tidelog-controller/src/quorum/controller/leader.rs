@@ -200,6 +200,24 @@ impl QuorumController {
                     crate::scram::plan_alter_scram_credentials(&image, &deletions, &upsertions);
                 (plan.records, ForwardReply::ScramResults(plan.response))
             }
+            ForwardedCall::CreateAcls { acls } => {
+                let plan = ops::plan_create_acls(&image, &acls, Uuid::new_v4);
+                let outcomes = plan
+                    .response
+                    .into_iter()
+                    .map(|r| r.map_err(|e| e.0))
+                    .collect();
+                (plan.records, ForwardReply::AclsCreated(outcomes))
+            }
+            ForwardedCall::DeleteAcls { filters } => {
+                let plan = ops::plan_delete_acls(&image, &filters);
+                let outcomes = plan
+                    .response
+                    .into_iter()
+                    .map(|r| r.map_err(|e| e.0))
+                    .collect();
+                (plan.records, ForwardReply::AclsDeleted(outcomes))
+            }
             call @ (ForwardedCall::AlterPartition(_)
             | ForwardedCall::ControlledShutdown { .. }
             | ForwardedCall::ElectLeaders { .. }

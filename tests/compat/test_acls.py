@@ -402,3 +402,35 @@ def test_tidelog_acl_cli_adds_lists_and_removes(broker, pki):
     err = bob_produces()
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert "WRITE" not in cli("list", "--topic", topic)
+
+
+def test_scram_credential_admin_needs_cluster_rights(broker, pki):
+    """AlterUserScramCredentials needs ALTER on the cluster and DescribeUserScram-
+    Credentials DESCRIBE, as in Kafka: a principal without them is refused and no
+    credential is written; the super user may do both."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism,
+                                       UserScramCredentialUpsertion)
+    name = unique("scram-user")
+    upsert = UserScramCredentialUpsertion(
+        name, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"secret", b"salt-1234")
+    alice = AdminClient(conf_for(broker, pki, "alice"), logger=client_logger("admin"))
+    with pytest.raises(KafkaException) as raised:
+        alice.alter_user_scram_credentials([upsert], request_timeout=TIMEOUT_S)[name].result(timeout=TIMEOUT_S)
+    assert error_code(raised.value) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # The describe through tidelog's CLI as alice (mutual TLS): librdkafka 2.x aborts
+    # the process on a refused DescribeUserScramCredentials.
+    from broker_process import tidelog_bin
+    props = pki / "alice-cli.properties"
+    props.write_text(f"security.protocol=SSL\nssl.ca.location={pki / 'ca.pem'}\n"
+                     f"ssl.certificate.location={pki / 'alice.pem'}\nssl.key.location={pki / 'alice.key'}\n")
+    listed = subprocess.run([str(tidelog_bin()), "user", "list", "--bootstrap", f"127.0.0.1:{broker.ssl_port}",
+                             "--command-config", str(props)], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in listed.stderr, listed
+
+    admin = super_admin(broker)
+    described = admin.describe_user_scram_credentials(request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
+    assert name not in described, "the refused upsertion wrote a credential"
+    admin.alter_user_scram_credentials([upsert], request_timeout=TIMEOUT_S)[name].result(timeout=TIMEOUT_S)
+    described = admin.describe_user_scram_credentials([name], request_timeout=TIMEOUT_S)
+    infos = described[name].result(timeout=TIMEOUT_S).scram_credential_infos
+    assert [(i.mechanism, i.iterations) for i in infos] == [(ScramMechanism.SCRAM_SHA_512, 4096)]

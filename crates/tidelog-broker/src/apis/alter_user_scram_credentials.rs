@@ -8,6 +8,7 @@ use kafka_protocol::messages::alter_user_scram_credentials_response::{
     AlterUserScramCredentialsResponse, AlterUserScramCredentialsResult,
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use tidelog_controller::acl::AclOperation;
 use tidelog_controller::scram::ScramUpsertion;
 use tidelog_protocol::ProtocolError;
 use tidelog_sasl::scram::{ScramCredential, ScramMechanism};
@@ -24,6 +25,26 @@ const IMAGE_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: AlterUserScramCredentialsRequest = req.decode()?;
+    // ALTER on the cluster, else every user named is refused (as Kafka answers).
+    if let Err(code) = req.access(ctx).require_cluster(AclOperation::Alter) {
+        let mut users: Vec<String> = request
+            .deletions
+            .iter()
+            .map(|d| d.name.to_string())
+            .chain(request.upsertions.iter().map(|u| u.name.to_string()))
+            .collect();
+        users.sort();
+        users.dedup();
+        let results = users
+            .into_iter()
+            .map(|user| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user(StrBytes::from_string(user))
+                    .with_error_code(code)
+            })
+            .collect();
+        return req.respond(&AlterUserScramCredentialsResponse::default().with_results(results));
+    }
     let deletions: Vec<(String, i8)> = request
         .deletions
         .iter()

@@ -9,6 +9,7 @@ use kafka_protocol::messages::describe_user_scram_credentials_response::{
     CredentialInfo, DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResult,
 };
 use kafka_protocol::protocol::{StrBytes, VersionRange};
+use tidelog_controller::acl::AclOperation;
 use tidelog_controller::scram::codes;
 use tidelog_protocol::ProtocolError;
 
@@ -20,6 +21,23 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeUserScramCredentialsRequest = req.decode()?;
+    // DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED for the request and
+    // for each user named, as Kafka answers.
+    if let Err(code) = req.access(ctx).require_cluster(AclOperation::Describe) {
+        let message = "Cluster authorization failed.";
+        let results = request
+            .users
+            .iter()
+            .flatten()
+            .map(|u| error(&u.name, code, message))
+            .collect();
+        return req.respond(
+            &DescribeUserScramCredentialsResponse::default()
+                .with_error_code(code)
+                .with_error_message(Some(StrBytes::from_static_str(message)))
+                .with_results(results),
+        );
+    }
     let image = ctx.metadata.image();
     let mut by_user: BTreeMap<&str, Vec<CredentialInfo>> = BTreeMap::new();
     for credential in image.scram_credentials() {

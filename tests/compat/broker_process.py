@@ -70,13 +70,12 @@ class Broker:
         return f"http://127.0.0.1:{self.admin_port}/readyz"
 
     def command(self):
-        cmd = [
-            str(self.binary), "serve",
-            "--node-id", str(self.node_id),
-            "--listen", self.bootstrap,
-            "--admin-listen", f"127.0.0.1:{self.admin_port}",
-            "--data-dir", str(self.data_dir),
-        ]
+        cmd = [str(self.binary), "serve", "--node-id", str(self.node_id)]
+        # `listeners` and --listen are exclusive: a broker given Kafka's listeners
+        # (its own ports among them) is started without the flag.
+        if "listeners" not in self.settings:
+            cmd += ["--listen", self.bootstrap]
+        cmd += ["--admin-listen", f"127.0.0.1:{self.admin_port}", "--data-dir", str(self.data_dir)]
         for name, value in self.settings.items():
             cmd += ["--set", f"{name}={value}"]
         return cmd

@@ -1,8 +1,7 @@
 """ACL authorization with mTLS principals: one broker with a PLAINTEXT loopback
 listener (User:ANONYMOUS, a super user: it creates the ACLs) and an SSL listener that
 requires client certificates, mapped to `User:alice` and `User:bob` by
-`ssl.principal.mapping.rules`. The certificates are made here with openssl, as in
-test_tls.py. Everything shares one broker to keep the suite fast.
+`ssl.principal.mapping.rules`. The certificates are made with openssl (pki.py). Everything shares one broker to keep the suite fast.
 """
 
 import shutil
@@ -24,39 +23,15 @@ from confluent_kafka.admin import (
 
 from compat_helpers import client_logger, create_topic, unique, wait_until, watermarks
 from broker_process import Broker
+from pki import make_pki
 
-OPENSSL_TIMEOUT_S = 30
 TIMEOUT_S = 20
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=OPENSSL_TIMEOUT_S)
-
-
-def make_cert(cwd, name, subject, extensions):
-    openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=cwd)
-    (cwd / f"{name}.ext").write_text(extensions)
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile", f"{name}.ext", cwd=cwd)
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    if shutil.which("openssl") is None:
-        pytest.fail("openssl is not installed (./scripts/test installs it)", pytrace=False)
-    d = tmp_path_factory.mktemp("acl-pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=tidelog test CA",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    make_cert(d, "server", "/CN=localhost",
-              "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    for user in ("alice", "bob", "carol"):
-        make_cert(d, user, f"/O=tidelog tests/CN={user}", "extendedKeyUsage=clientAuth\n")
-    (d / "keystore.pem").write_text((d / "server.key").read_text() + (d / "server.pem").read_text())
-    return d
+    return make_pki(tmp_path_factory.mktemp("acl-pki"), clients=("alice", "bob", "carol"))
 
 
 class AclBroker(Broker):
@@ -64,11 +39,6 @@ class AclBroker(Broker):
         super().__init__(workdir, settings)
         self.ssl_port = ssl_port
         self.settings["listeners"] = f"PLAINTEXT://127.0.0.1:{self.port},SSL://127.0.0.1:{ssl_port}"
-
-    def command(self):
-        cmd = super().command()
-        at = cmd.index("--listen")
-        return cmd[:at] + cmd[at + 2:]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ listener through which the first SCRAM users are created.
 
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import time
@@ -21,15 +20,15 @@ from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
     ScramMechanism,
-    UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
 
 from broker_process import Broker
 from compat_helpers import DeliveryLog, client_logger, create_topic, free_port, producer, unique, wait_until
-from kafka_wire import ConnectionClosed, Connection, api_versions, request
-from test_tls import make_cert, openssl, roundtrip_confluent
+from kafka_wire import Connection, api_versions, request
+from pki import make_pki
+from test_tls import roundtrip_confluent
 
 PLAIN_JAAS = (
     'org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -44,17 +43,7 @@ PROMPT_S = 10
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    if shutil.which("openssl") is None:
-        pytest.fail("openssl is not installed (./scripts/test installs it)", pytrace=False)
-    d = tmp_path_factory.mktemp("sasl-pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=tidelog test CA",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    make_cert(d, "server", "/CN=localhost",
-              "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    (d / "keystore.pem").write_text((d / "server.key").read_text() + (d / "server.pem").read_text())
-    return d
+    return make_pki(tmp_path_factory.mktemp("sasl-pki"))
 
 
 class SaslBroker(Broker):
@@ -83,11 +72,6 @@ class SaslBroker(Broker):
     @property
     def sasl_ssl_bootstrap(self):
         return f"127.0.0.1:{self.sasl_ssl_port}"
-
-    def command(self):
-        cmd = super().command()
-        at = cmd.index("--listen")
-        return cmd[:at] + cmd[at + 2:]
 
     def metrics(self):
         url = f"http://127.0.0.1:{self.admin_port}/metrics"

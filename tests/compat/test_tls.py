@@ -1,9 +1,8 @@
 """Listeners and TLS: real clients over SSL listeners, mutual TLS, a PLAINTEXT and an
 SSL listener on one broker, and the wrong protocol on either port.
 
-Certificates are made in the test itself with Debian's `openssl` command: a CA, a
-server certificate for 127.0.0.1/localhost and a client certificate
-(`O=tidelog tests, CN=alice`), all signed by that CA.
+Certificates are made in the test itself (pki.py): a CA, a server certificate for
+127.0.0.1/localhost and a client certificate (`O=tidelog tests, CN=client`).
 """
 
 import os
@@ -34,40 +33,15 @@ from compat_helpers import (
 )
 from broker_process import Broker, BrokerError
 from kafka_wire import request
+from pki import make_pki
 
 
-OPENSSL_TIMEOUT_S = 30
 SOCKET_TIMEOUT_S = 10
-
-
-def openssl(*args, cwd):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=OPENSSL_TIMEOUT_S)
-
-
-def make_cert(cwd, name, subject, extensions):
-    """A P-256 key and a certificate for `subject` signed by ca.pem/ca.key."""
-    openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=cwd)
-    (cwd / f"{name}.ext").write_text(extensions)
-    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-days", "2", "-out", f"{name}.pem", "-extfile", f"{name}.ext", cwd=cwd)
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    if shutil.which("openssl") is None:
-        pytest.fail("openssl is not installed (./scripts/test installs it)", pytrace=False)
-    d = tmp_path_factory.mktemp("pki")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=tidelog test CA",
-            "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
-    make_cert(d, "server", "/CN=localhost",
-              "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
-    make_cert(d, "client", "/O=tidelog tests/CN=alice", "extendedKeyUsage=clientAuth\n")
-    # Kafka's PEM keystore: the private key and the certificate chain in one file.
-    (d / "keystore.pem").write_text((d / "server.key").read_text() + (d / "server.pem").read_text())
-    return d
+    return make_pki(tmp_path_factory.mktemp("pki"), clients=("client",))
 
 
 class ListenersBroker(Broker):
@@ -94,11 +68,6 @@ class ListenersBroker(Broker):
     @property
     def ssl_bootstrap(self):
         return f"127.0.0.1:{self.ssl_port}"
-
-    def command(self):
-        cmd = super().command()
-        at = cmd.index("--listen")
-        return cmd[:at] + cmd[at + 2:]
 
     def log_text(self):
         return self.log_path.read_text(errors="replace")
@@ -300,11 +269,21 @@ def test_a_sasl_listener_with_kafkas_default_mechanism_refuses_to_start(tls_brok
         broker.start()
 
 
-def test_listen_and_listeners_together_are_refused(broker_factory):
-    # The harness passes --listen; `listeners` as well would leave one of them unused.
-    broker = broker_factory(settings={"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"}, start=False)
-    with pytest.raises(BrokerError, match="--listen and the `listeners` setting"):
-        broker.start()
+class BothListenFlags(Broker):
+    """--listen and `listeners` together (the harness passes only one of them)."""
+
+    def command(self):
+        return super().command() + ["--listen", self.bootstrap]
+
+
+def test_listen_and_listeners_together_are_refused(tmp_path):
+    # Both would leave one of them unused.
+    broker = BothListenFlags(tmp_path, {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
+    try:
+        with pytest.raises(BrokerError, match="--listen and the `listeners` setting"):
+            broker.start()
+    finally:
+        broker.cleanup()
 
 
 def test_enabled_protocols_requested_client_auth_and_the_handshake_timeout(tls_broker, pki):

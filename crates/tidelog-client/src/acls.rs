@@ -7,6 +7,7 @@ use kafka_protocol::messages::delete_acls_request::{DeleteAclsFilter, DeleteAcls
 use kafka_protocol::messages::DescribeAclsRequest;
 use kafka_protocol::protocol::StrBytes;
 
+use crate::cluster::retrying;
 use crate::error::{ClientError, Result};
 use crate::Client;
 
@@ -119,9 +120,27 @@ fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
 }
 
+/// The ACL calls, each retried while it fails with a retriable error within the client's
+/// API timeout. A retry cannot duplicate an ACL: the controller never adds an identical
+/// entry twice.
 impl Client {
     /// Creates ACLs; the first refused one is the error (all valid ones are created).
     pub async fn create_acls(&mut self, acls: &[AclBinding]) -> Result<()> {
+        retrying!(self, self.create_acls_once(acls).await)
+    }
+
+    /// The ACLs matching `filter`.
+    pub async fn describe_acls(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
+        retrying!(self, self.describe_acls_once(filter).await)
+    }
+
+    /// Deletes the ACLs matching `filter`; answers those deleted. After a retry that
+    /// follows a lost answer, the ACLs the lost attempt deleted are not listed.
+    pub async fn delete_acls(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
+        retrying!(self, self.delete_acls_once(filter).await)
+    }
+
+    async fn create_acls_once(&mut self, acls: &[AclBinding]) -> Result<()> {
         let creations = acls
             .iter()
             .map(|a| {
@@ -147,8 +166,7 @@ impl Client {
         Ok(())
     }
 
-    /// The ACLs matching `filter`.
-    pub async fn describe_acls(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
+    async fn describe_acls_once(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
         let request = DescribeAclsRequest::default()
             .with_resource_type_filter(filter.resource_type)
             .with_resource_name_filter(filter.resource_name.as_deref().map(text))
@@ -180,8 +198,7 @@ impl Client {
         Ok(acls)
     }
 
-    /// Deletes the ACLs matching `filter`; answers those deleted.
-    pub async fn delete_acls(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
+    async fn delete_acls_once(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>> {
         let request = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
             .with_resource_type_filter(filter.resource_type)
             .with_resource_name_filter(filter.resource_name.as_deref().map(text))

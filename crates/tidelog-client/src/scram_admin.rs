@@ -13,6 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 use tidelog_sasl::scram::{random_bytes, ScramMechanism};
 
 use crate::client::Client;
+use crate::cluster::retrying;
 use crate::error::{ClientError, Result};
 
 /// Salt length, as many bytes as the longest hash's output is overkill; Kafka's admin
@@ -34,9 +35,18 @@ pub struct UserScramCredentials {
     pub credentials: Vec<ScramCredentialInfo>,
 }
 
+/// Each call is retried while it fails with a retriable error within the client's API
+/// timeout. A delete retried after a lost answer may find the credential already gone.
 impl Client {
     /// Every user with a SCRAM credential, or only `users` (an unknown one is an error).
     pub async fn describe_user_scram_credentials(
+        &mut self,
+        users: Option<&[String]>,
+    ) -> Result<Vec<UserScramCredentials>> {
+        retrying!(self, self.describe_user_scram_credentials_once(users).await)
+    }
+
+    async fn describe_user_scram_credentials_once(
         &mut self,
         users: Option<&[String]>,
     ) -> Result<Vec<UserScramCredentials>> {
@@ -111,7 +121,16 @@ impl Client {
         user: &str,
         what: &str,
     ) -> Result<()> {
-        let response = self.send_controller(&request).await?;
+        retrying!(self, self.alter_scram_once(&request, user, what).await)
+    }
+
+    async fn alter_scram_once(
+        &mut self,
+        request: &AlterUserScramCredentialsRequest,
+        user: &str,
+        what: &str,
+    ) -> Result<()> {
+        let response = self.send_controller(request).await?;
         let result = response
             .results
             .into_iter()

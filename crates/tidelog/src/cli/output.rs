@@ -23,6 +23,14 @@ impl OutputArgs {
     }
 }
 
+/// Broker ids as text columns show them: `1,2,3`, or `-` for none.
+pub(crate) fn broker_ids(ids: &[i32]) -> String {
+    if ids.is_empty() {
+        return "-".into();
+    }
+    ids.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+}
+
 /// Prints one JSON document and a newline on stdout.
 pub(crate) fn print_json(value: &serde_json::Value) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();

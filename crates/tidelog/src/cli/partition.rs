@@ -7,7 +7,7 @@ use std::io::Write as _;
 use anyhow::bail;
 use tidelog_client::{Client, ElectionType, PartitionOutcome, ResponseError, TopicPartition};
 
-use super::output::{print_json, OutputArgs};
+use super::output::{broker_ids, print_json, OutputArgs};
 use super::ConnectArgs;
 
 #[derive(clap::Args)]
@@ -111,13 +111,6 @@ pub(crate) fn run(args: PartitionArgs) -> anyhow::Result<()> {
     })
 }
 
-fn ids(v: &[i32]) -> String {
-    if v.is_empty() {
-        return "-".into();
-    }
-    v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
-}
-
 /// The partitions of `topic` (all of them, or the one asked for).
 async fn partitions_of(
     client: &mut Client,
@@ -147,7 +140,7 @@ async fn reassign(
     say_how_to_follow: bool,
 ) -> anyhow::Result<()> {
     let what = match &replicas {
-        Some(r) => format!("reassignment of {topic}-{partition} to {}", ids(r)),
+        Some(r) => format!("reassignment of {topic}-{partition} to {}", broker_ids(r)),
         None => format!("cancellation of the reassignment of {topic}-{partition}"),
     };
     let outcomes = client
@@ -203,9 +196,9 @@ async fn list_reassignments(
                 "{}-{}\t{}\t{}\t{}",
                 m.topic,
                 m.partition,
-                ids(&m.replicas),
-                ids(&m.adding),
-                ids(&m.removing)
+                broker_ids(&m.replicas),
+                broker_ids(&m.adding),
+                broker_ids(&m.removing)
             )?;
         }
     }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use tidelog_client::{Client, PartitionReassignment, TopicPartition};
 
+use super::output::broker_ids;
 use super::progress::Progress;
 use crate::plan::format::binary_bytes;
 
@@ -209,7 +210,7 @@ pub(crate) async fn wait_for_reassignments(
         .collect();
     let partitions: Vec<TopicPartition> = moves.iter().map(|m| m.tp.clone()).collect();
     let what = match &moves[..] {
-        [one] => format!("{}-{} to {}", one.tp.0, one.tp.1, ids(&one.target)),
+        [one] => format!("{}-{} to {}", one.tp.0, one.tp.1, broker_ids(&one.target)),
         many => format!("{} partitions", many.len()),
     };
     loop {
@@ -271,8 +272,8 @@ pub(crate) async fn wait_for_reassignments(
                 "{}-{} has replicas {} rather than {}",
                 m.tp.0,
                 m.tp.1,
-                ids(&replicas),
-                ids(&m.target)
+                broker_ids(&replicas),
+                broker_ids(&m.target)
             ));
         }
     }
@@ -311,10 +312,6 @@ async fn replicas_seen(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-}
-
-fn ids(v: &[i32]) -> String {
-    v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
 }
 
 #[cfg(test)]

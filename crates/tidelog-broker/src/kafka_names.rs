@@ -39,9 +39,14 @@ const QUOTAS: &str = "client quotas are not enforced yet";
 const TIERED_TUNING: &str =
     "tiered storage is not built (remote.log.storage.system.enable=true is refused)";
 const TIERED: &str = "tiered storage is not built";
-const SECURITY: &str = "applies to SASL listeners, which are not built yet";
+const SECURITY: &str =
+    "applies to GSSAPI (Kerberos) or OAUTHBEARER, which tidelog does not serve yet";
 const TLS_TUNING: &str =
     "TLS is rustls with its own safe defaults (ciphers, key managers, random source)";
+const CONTROLLER_SECURITY: &str =
+    "the controller quorum speaks plaintext only (a controller listener mapped to SSL or SASL is refused)";
+const LISTENER_START: &str =
+    "every listener starts once the node has its metadata (a single node) or has joined";
 const DELEGATION_TOKENS: &str = "delegation tokens are not supported";
 const PASSWORD_ENCODER: &str = "tidelog stores no encoded passwords";
 const CONSUMER_PROTOCOL: &str =
@@ -145,7 +150,7 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         "delete.records.purgatory.purge.interval.requests",
         Ignored(PURGATORY),
     ),
-    ("early.start.listeners", Ignored(SECURITY)),
+    ("early.start.listeners", Ignored(LISTENER_START)),
     (
         "eligible.leader.replicas.enable",
         Refused {
@@ -511,7 +516,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
             why: PLUGIN,
         },
     ),
-    ("sasl.jaas.config", Ignored(SECURITY)),
     ("sasl.kerberos.kinit.cmd", Ignored(SECURITY)),
     ("sasl.kerberos.min.time.before.relogin", Ignored(SECURITY)),
     ("sasl.kerberos.principal.to.local.rules", Ignored(SECURITY)),
@@ -543,8 +547,10 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("sasl.login.refresh.window.jitter", Ignored(SECURITY)),
     ("sasl.login.retry.backoff.max.ms", Ignored(SECURITY)),
     ("sasl.login.retry.backoff.ms", Ignored(SECURITY)),
-    ("sasl.mechanism.controller.protocol", Ignored(SECURITY)),
-    ("sasl.mechanism.inter.broker.protocol", Ignored(SECURITY)),
+    (
+        "sasl.mechanism.controller.protocol",
+        Ignored(CONTROLLER_SECURITY),
+    ),
     ("sasl.oauthbearer.clock.skew.seconds", Ignored(SECURITY)),
     ("sasl.oauthbearer.expected.audience", Ignored(SECURITY)),
     ("sasl.oauthbearer.expected.issuer", Ignored(SECURITY)),
@@ -571,7 +577,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
             why: PLUGIN,
         },
     ),
-    ("security.inter.broker.protocol", Ignored(SECURITY)),
     (
         "security.providers",
         Refused {
@@ -631,7 +636,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
             why: "cipher suites are rustls's safe defaults and cannot be chosen",
         },
     ),
-    ("ssl.endpoint.identification.algorithm", Ignored(TLS_TUNING)),
     (
         "ssl.engine.factory.class",
         Refused {

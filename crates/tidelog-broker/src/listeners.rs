@@ -204,20 +204,38 @@ impl BrokerConfig {
         Ok(specs)
     }
 
-    /// The listener other brokers connect to: `inter.broker.listener.name`, else the
-    /// one named PLAINTEXT, else (a node with one listener, or a cluster of one, which
-    /// has no other brokers) the first. In a cluster it must be a PLAINTEXT listener
-    /// for now: the followers and marker writers do not speak TLS yet.
+    /// The listener other brokers connect to: `inter.broker.listener.name`, or the
+    /// listener named after `security.inter.broker.protocol` (only one of the two may
+    /// be set, as in Kafka), else the one named PLAINTEXT, else (a node with one
+    /// listener, or a cluster of one, which has no other brokers) the first. Brokers
+    /// connect to it with its protocol (`net::outbound`).
     pub fn inter_broker_listener(
         &self,
         specs: &[ListenerSpec],
         in_cluster: bool,
     ) -> Result<String, ConfigError> {
         let setting = settings::INTER_BROKER_LISTENER_NAME;
+        let by_protocol = settings::SECURITY_INTER_BROKER_PROTOCOL;
         let named = self.get(setting).trim().to_ascii_uppercase();
+        let protocol = self.get(by_protocol).trim().to_ascii_uppercase();
         let bad =
             |reason: String| invalid(setting.name, &named, reason, &self.origin(setting.name));
-        let spec = if named.is_empty() {
+        if !named.is_empty() && !protocol.is_empty() {
+            return Err(bad(format!(
+                "only one of {} and {} may be set",
+                setting.name, by_protocol.name
+            )));
+        }
+        let spec = if !protocol.is_empty() {
+            specs.iter().find(|s| s.name == protocol).ok_or_else(|| {
+                invalid(
+                    by_protocol.name,
+                    &protocol,
+                    format!("no listener is named {protocol}"),
+                    &self.origin(by_protocol.name),
+                )
+            })?
+        } else if named.is_empty() {
             specs
                 .iter()
                 .find(|s| s.name == "PLAINTEXT")
@@ -235,13 +253,6 @@ impl BrokerConfig {
                 .find(|s| s.name == named)
                 .ok_or_else(|| bad(format!("{named} is not one of the listeners")))?
         };
-        if in_cluster && spec.protocol != SecurityProtocol::Plaintext {
-            return Err(bad(format!(
-                "listener {} is {}: inter-broker traffic over TLS or SASL is not supported yet (use a PLAINTEXT listener between brokers)",
-                spec.name,
-                spec.protocol.name()
-            )));
-        }
         Ok(spec.name.clone())
     }
 
@@ -384,11 +395,18 @@ mod tests {
         );
         c.set("inter.broker.listener.name", "ssl").unwrap();
         assert_eq!(c.inter_broker_listener(&specs, false).unwrap(), "SSL");
-        let refused = c
+        assert_eq!(c.inter_broker_listener(&specs, true).unwrap(), "SSL");
+        c.set("security.inter.broker.protocol", "SSL").unwrap();
+        let both = c
             .inter_broker_listener(&specs, true)
             .unwrap_err()
             .to_string();
-        assert!(refused.contains("not supported yet"), "{refused}");
+        assert!(both.contains("only one of"), "{both}");
+        c.set("inter.broker.listener.name", "").unwrap();
+        assert_eq!(c.inter_broker_listener(&specs, true).unwrap(), "SSL");
+        c.set("security.inter.broker.protocol", "SASL_SSL").unwrap();
+        assert!(c.inter_broker_listener(&specs, true).is_err());
+        c.set("security.inter.broker.protocol", "").unwrap();
         c.set("inter.broker.listener.name", "OTHER").unwrap();
         assert!(c.inter_broker_listener(&specs, false).is_err());
         let mut c = config("127.0.0.1:9092");
@@ -401,6 +419,7 @@ mod tests {
             .unwrap();
         let specs = c.listener_specs().unwrap();
         assert_eq!(c.inter_broker_listener(&specs, false).unwrap(), "SSL");
+        // Two listeners, none PLAINTEXT: a cluster must be told which one brokers use.
         assert!(c.inter_broker_listener(&specs, true).is_err());
     }
 

@@ -152,6 +152,7 @@ impl Broker {
             .collect();
         let mut tls_servers = crate::tls::load_servers(&config, ssl_names).await?;
         let mut kafka_listeners = Vec::with_capacity(specs.len());
+        let mut outbound = net::OutboundSecurity::default();
         for spec in &specs {
             let listener =
                 env.transport
@@ -169,6 +170,17 @@ impl Broker {
                 )),
                 SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
             };
+            if cluster.is_some() && spec.name == inter_broker {
+                // Other brokers ask of this node what it will ask of them.
+                if tls.is_some() {
+                    outbound.tls = Some(crate::tls::load_client(&config, &spec.name).await?);
+                }
+                if let Some(served) = &sasl {
+                    outbound.sasl = Some(crate::sasl::SaslLogin::inter_broker(
+                        &config, &spec.name, served,
+                    )?);
+                }
+            }
             kafka_listeners.push((spec.name.clone(), listener, tls, sasl));
         }
         let kafka_addrs: Vec<(String, SocketAddr)> = kafka_listeners
@@ -202,7 +214,7 @@ impl Broker {
             &data_dir,
             Arc::clone(&metrics.storage),
             Arc::clone(&metrics.replication),
-            Arc::clone(&env.transport),
+            net::SecureTransport::wrap(Arc::clone(&env.transport), outbound),
             flusher.clone(),
         ));
 

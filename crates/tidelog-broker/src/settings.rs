@@ -156,6 +156,9 @@ settings! {
     LISTENER_SECURITY_PROTOCOL_MAP: String = "listener.security.protocol.map",
         "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL";
     INTER_BROKER_LISTENER_NAME: String = "inter.broker.listener.name", "";
+    /// The inter-broker listener named by its protocol instead (Kafka's older form;
+    /// only one of the two may be set).
+    SECURITY_INTER_BROKER_PROTOCOL: String = "security.inter.broker.protocol", "";
     /// Only PEM is read (Kafka's default, JKS, is refused with a reason).
     SSL_KEYSTORE_TYPE: String = "ssl.keystore.type", "PEM";
     SSL_KEYSTORE_LOCATION: String = "ssl.keystore.location", "";
@@ -169,6 +172,10 @@ settings! {
     SSL_CLIENT_AUTH: String = "ssl.client.auth", "none";
     SSL_ENABLED_PROTOCOLS: String = "ssl.enabled.protocols", "TLSv1.2,TLSv1.3";
     SSL_PRINCIPAL_MAPPING_RULES: String = "ssl.principal.mapping.rules", "DEFAULT";
+    /// `https`: a broker connecting to another over TLS checks the certificate names
+    /// the host it connects to; empty: it checks only the chain.
+    SSL_ENDPOINT_IDENTIFICATION_ALGORITHM: String = "ssl.endpoint.identification.algorithm",
+        "https";
     // SASL (crate::sasl). The mechanisms, the re-authentication lifetime and each
     // mechanism's JAAS config may be given for one listener as listener.name.<name>.*.
     /// Kafka's default is GSSAPI, which tidelog does not serve: a SASL listener must
@@ -178,6 +185,13 @@ settings! {
     CONNECTION_FAILED_AUTHENTICATION_DELAY_MS: i64 =
         "connection.failed.authentication.delay.ms", "100";
     CONNECTIONS_MAX_REAUTH_MS: i64 = "connections.max.reauth.ms", "0";
+    /// How a broker authenticates to another's SASL inter-broker listener: PLAIN or
+    /// SCRAM-SHA-256/512, with `username` and `password` from that listener's JAAS
+    /// config for the mechanism (Kafka's default, GSSAPI, is not served).
+    SASL_MECHANISM_INTER_BROKER_PROTOCOL: String = "sasl.mechanism.inter.broker.protocol",
+        "GSSAPI";
+    /// The JAAS config used where a listener has none of its own for a mechanism.
+    SASL_JAAS_CONFIG: String = "sasl.jaas.config", "";
     // Authorization (crate::auth): empty, or Kafka's StandardAuthorizer class name.
     AUTHORIZER_CLASS_NAME: String = "authorizer.class.name", "";
     /// Principals separated by semicolons (`User:admin;User:broker`).

@@ -87,10 +87,11 @@ class Node:
 
     def command(self):
         prefix = [] if self.cluster.lab is None else self.cluster.lab.exec_prefix(self.node_id)
-        cmd = prefix + [
-            str(self.cluster.binary), "serve",
-            "--node-id", str(self.node_id),
-            "--listen", self.bootstrap,
+        cmd = prefix + [str(self.cluster.binary), "serve", "--node-id", str(self.node_id)]
+        # A node given Kafka's `listeners` (its `port` among them) has no --listen.
+        if "listeners" not in self.settings:
+            cmd += ["--listen", self.bootstrap]
+        cmd += [
             "--admin-listen", f"{self.host}:{self.admin_port}",
             "--data-dir", str(self.data_dir),
             "--quorum", self.cluster.quorum,

@@ -8,6 +8,7 @@
 //! Complete replies the writer finds waiting together are written with one write.
 
 mod connection;
+mod outbound;
 mod sasl;
 mod sendfile;
 mod stream;
@@ -16,3 +17,4 @@ mod tls;
 mod writer_tests;
 
 pub(crate) use connection::{serve_listener, ListenerContext, Reply, Session};
+pub(crate) use outbound::{OutboundSecurity, SecureTransport};

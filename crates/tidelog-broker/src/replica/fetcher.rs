@@ -100,6 +100,8 @@ pub(crate) async fn run(
     throttle: Arc<Throttle>,
 ) {
     let mut peer: Option<(Peer, String, u16)> = None;
+    // The last security refusal logged, so a misconfiguration is logged once.
+    let mut refused: Option<String> = None;
     let mut backoff = FetchBackoff::new(settings.backoff);
     loop {
         if assignment.has_changed().is_err() {
@@ -132,12 +134,25 @@ pub(crate) async fn run(
                 &*transport,
                 &current.host,
                 current.port,
-                settings.node_id,
+                format!("tidelog-replica-fetcher-{}", settings.node_id),
                 CONNECT_TIMEOUT,
             )
             .await
             {
-                Ok(p) => peer = Some((p, current.host.clone(), current.port)),
+                Ok(p) => {
+                    refused = None;
+                    peer = Some((p, current.host.clone(), current.port));
+                }
+                Err(e) if e.is_refused_security() => {
+                    // Once per distinct reason: it repeats at every backoff.
+                    let reason = e.to_string();
+                    if refused.as_deref() != Some(reason.as_str()) {
+                        tracing::warn!(source, error = %reason, "the leader's inter-broker listener refused this node; check its ssl.* and SASL settings");
+                        refused = Some(reason);
+                    }
+                    tokio::time::sleep(settings.backoff).await;
+                    continue;
+                }
                 Err(e) => {
                     tracing::debug!(source, error = %e, "cannot connect to leader");
                     tokio::time::sleep(settings.backoff).await;

@@ -30,6 +30,7 @@ use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 pub(crate) use partition::{Appended, Partition, PartitionError};
+pub(crate) use peer::Peer;
 pub(crate) use replication::{replication_outcome, HwSnapshot, ReplicaError};
 pub(crate) use state::Role;
 
@@ -63,6 +64,8 @@ pub(crate) struct ReplicaManager {
     pub(crate) isr_wake: Notify,
     /// Removes partition directories renamed aside for deletion, after their delay.
     deleter: DirDeleter,
+    /// How this node reaches other brokers' inter-broker listener.
+    inter_broker: Arc<dyn Transport>,
 }
 
 impl ReplicaManager {
@@ -80,11 +83,18 @@ impl ReplicaManager {
             partitions: RwLock::new(HashMap::new()),
             probe,
             flusher,
-            fetchers: Fetchers::new(transport, Arc::clone(&replication)),
+            fetchers: Fetchers::new(Arc::clone(&transport), Arc::clone(&replication)),
+            inter_broker: transport,
             replication,
             isr_wake: Notify::new(),
             deleter: DirDeleter::default(),
         }
+    }
+
+    /// How this node connects to other brokers (secured as their inter-broker
+    /// listener requires).
+    pub(crate) fn inter_broker_transport(&self) -> &dyn Transport {
+        &*self.inter_broker
     }
 
     /// The background task deleting renamed-aside partition directories (see

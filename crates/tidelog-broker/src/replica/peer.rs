@@ -1,4 +1,5 @@
-//! A follower's connection to a leader's Kafka listener (over the node's transport):
+//! A connection to another broker's Kafka listener (over the node's inter-broker
+//! transport), for a follower's fetches and a coordinator's transaction markers:
 //! one request at a time, with a timeout on every step and a bound on the response size.
 
 use std::time::Duration;
@@ -22,6 +23,17 @@ pub(crate) enum PeerError {
     Protocol(String),
 }
 
+impl PeerError {
+    /// The leader's listener refused this node's TLS handshake or SASL login: a
+    /// configuration problem an operator must see, not a leader restarting.
+    pub(crate) fn is_refused_security(&self) -> bool {
+        matches!(self, PeerError::Io(e) if matches!(
+            e.kind(),
+            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::InvalidData
+        ))
+    }
+}
+
 pub(crate) struct Peer {
     stream: BoxConnection,
     next_correlation: i32,
@@ -29,11 +41,13 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
+    /// Connects (and, on a secured inter-broker listener, authenticates: see
+    /// `net::outbound`) within `timeout`.
     pub(crate) async fn connect(
         transport: &dyn Transport,
         host: &str,
         port: u16,
-        node_id: i32,
+        client_id: String,
         timeout: Duration,
     ) -> Result<Peer, PeerError> {
         let addr = host_port(host, port);
@@ -43,7 +57,7 @@ impl Peer {
         Ok(Peer {
             stream,
             next_correlation: 1,
-            client_id: format!("tidelog-replica-fetcher-{node_id}"),
+            client_id,
         })
     }
 

@@ -11,8 +11,10 @@
 //!
 //! The exchange itself runs in `net::sasl`; this module only reads the settings.
 
+mod login;
 mod mechanism;
 
+pub(crate) use login::SaslLogin;
 pub(crate) use mechanism::{MechanismServer, Step};
 
 use std::collections::BTreeMap;

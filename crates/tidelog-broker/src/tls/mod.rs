@@ -16,6 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::BrokerConfig;
 use crate::settings::{self, Setting};
 
+mod client;
 mod pem;
 mod principal;
 
@@ -205,6 +206,25 @@ pub(crate) async fn load_servers(
             reason: format!("loading the TLS settings panicked: {e}"),
         })
     })
+}
+
+/// The TLS client for connecting to other brokers' listener `name`, built on a
+/// blocking thread.
+pub(crate) async fn load_client(
+    config: &BrokerConfig,
+    name: &str,
+) -> Result<tokio_rustls::TlsConnector, TlsError> {
+    let (config, name) = (config.clone(), name.to_string());
+    let loaded =
+        tokio::task::spawn_blocking(move || ListenerSsl::new(&config, &name).client_tls()).await;
+    match loaded {
+        Ok(client) => Ok(tokio_rustls::TlsConnector::from(client?)),
+        Err(e) => Err(TlsError::Invalid {
+            listener: String::new(),
+            setting: "ssl".to_string(),
+            reason: format!("loading the TLS client settings panicked: {e}"),
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -276,7 +276,15 @@ impl MarkerWorker {
             let Some((host, port)) = endpoint_of(&image, leader) else {
                 continue;
             };
-            match remote::write_markers(self.node_id, &host, port, &keys).await {
+            match remote::write_markers(
+                self.replicas.inter_broker_transport(),
+                self.node_id,
+                &host,
+                port,
+                &keys,
+            )
+            .await
+            {
                 Ok(written) => {
                     for key in written {
                         todo.remove(&(key.topic, key.partition));

@@ -4,17 +4,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest,
 };
 use kafka_protocol::messages::write_txn_markers_response::WriteTxnMarkersResponse;
 use kafka_protocol::messages::{ApiKey, ProducerId, TopicName};
-use kafka_protocol::protocol::{Decodable, StrBytes};
-use tidelog_protocol::client::{decode_response, encode_request};
-use tidelog_protocol::frame::read_frame;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use kafka_protocol::protocol::StrBytes;
+use tidelog_env::net::Transport;
+
+use crate::replica::Peer;
 
 /// Bound of one WriteTxnMarkers exchange (connect, send, answer).
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -35,6 +33,7 @@ pub(crate) struct MarkerKey {
 /// One WriteTxnMarkers request for `keys` to the broker at `host:port`; the markers
 /// it wrote.
 pub(crate) async fn write_markers(
+    transport: &dyn Transport,
     node_id: i32,
     host: &str,
     port: u16,
@@ -72,7 +71,7 @@ pub(crate) async fn write_markers(
         .collect();
     let request = WriteTxnMarkersRequest::default().with_markers(markers);
     let response: WriteTxnMarkersResponse =
-        exchange(node_id, host, port, ApiKey::WriteTxnMarkers, 1, &request).await?;
+        exchange(transport, node_id, host, port, &request).await?;
     let mut written = Vec::new();
     for marker in &response.markers {
         for topic in &marker.topics {
@@ -92,35 +91,22 @@ pub(crate) async fn write_markers(
     Ok(written)
 }
 
-/// One request and its answer on a fresh connection, bounded by `CALL_TIMEOUT`.
-async fn exchange<Req, Resp>(
+/// One WriteTxnMarkers v1 and its answer on a fresh connection, all within
+/// `CALL_TIMEOUT`.
+async fn exchange(
+    transport: &dyn Transport,
     node_id: i32,
     host: &str,
     port: u16,
-    api_key: ApiKey,
-    version: i16,
-    request: &Req,
-) -> Result<Resp, String>
-where
-    Req: kafka_protocol::protocol::Encodable,
-    Resp: Decodable,
-{
+    request: &WriteTxnMarkersRequest,
+) -> Result<WriteTxnMarkersResponse, String> {
+    let started = tokio::time::Instant::now();
     let client_id = format!("tidelog-txn-coordinator-{node_id}");
-    let bytes: Bytes = encode_request(api_key, version, 1, Some(&client_id), request)
-        .map_err(|e| e.to_string())?;
-    let call = async {
-        let mut stream = TcpStream::connect((host, port))
-            .await
-            .map_err(|e| e.to_string())?;
-        stream.write_all(&bytes).await.map_err(|e| e.to_string())?;
-        let frame = read_frame(&mut stream, MAX_RESPONSE)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the broker closed the connection")?;
-        decode_response::<Resp>(frame.freeze(), api_key, version).map_err(|e| e.to_string())
-    };
-    let (_, response) = tokio::time::timeout(CALL_TIMEOUT, call)
+    let mut peer = Peer::connect(transport, host, port, client_id, CALL_TIMEOUT)
         .await
-        .map_err(|_| "timed out".to_string())??;
-    Ok(response)
+        .map_err(|e| e.to_string())?;
+    let left = CALL_TIMEOUT.saturating_sub(started.elapsed());
+    peer.call(ApiKey::WriteTxnMarkers, 1, request, MAX_RESPONSE, left)
+        .await
+        .map_err(|e| e.to_string())
 }

@@ -98,3 +98,56 @@ fn per_listener_mechanisms_and_refusals() {
         .set("listener.name.l.gssapi.sasl.jaas.config", "x")
         .is_err());
 }
+
+#[test]
+fn the_inter_broker_login_comes_from_the_listeners_jaas_config() {
+    let base = [
+        ("sasl.enabled.mechanisms", "PLAIN,SCRAM-SHA-512"),
+        ("listener.name.sasl_ssl.plain.sasl.jaas.config", PLAIN_JAAS),
+    ];
+    let login_with = |extra: &[(&str, &str)]| {
+        let mut pairs = base.to_vec();
+        pairs.extend_from_slice(extra);
+        let c = config(&pairs);
+        let served = SaslListener::from_config(&c, "SASL_SSL").unwrap();
+        SaslLogin::inter_broker(&c, "SASL_SSL", &served)
+    };
+    // Kafka's default mechanism, GSSAPI, is refused with what to set instead.
+    let refused = login_with(&[]).unwrap_err().to_string();
+    assert!(refused.contains("sasl.mechanism.inter.broker.protocol"), "{refused}");
+    assert!(refused.contains("GSSAPI"), "{refused}");
+
+    let login = login_with(&[("sasl.mechanism.inter.broker.protocol", "PLAIN")]).unwrap();
+    assert_eq!(login.mechanism, SaslMechanism::Plain);
+    assert_eq!((login.username.as_str(), login.password.as_str()), ("admin", "admin-secret"));
+    assert!(!format!("{login:?}").contains("admin-secret"));
+
+    // SCRAM's login from the listener's SCRAM JAAS config, else sasl.jaas.config.
+    let scram_jaas = r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="b-secret";"#;
+    let login = login_with(&[
+        ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
+        ("sasl.jaas.config", scram_jaas),
+    ])
+    .unwrap();
+    assert_eq!(login.username, "broker");
+    let missing = login_with(&[("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512")])
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("username and password"), "{missing}");
+    let no_password = login_with(&[
+        ("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-512"),
+        (
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config",
+            r#"org.apache.kafka.common.security.scram.ScramLoginModule required username="broker";"#,
+        ),
+    ])
+    .unwrap_err()
+    .to_string();
+    assert!(no_password.contains("no password"), "{no_password}");
+
+    // The mechanism must be one the listener enables.
+    let not_enabled = login_with(&[("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-256")])
+        .unwrap_err()
+        .to_string();
+    assert!(not_enabled.contains("sasl.enabled.mechanisms"), "{not_enabled}");
+}

@@ -33,7 +33,7 @@ from compat_helpers import (
 )
 from broker_process import Broker, BrokerError
 from kafka_wire import request
-from pki import make_pki
+from pki import make_pki, openssl
 
 
 SOCKET_TIMEOUT_S = 10
@@ -132,6 +132,25 @@ def roundtrip_confluent(bootstrap, conf, count=2000):
 def test_confluent_kafka_round_trip_over_ssl(tls_broker, pki):
     broker = tls_broker()
     roundtrip_confluent(broker.ssl_bootstrap, ssl_conf(pki))
+
+
+def test_an_encrypted_pkcs8_key_is_read_with_ssl_key_password(tls_broker, pki):
+    # openssl's encrypted PKCS#8 (PBES2: PBKDF2 + AES-256-CBC), as Kafka's PEM keystore reads it.
+    openssl("pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", "server.key", "-out", "server-enc.key",
+            "-passout", "pass:key-secret", cwd=pki)
+    encrypted = pki / "keystore-enc.pem"
+    encrypted.write_text((pki / "server-enc.key").read_text() + (pki / "server.pem").read_text())
+    assert "ENCRYPTED PRIVATE KEY" in encrypted.read_text()
+    broker = tls_broker({"ssl.keystore.location": str(encrypted), "ssl.key.password": "key-secret"})
+    roundtrip_confluent(broker.ssl_bootstrap, ssl_conf(pki), count=50)
+
+    wrong = tls_broker({"ssl.keystore.location": str(encrypted), "ssl.key.password": "not-it"}, start=False)
+    with pytest.raises(BrokerError, match="cannot decrypt the private key with ssl.key.password"):
+        wrong.start()
+    # The harness logs its command line (with the setting); the broker's own lines never
+    # show the password.
+    broker_lines = [line for line in wrong.log_text().splitlines() if not line.startswith("=====")]
+    assert not any("not-it" in line for line in broker_lines), broker_lines
 
 
 def test_kafka_python_over_ssl(tls_broker, pki):

@@ -114,12 +114,18 @@ fn the_inter_broker_login_comes_from_the_listeners_jaas_config() {
     };
     // Kafka's default mechanism, GSSAPI, is refused with what to set instead.
     let refused = login_with(&[]).unwrap_err().to_string();
-    assert!(refused.contains("sasl.mechanism.inter.broker.protocol"), "{refused}");
+    assert!(
+        refused.contains("sasl.mechanism.inter.broker.protocol"),
+        "{refused}"
+    );
     assert!(refused.contains("GSSAPI"), "{refused}");
 
     let login = login_with(&[("sasl.mechanism.inter.broker.protocol", "PLAIN")]).unwrap();
     assert_eq!(login.mechanism, SaslMechanism::Plain);
-    assert_eq!((login.username.as_str(), login.password.as_str()), ("admin", "admin-secret"));
+    assert_eq!(
+        (login.username.as_str(), login.password.as_str()),
+        ("admin", "admin-secret")
+    );
     assert!(!format!("{login:?}").contains("admin-secret"));
 
     // SCRAM's login from the listener's SCRAM JAAS config, else sasl.jaas.config.
@@ -149,5 +155,8 @@ fn the_inter_broker_login_comes_from_the_listeners_jaas_config() {
     let not_enabled = login_with(&[("sasl.mechanism.inter.broker.protocol", "SCRAM-SHA-256")])
         .unwrap_err()
         .to_string();
-    assert!(not_enabled.contains("sasl.enabled.mechanisms"), "{not_enabled}");
+    assert!(
+        not_enabled.contains("sasl.enabled.mechanisms"),
+        "{not_enabled}"
+    );
 }

@@ -9,9 +9,7 @@
 //! writer then reconnects and authenticates again.
 
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{
@@ -20,15 +18,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use rustls_pki_types::ServerName;
-use tidelog_env::net::{BoxConnection, BoxFuture, Connection, Listener, Transport};
+use tidelog_env::net::{BoxConnection, BoxFuture, Listener, Transport};
 use tidelog_protocol::client::{decode_response, encode_request};
 use tidelog_protocol::frame::read_frame;
 use tidelog_sasl::scram::ScramClient;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
-use tokio_rustls::TlsConnector;
+use tokio::io::AsyncWriteExt;
+use tokio_rustls::{TlsConnector, TlsStream};
 
+use super::tls::TlsConnection;
 use crate::sasl::{SaslLogin, SaslMechanism};
 
 /// Kafka's SaslAuthenticate answers are small (a SCRAM server message is ~100 bytes).
@@ -87,7 +84,7 @@ impl SecureTransport {
             let name = ServerName::try_from(host.to_string())
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
             let tls = connector.connect(name, stream).await?;
-            stream = Box::new(TlsClientConnection(tls));
+            stream = Box::new(TlsConnection(TlsStream::Client(tls)));
         }
         if let Some(login) = &self.security.sasl {
             authenticate(&mut stream, login).await.map_err(|e| {
@@ -206,42 +203,5 @@ impl Exchange<'_> {
             )));
         }
         Ok(body)
-    }
-}
-
-/// A TLS client stream is not a TCP socket: its bytes go through rustls.
-struct TlsClientConnection(TlsStream<BoxConnection>);
-
-impl Connection for TlsClientConnection {
-    fn into_tcp(self: Box<Self>) -> Result<TcpStream, Box<dyn Connection>> {
-        Err(self)
-    }
-}
-
-impl AsyncRead for TlsClientConnection {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for TlsClientConnection {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use tidelog_env::net::{BoxConnection, Connection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsStream;
 
 use crate::tls::{client_principal, ServerTls};
 
@@ -26,7 +26,9 @@ pub(super) fn looks_like_tls(prefix: &[u8]) -> bool {
     matches!(prefix, [0x16, 0x03, minor, ..] if *minor <= 0x04)
 }
 
-pub(super) struct TlsConnection(TlsStream<BoxConnection>);
+/// Either side of a TLS connection (this listener's, or one this node opened to
+/// another broker: `outbound`): its bytes go through rustls, not sendfile.
+pub(super) struct TlsConnection(pub(super) TlsStream<BoxConnection>);
 
 impl Connection for TlsConnection {
     fn into_tcp(self: Box<Self>) -> Result<TcpStream, Box<dyn Connection>> {
@@ -93,7 +95,7 @@ pub(super) async fn handshake(
         .and_then(|chain| chain.first())
         .map(|c| c.as_ref().to_vec());
     match client_principal(cert.as_deref(), &server.rules) {
-        Ok(principal) => Some((Box::new(TlsConnection(tls)), principal)),
+        Ok(principal) => Some((Box::new(TlsConnection(TlsStream::Server(tls))), principal)),
         Err(reason) => {
             tracing::warn!(%peer, listener, "refusing the TLS client: {reason}");
             None

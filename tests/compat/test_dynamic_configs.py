@@ -7,7 +7,14 @@ with no override (DescribeConfigs says DYNAMIC_DEFAULT_BROKER_CONFIG) and retent
 deletes its old segments on the next pass. Precedence is Kafka's: this broker's
 dynamic config, the cluster default, the static setting, the default. A static-only
 setting and a bad value are refused INVALID_REQUEST with Kafka's messages.
+
+librdkafka and kafka-python both refuse a BROKER resource named "" on the client side,
+so the cluster default is set and read with IncrementalAlterConfigs v0 and
+DescribeConfigs v1 by hand (what Kafka's own AdminClient sends for
+`kafka-configs --entity-default`).
 """
+
+import struct
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -21,6 +28,58 @@ from compat_helpers import (
 SEGMENT_BYTES = 1 << 20
 VALUE_BYTES = 1000
 RECORDS = 3000  # about 3 MiB: a few rolled segments of 1 MiB
+
+
+API_DESCRIBE_CONFIGS = 32
+API_INCREMENTAL_ALTER_CONFIGS = 44
+BROKER = 4
+
+
+class Refused(Exception):
+    def __init__(self, code, message):
+        super().__init__(f"error {code}: {message}")
+        self.code, self.message = code, message
+
+
+def wire_alter(bootstrap, name, ops, validate_only=False):
+    """IncrementalAlterConfigs v0 of BROKER `name`; raises Refused on an error."""
+    configs = b"".join(kafka_wire.kstring(k) + struct.pack(">b", op.value) + kafka_wire.kstring(v)
+                       for k, v, op in ops)
+    body = (struct.pack(">i", 1) + struct.pack(">b", BROKER) + kafka_wire.kstring(name)
+            + struct.pack(">i", len(ops)) + configs + struct.pack(">b", 1 if validate_only else 0))
+    with kafka_wire.Connection.to(bootstrap) as conn:
+        r = kafka_wire.Reader(conn.call(API_INCREMENTAL_ALTER_CONFIGS, 0, body))
+    r.i32()  # throttle
+    (code, message, _, got) = r.array(lambda: (r.i16(), r.string(), r.i8(), r.string()))[0]
+    assert got == name
+    if code:
+        raise Refused(code, message)
+
+
+class Entry:
+    def __init__(self, r):
+        self.name, self.value = r.string(), r.string()
+        self.is_read_only, self.source, self.is_sensitive = r.i8() == 1, r.i8(), r.i8() == 1
+        self.synonyms = r.array(lambda: (r.string(), r.string(), r.i8()))
+
+    def __repr__(self):
+        return f"{self.name}={self.value} source={self.source} synonyms={self.synonyms}"
+
+
+def wire_describe(bootstrap, name):
+    """DescribeConfigs v1 (with synonyms) of BROKER `name`: {config: Entry}."""
+    body = (struct.pack(">i", 1) + struct.pack(">b", BROKER) + kafka_wire.kstring(name)
+            + struct.pack(">i", -1) + struct.pack(">b", 1))
+    with kafka_wire.Connection.to(bootstrap) as conn:
+        r = kafka_wire.Reader(conn.call(API_DESCRIBE_CONFIGS, 1, body))
+    r.i32()  # throttle
+    (n,) = struct.unpack(">i", r.take(4))
+    assert n == 1
+    code, message, _, got = r.i16(), r.string(), r.i8(), r.string()
+    assert got == name
+    if code:
+        raise Refused(code, message)
+    return {e.name: e for e in r.array(lambda: Entry(r))}
 
 
 def alter(client, name, ops, validate_only=False):
@@ -62,14 +121,13 @@ def test_a_cluster_default_reaches_topics_and_retention_applies_it_without_resta
     records = [(i, None, bytes([i % 251]) * VALUE_BYTES, None, None) for i in range(RECORDS)]
     produce_all(producer(bootstrap, **{"linger.ms": 10, "batch.size": 65536}), topic, records, log, flush_timeout=60)
     assert not log.failed
-    assert len(broker.partition_dirs(topic)) == 1
     assert watermarks(bootstrap, topic, 0) == (0, RECORDS)
 
-    set_(client, "", "log.retention.ms", "1000")
+    wire_alter(bootstrap, "", [("log.retention.ms", "1000", AlterConfigOpType.SET)])
     entry = describe(client, ResourceType.TOPIC, topic)["retention.ms"]
     assert entry.value == "1000", entry
     assert entry.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value, entry
-    default = describe(client, ResourceType.BROKER, "")
+    default = wire_describe(bootstrap, "")
     assert set(default) == {"log.retention.ms"}, default
     assert default["log.retention.ms"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
     # The rolled segments are older than a second now: the next pass deletes them.
@@ -85,7 +143,8 @@ def test_a_cluster_default_reaches_topics_and_retention_applies_it_without_resta
 
 def test_per_broker_beats_the_default_which_beats_static_and_delete_restores_it(broker_factory):
     broker = broker_factory(settings={"log.retention.ms": "86400000"})
-    client = admin(broker.bootstrap)
+    bootstrap = broker.bootstrap
+    client = admin(bootstrap)
 
     def retention():
         entry = describe(client, ResourceType.BROKER, "1")["log.retention.ms"]
@@ -93,53 +152,62 @@ def test_per_broker_beats_the_default_which_beats_static_and_delete_restores_it(
         return entry.value, entry.source
 
     assert retention() == ("86400000", ConfigSource.STATIC_BROKER_CONFIG.value)
-    set_(client, "", "log.retention.ms", "60000")
+    wire_alter(bootstrap, "", [("log.retention.ms", "60000", AlterConfigOpType.SET)])
     assert retention() == ("60000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
     # A synonym at the broker level beats the default's own name.
     set_(client, "1", "log.retention.minutes", "3")
     assert retention() == ("180000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
-    entry = describe(client, ResourceType.BROKER, "1")["log.retention.ms"]
-    synonyms = [(s.name, s.value, s.source) for s in entry.synonyms.values()]
-    if synonyms:  # librdkafka asks for synonyms; each level in Kafka's order
-        assert [s[2] for s in synonyms] == [
-            ConfigSource.DYNAMIC_BROKER_CONFIG.value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
-            ConfigSource.STATIC_BROKER_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value], synonyms
+    synonyms = wire_describe(bootstrap, "1")["log.retention.ms"].synonyms
+    assert synonyms == [
+        ("log.retention.minutes", "3", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
+        ("log.retention.ms", "60000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
+        ("log.retention.ms", "86400000", ConfigSource.STATIC_BROKER_CONFIG.value),
+        ("log.retention.ms", "604800000", ConfigSource.DEFAULT_CONFIG.value),
+    ], synonyms
     delete(client, "1", "log.retention.minutes")
     assert retention() == ("60000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
-    delete(client, "", "log.retention.ms")
+    wire_alter(bootstrap, "", [("log.retention.ms", None, AlterConfigOpType.DELETE)])
     assert retention() == ("86400000", ConfigSource.STATIC_BROKER_CONFIG.value)
-    read_only = describe(client, ResourceType.BROKER, "1")["num.partitions"]
+    assert wire_describe(bootstrap, "") == {}
+    described = describe(client, ResourceType.BROKER, "1")
+    read_only = described["num.partitions"]
     assert read_only.is_read_only and read_only.source == ConfigSource.DEFAULT_CONFIG.value, read_only
-    listeners = describe(client, ResourceType.BROKER, "1")["advertised.listeners"]
+    listeners = described["advertised.listeners"]
     assert listeners.value and str(broker.port) in listeners.value, listeners
 
 
 def test_static_settings_bad_values_and_validate_only_answer_as_kafka(broker):
-    client = admin(broker.bootstrap)
-    error = refused(client, "", [("num.partitions", "3", AlterConfigOpType.SET)])
-    assert error.code() == KafkaError.INVALID_REQUEST, error
-    assert "Cannot update these configs dynamically: Set(num.partitions)" in error.str(), error
+    bootstrap = broker.bootstrap
+    client = admin(bootstrap)
+    with pytest.raises(Refused) as error:
+        wire_alter(bootstrap, "", [("num.partitions", "3", AlterConfigOpType.SET)])
+    assert error.value.code == KafkaError.INVALID_REQUEST
+    assert error.value.message == "Cannot update these configs dynamically: Set(num.partitions)"
     error = refused(client, "1", [("log.retention.ms", "-5", AlterConfigOpType.SET)])
     assert error.code() == KafkaError.INVALID_REQUEST, error
     assert "Invalid value -5 for configuration log.retention.ms" in error.str(), error
     error = refused(client, "1", [("log.retention.ms", "5", AlterConfigOpType.APPEND)])
     assert error.code() == KafkaError.INVALID_CONFIG, error
+    with pytest.raises(Refused) as error:
+        wire_alter(bootstrap, "2", [("log.retention.ms", "5000", AlterConfigOpType.SET)])
+    assert error.value.code == KafkaError.INVALID_REQUEST
+    assert error.value.message == "Unexpected broker id, expected 1, but received 2"
     set_(client, "1", "log.retention.ms", "5000", validate_only=True)
     entry = describe(client, ResourceType.BROKER, "1")["log.retention.ms"]
     assert entry.source == ConfigSource.DEFAULT_CONFIG.value, entry
     # A list setting takes APPEND and SUBTRACT.
-    alter(client, "", [("log.cleanup.policy", "compact", AlterConfigOpType.APPEND)])
-    assert describe(client, ResourceType.BROKER, "")["log.cleanup.policy"].value == "delete,compact"
-    alter(client, "", [("log.cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)])
-    assert describe(client, ResourceType.BROKER, "")["log.cleanup.policy"].value == "compact"
-    topic = create_topic(broker.bootstrap, unique("dyn-policy"))
+    wire_alter(bootstrap, "", [("log.cleanup.policy", "compact", AlterConfigOpType.APPEND)])
+    assert wire_describe(bootstrap, "")["log.cleanup.policy"].value == "delete,compact"
+    wire_alter(bootstrap, "", [("log.cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)])
+    assert wire_describe(bootstrap, "")["log.cleanup.policy"].value == "compact"
+    topic = create_topic(bootstrap, unique("dyn-policy"))
     policy = describe(client, ResourceType.TOPIC, topic)["cleanup.policy"]
     assert policy.value == "compact" and policy.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 
 
 def test_dynamic_configs_survive_a_restart(broker):
     client = admin(broker.bootstrap)
-    set_(client, "", "log.retention.ms", "120000")
+    wire_alter(broker.bootstrap, "", [("log.retention.ms", "120000", AlterConfigOpType.SET)])
     set_(client, "1", "message.max.bytes", "2000000")
     broker.restart()
     client = admin(broker.bootstrap)

@@ -14,13 +14,12 @@ DescribeConfigs v1 by hand (what Kafka's own AdminClient sends for
 `kafka-configs --entity-default`).
 """
 
-import struct
-
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
 import kafka_wire
+from config_wire import Refused, wire_alter, wire_describe
 from compat_helpers import (
     DeliveryLog, admin, create_topic, produce_all, producer, unique, wait_until, watermarks,
 )
@@ -28,58 +27,6 @@ from compat_helpers import (
 SEGMENT_BYTES = 1 << 20
 VALUE_BYTES = 1000
 RECORDS = 3000  # about 3 MiB: a few rolled segments of 1 MiB
-
-
-API_DESCRIBE_CONFIGS = 32
-API_INCREMENTAL_ALTER_CONFIGS = 44
-BROKER = 4
-
-
-class Refused(Exception):
-    def __init__(self, code, message):
-        super().__init__(f"error {code}: {message}")
-        self.code, self.message = code, message
-
-
-def wire_alter(bootstrap, name, ops, validate_only=False):
-    """IncrementalAlterConfigs v0 of BROKER `name`; raises Refused on an error."""
-    configs = b"".join(kafka_wire.kstring(k) + struct.pack(">b", op.value) + kafka_wire.kstring(v)
-                       for k, v, op in ops)
-    body = (struct.pack(">i", 1) + struct.pack(">b", BROKER) + kafka_wire.kstring(name)
-            + struct.pack(">i", len(ops)) + configs + struct.pack(">b", 1 if validate_only else 0))
-    with kafka_wire.Connection.to(bootstrap) as conn:
-        r = kafka_wire.Reader(conn.call(API_INCREMENTAL_ALTER_CONFIGS, 0, body))
-    r.i32()  # throttle
-    (code, message, _, got) = r.array(lambda: (r.i16(), r.string(), r.i8(), r.string()))[0]
-    assert got == name
-    if code:
-        raise Refused(code, message)
-
-
-class Entry:
-    def __init__(self, r):
-        self.name, self.value = r.string(), r.string()
-        self.is_read_only, self.source, self.is_sensitive = r.i8() == 1, r.i8(), r.i8() == 1
-        self.synonyms = r.array(lambda: (r.string(), r.string(), r.i8()))
-
-    def __repr__(self):
-        return f"{self.name}={self.value} source={self.source} synonyms={self.synonyms}"
-
-
-def wire_describe(bootstrap, name):
-    """DescribeConfigs v1 (with synonyms) of BROKER `name`: {config: Entry}."""
-    body = (struct.pack(">i", 1) + struct.pack(">b", BROKER) + kafka_wire.kstring(name)
-            + struct.pack(">i", -1) + struct.pack(">b", 1))
-    with kafka_wire.Connection.to(bootstrap) as conn:
-        r = kafka_wire.Reader(conn.call(API_DESCRIBE_CONFIGS, 1, body))
-    r.i32()  # throttle
-    (n,) = struct.unpack(">i", r.take(4))
-    assert n == 1
-    code, message, _, got = r.i16(), r.string(), r.i8(), r.string()
-    assert got == name
-    if code:
-        raise Refused(code, message)
-    return {e.name: e for e in r.array(lambda: Entry(r))}
 
 
 def alter(client, name, ops, validate_only=False):

@@ -152,6 +152,27 @@ def test_static_settings_bad_values_and_validate_only_answer_as_kafka(broker):
     assert policy.value == "compact" and policy.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
 
 
+def test_legacy_alter_configs_replaces_the_whole_set_of_a_broker(broker):
+    client = admin(broker.bootstrap)
+
+    def legacy(configs):
+        resource = ConfigResource(ResourceType.BROKER, "1", set_config=configs)
+        client.alter_configs([resource], request_timeout=20)[resource].result(timeout=30)
+
+    legacy({"log.retention.ms": "7000", "log.segment.bytes": "2097152"})
+    described = describe(client, ResourceType.BROKER, "1")
+    assert described["log.retention.ms"].value == "7000"
+    assert described["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert described["log.segment.bytes"].value == "2097152"
+    # What the request leaves out is removed: AlterConfigs sets the whole resource.
+    legacy({"num.io.threads": "4"})
+    described = describe(client, ResourceType.BROKER, "1")
+    assert described["log.retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert described["log.segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert described["num.io.threads"].value == "4"
+    assert described["num.io.threads"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+
+
 def test_dynamic_configs_survive_a_restart(broker):
     client = admin(broker.bootstrap)
     wire_alter(broker.bootstrap, "", [("log.retention.ms", "120000", AlterConfigOpType.SET)])

@@ -59,5 +59,8 @@ mod tests {
         assert_eq!(t.book(100, later).as_millis(), 100);
         let off = Throttle::new(i64::MAX);
         assert_eq!(off.book(1 << 30, now), std::time::Duration::ZERO);
+        // A dynamic config change applies to the bytes booked next.
+        off.set_rate(2_000);
+        assert_eq!(off.book(1_000, later).as_millis(), 500);
     }
 }

@@ -20,16 +20,26 @@ class Refused(Exception):
         self.code, self.message = code, message
 
 
-def wire_alter(bootstrap, name, ops, validate_only=False):
-    """IncrementalAlterConfigs v0 of BROKER `name`; raises Refused on an error."""
-    configs = b"".join(kafka_wire.kstring(k) + struct.pack(">b", int(getattr(op, "value", op))) + kafka_wire.kstring(v)
-                       for k, v, op in ops)
-    body = (struct.pack(">i", 1) + struct.pack(">b", BROKER) + kafka_wire.kstring(name)
-            + struct.pack(">i", len(ops)) + configs + struct.pack(">b", 1 if validate_only else 0))
+def wire_alter_many(bootstrap, resources, validate_only=False):
+    """IncrementalAlterConfigs v0 of BROKER resources [(name, ops)], ops being
+    (config, value or None, op); returns [(name, error code, message)] in order."""
+    body = struct.pack(">i", len(resources))
+    for name, ops in resources:
+        configs = b"".join(kafka_wire.kstring(k) + struct.pack(">b", int(getattr(op, "value", op)))
+                           + kafka_wire.kstring(v) for k, v, op in ops)
+        body += (struct.pack(">b", BROKER) + kafka_wire.kstring(name)
+                 + struct.pack(">i", len(ops)) + configs)
+    body += struct.pack(">b", 1 if validate_only else 0)
     with kafka_wire.Connection.to(bootstrap) as conn:
         r = kafka_wire.Reader(conn.call(API_INCREMENTAL_ALTER_CONFIGS, 0, body))
     r.i32()  # throttle
-    (code, message, _, got) = r.array(lambda: (r.i16(), r.string(), r.i8(), r.string()))[0]
+    answers = r.array(lambda: (r.i16(), r.string(), r.i8(), r.string()))
+    return [(name, code, message) for code, message, _, name in answers]
+
+
+def wire_alter(bootstrap, name, ops, validate_only=False):
+    """IncrementalAlterConfigs v0 of BROKER `name`; raises Refused on an error."""
+    ((got, code, message),) = wire_alter_many(bootstrap, [(name, ops)], validate_only)
     assert got == name
     if code:
         raise Refused(code, message)

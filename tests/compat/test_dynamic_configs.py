@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource, ResourceType
 
 import kafka_wire
-from config_wire import Refused, wire_alter, wire_describe
+from config_wire import Refused, wire_alter, wire_alter_many, wire_describe
 from compat_helpers import (
     DeliveryLog, admin, create_topic, produce_all, producer, unique, wait_until, watermarks,
 )
@@ -139,6 +139,9 @@ def test_static_settings_bad_values_and_validate_only_answer_as_kafka(broker):
         wire_alter(bootstrap, "2", [("log.retention.ms", "5000", AlterConfigOpType.SET)])
     assert error.value.code == KafkaError.INVALID_REQUEST
     assert error.value.message == "Unexpected broker id, expected 1, but received 2"
+    twice = [("", [("log.retention.ms", "5000", AlterConfigOpType.SET)])] * 2
+    assert wire_alter_many(bootstrap, twice) == [
+        ("", KafkaError.INVALID_REQUEST, "Each resource must appear at most once.")] * 2
     set_(client, "1", "log.retention.ms", "5000", validate_only=True)
     entry = describe(client, ResourceType.BROKER, "1")["log.retention.ms"]
     assert entry.source == ConfigSource.DEFAULT_CONFIG.value, entry

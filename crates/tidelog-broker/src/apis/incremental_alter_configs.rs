@@ -13,6 +13,7 @@ use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
+use super::broker_configs::{self, Op, APPEND, DELETE, SET, SUBTRACT};
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::Request;
 use crate::context::Ctx;
@@ -21,13 +22,17 @@ use crate::topic_config::effective;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
-use super::broker_configs::{self, Op, APPEND, DELETE, SET, SUBTRACT};
-
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: IncrementalAlterConfigsRequest = req.decode()?;
     let mut responses = Vec::with_capacity(request.resources.len());
     // ALTER_CONFIGS on the resource (the cluster for brokers).
     let access = req.access(ctx);
+    let key = |r: &AlterConfigsResource| (r.resource_type, r.resource_name.to_string());
+    let mut named: std::collections::HashMap<(i8, String), usize> =
+        std::collections::HashMap::with_capacity(request.resources.len());
+    for r in &request.resources {
+        *named.entry(key(r)).or_default() += 1;
+    }
     for resource in &request.resources {
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
@@ -37,8 +42,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             resource.resource_type,
             &resource.resource_name,
         );
+        // As Kafka's ConfigAdminManager: a resource named twice is refused, both times.
+        let twice = named.get(&key(resource)).is_some_and(|n| *n > 1);
         let outcome = match refused {
             Some(refused) => Err(refused),
+            None if twice => Err((
+                ResponseError::InvalidRequest.code(),
+                "Each resource must appear at most once.".to_string(),
+            )),
             None => alter(ctx, resource, request.validate_only).await,
         };
         responses.push(match outcome {

@@ -3,6 +3,7 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::settings;
+use crate::topic_config::ConfigSource;
 
 fn broker(id: i32) -> BrokerConfig {
     let any: SocketAddr = "127.0.0.1:0".parse().expect("an address");

@@ -110,6 +110,19 @@ pub struct BrokerConfig {
     process: BTreeMap<String, (String, Origin)>,
     /// Kafka names accepted without effect, each with why (one warning each at start).
     ignored: BTreeMap<String, (Origin, &'static str)>,
+    /// Kafka synonyms given at start-up (`log.retention.hours`), as given: the
+    /// STATIC_BROKER_CONFIG synonyms DescribeConfigs lists.
+    given_synonyms: BTreeMap<String, String>,
+    /// The settings a dynamic config overrides in this view (see
+    /// `crate::dynamic_config::resolve`), with the level that set them.
+    dynamic: BTreeMap<String, DynamicLevel>,
+}
+
+/// Which dynamic config (KIP-226) set a value: the broker's own or the cluster default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DynamicLevel {
+    Broker,
+    ClusterDefault,
 }
 
 /// A Kafka setting accepted with no effect here: the start-up warning it gets.
@@ -141,6 +154,8 @@ impl BrokerConfig {
             ranks: BTreeMap::new(),
             process: BTreeMap::new(),
             ignored: BTreeMap::new(),
+            given_synonyms: BTreeMap::new(),
+            dynamic: BTreeMap::new(),
         }
     }
 
@@ -225,13 +240,10 @@ impl BrokerConfig {
                     reason: "expected an integer".into(),
                     origin: origin.clone(),
                 })?;
-                // As Kafka: any negative count of hours or minutes means "forever".
-                let ms = if units < 0 {
-                    -1
-                } else {
-                    units.saturating_mul(unit_ms)
-                };
+                let ms = synonym_ms(units, unit_ms);
                 self.set_ranked(of, &ms.to_string(), origin, Kind::Int, rank)?;
+                self.given_synonyms
+                    .insert(name.to_string(), value.trim().to_string());
             }
             Treatment::Ignored(why) => {
                 self.ignored.insert(name.to_string(), (origin, why));
@@ -284,6 +296,36 @@ impl BrokerConfig {
             }
         }
         Ok(())
+    }
+
+    /// Where `name`'s value came from, as DescribeConfigs reports it.
+    pub(crate) fn source(&self, name: &str) -> crate::topic_config::ConfigSource {
+        use crate::topic_config::ConfigSource;
+        match self.dynamic.get(name) {
+            Some(DynamicLevel::Broker) => ConfigSource::DynamicBroker,
+            Some(DynamicLevel::ClusterDefault) => ConfigSource::DynamicDefault,
+            None if self.origins.contains_key(name) => ConfigSource::Broker,
+            None => ConfigSource::Default,
+        }
+    }
+
+    /// Whether `name` was given at start-up by its own name (not only through a
+    /// synonym such as `log.retention.hours`).
+    pub(crate) fn given_directly(&self, name: &str) -> bool {
+        self.origins.contains_key(name) && self.ranks.get(name).is_none_or(|r| *r == 0)
+    }
+
+    /// The Kafka synonym `name` as given at start-up, if it was.
+    pub(crate) fn given_synonym(&self, name: &str) -> Option<&str> {
+        self.given_synonyms.get(name).map(String::as_str)
+    }
+
+    /// This view with `name` set to `value` by a dynamic config of `level` (the value
+    /// was validated when it was stored; see `crate::dynamic_config`).
+    pub(crate) fn overlay(&mut self, name: &str, value: &str, level: DynamicLevel) {
+        self.settings
+            .insert(name.to_string(), value.trim().to_string());
+        self.dynamic.insert(name.to_string(), level);
     }
 
     /// Where `name`'s value came from.
@@ -395,11 +437,8 @@ impl BrokerConfig {
     }
 
     /// Every setting and its current value (DescribeConfigs on the broker resource).
-    pub fn all(&self) -> impl Iterator<Item = (&str, &str, bool)> {
-        self.settings.iter().map(|(k, v)| {
-            let is_default = settings::ALL.iter().any(|(dk, dv, _)| dk == k && dv == v);
-            (k.as_str(), v.as_str(), is_default)
-        })
+    pub fn all(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.settings.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
     pub fn max_request_bytes(&self) -> usize {
@@ -419,6 +458,16 @@ impl BrokerConfig {
     /// without a default.
     pub fn text(&self, name: &str) -> Option<&str> {
         self.settings.get(name).map(String::as_str)
+    }
+}
+
+/// A count of hours or minutes in milliseconds; as Kafka, any negative count means
+/// "forever" (-1).
+pub(crate) fn synonym_ms(units: i64, unit_ms: i64) -> i64 {
+    if units < 0 {
+        -1
+    } else {
+        units.saturating_mul(unit_ms)
     }
 }
 

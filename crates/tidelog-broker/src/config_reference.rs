@@ -78,10 +78,14 @@ pub(crate) fn render() -> String {
     rows.sort_by(|a, b| a.0.cmp(b.0));
     let mut out = String::new();
     let _ = writeln!(out, "{BEGIN}\n\n### Broker settings\n");
-    let _ = writeln!(out, "| Setting | tidelog default | What tidelog does |");
-    let _ = writeln!(out, "|---|---|---|");
+    let _ = writeln!(
+        out,
+        "| Setting | tidelog default | What tidelog does | Dynamic (KIP-226) |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|");
     for (name, default, status) in rows {
-        let _ = writeln!(out, "| `{name}` | {default} | {status} |");
+        let dynamic = crate::dynamic_config::doc_mode(name);
+        let _ = writeln!(out, "| `{name}` | {default} | {status} | {dynamic} |");
     }
     let _ = writeln!(out, "\n### Topic configs\n");
     let _ = writeln!(

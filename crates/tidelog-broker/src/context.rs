@@ -1,6 +1,6 @@
 //! What every request handler can reach.
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use tokio::sync::watch;
@@ -13,7 +13,12 @@ use crate::replica::ReplicaManager;
 use crate::txn::TxnCoordinator;
 
 pub(crate) struct BrokerContext {
+    /// The static settings (file, environment, `--set`, defaults). Code that reads a
+    /// setting Kafka lets change at run time reads [`BrokerContext::settings`].
     pub(crate) config: BrokerConfig,
+    /// `config` under the dynamic broker configs of the image last applied
+    /// (`crate::dynamic_config::resolve`).
+    pub(crate) effective: RwLock<Arc<BrokerConfig>>,
     pub(crate) metadata: Arc<MetadataManager>,
     pub(crate) replicas: Arc<ReplicaManager>,
     /// Consumer groups and committed offsets (`__consumer_offsets`).
@@ -33,6 +38,30 @@ pub(crate) type Ctx = Arc<BrokerContext>;
 impl BrokerContext {
     pub(crate) fn node_id(&self) -> i32 {
         self.config.node_id
+    }
+
+    /// The effective settings: static ones under the dynamic configs in force.
+    pub(crate) fn settings(&self) -> Arc<BrokerConfig> {
+        Arc::clone(&self.effective.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Re-resolves the effective settings for `image` when its dynamic configs differ
+    /// from `before`'s (cheap otherwise); returns them.
+    pub(crate) fn refresh_settings(
+        &self,
+        before: &tidelog_controller::MetadataImage,
+        image: &tidelog_controller::MetadataImage,
+    ) -> Arc<BrokerConfig> {
+        let me = self.node_id();
+        let unchanged = before.cluster_configs() == image.cluster_configs()
+            && before.broker_configs(me) == image.broker_configs(me);
+        if unchanged {
+            return self.settings();
+        }
+        let resolved = Arc::new(crate::dynamic_config::resolve(&self.config, image));
+        tracing::info!("dynamic broker configs changed; effective settings re-resolved");
+        *self.effective.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&resolved);
+        resolved
     }
 }
 

@@ -14,6 +14,7 @@ pub mod config;
 mod config_reference;
 mod context;
 mod coordinator;
+mod dynamic_config;
 mod errors;
 mod group;
 mod internal_topic;

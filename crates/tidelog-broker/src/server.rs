@@ -223,7 +223,9 @@ impl Broker {
             // A voter has its image from disk: open the logs it names now (on a
             // blocking thread: opening reads files and may recover a crashed log). A
             // broker-only node waits for its first fetch.
-            let (opener, image, broker) = (Arc::clone(&replicas), image.clone(), config.clone());
+            // Under the dynamic configs the image already holds (a restart).
+            let broker = crate::dynamic_config::resolve(&config, &image);
+            let (opener, image) = (Arc::clone(&replicas), image.clone());
             tokio::task::spawn_blocking(move || open_logs(&opener, &image, &broker))
                 .await
                 .map_err(|e| StartError::Metadata(format!("opening the logs panicked: {e}")))??;
@@ -256,8 +258,10 @@ impl Broker {
             groups: Arc::clone(&groups),
         })));
         let authorizer = crate::auth::Authorizer::from_config(&config);
+        let effective = Arc::new(crate::dynamic_config::resolve(&config, &metadata.image()));
         let ctx: Ctx = Arc::new(BrokerContext {
             authorizer,
+            effective: std::sync::RwLock::new(effective),
             config,
             metadata,
             replicas,
@@ -465,7 +469,7 @@ async fn housekeeping(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
             ctx.replicas.housekeeping(
                 now_ms(),
                 retention_due,
-                ctx.config.get(settings::PRODUCER_ID_EXPIRATION_MS),
+                ctx.settings().get(settings::PRODUCER_ID_EXPIRATION_MS),
             )
         })
         .await;
@@ -474,11 +478,12 @@ async fn housekeeping(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
 
 /// Compacts `cleanup.policy=compact` partitions every `log.cleaner.backoff.ms`.
 async fn cleaner(ctx: Ctx, mut shutdown: watch::Receiver<bool>) {
-    let every = ctx
-        .config
-        .duration(settings::LOG_CLEANER_BACKOFF_MS)
-        .max(Duration::from_millis(10));
     loop {
+        // Read each pass: log.cleaner.backoff.ms is a dynamic config.
+        let every = ctx
+            .settings()
+            .duration(settings::LOG_CLEANER_BACKOFF_MS)
+            .max(Duration::from_millis(10));
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.changed() => return,

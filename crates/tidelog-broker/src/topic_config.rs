@@ -1,5 +1,6 @@
 //! A topic's effective configuration: its own overrides over the broker's `log.*`
-//! defaults over the built-in defaults, and its translation into storage settings.
+//! defaults (dynamic or static, as `crate::dynamic_config::resolve` made the broker's
+//! view) over the built-in defaults, and its translation into storage settings.
 
 use std::collections::BTreeMap;
 
@@ -8,11 +9,16 @@ use tidelog_storage::{CleanupPolicy, LogConfig, TimestampType};
 
 use crate::config::BrokerConfig;
 
-/// Where an effective value came from, as DescribeConfigs reports it.
+/// Where an effective value came from, as DescribeConfigs reports it (Kafka's
+/// `ConfigSource` ids).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ConfigSource {
     /// Set on the topic (DYNAMIC_TOPIC_CONFIG).
     Topic = 1,
+    /// A dynamic config of this broker (DYNAMIC_BROKER_CONFIG).
+    DynamicBroker = 2,
+    /// The cluster-wide dynamic default (DYNAMIC_DEFAULT_BROKER_CONFIG).
+    DynamicDefault = 3,
     /// Set in the broker's configuration (STATIC_BROKER_CONFIG).
     Broker = 4,
     /// Nobody set it (DEFAULT_CONFIG).
@@ -33,13 +39,9 @@ pub(crate) fn effective(
             )
         })
         .collect();
-    for (broker_key, value, is_default) in broker.all() {
+    for (broker_key, value) in broker.all() {
         if let Some(topic_key) = topic_config::topic_default_for_broker_key(broker_key) {
-            let source = if is_default {
-                ConfigSource::Default
-            } else {
-                ConfigSource::Broker
-            };
+            let source = broker.source(broker_key);
             out.insert(topic_key.to_string(), (value.to_string(), source));
         }
     }

@@ -8,7 +8,8 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
 };
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    DescribeConfigsResponse, IncrementalAlterConfigsRequest, TopicName,
+    DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -149,36 +150,41 @@ impl Client {
 
     /// Sets and deletes topic config overrides in one IncrementalAlterConfigs request.
     async fn alter_topic_configs_once(&mut self, topic: &str, ops: &[ConfigOp]) -> Result<()> {
-        let configs = ops
-            .iter()
-            .map(|op| match op {
-                ConfigOp::Set(k, v) => AlterableConfig::default()
-                    .with_name(name(k))
-                    .with_config_operation(0)
-                    .with_value(Some(name(v))),
-                ConfigOp::Delete(k) => AlterableConfig::default()
-                    .with_name(name(k))
-                    .with_config_operation(1)
-                    .with_value(None),
-            })
-            .collect();
-        let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
-            AlterConfigsResource::default()
-                .with_resource_type(RESOURCE_TOPIC)
-                .with_resource_name(name(topic))
-                .with_configs(configs),
-        ]);
+        let request = alter_configs_request(RESOURCE_TOPIC, topic, ops);
         let response = self.send_controller(&request).await?;
-        let result = response
-            .responses
-            .into_iter()
-            .find(|r| r.resource_name.as_str() == topic)
-            .ok_or_else(|| ClientError::Protocol("alter configs response is empty".into()))?;
-        ClientError::check(
-            result.error_code,
-            result.error_message.as_ref().map(StrBytes::as_str),
-            || format!("alter configs of topic {topic}"),
-        )
+        alter_outcome(response, topic, || {
+            format!("alter configs of topic {topic}")
+        })
+    }
+
+    /// Every config of the cluster-wide dynamic default (the BROKER resource `""`):
+    /// only those set. Any broker answers it.
+    async fn describe_broker_default_configs_once(&mut self) -> Result<Vec<ConfigEntry>> {
+        let request = describe_configs_request(RESOURCE_BROKER, "");
+        let response = self.send_any(&request).await?;
+        config_entries(response, "", || {
+            "describe the cluster-wide broker configs".to_string()
+        })
+    }
+
+    /// Sets and deletes dynamic broker configs (KIP-226): of broker `node_id` (asked
+    /// of that broker, which validates its own), or the cluster-wide default (`None`,
+    /// any broker).
+    async fn alter_broker_configs_once(
+        &mut self,
+        node_id: Option<i32>,
+        ops: &[ConfigOp],
+    ) -> Result<()> {
+        let id = node_id.map(|n| n.to_string()).unwrap_or_default();
+        let request = alter_configs_request(RESOURCE_BROKER, &id, ops);
+        let response = match node_id {
+            Some(n) => self.broker_connection(n).await?.send(&request).await?,
+            None => self.send_any(&request).await?,
+        };
+        alter_outcome(response, &id, || match node_id {
+            Some(n) => format!("alter configs of broker {n}"),
+            None => "alter the cluster-wide broker configs".to_string(),
+        })
     }
 
     /// Grows a topic to `total` partitions.
@@ -215,6 +221,47 @@ fn describe_configs_request(resource_type: i8, resource: &str) -> DescribeConfig
         .with_resource_type(resource_type)
         .with_resource_name(name(resource))
         .with_configuration_keys(None)])
+}
+
+fn alter_configs_request(
+    resource_type: i8,
+    resource: &str,
+    ops: &[ConfigOp],
+) -> IncrementalAlterConfigsRequest {
+    let configs = ops
+        .iter()
+        .map(|op| match op {
+            ConfigOp::Set(k, v) => AlterableConfig::default()
+                .with_name(name(k))
+                .with_config_operation(0)
+                .with_value(Some(name(v))),
+            ConfigOp::Delete(k) => AlterableConfig::default()
+                .with_name(name(k))
+                .with_config_operation(1)
+                .with_value(None),
+        })
+        .collect();
+    IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+        .with_resource_type(resource_type)
+        .with_resource_name(name(resource))
+        .with_configs(configs)])
+}
+
+fn alter_outcome(
+    response: IncrementalAlterConfigsResponse,
+    resource: &str,
+    what: impl FnOnce() -> String,
+) -> Result<()> {
+    let result = response
+        .responses
+        .into_iter()
+        .find(|r| r.resource_name.as_str() == resource)
+        .ok_or_else(|| ClientError::Protocol("alter configs response is empty".into()))?;
+    ClientError::check(
+        result.error_code,
+        result.error_message.as_ref().map(StrBytes::as_str),
+        what,
+    )
 }
 
 /// The configs of `resource` in a DescribeConfigs answer, sorted by name.
@@ -275,6 +322,21 @@ impl Client {
     /// Sets and deletes topic config overrides in one IncrementalAlterConfigs request.
     pub async fn alter_topic_configs(&mut self, topic: &str, ops: &[ConfigOp]) -> Result<()> {
         retrying!(self, self.alter_topic_configs_once(topic, ops).await)
+    }
+
+    /// The cluster-wide dynamic broker configs that are set.
+    pub async fn describe_broker_default_configs(&mut self) -> Result<Vec<ConfigEntry>> {
+        retrying!(self, self.describe_broker_default_configs_once().await)
+    }
+
+    /// Sets and deletes dynamic configs of broker `node_id`, or of the cluster-wide
+    /// default when `None`.
+    pub async fn alter_broker_configs(
+        &mut self,
+        node_id: Option<i32>,
+        ops: &[ConfigOp],
+    ) -> Result<()> {
+        retrying!(self, self.alter_broker_configs_once(node_id, ops).await)
     }
 
     /// Grows a topic to `total` partitions.

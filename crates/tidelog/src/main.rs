@@ -23,6 +23,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Create, list, describe, alter and delete topics.
     Topic(cli::topic::TopicArgs),
+    /// Describe and alter dynamic broker configs (per broker or cluster-wide), live.
+    BrokerConfig(cli::broker_config::BrokerConfigArgs),
     /// Produce lines from stdin as records.
     Produce(cli::produce::ProduceArgs),
     /// Consume records and print them.
@@ -80,6 +82,7 @@ fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => serve::run(args),
         Command::Topic(args) => cli::topic::run(args),
+        Command::BrokerConfig(args) => cli::broker_config::run(args),
         Command::Produce(args) => cli::produce::run(args),
         Command::Consume(args) => cli::consume::run(args),
         Command::Group(args) => cli::group::run(args),

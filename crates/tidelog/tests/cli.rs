@@ -288,6 +288,94 @@ fn compressed_and_keyless_records_round_trip() {
 }
 
 #[test]
+fn broker_config_sets_describes_and_deletes_dynamic_configs() {
+    let server = Server::start();
+    let b = server.bootstrap();
+    ok(
+        &b,
+        &[
+            "broker-config",
+            "alter",
+            "--broker-defaults",
+            "--set",
+            "log.retention.ms=60000",
+        ],
+        b"",
+    );
+    let defaults = ok(&b, &["broker-config", "describe", "--broker-defaults"], b"");
+    assert_eq!(
+        defaults.trim(),
+        "log.retention.ms=60000\tDYNAMIC_DEFAULT_BROKER_CONFIG\tdynamic"
+    );
+    ok(
+        &b,
+        &[
+            "broker-config",
+            "alter",
+            "--broker",
+            "1",
+            "--set",
+            "log.retention.ms=30000",
+        ],
+        b"",
+    );
+    let line = |text: &str, name: &str| -> String {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}=")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mine = ok(&b, &["broker-config", "describe", "--broker", "1"], b"");
+    assert_eq!(
+        line(&mine, "log.retention.ms"),
+        "log.retention.ms=30000\tDYNAMIC_BROKER_CONFIG\tdynamic"
+    );
+    assert_eq!(
+        line(&mine, "num.partitions"),
+        "num.partitions=1\tDEFAULT_CONFIG\tread-only"
+    );
+    let refused = tidelog(
+        &b,
+        &[
+            "broker-config",
+            "alter",
+            "--broker",
+            "1",
+            "--set",
+            "num.partitions=3",
+        ],
+        b"",
+    );
+    assert!(!refused.ok);
+    assert!(
+        refused
+            .stderr
+            .contains("Cannot update these configs dynamically: Set(num.partitions)"),
+        "{}",
+        refused.stderr
+    );
+    ok(
+        &b,
+        &[
+            "broker-config",
+            "alter",
+            "--broker",
+            "1",
+            "--delete",
+            "log.retention.ms",
+        ],
+        b"",
+    );
+    let mine = ok(&b, &["broker-config", "describe", "--broker", "1"], b"");
+    assert_eq!(
+        line(&mine, "log.retention.ms"),
+        "log.retention.ms=60000\tDYNAMIC_DEFAULT_BROKER_CONFIG\tdynamic"
+    );
+    let neither = tidelog(&b, &["broker-config", "describe"], b"");
+    assert!(!neither.ok, "a target is required");
+}
+
+#[test]
 fn unreachable_broker_is_a_clear_error() {
     let addr = free_addr().to_string();
     let started = Instant::now();

@@ -1,5 +1,5 @@
 //! AlterConfigs (the legacy, whole-set form): the given settings replace every
-//! override the topic had.
+//! override the topic had, or every dynamic config of the broker resource.
 
 use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
 use kafka_protocol::messages::alter_configs_response::{
@@ -10,8 +10,9 @@ use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
-use super::describe_configs::RESOURCE_TOPIC;
-use super::incremental_alter_configs::refuse_non_topic;
+use super::broker_configs::{self, Op, SET};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::incremental_alter_configs::refuse_resource_type;
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -36,8 +37,31 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             response
                 .with_error_code(code)
                 .with_error_message(Some(StrBytes::from_string(message)))
+        } else if resource.resource_type == RESOURCE_BROKER {
+            let ops: Vec<Op> = resource
+                .configs
+                .iter()
+                .map(|c| Op {
+                    name: c.name.to_string(),
+                    op: SET,
+                    value: c.value.as_ref().map(|v| v.to_string()),
+                })
+                .collect();
+            let outcome = broker_configs::alter_whole(
+                ctx,
+                resource.resource_name.as_str(),
+                &ops,
+                request.validate_only,
+            )
+            .await;
+            match outcome {
+                Ok(()) => response,
+                Err((code, message)) => response
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            }
         } else if resource.resource_type != RESOURCE_TOPIC {
-            let (code, message) = refuse_non_topic(resource.resource_type);
+            let (code, message) = refuse_resource_type(resource.resource_type);
             response
                 .with_error_code(code)
                 .with_error_message(Some(StrBytes::from_string(message)))

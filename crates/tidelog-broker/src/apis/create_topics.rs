@@ -78,7 +78,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                             .map_or(1, |p| i16::try_from(p.replicas.len()).unwrap_or(i16::MAX)),
                     );
                 if version >= 5 {
-                    let configs = topic_config::effective(&ctx.config, &created.configs)
+                    let configs = topic_config::effective(&ctx.settings(), &created.configs)
                         .into_iter()
                         .map(|(k, (v, source))| {
                             CreatableTopicConfigs::default()

@@ -1,5 +1,5 @@
 //! DescribeConfigs: a topic's effective settings with where each came from, or a
-//! broker's settings.
+//! broker's settings (`crate::dynamic_config::describe_broker`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsRequest;
@@ -15,6 +15,7 @@ use tidelog_protocol::ProtocolError;
 
 use super::Request;
 use crate::context::Ctx;
+use crate::dynamic_config::{self, BrokerEntry};
 use crate::net::Reply;
 use crate::topic_config::{effective, ConfigSource};
 
@@ -52,12 +53,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 Ok(entries) => {
                     let configs = entries
                         .into_iter()
-                        .filter(|(name, _, _)| wanted(name))
-                        .map(|(name, value, source)| {
+                        .filter(|e| wanted(&e.name))
+                        .map(|e| {
                             entry(
-                                name,
-                                value,
-                                source,
+                                e,
                                 request.include_synonyms,
                                 request.include_documentation,
                                 version,
@@ -75,41 +74,48 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     req.respond(&DescribeConfigsResponse::default().with_results(results))
 }
 
-type Entries = Vec<(String, String, ConfigSource)>;
+type Entries = Vec<BrokerEntry>;
 
 fn describe(ctx: &Ctx, resource_type: i8, name: &str) -> Result<Entries, (i16, String)> {
+    let image = ctx.metadata.image();
     match resource_type {
         RESOURCE_TOPIC => {
-            let image = ctx.metadata.image();
             let topic = image.topic(name).ok_or((
                 ResponseError::UnknownTopicOrPartition.code(),
                 format!("topic {name} does not exist"),
             ))?;
-            Ok(effective(&ctx.config, &topic.configs)
+            let broker = ctx.settings();
+            Ok(effective(&broker, &topic.configs)
                 .into_iter()
-                .map(|(k, (v, source))| (k, v, source))
-                .collect())
-        }
-        RESOURCE_BROKER => {
-            if !name.is_empty() && name != ctx.node_id().to_string() {
-                return Err((
-                    ResponseError::InvalidRequest.code(),
-                    format!("this is broker {}, not {name}", ctx.node_id()),
-                ));
-            }
-            Ok(ctx
-                .config
-                .all()
-                .map(|(k, v, is_default)| {
-                    let source = if is_default {
-                        ConfigSource::Default
-                    } else {
-                        ConfigSource::Broker
-                    };
-                    (k.to_string(), v.to_string(), source)
+                .map(|(k, (v, source))| {
+                    // The topic's own override, then every broker level that sets
+                    // the default (Kafka's synonyms of a topic config).
+                    let mut synonyms: Vec<(String, String, ConfigSource)> = topic
+                        .configs
+                        .get(&k)
+                        .map(|own| (k.clone(), own.clone(), ConfigSource::Topic))
+                        .into_iter()
+                        .collect();
+                    if let Some(key) = topic_config::broker_key_for_topic_config(&k) {
+                        synonyms.extend(dynamic_config::broker_synonyms(
+                            &ctx.config,
+                            &image,
+                            key,
+                            true,
+                        ));
+                    }
+                    BrokerEntry {
+                        name: k,
+                        value: v,
+                        source,
+                        read_only: false,
+                        synonyms,
+                    }
                 })
                 .collect())
         }
+        RESOURCE_BROKER => dynamic_config::describe_broker(&ctx.config, &image, name)
+            .map_err(|message| (ResponseError::InvalidRequest.code(), message)),
         other => Err((
             ResponseError::InvalidRequest.code(),
             format!("resource type {other} has no configs here"),
@@ -118,34 +124,43 @@ fn describe(ctx: &Ctx, resource_type: i8, name: &str) -> Result<Entries, (i16, S
 }
 
 fn entry(
-    name: String,
-    value: String,
-    source: ConfigSource,
+    e: BrokerEntry,
     synonyms: bool,
     documentation: bool,
     version: i16,
 ) -> DescribeConfigsResourceResult {
-    let def = topic_config::all().iter().find(|d| d.name == name);
+    let topic_def = topic_config::all().iter().find(|d| d.name == e.name);
     // A private key or password is answered as Kafka answers a sensitive config:
     // flagged, without its value.
-    let sensitive = crate::config::is_sensitive(&name);
-    let shown = (!sensitive).then(|| StrBytes::from_string(value));
+    let sensitive = crate::config::is_sensitive(&e.name);
+    let hide = |v: String| (!sensitive).then(|| StrBytes::from_string(v));
     let mut result = DescribeConfigsResourceResult::default()
-        .with_name(StrBytes::from_string(name.clone()))
-        .with_value(shown.clone())
-        .with_read_only(false)
+        .with_name(StrBytes::from_string(e.name.clone()))
+        .with_value(hide(e.value))
+        .with_read_only(e.read_only)
         .with_is_sensitive(sensitive)
-        .with_config_source(source as i8);
+        .with_config_source(e.source as i8);
     if synonyms {
-        result = result.with_synonyms(vec![DescribeConfigsSynonym::default()
-            .with_name(StrBytes::from_string(name))
-            .with_value(shown)
-            .with_source(source as i8)]);
+        result = result.with_synonyms(
+            e.synonyms
+                .into_iter()
+                .map(|(name, value, source)| {
+                    DescribeConfigsSynonym::default()
+                        .with_name(StrBytes::from_string(name))
+                        .with_value(hide(value))
+                        .with_source(source as i8)
+                })
+                .collect(),
+        );
     }
     if version >= 3 {
-        if let Some(def) = def {
-            result = result.with_config_type(def.config_type.kafka_code());
-            if documentation {
+        let config_type = topic_def.map_or_else(
+            || dynamic_config::config_type(&e.name),
+            |def| def.config_type,
+        );
+        result = result.with_config_type(config_type.kafka_code());
+        if documentation {
+            if let Some(def) = topic_def {
                 result = result.with_documentation(Some(StrBytes::from_static_str(def.doc)));
             }
         }

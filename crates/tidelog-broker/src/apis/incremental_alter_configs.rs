@@ -1,4 +1,5 @@
-//! IncrementalAlterConfigs: set, delete, append to or subtract from single settings.
+//! IncrementalAlterConfigs: set, delete, append to or subtract from single settings of
+//! a topic, or of a broker's dynamic configs (`super::broker_configs`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -12,6 +13,7 @@ use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
+use super::broker_configs::{self, Op, APPEND, DELETE, SET, SUBTRACT};
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use super::Request;
 use crate::context::Ctx;
@@ -20,16 +22,17 @@ use crate::topic_config::effective;
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
-const SET: i8 = 0;
-const DELETE: i8 = 1;
-const APPEND: i8 = 2;
-const SUBTRACT: i8 = 3;
-
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: IncrementalAlterConfigsRequest = req.decode()?;
     let mut responses = Vec::with_capacity(request.resources.len());
     // ALTER_CONFIGS on the resource (the cluster for brokers).
     let access = req.access(ctx);
+    let key = |r: &AlterConfigsResource| (r.resource_type, r.resource_name.to_string());
+    let mut named: std::collections::HashMap<(i8, String), usize> =
+        std::collections::HashMap::with_capacity(request.resources.len());
+    for r in &request.resources {
+        *named.entry(key(r)).or_default() += 1;
+    }
     for resource in &request.resources {
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
@@ -39,8 +42,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             resource.resource_type,
             &resource.resource_name,
         );
+        // As Kafka's ConfigAdminManager: a resource named twice is refused, both times.
+        let twice = named.get(&key(resource)).is_some_and(|n| *n > 1);
         let outcome = match refused {
             Some(refused) => Err(refused),
+            None if twice => Err((
+                ResponseError::InvalidRequest.code(),
+                "Each resource must appear at most once.".to_string(),
+            )),
             None => alter(ctx, resource, request.validate_only).await,
         };
         responses.push(match outcome {
@@ -53,20 +62,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     req.respond(&IncrementalAlterConfigsResponse::default().with_responses(responses))
 }
 
-/// Broker settings are static in this version: they come from flags and the config file.
-pub(crate) fn refuse_non_topic(resource_type: i8) -> (i16, String) {
-    if resource_type == RESOURCE_BROKER {
-        (
-            ResponseError::InvalidRequest.code(),
-            "broker settings are static: set them with --set or the config file and restart"
-                .to_string(),
-        )
-    } else {
-        (
-            ResponseError::InvalidRequest.code(),
-            format!("resource type {resource_type} cannot be altered"),
-        )
-    }
+/// A resource type whose configs cannot be altered here (Kafka's answer to one it
+/// does not know).
+pub(crate) fn refuse_resource_type(resource_type: i8) -> (i16, String) {
+    (
+        ResponseError::InvalidRequest.code(),
+        format!("Unknown resource type {resource_type}"),
+    )
 }
 
 async fn alter(
@@ -74,8 +76,26 @@ async fn alter(
     resource: &AlterConfigsResource,
     validate_only: bool,
 ) -> Result<(), (i16, String)> {
+    if resource.resource_type == RESOURCE_BROKER {
+        let ops: Vec<Op> = resource
+            .configs
+            .iter()
+            .map(|c| Op {
+                name: c.name.to_string(),
+                op: c.config_operation,
+                value: c.value.as_ref().map(|v| v.to_string()),
+            })
+            .collect();
+        return broker_configs::alter_incremental(
+            ctx,
+            resource.resource_name.as_str(),
+            &ops,
+            validate_only,
+        )
+        .await;
+    }
     if resource.resource_type != RESOURCE_TOPIC {
-        return Err(refuse_non_topic(resource.resource_type));
+        return Err(refuse_resource_type(resource.resource_type));
     }
     let name = resource.resource_name.to_string();
     let image = ctx.metadata.image();
@@ -83,7 +103,7 @@ async fn alter(
         ResponseError::UnknownTopicOrPartition.code(),
         format!("topic {name} does not exist"),
     ))?;
-    let current = effective(&ctx.config, &topic.configs);
+    let current = effective(&ctx.settings(), &topic.configs);
     let mut changes = Vec::with_capacity(resource.configs.len());
     for c in &resource.configs {
         let key = c.name.to_string();

@@ -11,6 +11,7 @@ mod alter_partition_reassignments;
 mod alter_user_scram_credentials;
 pub(crate) mod api_versions;
 mod authorized_operations;
+mod broker_configs;
 mod client_quota_filter;
 mod create_acls;
 mod create_partitions;

@@ -211,10 +211,14 @@ pub(crate) async fn follow_image(
 }
 
 async fn apply(ctx: &Ctx, image: Arc<MetadataImage>) {
-    count_isr_changes(ctx, &ctx.metadata.image(), &image);
+    let before = ctx.metadata.image();
+    count_isr_changes(ctx, &before, &image);
+    // Dynamic broker configs first: the partitions below are configured from them
+    // (new topic-config defaults reach every topic without an override).
+    let effective = ctx.refresh_settings(&before, &image);
     let worker = Arc::clone(ctx);
     let applied = Arc::clone(&image);
-    match tokio::task::spawn_blocking(move || worker.replicas.apply_image(&applied, &worker.config))
+    match tokio::task::spawn_blocking(move || worker.replicas.apply_image(&applied, &effective))
         .await
     {
         Ok(Ok(())) => {}

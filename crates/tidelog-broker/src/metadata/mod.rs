@@ -21,7 +21,7 @@ use std::time::Duration;
 use kafka_protocol::error::ResponseError;
 use tidelog_controller::acl::{AclEntry, AclFilter};
 use tidelog_controller::quorum::{ControllerHandle, MetadataQuorum, RequestError};
-use tidelog_controller::{CreateTopic, MetadataImage, TopicImage, Uuid};
+use tidelog_controller::{ConfigResource, CreateTopic, MetadataImage, TopicImage, Uuid};
 use tokio::sync::watch;
 
 /// How long a change made through the quorum waits for this node's image to show it
@@ -194,6 +194,35 @@ impl MetadataManager {
         if !validate_only {
             self.wait_for(IMAGE_CATCH_UP, |i| {
                 let configs = i.topic_configs(name);
+                wanted
+                    .iter()
+                    .all(|(k, v)| configs.get(k).map(String::as_str) == v.as_deref())
+            })
+            .await;
+        }
+        Ok(())
+    }
+
+    /// Sets (`Some`) or removes (`None`) dynamic configs of one broker or of the
+    /// cluster default, all or none; waits (bounded) until this node's image shows
+    /// them, so a DescribeConfigs right after sees the change.
+    pub(crate) async fn alter_broker_configs(
+        &self,
+        resource: ConfigResource,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    ) -> Result<(), RequestError> {
+        let wanted = changes.clone();
+        let target = resource.clone();
+        self.link
+            .alter_broker_configs(resource, changes, validate_only)
+            .await?;
+        if !validate_only {
+            self.wait_for(IMAGE_CATCH_UP, |i| {
+                let configs = match &target {
+                    ConfigResource::Broker(id) => i.broker_configs(*id),
+                    _ => i.cluster_configs().clone(),
+                };
                 wanted
                     .iter()
                     .all(|(k, v)| configs.get(k).map(String::as_str) == v.as_deref())

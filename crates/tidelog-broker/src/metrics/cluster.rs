@@ -75,8 +75,10 @@ pub(crate) fn partition_health(node: &NodeView) -> PartitionHealth {
     let me = node.node_id;
     let live = image.live_broker_ids();
     let mut health = PartitionHealth::default();
+    // Under the dynamic configs in force (a cluster default min.insync.replicas).
+    let broker = crate::dynamic_config::resolve(&node.config, &image);
     for topic in image.topics() {
-        let min_isr = topic_config::effective(&node.config, &topic.configs)
+        let min_isr = topic_config::effective(&broker, &topic.configs)
             .get("min.insync.replicas")
             .and_then(|(v, _)| v.trim().parse::<usize>().ok())
             .unwrap_or(1);

@@ -77,11 +77,12 @@ pub(crate) async fn serve_listener(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let endpoint = Arc::new(endpoint);
-    let max_connections = ctx.config.count::<usize>(settings::MAX_CONNECTIONS);
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    // Read per connection: max.connections is a dynamic config.
+                    let max_connections = ctx.settings().count::<usize>(settings::MAX_CONNECTIONS);
                     if open.load(Ordering::Acquire) >= max_connections {
                         ctx.metrics.requests.connection_refused();
                         tracing::warn!(%peer, "connection refused: max.connections reached");

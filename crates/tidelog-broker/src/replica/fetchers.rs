@@ -65,6 +65,9 @@ impl Fetchers {
         if self.stopped.load(Ordering::Acquire) {
             return;
         }
+        if let Some(throttle) = self.throttle.get() {
+            throttle.set_rate(config.get(settings::FOLLOWER_REPLICATION_THROTTLED_RATE));
+        }
         running.retain(|source, r| {
             let keep = by_source.contains_key(source) && !r.task.is_finished();
             if !keep {

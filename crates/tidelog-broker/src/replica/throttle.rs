@@ -8,25 +8,35 @@ use tokio::time::Instant;
 /// fetched byte books time on one clock, and a fetcher waits until the time its bytes
 /// booked has come, so all fetchers together stay under the rate.
 pub(crate) struct Throttle {
-    bytes_per_sec: i64,
+    /// A dynamic config: re-set whenever the image is applied.
+    bytes_per_sec: std::sync::atomic::AtomicI64,
     next_free: std::sync::Mutex<Instant>,
 }
 
 impl Throttle {
     pub(crate) fn new(bytes_per_sec: i64) -> Self {
         Throttle {
-            bytes_per_sec,
+            bytes_per_sec: std::sync::atomic::AtomicI64::new(bytes_per_sec),
             next_free: std::sync::Mutex::new(Instant::now()),
         }
+    }
+
+    /// Changes the rate for the bytes booked from now on.
+    pub(crate) fn set_rate(&self, bytes_per_sec: i64) {
+        self.bytes_per_sec
+            .store(bytes_per_sec, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How long after `now` a fetcher that just received `bytes` must wait (at most
     /// 10 s for one response). Zero when the rate is off.
     pub(crate) fn book(&self, bytes: usize, now: Instant) -> Duration {
-        if bytes == 0 || self.bytes_per_sec == i64::MAX || self.bytes_per_sec <= 0 {
+        let rate = self
+            .bytes_per_sec
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if bytes == 0 || rate == i64::MAX || rate <= 0 {
             return Duration::ZERO;
         }
-        let cost = Duration::from_secs_f64((bytes as f64 / self.bytes_per_sec as f64).min(10.0));
+        let cost = Duration::from_secs_f64((bytes as f64 / rate as f64).min(10.0));
         let mut next = self.next_free.lock().unwrap_or_else(|p| p.into_inner());
         *next = (*next).max(now) + cost;
         next.saturating_duration_since(now)
@@ -49,5 +59,8 @@ mod tests {
         assert_eq!(t.book(100, later).as_millis(), 100);
         let off = Throttle::new(i64::MAX);
         assert_eq!(off.book(1 << 30, now), std::time::Duration::ZERO);
+        // A dynamic config change applies to the bytes booked next.
+        off.set_rate(2_000);
+        assert_eq!(off.book(1_000, later).as_millis(), 500);
     }
 }

@@ -164,6 +164,47 @@ pub fn plan_alter_topic_configs(
     })
 }
 
+/// Change of a BROKER resource's dynamic configs (KIP-226): one broker's
+/// (`ConfigResource::Broker`) or the cluster default (`ConfigResource::Cluster`).
+/// `Some` sets, `None` deletes. The values were validated by the broker that took the
+/// request, as Kafka's `ConfigAdminManager` validates broker configs before
+/// forwarding; the controller checks only what needs the image (the broker exists)
+/// and writes records for the entries that actually change.
+pub fn plan_alter_broker_configs(
+    image: &MetadataImage,
+    resource: &ConfigResource,
+    changes: &[(String, Option<String>)],
+) -> Result<Plan<()>, TopicError> {
+    let current = match resource {
+        ConfigResource::Topic(_) => {
+            return Err(TopicError::InvalidRequest(
+                "topic configs are altered with AlterTopicConfigs".into(),
+            ))
+        }
+        ConfigResource::Broker(id) => image.broker_configs(*id),
+        ConfigResource::Cluster => image.cluster_configs().clone(),
+    };
+    let mut records = Vec::new();
+    for (i, (key, value)) in changes.iter().enumerate() {
+        if changes[..i].iter().any(|(k, _)| k == key) {
+            return Err(TopicError::InvalidRequest(
+                "Error due to duplicate config keys".into(),
+            ));
+        }
+        if current.get(key) != value.as_ref() {
+            records.push(MetadataRecord::Config {
+                resource: resource.clone(),
+                name: key.clone(),
+                value: value.clone(),
+            });
+        }
+    }
+    Ok(Plan {
+        records,
+        response: (),
+    })
+}
+
 /// Registers (or re-registers) a broker; no records if the same incarnation already
 /// registered the same endpoints.
 pub fn plan_register_broker(
@@ -212,4 +253,70 @@ pub fn plan_producer_id_block(
         }],
         response: start..end,
     })
+}
+
+#[cfg(test)]
+mod broker_config_tests {
+    use super::test_support::Images;
+    use super::*;
+
+    fn set(key: &str, value: &str) -> (String, Option<String>) {
+        (key.to_string(), Some(value.to_string()))
+    }
+
+    #[test]
+    fn broker_configs_are_records_replayed_into_the_image_and_the_snapshot() {
+        let mut images = Images::new().brokers(&[1, 2]);
+        let plan = plan_alter_broker_configs(
+            &images.image,
+            &ConfigResource::Cluster,
+            &[set("log.retention.ms", "1000")],
+        )
+        .unwrap();
+        assert_eq!(plan.records.len(), 1);
+        images.apply(&plan.records);
+        let own = plan_alter_broker_configs(
+            &images.image,
+            &ConfigResource::Broker(2),
+            &[set("log.retention.ms", "2000"), set("num.io.threads", "4")],
+        )
+        .unwrap();
+        images.apply(&own.records);
+        let image = &images.image;
+        assert_eq!(
+            image
+                .cluster_configs()
+                .get("log.retention.ms")
+                .map(String::as_str),
+            Some("1000")
+        );
+        assert_eq!(image.broker_configs(2).len(), 2);
+        assert!(image.broker_configs(1).is_empty());
+        // Setting what is already there writes nothing; a deletion writes one record.
+        let same = plan_alter_broker_configs(
+            image,
+            &ConfigResource::Cluster,
+            &[set("log.retention.ms", "1000")],
+        )
+        .unwrap();
+        assert!(same.records.is_empty());
+        let deleted = plan_alter_broker_configs(
+            image,
+            &ConfigResource::Broker(2),
+            &[("num.io.threads".to_string(), None)],
+        )
+        .unwrap();
+        assert_eq!(deleted.records.len(), 1);
+        let duplicate = plan_alter_broker_configs(
+            image,
+            &ConfigResource::Cluster,
+            &[set("a", "1"), set("a", "2")],
+        );
+        assert!(matches!(duplicate, Err(TopicError::InvalidRequest(_))));
+        // A snapshot keeps both levels.
+        let bytes = crate::snapshot::encode(image).unwrap();
+        let back = crate::snapshot::decode(std::path::Path::new("s"), &bytes, "test").unwrap();
+        assert_eq!(back.cluster_configs(), image.cluster_configs());
+        assert_eq!(back.broker_configs(2), image.broker_configs(2));
+    }
 }

@@ -15,7 +15,7 @@ use super::QuorumStatus;
 use crate::acl::{AclEntry, AclFilter};
 use crate::image::{PartitionImage, TopicImage};
 use crate::ops::{AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicPartition};
-use crate::record::Endpoint;
+use crate::record::{ConfigResource, Endpoint};
 use crate::scram::{ScramResult, ScramUpsertion};
 
 /// Where a request goes: this voter (forwarding to the leader) or a remote voter.
@@ -122,6 +122,23 @@ pub(crate) async fn alter_topic_configs(
 ) -> Result<(), RequestError> {
     let call = ForwardedCall::AlterTopicConfigs {
         name: name.to_owned(),
+        changes,
+        validate_only,
+    };
+    match route.route(call).await? {
+        ForwardReply::Done => Ok(()),
+        other => Err(unexpected(&other)),
+    }
+}
+
+pub(crate) async fn alter_broker_configs(
+    route: &impl Route,
+    resource: ConfigResource,
+    changes: Vec<(String, Option<String>)>,
+    validate_only: bool,
+) -> Result<(), RequestError> {
+    let call = ForwardedCall::AlterBrokerConfigs {
+        resource,
         changes,
         validate_only,
     };
@@ -344,6 +361,17 @@ macro_rules! controller_requests {
             validate_only: bool,
         ) -> Result<(), $crate::quorum::RequestError> {
             $crate::quorum::api::alter_topic_configs(self, name, changes, validate_only).await
+        }
+
+        /// Sets (`Some`) or removes (`None`) dynamic configs of one broker or of the
+        /// cluster default.
+        pub async fn alter_broker_configs(
+            &self,
+            resource: $crate::ConfigResource,
+            changes: Vec<(String, Option<String>)>,
+            validate_only: bool,
+        ) -> Result<(), $crate::quorum::RequestError> {
+            $crate::quorum::api::alter_broker_configs(self, resource, changes, validate_only).await
         }
 
         /// Hands a block of producer ids to a registered broker.

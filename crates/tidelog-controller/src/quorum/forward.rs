@@ -9,7 +9,7 @@ use super::QuorumStatus;
 use crate::acl::{AclEntry, AclFilter};
 use crate::image::{PartitionImage, TopicImage};
 use crate::ops::{AlterPartition, ElectionKind, PartitionError, Reassignment, TopicPartition};
-use crate::record::Endpoint;
+use crate::record::{ConfigResource, Endpoint};
 use crate::scram::{ScramResult, ScramUpsertion};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -46,6 +46,13 @@ pub(crate) enum ForwardedCall {
     },
     AlterTopicConfigs {
         name: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
+    /// Dynamic configs of one broker or of the cluster default (validated by the
+    /// broker that took the request).
+    AlterBrokerConfigs {
+        resource: ConfigResource,
         changes: Vec<(String, Option<String>)>,
         validate_only: bool,
     },

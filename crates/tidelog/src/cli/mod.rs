@@ -1,6 +1,7 @@
 //! Client-side operator commands: they talk to a running cluster over the Kafka protocol.
 
 pub(crate) mod acl;
+pub(crate) mod broker_config;
 pub(crate) mod cluster;
 mod command_config;
 pub(crate) mod consume;

@@ -177,6 +177,19 @@ impl QuorumController {
                 };
                 (records, ForwardReply::Done)
             }
+            ForwardedCall::AlterBrokerConfigs {
+                resource,
+                changes,
+                validate_only,
+            } => {
+                let plan = ops::plan_alter_broker_configs(&image, &resource, &changes)?;
+                let records = if validate_only {
+                    Vec::new()
+                } else {
+                    plan.records
+                };
+                (records, ForwardReply::Done)
+            }
             ForwardedCall::AllocateProducerIds {
                 broker_id,
                 broker_epoch,

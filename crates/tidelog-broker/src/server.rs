@@ -244,8 +244,10 @@ impl Broker {
             groups: Arc::clone(&groups),
         })));
         let authorizer = crate::auth::Authorizer::from_config(&config);
+        let quotas = crate::quota::QuotaManager::new(&config);
         let ctx: Ctx = Arc::new(BrokerContext {
             authorizer,
+            quotas,
             config,
             metadata,
             replicas,

@@ -158,6 +158,7 @@ mod tests {
         r.record(W, 500.0, 0);
         r.record(W, 700.0, 10);
         r.unrecord(700.0);
-        assert!((r.rate(W, 10) - 50.0).abs() < 1e-9);
+        // 500 bytes over 10 windows and the 10 ms into the newest.
+        assert!((r.rate(W, 10) - 500.0 / 10.01).abs() < 1e-9);
     }
 }

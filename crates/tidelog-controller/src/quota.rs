@@ -102,6 +102,11 @@ const USER_CLIENT_KEYS: &[(&str, KeyType)] = &[
 ];
 const IP_KEYS: &[(&str, KeyType)] = &[(CONNECTION_CREATION_RATE, KeyType::Long)];
 
+/// The keys an entity may set, with their types.
+type Keys = &'static [(&'static str, KeyType)];
+/// A refusal: error code and Kafka's message.
+type Refusal = (i16, String);
+
 impl MetadataImage {
     /// Every client quota, by entity.
     pub fn client_quotas(&self) -> &ClientQuotas {
@@ -133,15 +138,13 @@ impl MetadataImage {
     }
 }
 
-fn refuse(message: impl Into<String>) -> (i16, String) {
+fn refuse(message: impl Into<String>) -> Refusal {
     (INVALID_REQUEST, message.into())
 }
 
 /// Kafka's validateEntity and configKeysForEntityType: the entity as a map and the
 /// keys it may set.
-fn check_entity(
-    entity: &[(String, Option<String>)],
-) -> Result<(QuotaEntity, &'static [(&'static str, KeyType)]), (i16, String)> {
+fn check_entity(entity: &[(String, Option<String>)]) -> Result<(QuotaEntity, Keys), Refusal> {
     if entity.is_empty() {
         return Err(refuse("Invalid empty client quota entity"));
     }
@@ -185,7 +188,7 @@ fn check_entity(
 
 /// Kafka's validateQuotaKeyValue, plus a positive finite value: a rate of zero or
 /// below makes the throttle time (`(observed - bound) / bound`) meaningless.
-fn check_value(keys: &[(&str, KeyType)], key: &str, value: f64) -> Result<(), (i16, String)> {
+fn check_value(keys: &[(&str, KeyType)], key: &str, value: f64) -> Result<(), Refusal> {
     let Some((_, kind)) = keys.iter().find(|(k, _)| *k == key) else {
         return Err(refuse(format!("Invalid configuration key {key}")));
     };
@@ -239,7 +242,7 @@ fn plan_one(
     image: &MetadataImage,
     alteration: &QuotaAlteration,
     seen: &mut Vec<QuotaEntity>,
-) -> Result<Vec<MetadataRecord>, (i16, String)> {
+) -> Result<Vec<MetadataRecord>, Refusal> {
     let (entity, keys) = check_entity(&alteration.entity)?;
     if seen.contains(&entity) {
         return Err(refuse(format!(

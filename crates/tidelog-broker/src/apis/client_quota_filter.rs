@@ -61,7 +61,7 @@ pub(crate) fn check(components: &[ComponentData]) -> Result<Vec<(String, QuotaMa
                     "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.",
                 ))
             }
-            (other, _) if other > MATCH_SPECIFIED || other < MATCH_EXACT => {
+            (other, _) if !(MATCH_EXACT..=MATCH_SPECIFIED).contains(&other) => {
                 return Err(invalid(format!("Unknown match type {other}")))
             }
             _ => {}

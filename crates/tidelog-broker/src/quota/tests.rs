@@ -2,7 +2,10 @@ use tidelog_controller::quota::{plan_alter_client_quotas, QuotaAlteration};
 
 use super::*;
 
-fn image_with(quotas: &[(&[(&str, Option<&str>)], &str, f64)]) -> MetadataImage {
+/// An entity as `(type, name)` pairs, `None` the default.
+type Parts<'a> = &'a [(&'a str, Option<&'a str>)];
+
+fn image_with(quotas: &[(Parts, &str, f64)]) -> MetadataImage {
     let mut image = MetadataImage::new("c");
     let alterations: Vec<QuotaAlteration> = quotas
         .iter()
@@ -31,7 +34,7 @@ const P: &str = PRODUCER_BYTE_RATE;
 
 #[test]
 fn resolution_follows_kafkas_order() {
-    let levels: [(&[(&str, Option<&str>)], f64); 8] = [
+    let levels: [(Parts, f64); 8] = [
         (&[("user", Some("alice")), ("client-id", Some("app"))], 1.0),
         (&[("user", Some("alice")), ("client-id", None)], 2.0),
         (&[("user", Some("alice"))], 3.0),
@@ -53,7 +56,7 @@ fn resolution_follows_kafkas_order() {
     ];
     // With levels i.. set, level i wins.
     for first in 0..levels.len() {
-        let quotas: Vec<(&[(&str, Option<&str>)], &str, f64)> =
+        let quotas: Vec<(Parts, &str, f64)> =
             levels[first..].iter().map(|(e, v)| (*e, P, *v)).collect();
         let image = image_with(&quotas);
         let got = resolve(&image, P, "alice", "app").unwrap();

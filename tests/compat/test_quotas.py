@@ -4,7 +4,8 @@ AlterClientQuotas and DescribeClientQuotas round trips through kafka-python's pr
 classes (its admin client has no quota calls) and the tidelog CLI, Kafka's checks and
 error codes, quotas surviving a restart, and enforcement: a producer or a consumer over
 its byte-rate quota is throttled near its quota (librdkafka reports throttle events
-through `throttle_cb`) while a client without a quota on the same broker is not.
+through `throttle_cb`) while a client without a quota on the same broker is not, and a
+client over its request_percentage quota is muted while another is not.
 
 The brokers here measure rates over 4 one-second samples (quota.window.num=4) instead
 of Kafka's 11, so a test reaches steady state in seconds; the math is the same."""
@@ -280,3 +281,32 @@ def test_a_greedy_consumer_is_held_to_its_quota_and_others_are_not(broker_factor
     # The unthrottled consumer read everything.
     assert sum(n for _, n in other) == 4_000_000
     assert not any(other_throttles), other_throttles
+
+
+def _calls_in(bootstrap, client_id, seconds):
+    """ApiVersions v0 calls one connection completes in `seconds`."""
+    import kafka_wire
+    done = 0
+    with kafka_wire.Connection.to(bootstrap) as conn:
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            conn.send(kafka_wire.request(18, 0, done + 1, b"", client_id=client_id))
+            got, _ = conn.recv_response(timeout=10)
+            assert got == done + 1
+            done += 1
+    return done
+
+
+def test_request_percentage_mutes_a_busy_client_and_not_the_others(broker_factory):
+    broker = broker_factory(FAST_WINDOWS)
+    client = _admin(broker)
+    try:
+        # 0.01 % of one thread: a few hundred tiny requests exceed it.
+        assert _alter(client, [({"client-id": "busy"}, {"request_percentage": 0.01})]) == [(0, None)]
+    finally:
+        client.close()
+    idle = _calls_in(broker.bootstrap, "idle", 3)
+    busy = _calls_in(broker.bootstrap, "busy", 3)
+    # Each throttle mutes the connection for up to one window (1 s here).
+    assert busy * 5 < idle, (busy, idle)
+    assert 'tidelog_quota_throttled_requests_total{quota="request"}' in _metrics(broker)

@@ -85,6 +85,9 @@ def test_alter_and_describe_round_trip_with_kafkas_checks(broker_factory):
         assert [code for code, _ in results[5:]] == [INVALID_REQUEST] * 5, results
         assert results[5][1] == "Invalid configuration key no_such_key"
         assert "Long" in results[6][1]
+        # NaN cannot be a rate (and must not turn into a removal on its way).
+        (code, message), = _alter(client, [({"user": "alice"}, {"producer_byte_rate": float("nan")})])
+        assert code == INVALID_REQUEST and "nan" in message.lower(), message
         # The same entity twice in one request: the second is refused, as in Kafka.
         assert _alter(client, [({"user": "dan"}, {"producer_byte_rate": 1}),
                                ({"user": "dan"}, {"consumer_byte_rate": 1})])[1][0] == INVALID_REQUEST

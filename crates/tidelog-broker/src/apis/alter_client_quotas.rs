@@ -53,29 +53,57 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .access(ctx)
         .require_cluster(AclOperation::AlterConfigs)
         .err();
-    let outcomes: Vec<(i16, Option<String>)> = match refused {
-        Some(code) => alterations
-            .iter()
-            .map(|_| (code, Some("Cluster authorization failed.".to_string())))
-            .collect(),
+    // A NaN or infinite value is refused here: JSON, in which a request is forwarded
+    // to the controller, cannot carry one (NaN would arrive as a removal).
+    let non_finite: Vec<Option<String>> = alterations
+        .iter()
+        .map(|a| {
+            a.ops.iter().find_map(|(key, value)| {
+                value
+                    .filter(|v| !v.is_finite())
+                    .map(|v| format!("Configuration {key} must be a positive number, not {v}"))
+            })
+        })
+        .collect();
+    let forwarded: Vec<QuotaAlteration> = alterations
+        .iter()
+        .zip(&non_finite)
+        .filter(|(_, bad)| bad.is_none())
+        .map(|(a, _)| a.clone())
+        .collect();
+    let forwarded_outcomes: Vec<(i16, Option<String>)> = match refused {
+        // Refused as a whole below.
+        Some(_) => Vec::new(),
+        None if forwarded.is_empty() => Vec::new(),
         None => match ctx
             .metadata
             .controller()
-            .alter_client_quotas(alterations.clone(), request.validate_only)
+            .alter_client_quotas(forwarded.clone(), request.validate_only)
             .await
         {
             Ok(results) => {
                 if !request.validate_only {
-                    wait_for_image(ctx, &alterations, &results).await;
+                    wait_for_image(ctx, &forwarded, &results).await;
                 }
                 results.into_iter().map(|(_, c, m)| (c, m)).collect()
             }
-            Err(e) => alterations
+            Err(e) => forwarded
                 .iter()
                 .map(|_| (e.error_code(), Some(e.to_string())))
                 .collect(),
         },
     };
+    let mut forwarded_outcomes = forwarded_outcomes.into_iter();
+    let outcomes: Vec<(i16, Option<String>)> = non_finite
+        .into_iter()
+        .map(|bad| match (bad, refused) {
+            (_, Some(code)) => (code, Some("Cluster authorization failed.".to_string())),
+            (Some(message), None) => (ResponseError::InvalidRequest.code(), Some(message)),
+            (None, None) => forwarded_outcomes
+                .next()
+                .unwrap_or((ResponseError::UnknownServerError.code(), None)),
+        })
+        .collect();
     let entries = alterations
         .iter()
         .zip(outcomes.into_iter().chain(std::iter::repeat((

@@ -1,8 +1,8 @@
 """Client quotas and client telemetry (KIP-714) as a Kafka broker with none set answers:
-DescribeClientQuotas lists nothing (and refuses a malformed filter as Kafka does),
-AlterClientQuotas is refused with a message (tidelog stores no quotas yet),
-GetTelemetrySubscriptions hands out an instance id and an empty subscription, which
-librdkafka accepts, and PushTelemetry checks what it is sent."""
+DescribeClientQuotas lists nothing (and refuses a malformed filter as Kafka does;
+quotas set and enforced are in test_quotas.py), GetTelemetrySubscriptions hands out
+an instance id and an empty subscription, which librdkafka accepts, and PushTelemetry
+checks what it is sent."""
 
 import logging
 import struct
@@ -11,7 +11,7 @@ import uuid
 
 from confluent_kafka import Producer
 from kafka.admin import KafkaAdminClient
-from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.admin import DescribeClientQuotasRequest
 
 import kafka_wire
 from compat_helpers import create_topic, unique
@@ -40,22 +40,6 @@ def test_describe_client_quotas_with_none_set(shared_broker):
             components=[component(entity_type="user", match_type=0, match=None)], strict=False))
         assert bad.error_code == 42 and bad.entries is None  # INVALID_REQUEST
         assert "MATCH_TYPE_EXACT" in bad.error_message
-    finally:
-        client.close()
-
-
-def test_alter_client_quotas_is_refused_with_a_reason(shared_broker):
-    client = KafkaAdminClient(bootstrap_servers=shared_broker.bootstrap)
-    try:
-        entry = AlterClientQuotasRequest.EntryData
-        request = AlterClientQuotasRequest(entries=[entry(
-            entity=[entry.EntityData(entity_type="user", entity_name="alice")],
-            ops=[entry.OpData(key="producer_byte_rate", value=1024.0, remove=False)])],
-            validate_only=False)
-        (answer,) = _send(client, request).entries
-        assert answer.error_code == 35  # UNSUPPORTED_VERSION
-        assert "not supported" in answer.error_message
-        assert [(e.entity_type, e.entity_name) for e in answer.entity] == [("user", "alice")]
     finally:
         client.close()
 

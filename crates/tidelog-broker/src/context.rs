@@ -29,6 +29,8 @@ pub(crate) struct BrokerContext {
     pub(crate) metrics: Arc<Metrics>,
     /// `authorizer.class.name`'s authorizer; `None`: every request is allowed.
     pub(crate) authorizer: Option<crate::auth::Authorizer>,
+    /// Client quotas: the sensors that decide throttling (`crate::quota`).
+    pub(crate) quotas: crate::quota::QuotaManager,
     /// Flips to true when the node begins shutting down; long polls end early on it.
     pub(crate) shutdown: watch::Receiver<bool>,
 }

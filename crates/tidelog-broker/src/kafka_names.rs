@@ -35,7 +35,8 @@ const SOCKETS: &str = "sockets use the kernel's buffer sizes and backlog";
 const PURGATORY: &str = "tidelog's delayed requests are not kept in a purgatory to purge";
 const METRICS: &str =
     "tidelog's metrics are served in Prometheus form on the admin port's /metrics";
-const QUOTAS: &str = "client quotas are not enforced yet";
+const QUOTAS: &str =
+    "replication, alter-log-dirs and controller mutation quotas are not enforced (client produce, fetch and request quotas are)";
 const TIERED_TUNING: &str =
     "tiered storage is not built (remote.log.storage.system.enable=true is refused)";
 const TIERED: &str = "tiered storage is not built";
@@ -392,8 +393,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         Ignored(PURGATORY),
     ),
     ("queued.max.request.bytes", Ignored(TUNING)),
-    ("quota.window.num", Ignored(QUOTAS)),
-    ("quota.window.size.seconds", Ignored(QUOTAS)),
     ("remote.fetch.max.wait.ms", Ignored(TIERED_TUNING)),
     (
         "remote.list.offsets.request.timeout.ms",

@@ -24,6 +24,7 @@ mod metadata;
 mod metrics;
 mod net;
 pub mod properties;
+mod quota;
 mod replica;
 mod sasl;
 mod server;

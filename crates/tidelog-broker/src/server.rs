@@ -259,9 +259,11 @@ impl Broker {
         })));
         let authorizer = crate::auth::Authorizer::from_config(&config);
         let effective = Arc::new(crate::dynamic_config::resolve(&config, &metadata.image()));
+        let quotas = crate::quota::QuotaManager::new(&config);
         let ctx: Ctx = Arc::new(BrokerContext {
             authorizer,
             effective: std::sync::RwLock::new(effective),
+            quotas,
             config,
             metadata,
             replicas,

@@ -20,6 +20,8 @@ const AT_LEAST: &[(&str, i64)] = &[
     ("socket.request.max.bytes", 1),
     ("queued.max.requests", 1),
     ("max.connections", 0),
+    ("quota.window.num", 1),
+    ("quota.window.size.seconds", 1),
     ("offsets.topic.num.partitions", 1),
     ("offsets.topic.replication.factor", 1),
     ("offsets.topic.segment.bytes", 1),

@@ -197,6 +197,10 @@ settings! {
     /// Principals separated by semicolons (`User:admin;User:broker`).
     SUPER_USERS: String = "super.users", "";
     ALLOW_EVERYONE_IF_NO_ACL_FOUND: bool = "allow.everyone.if.no.acl.found", "false";
+    // Client quotas (crate::quota): a rate is measured over quota.window.num samples
+    // of quota.window.size.seconds each, as Kafka's ClientQuotaManager measures it.
+    QUOTA_WINDOW_NUM: i64 = "quota.window.num", "11";
+    QUOTA_WINDOW_SIZE_SECONDS: i64 = "quota.window.size.seconds", "1";
     OFFSETS_TOPIC_SEGMENT_BYTES: i64 = "offsets.topic.segment.bytes", "104857600";
     OFFSETS_RETENTION_CHECK_INTERVAL_MS: i64 = "offsets.retention.check.interval.ms", "600000";
     OFFSETS_COMMIT_TIMEOUT_MS: i64 = "offsets.commit.timeout.ms", "5000";

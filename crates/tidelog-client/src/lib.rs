@@ -46,6 +46,7 @@ mod metadata;
 mod partition_admin;
 mod partitioner;
 mod producer;
+mod quotas;
 mod records;
 mod sasl;
 mod scram_admin;
@@ -67,6 +68,7 @@ pub use metadata::{BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMeta
 pub use partition_admin::{ElectionType, PartitionOutcome, PartitionReassignment, TopicPartition};
 pub use partitioner::{murmur2, partition_for_key, to_positive};
 pub use producer::{Acks, Producer, ProducerConfig, RecordMetadata};
+pub use quotas::{EntityQuotas, QuotaEntity, QuotaMatch};
 pub use records::{decode_fetched, encode_batch, ConsumedRecord, DecodedRecords, ProduceRecord};
 pub use sasl::{SaslCredentials, SaslMechanism};
 pub use scram_admin::{ScramCredentialInfo, UserScramCredentials};

@@ -34,6 +34,8 @@ pub(crate) const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
     (ApiKey::DeleteAcls, 1, 3),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
 ];
 
 /// Our supported range for `key`, if we send that API at all.
@@ -137,6 +139,8 @@ mod tests {
             ApiKey::DescribeAcls => DescribeAclsRequest::VERSIONS,
             ApiKey::CreateAcls => CreateAclsRequest::VERSIONS,
             ApiKey::DeleteAcls => DeleteAclsRequest::VERSIONS,
+            ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
+            ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

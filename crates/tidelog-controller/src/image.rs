@@ -101,6 +101,7 @@ pub struct MetadataImage {
     pub(crate) scram: crate::scram::ScramCredentials,
     /// Shared so that an authorizer can tell, by pointer, that they did not change.
     pub(crate) acls: Arc<AclMap>,
+    pub(crate) quotas: crate::quota::ClientQuotas,
     pub(crate) last_offset: Option<u64>,
 }
 
@@ -117,6 +118,7 @@ impl MetadataImage {
             next_producer_id: 0,
             scram: BTreeMap::new(),
             acls: Arc::default(),
+            quotas: BTreeMap::new(),
             last_offset: None,
         }
     }
@@ -235,6 +237,9 @@ impl MetadataImage {
                 if Arc::make_mut(&mut self.acls).remove(id).is_none() {
                     tracing::warn!(offset, %id, "removal of unknown ACL");
                 }
+            }
+            MetadataRecord::ClientQuota { entity, key, value } => {
+                self.replay_quota(entity, key, value.map(|v| v.0))
             }
         }
     }

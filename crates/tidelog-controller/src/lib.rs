@@ -21,6 +21,7 @@ mod meta_properties;
 pub mod ops;
 mod placement;
 pub mod quorum;
+pub mod quota;
 mod record;
 pub mod scram;
 mod snapshot;

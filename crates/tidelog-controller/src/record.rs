@@ -88,6 +88,13 @@ pub enum MetadataRecord {
     AccessControlEntry { id: Uuid, acl: AclEntry },
     /// The ACL `id` is gone (Kafka's RemoveAccessControlEntryRecord).
     RemoveAccessControlEntry { id: Uuid },
+    /// One client quota of one entity set (`Some`) or removed (`None`) (Kafka's
+    /// QuotaRecord, whose `remove` flag is `value: None` here).
+    ClientQuota {
+        entity: crate::quota::QuotaEntity,
+        key: String,
+        value: Option<crate::quota::QuotaValue>,
+    },
 }
 
 /// One listener of a broker, as advertised to clients.

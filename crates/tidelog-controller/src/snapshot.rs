@@ -7,7 +7,8 @@
 //! 9   u32     CRC-32C of the payload
 //! 13  u64     payload length (must equal file length - 21)
 //! 21  ..      payload: JSON of SnapshotBody (last_offset, topics, brokers, configs,
-//!             next_producer_id, scram_credentials, acls); the cluster id is not in it (see meta.properties)
+//!             next_producer_id, scram_credentials, acls,
+//!             client_quotas); the cluster id is not in it (see meta.properties)
 //! ```
 //! Written atomically (temp file, fsync, rename, fsync dir), so after a crash it is
 //! either the previous snapshot or the new one. A snapshot that fails its checks is
@@ -24,6 +25,7 @@ use crate::durable::read_bounded;
 use crate::durable::write_atomically;
 use crate::error::ControllerError;
 use crate::image::{BrokerImage, MetadataImage, TopicImage};
+use crate::quota::{QuotaEntity, QuotaValue};
 use crate::scram::ScramCredentialImage;
 
 pub(crate) const SNAPSHOT_FILE: &str = "metadata.snapshot";
@@ -46,6 +48,9 @@ struct SnapshotBody {
     /// Absent from a snapshot written before ACLs existed.
     #[serde(default)]
     acls: Vec<(uuid::Uuid, AclEntry)>,
+    /// Absent from a snapshot written before client quotas existed.
+    #[serde(default)]
+    client_quotas: Vec<(QuotaEntity, BTreeMap<String, QuotaValue>)>,
 }
 
 /// Only the legacy log (in tests) writes a snapshot file of its own.
@@ -69,6 +74,11 @@ pub(crate) fn encode(image: &MetadataImage) -> Result<Vec<u8>, ControllerError> 
             .acls
             .iter()
             .map(|(id, acl)| (*id, acl.clone()))
+            .collect(),
+        client_quotas: image
+            .quotas
+            .iter()
+            .map(|(e, q)| (e.clone(), q.clone()))
             .collect(),
     };
     let payload = serde_json::to_vec(&body).map_err(|e| ControllerError::Encode(e.to_string()))?;
@@ -126,6 +136,7 @@ pub(crate) fn decode(
             .insert((credential.name.clone(), credential.mechanism), credential);
     }
     image.acls = std::sync::Arc::new(body.acls.into_iter().collect());
+    image.quotas = body.client_quotas.into_iter().collect();
     for broker in body.brokers {
         image.brokers.insert(broker.broker_id, broker);
     }

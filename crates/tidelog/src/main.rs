@@ -39,6 +39,8 @@ enum Command {
     User(cli::user::UserArgs),
     /// Add, list and remove ACLs (with authorizer.class.name set).
     Acl(cli::acl::AclArgs),
+    /// Set, list and remove client quotas (byte rates, request percentage).
+    Quota(cli::quota::QuotaArgs),
     /// Back-of-envelope capacity plan from stated assumptions.
     Plan(plan::PlanArgs),
     /// Benchmarks against this machine's ceilings (runs tidelog-bench).
@@ -90,6 +92,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Partition(args) => cli::partition::run(args),
         Command::User(args) => cli::user::run(args),
         Command::Acl(args) => cli::acl::run(args),
+        Command::Quota(args) => cli::quota::run(args),
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Completion(args) => generate::completion(args),

@@ -1,10 +1,12 @@
 //! The entity filter of DescribeClientQuotas, checked with the rules of Kafka's
 //! `ClientQuotasImage.describe`: entity types `user`, `client-id` and `ip`, each at most
-//! once, a match string exactly when the match type is EXACT, and `ip` never combined
+//! once (an unknown type UNSUPPORTED_VERSION, everything else INVALID_REQUEST), a
+//! match string exactly when the match type is EXACT, and `ip` never combined
 //! with `user` or `client-id`.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use tidelog_controller::quota::QuotaMatch;
 
 const USER: &str = "user";
 const CLIENT_ID: &str = "client-id";
@@ -25,9 +27,11 @@ fn unsupported(message: impl Into<String>) -> Refusal {
     (ResponseError::UnsupportedVersion.code(), message.into())
 }
 
-/// Checks every component; the first fault refuses the whole request.
-pub(crate) fn check(components: &[ComponentData]) -> Result<(), Refusal> {
+/// Checks every component; the first fault refuses the whole request. A valid filter
+/// comes back as `(entity type, match)` pairs.
+pub(crate) fn check(components: &[ComponentData]) -> Result<Vec<(String, QuotaMatch)>, Refusal> {
     let mut seen: Vec<&str> = Vec::with_capacity(components.len().min(3));
+    let mut matches = Vec::with_capacity(components.len().min(3));
     for c in components {
         let kind = c.entity_type.as_str();
         if kind.is_empty() {
@@ -57,9 +61,17 @@ pub(crate) fn check(components: &[ComponentData]) -> Result<(), Refusal> {
                     "Request specified MATCH_TYPE_SPECIFIED, but also specified a match string.",
                 ))
             }
-            (MATCH_EXACT | MATCH_DEFAULT | MATCH_SPECIFIED, _) => {}
-            (other, _) => return Err(unsupported(format!("Unknown match type {other}"))),
+            (other, _) if !(MATCH_EXACT..=MATCH_SPECIFIED).contains(&other) => {
+                return Err(invalid(format!("Unknown match type {other}")))
+            }
+            _ => {}
         }
+        let matched = match (c.match_type, &c._match) {
+            (MATCH_EXACT, Some(name)) => QuotaMatch::Exact(name.to_string()),
+            (MATCH_DEFAULT, _) => QuotaMatch::Default,
+            _ => QuotaMatch::Specified,
+        };
+        matches.push((kind.to_string(), matched));
         seen.push(kind);
     }
     if seen.contains(&IP) && (seen.contains(&USER) || seen.contains(&CLIENT_ID)) {
@@ -68,7 +80,7 @@ pub(crate) fn check(components: &[ComponentData]) -> Result<(), Refusal> {
              used with user or clientId filter component.",
         ));
     }
-    Ok(())
+    Ok(matches)
 }
 
 #[cfg(test)]
@@ -100,7 +112,7 @@ mod tests {
             code(&[component("group", MATCH_SPECIFIED, None)]),
             Some(unsupported)
         );
-        assert_eq!(code(&[component(USER, 7, None)]), Some(unsupported));
+        assert_eq!(code(&[component(USER, 7, None)]), Some(invalid));
         assert_eq!(
             code(&[
                 component(USER, MATCH_SPECIFIED, None),

@@ -1,13 +1,17 @@
-//! DescribeClientQuotas: tidelog stores no client quotas yet (AlterClientQuotas refuses
-//! them), so a valid filter matches nothing and the answer is an empty list, as a Kafka
-//! cluster with no quotas set answers; an invalid filter is refused as Kafka refuses it
-//! (see `client_quota_filter`), with the message and a null entry list.
+//! DescribeClientQuotas: needs DESCRIBE_CONFIGS on the cluster; answered from this
+//! node's metadata image as Kafka's `ClientQuotasImage.describe` answers (see
+//! `tidelog_controller::quota::describe_client_quotas`). An invalid filter is refused
+//! as Kafka refuses it (see `client_quota_filter`), with the message and a null entry
+//! list.
 
 use kafka_protocol::messages::describe_client_quotas_request::DescribeClientQuotasRequest;
-use kafka_protocol::messages::describe_client_quotas_response::DescribeClientQuotasResponse;
+use kafka_protocol::messages::describe_client_quotas_response::{
+    DescribeClientQuotasResponse, EntityData, EntryData, ValueData,
+};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::AclOperation;
+use tidelog_controller::quota::describe_client_quotas;
 use tidelog_protocol::ProtocolError;
 
 use super::client_quota_filter;
@@ -31,9 +35,39 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         );
     }
     let response = match client_quota_filter::check(&request.components) {
-        Ok(()) => DescribeClientQuotasResponse::default()
-            .with_error_message(None)
-            .with_entries(Some(Vec::new())),
+        Ok(components) => {
+            let image = ctx.metadata.image();
+            let entries = describe_client_quotas(&image, &components, request.strict)
+                .into_iter()
+                .map(|(entity, values)| {
+                    EntryData::default()
+                        .with_entity(
+                            entity
+                                .0
+                                .iter()
+                                .map(|(kind, name)| {
+                                    EntityData::default()
+                                        .with_entity_type(StrBytes::from_string(kind.clone()))
+                                        .with_entity_name(name.clone().map(StrBytes::from_string))
+                                })
+                                .collect(),
+                        )
+                        .with_values(
+                            values
+                                .iter()
+                                .map(|(key, value)| {
+                                    ValueData::default()
+                                        .with_key(StrBytes::from_string(key.clone()))
+                                        .with_value(value.0)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            DescribeClientQuotasResponse::default()
+                .with_error_message(None)
+                .with_entries(Some(entries))
+        }
         Err((code, message)) => DescribeClientQuotasResponse::default()
             .with_error_code(code)
             .with_error_message(Some(StrBytes::from_string(message)))

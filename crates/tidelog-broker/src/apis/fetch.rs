@@ -19,6 +19,7 @@
 //! Incremental fetch sessions are declined: every response carries session id 0, which
 //! tells clients to keep sending full fetch requests.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::fetch_encode::{
     encode_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts, RecordsPayload,
 };
-use tidelog_protocol::{DecodedHeader, ProtocolError};
+use tidelog_protocol::{Chunk, DecodedHeader, ProtocolError};
 use tidelog_storage::{AbortedTxn, FileSlice};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -40,7 +41,8 @@ use uuid::Uuid;
 
 use super::Request;
 use crate::context::{now_ms, Ctx};
-use crate::net::Reply;
+use crate::net::{Reply, Session};
+use crate::quota::{self, QuotaKind};
 use crate::replica::{PartitionError, Role};
 use crate::settings;
 
@@ -81,6 +83,9 @@ struct FetchPlan {
     replica_id: i32,
     /// Set when the whole request is refused (a replica id that is not a broker).
     refused: Option<i16>,
+    /// A consumer's fetch: its connection and client id, whose consumer_byte_rate
+    /// quota the answer is charged to.
+    quota: Option<(Arc<Session>, Option<String>)>,
 }
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
@@ -151,15 +156,39 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     }
     let wait =
         Duration::from_millis(u64::try_from(request.max_wait_ms).unwrap_or(0)).min(MAX_WAIT_CAP);
+    let mut max_bytes = usize::try_from(request.max_bytes).unwrap_or(0);
+    let client_id = req.header.client_id.as_ref().map(|c| c.to_string());
+    let quota_client = if replica_id >= 0 {
+        if refused.is_none() {
+            // A follower's connection: replication is not under client quotas.
+            req.session.inter_broker.store(true, Ordering::Relaxed);
+        }
+        None
+    } else {
+        // Kafka bounds a consumer's fetch by what its quota allows in the window.
+        let user = quota::quota_user(&req.session.principal);
+        if let Some(cap) =
+            ctx.quotas
+                .max_fetch_bytes(&image, user, client_id.as_deref().unwrap_or(""))
+        {
+            max_bytes = if max_bytes == 0 {
+                cap
+            } else {
+                max_bytes.min(cap)
+            };
+        }
+        Some((Arc::clone(&req.session), client_id))
+    };
     let plan = FetchPlan {
         header: req.header,
         wanted,
         read_committed: request.isolation_level == 1,
         min_bytes: usize::try_from(request.min_bytes).unwrap_or(0),
-        max_bytes: usize::try_from(request.max_bytes).unwrap_or(0),
+        max_bytes,
         deadline: Instant::now() + wait,
         replica_id,
         refused,
+        quota: quota_client,
     };
     let ctx = Arc::clone(ctx);
     Ok(Reply::Later(Box::pin(async move {
@@ -188,21 +217,26 @@ async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
             || Instant::now() >= plan.deadline
             || *shutdown.borrow();
         if done {
-            count_fetch(&ctx, &plan, &response);
             if plan.replica_id >= 0 && plan.refused.is_none() {
                 followers_idle_poll(&ctx, &plan);
             }
-            return match encode_fetch_response(
+            let encoded = encode_fetch_response(
                 plan.header.correlation_id,
                 plan.header.api_version,
                 &response,
-            ) {
-                Ok(chunks) => Reply::Chunks(chunks, files),
+            );
+            let chunks = match encoded {
+                Ok(chunks) => chunks,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot encode fetch response");
-                    Reply::Close
+                    return Reply::Close;
                 }
             };
+            if let Some(throttled) = throttled_answer(&ctx, &plan, &chunks) {
+                return throttled;
+            }
+            count_fetch(&ctx, &plan, &response);
+            return Reply::Chunks(chunks, files);
         }
         tokio::select! {
             _ = notify.notified() => {}
@@ -210,6 +244,44 @@ async fn answer_when_ready(ctx: Ctx, plan: FetchPlan) -> Reply {
             _ = shutdown.changed() => {}
         }
     }
+}
+
+/// Charges a consumer's answer to its consumer_byte_rate quota. Over it, the answer
+/// is Kafka's throttled one (no partitions, `throttle_time_ms` set: what was read is
+/// dropped and taken back from the sensor) and the connection is muted.
+fn throttled_answer(ctx: &Ctx, plan: &FetchPlan, chunks: &[Chunk]) -> Option<Reply> {
+    let (session, client_id) = plan.quota.as_ref()?;
+    let size: u64 = chunks
+        .iter()
+        .map(|c| match c {
+            Chunk::Bytes(b) => b.len() as u64,
+            Chunk::External { len, .. } => *len,
+        })
+        .sum();
+    let recorded = quota::charge(
+        ctx,
+        session,
+        QuotaKind::Fetch,
+        client_id.as_deref(),
+        size as f64,
+    );
+    if recorded.throttle_ms == 0 {
+        return None;
+    }
+    ctx.quotas.unrecord(&recorded);
+    let empty = FetchResponseParts {
+        throttle_time_ms: recorded.throttle_time_ms(),
+        ..FetchResponseParts::default()
+    };
+    Some(
+        match encode_fetch_response(plan.header.correlation_id, plan.header.api_version, &empty) {
+            Ok(chunks) => Reply::Chunks(chunks, Vec::new()),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot encode fetch response");
+                Reply::Close
+            }
+        },
+    )
 }
 
 /// Whether a follower (v18+) holds an older high watermark than ours for one of its

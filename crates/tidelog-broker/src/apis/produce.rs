@@ -44,11 +44,14 @@ use super::{later_response, Request};
 use crate::context::{now_ms, Ctx};
 use crate::metrics::{Metrics, StorageOperation};
 use crate::net::Reply;
+use crate::quota::{self, QuotaKind};
 use crate::replica::{replication_outcome, Appended, Partition, PartitionError};
 
 pub(crate) const VERSIONS: VersionRange = VersionRange { min: 3, max: 13 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    // Kafka's produce quota counts the request's size.
+    let request_size = req.body.len();
     let request: ProduceRequest = req.decode()?;
     let acks = request.acks;
     // Partitions whose answer waits for replication: (topic, partition) positions in
@@ -132,6 +135,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         };
         topics.push(answered.with_partition_responses(partitions));
     }
+    // Over its producer_byte_rate the client is told to pause, and its connection is
+    // muted for as long (with acks=0 there is no answer: only the mute).
+    let throttle = quota::charge(
+        ctx,
+        &req.session,
+        QuotaKind::Produce,
+        req.header.client_id.as_deref(),
+        request_size as f64,
+    )
+    .throttle_time_ms();
     if acks == 0 {
         if !syncs.is_empty() {
             // Nobody waits for the answer, but flush.messages still holds.
@@ -154,7 +167,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         }
     });
     if waits.is_empty() && syncs.is_empty() {
-        return req.respond(&ProduceResponse::default().with_responses(topics));
+        return req.respond(
+            &ProduceResponse::default()
+                .with_throttle_time_ms(throttle)
+                .with_responses(topics),
+        );
     }
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let ctx = Arc::clone(ctx);
@@ -189,7 +206,9 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         later_response(
             &ctx.metrics,
             &header,
-            &ProduceResponse::default().with_responses(topics),
+            &ProduceResponse::default()
+                .with_throttle_time_ms(throttle)
+                .with_responses(topics),
         )
     })))
 }

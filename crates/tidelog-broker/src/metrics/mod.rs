@@ -4,7 +4,7 @@
 //!
 //! Two kinds of figure live here:
 //! - *event* counters and histograms, bumped where the event happens: `requests`
-//!   (connections and every request), `topics` (bytes in/out per topic), `storage`
+//!   (connections and every request), `quotas` (client quota throttling), `topics` (bytes in/out per topic), `storage`
 //!   (fsync latency, retention, compaction), `replication` (ISR changes, elections);
 //! - *state* gauges, computed when `/metrics` is scraped from what the node already
 //!   knows: `cluster` (per-partition offsets, size, segments; under-replicated,
@@ -18,6 +18,7 @@ mod group_source;
 mod groups;
 mod labels;
 mod node_view;
+mod quotas;
 mod replication;
 mod requests;
 mod storage;
@@ -32,6 +33,7 @@ use prometheus_client::registry::Registry;
 
 pub(crate) use groups::GroupProbe;
 pub(crate) use node_view::NodeView;
+pub(crate) use quotas::QuotaProbe;
 pub(crate) use replication::ReplicationProbe;
 pub(crate) use requests::{RequestProbe, RequestTiming};
 pub(crate) use storage::{StorageOperation, StorageProbe};
@@ -45,6 +47,7 @@ pub(crate) struct Metrics {
     pub(crate) storage: Arc<StorageProbe>,
     pub(crate) replication: Arc<ReplicationProbe>,
     pub(crate) groups: Arc<GroupProbe>,
+    pub(crate) quotas: QuotaProbe,
 }
 
 impl Metrics {
@@ -55,6 +58,7 @@ impl Metrics {
         let storage = Arc::new(StorageProbe::register(&mut registry));
         let replication = Arc::new(ReplicationProbe::register(&mut registry));
         let groups = Arc::new(GroupProbe::new());
+        let quotas = QuotaProbe::register(&mut registry);
         registry.register(
             "build",
             "The running tidelog version",
@@ -67,6 +71,7 @@ impl Metrics {
             storage,
             replication,
             groups,
+            quotas,
         }
     }
 

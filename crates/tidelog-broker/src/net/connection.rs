@@ -22,6 +22,7 @@ use super::tls;
 use crate::apis;
 use crate::context::Ctx;
 use crate::metrics::{Metrics, RequestTiming};
+use crate::quota::{self, QuotaKind};
 use crate::sasl::SaslListener;
 use crate::settings;
 
@@ -65,6 +66,23 @@ pub(crate) struct Session {
     /// listener the authenticated `User:<name>` (which re-authentication cannot
     /// change); what an authorizer will check.
     pub(crate) principal: String,
+    /// Set by a throttled answer (client quotas): nothing more is read from the
+    /// connection until it passes.
+    pub(crate) mute: crate::quota::Mute,
+    /// The connection carries a follower's fetches: exempt from client quotas, as
+    /// Kafka exempts replication from them.
+    pub(crate) inter_broker: std::sync::atomic::AtomicBool,
+}
+
+impl Session {
+    pub(crate) fn new(listener: Arc<str>, principal: String) -> Session {
+        Session {
+            listener,
+            principal,
+            mute: crate::quota::Mute::default(),
+            inter_broker: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
 }
 
 /// Accepts connections until shutdown. `open` counts the connections of every
@@ -181,13 +199,13 @@ async fn serve_connection(
     let principal = sasl_session
         .as_ref()
         .map_or(transport_principal, |s: &SaslSession| s.principal.clone());
-    let session = Arc::new(Session {
-        listener: Arc::clone(listener),
-        principal,
-    });
+    let session = Arc::new(Session::new(Arc::clone(listener), principal));
     tracing::debug!(%peer, listener = &**listener, principal = %session.principal, "serving");
     let max_bytes = ctx.config.max_request_bytes();
     loop {
+        if !wait_out_mute(&session, &mut shutdown).await {
+            break;
+        }
         // The api key and version are checked before the body is buffered, so a request
         // nobody will answer costs no memory whatever size it declares.
         let frame = tokio::select! {
@@ -241,6 +259,10 @@ async fn serve_connection(
                 break;
             }
         }
+        // A fetch answered while this frame was read may have throttled the client.
+        if !wait_out_mute(&session, &mut shutdown).await {
+            break;
+        }
         ctx.metrics.requests.frame_received(frame.len());
         let (reply, api) = dispatch(&ctx, frame, peer, &session).await;
         let close = matches!(reply, Reply::Close);
@@ -261,6 +283,19 @@ async fn serve_connection(
     }
     drop(tx);
     let _ = writer_task.await;
+}
+
+/// Waits until a client-quota mute of the connection ends (KIP-219: a throttled
+/// client's next request is not read before its throttle time has passed). `false`:
+/// the node is shutting down.
+async fn wait_out_mute(session: &Session, shutdown: &mut watch::Receiver<bool>) -> bool {
+    let Some(until) = session.mute.take() else {
+        return true;
+    };
+    tokio::select! {
+        _ = tokio::time::sleep_until(until.into()) => true,
+        _ = shutdown.changed() => false,
+    }
 }
 
 /// Decodes the header and runs the handler; returns the reply and, when the header
@@ -296,7 +331,17 @@ async fn dispatch(
     };
     let api = header.api_key;
     ctx.metrics.requests.request(api, frame_len);
+    let client_id = header.client_id.clone();
+    let started = Instant::now();
     let reply = apis::handle(ctx, header, frame, peer, session).await;
+    // The request quota (request_percentage) counts the time the handler took.
+    quota::charge(
+        ctx,
+        session,
+        QuotaKind::Request,
+        client_id.as_deref(),
+        quota::percent_seconds(started.elapsed()),
+    );
     if matches!(reply, Reply::Close) {
         ctx.metrics.requests.closed_connection(api);
     }

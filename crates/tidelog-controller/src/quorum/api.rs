@@ -15,6 +15,7 @@ use super::QuorumStatus;
 use crate::acl::{AclEntry, AclFilter};
 use crate::image::{PartitionImage, TopicImage};
 use crate::ops::{AlterPartition, CreateTopic, ElectionKind, Reassignment, TopicPartition};
+use crate::quota::{QuotaAlteration, QuotaResult};
 use crate::record::{ConfigResource, Endpoint};
 use crate::scram::{ScramResult, ScramUpsertion};
 
@@ -251,6 +252,22 @@ pub(crate) async fn alter_scram_credentials(
     }
 }
 
+/// AlterClientQuotas; one result per entry, in order.
+pub(crate) async fn alter_client_quotas(
+    route: &impl Route,
+    alterations: Vec<QuotaAlteration>,
+    validate_only: bool,
+) -> Result<Vec<QuotaResult>, RequestError> {
+    let call = ForwardedCall::AlterClientQuotas {
+        alterations,
+        validate_only,
+    };
+    match route.route(call).await? {
+        ForwardReply::QuotaResults(results) => Ok(results),
+        other => Err(unexpected(&other)),
+    }
+}
+
 /// Creates ACLs: per ACL, done or why it is invalid.
 pub(crate) async fn create_acls(
     route: &impl Route,
@@ -475,6 +492,15 @@ macro_rules! controller_requests {
             upsertions: Vec<$crate::scram::ScramUpsertion>,
         ) -> Result<Vec<$crate::scram::ScramResult>, $crate::quorum::RequestError> {
             $crate::quorum::api::alter_scram_credentials(self, deletions, upsertions).await
+        }
+
+        /// AlterClientQuotas: one `(entity, code, message)` per entry, in order.
+        pub async fn alter_client_quotas(
+            &self,
+            alterations: Vec<$crate::quota::QuotaAlteration>,
+            validate_only: bool,
+        ) -> Result<Vec<$crate::quota::QuotaResult>, $crate::quorum::RequestError> {
+            $crate::quorum::api::alter_client_quotas(self, alterations, validate_only).await
         }
     };
 }

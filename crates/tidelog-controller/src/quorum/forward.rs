@@ -9,6 +9,7 @@ use super::QuorumStatus;
 use crate::acl::{AclEntry, AclFilter};
 use crate::image::{PartitionImage, TopicImage};
 use crate::ops::{AlterPartition, ElectionKind, PartitionError, Reassignment, TopicPartition};
+use crate::quota::{QuotaAlteration, QuotaResult};
 use crate::record::{ConfigResource, Endpoint};
 use crate::scram::{ScramResult, ScramUpsertion};
 
@@ -93,6 +94,11 @@ pub(crate) enum ForwardedCall {
     DeleteAcls {
         filters: Vec<AclFilter>,
     },
+    /// AlterClientQuotas: one outcome per entry, in order.
+    AlterClientQuotas {
+        alterations: Vec<QuotaAlteration>,
+        validate_only: bool,
+    },
     /// The image, once it is newer than `after` or `max_wait_ms` passed (any voter
     /// answers this one, leader or not).
     FetchImage {
@@ -126,6 +132,8 @@ pub(crate) enum ForwardReply {
     AclsCreated(Vec<Result<(), String>>),
     /// Per filter: the ACLs it removed, or why it is invalid.
     AclsDeleted(Vec<Result<Vec<AclEntry>, String>>),
+    /// Per AlterClientQuotas entry: `(entity, error code, message)`.
+    QuotaResults(Vec<QuotaResult>),
     Failed {
         code: i16,
         message: String,

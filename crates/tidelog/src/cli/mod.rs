@@ -11,6 +11,7 @@ pub(crate) mod output;
 pub(crate) mod partition;
 pub(crate) mod produce;
 pub(crate) mod progress;
+pub(crate) mod quota;
 mod reassign_wait;
 pub(crate) mod topic;
 pub(crate) mod user;

@@ -271,10 +271,10 @@ impl Exchange<'_> {
                 // Only an ApiVersions at a version we speak moves on; one we do not
                 // is answered UNSUPPORTED_VERSION and the client may retry lower.
                 let supported = apis::accepts(ApiKey::ApiVersions as i16, header.api_version);
-                let session = Arc::new(Session {
-                    listener: Arc::clone(self.listener_name),
-                    principal: "User:ANONYMOUS".to_string(),
-                });
+                let session = Arc::new(Session::new(
+                    Arc::clone(self.listener_name),
+                    "User:ANONYMOUS".to_string(),
+                ));
                 let reply = apis::handle(self.ctx, header, body, self.peer, &session).await;
                 match reply {
                     Reply::Bytes(bytes) => self.send(bytes).await?,

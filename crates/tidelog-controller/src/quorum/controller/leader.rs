@@ -213,6 +213,14 @@ impl QuorumController {
                     crate::scram::plan_alter_scram_credentials(&image, &deletions, &upsertions);
                 (plan.records, ForwardReply::ScramResults(plan.response))
             }
+            ForwardedCall::AlterClientQuotas {
+                alterations,
+                validate_only,
+            } => {
+                let plan =
+                    crate::quota::plan_alter_client_quotas(&image, &alterations, validate_only);
+                (plan.records, ForwardReply::QuotaResults(plan.response))
+            }
             ForwardedCall::CreateAcls { acls } => {
                 let plan = ops::plan_create_acls(&image, &acls, Uuid::new_v4);
                 let outcomes = plan

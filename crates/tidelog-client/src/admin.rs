@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
     TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use crate::client::Client;
 use crate::cluster::retrying;
@@ -298,10 +299,24 @@ fn config_entries(
 /// The admin calls, each retried while it fails with a retriable error
 /// ([`ClientError::is_retriable`]) within the client's API timeout.
 impl Client {
-    /// Creates a topic (sent to the controller). A retry after a timeout may find the
-    /// topic created by the attempt that timed out (TOPIC_ALREADY_EXISTS).
+    /// Creates a topic (sent to the controller). An attempt whose answer was lost (a
+    /// timeout, the controller stopping) may have created it: TOPIC_ALREADY_EXISTS on a
+    /// retry is then this call's own success. On a first attempt it is an error.
     pub async fn create_topic(&mut self, topic: &NewTopic) -> Result<()> {
-        retrying!(self, self.create_topic_once(topic).await)
+        let mut retried = false;
+        let outcome = retrying!(self, {
+            let attempt = self.create_topic_once(topic).await;
+            if attempt.as_ref().is_err_and(ClientError::is_retriable) {
+                retried = true;
+            }
+            attempt
+        });
+        match outcome {
+            Err(e) if retried && e.response_error() == Some(ResponseError::TopicAlreadyExists) => {
+                Ok(())
+            }
+            other => other,
+        }
     }
 
     /// Deletes a topic and its data.

@@ -58,6 +58,28 @@ def _admin(broker):
     return KafkaAdminClient(bootstrap_servers=broker.bootstrap)
 
 
+def _set_quota(broker, entity, ops):
+    client = _admin(broker)
+    try:
+        assert _alter(client, [(entity, ops)]) == [(0, None)]
+    finally:
+        client.close()
+
+
+def _side_by_side(run, bootstrap, topic, client_ids, seconds):
+    """Runs `run(bootstrap, topic, client_id, seconds, results)` for every client id at
+    once; returns {client id: (start, [(time, bytes)], [throttle ms])}."""
+    results = {}
+    threads = [threading.Thread(target=run, args=(bootstrap, topic, cid, seconds, results))
+               for cid in client_ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert set(results) == set(client_ids), results.keys()
+    return results
+
+
 def _cli(broker, *args):
     done = subprocess.run([str(tidelog_bin()), "quota", *args, "--bootstrap", broker.bootstrap],
                           capture_output=True, text=True, timeout=30)
@@ -190,19 +212,9 @@ def test_a_noisy_producer_is_held_to_its_quota_and_others_are_not(broker_factory
     broker = broker_factory(FAST_WINDOWS)
     topic = create_topic(broker.bootstrap, unique("quota-produce"), 1)
     quota = 200_000
-    client = _admin(broker)
-    try:
-        assert _alter(client, [({"client-id": "noisy"}, {"producer_byte_rate": quota})]) == [(0, None)]
-    finally:
-        client.close()
-    results = {}
+    _set_quota(broker, {"client-id": "noisy"}, {"producer_byte_rate": quota})
     seconds = 8
-    threads = [threading.Thread(target=_produce_for, args=(broker.bootstrap, topic, cid, seconds, results))
-               for cid in ("noisy", "quiet")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    results = _side_by_side(_produce_for, broker.bootstrap, topic, ("noisy", "quiet"), seconds)
     noisy_start, noisy, noisy_throttles = results["noisy"]
     quiet_start, quiet, quiet_throttles = results["quiet"]
     # Past the first window's allowance the noisy producer moves at about its quota.
@@ -260,19 +272,9 @@ def test_a_greedy_consumer_is_held_to_its_quota_and_others_are_not(broker_factor
                 producer.poll(0.05)
     assert producer.flush(30) == 0
     quota = 200_000
-    client = _admin(broker)
-    try:
-        assert _alter(client, [({"client-id": "greedy"}, {"consumer_byte_rate": quota})]) == [(0, None)]
-    finally:
-        client.close()
-    results = {}
+    _set_quota(broker, {"client-id": "greedy"}, {"consumer_byte_rate": quota})
     seconds = 8
-    threads = [threading.Thread(target=_consume_for, args=(broker.bootstrap, topic, cid, seconds, results))
-               for cid in ("greedy", "other")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    results = _side_by_side(_consume_for, broker.bootstrap, topic, ("greedy", "other"), seconds)
     greedy_start, greedy, greedy_throttles = results["greedy"]
     other_start, other, other_throttles = results["other"]
     # A fetch carries up to quota × (windows - 1) at once, so the greedy consumer
@@ -302,12 +304,8 @@ def _calls_in(bootstrap, client_id, seconds):
 
 def test_request_percentage_mutes_a_busy_client_and_not_the_others(broker_factory):
     broker = broker_factory(FAST_WINDOWS)
-    client = _admin(broker)
-    try:
-        # 0.01 % of one thread: a few hundred tiny requests exceed it.
-        assert _alter(client, [({"client-id": "busy"}, {"request_percentage": 0.01})]) == [(0, None)]
-    finally:
-        client.close()
+    # 0.01 % of one thread: a few hundred tiny requests exceed it.
+    _set_quota(broker, {"client-id": "busy"}, {"request_percentage": 0.01})
     idle = _calls_in(broker.bootstrap, "idle", 3)
     busy = _calls_in(broker.bootstrap, "busy", 3)
     # Each throttle mutes the connection for up to one window (1 s here).

@@ -291,41 +291,30 @@ fn compressed_and_keyless_records_round_trip() {
 fn broker_config_sets_describes_and_deletes_dynamic_configs() {
     let server = Server::start();
     let b = server.bootstrap();
-    ok(
-        &b,
-        &[
-            "broker-config",
-            "alter",
-            "--broker-defaults",
-            "--set",
-            "log.retention.ms=60000",
-        ],
-        b"",
-    );
-    let defaults = ok(&b, &["broker-config", "describe", "--broker-defaults"], b"");
-    assert_eq!(
-        defaults.trim(),
-        "log.retention.ms=60000\tDYNAMIC_DEFAULT_BROKER_CONFIG\tdynamic"
-    );
-    ok(
-        &b,
-        &[
-            "broker-config",
-            "alter",
-            "--broker",
-            "1",
-            "--set",
-            "log.retention.ms=30000",
-        ],
-        b"",
-    );
+    let broker_config = |args: &[&str]| tidelog(&b, &[&["broker-config"], args].concat(), b"");
+    let must = |args: &[&str]| {
+        let out = broker_config(args);
+        assert!(out.ok, "broker-config {args:?} failed: {}", out.stderr);
+        out.stdout
+    };
     let line = |text: &str, name: &str| -> String {
         text.lines()
             .find(|l| l.starts_with(&format!("{name}=")))
             .unwrap_or_default()
             .to_string()
     };
-    let mine = ok(&b, &["broker-config", "describe", "--broker", "1"], b"");
+    must(&[
+        "alter",
+        "--broker-defaults",
+        "--set",
+        "log.retention.ms=60000",
+    ]);
+    assert_eq!(
+        must(&["describe", "--broker-defaults"]).trim(),
+        "log.retention.ms=60000\tDYNAMIC_DEFAULT_BROKER_CONFIG\tdynamic"
+    );
+    must(&["alter", "--broker", "1", "--set", "log.retention.ms=30000"]);
+    let mine = must(&["describe", "--broker", "1"]);
     assert_eq!(
         line(&mine, "log.retention.ms"),
         "log.retention.ms=30000\tDYNAMIC_BROKER_CONFIG\tdynamic"
@@ -334,18 +323,7 @@ fn broker_config_sets_describes_and_deletes_dynamic_configs() {
         line(&mine, "num.partitions"),
         "num.partitions=1\tDEFAULT_CONFIG\tread-only"
     );
-    let refused = tidelog(
-        &b,
-        &[
-            "broker-config",
-            "alter",
-            "--broker",
-            "1",
-            "--set",
-            "num.partitions=3",
-        ],
-        b"",
-    );
+    let refused = broker_config(&["alter", "--broker", "1", "--set", "num.partitions=3"]);
     assert!(!refused.ok);
     assert!(
         refused
@@ -354,25 +332,18 @@ fn broker_config_sets_describes_and_deletes_dynamic_configs() {
         "{}",
         refused.stderr
     );
-    ok(
-        &b,
-        &[
-            "broker-config",
-            "alter",
-            "--broker",
-            "1",
-            "--delete",
-            "log.retention.ms",
-        ],
-        b"",
-    );
-    let mine = ok(&b, &["broker-config", "describe", "--broker", "1"], b"");
+    must(&["alter", "--broker", "1", "--delete", "log.retention.ms"]);
     assert_eq!(
-        line(&mine, "log.retention.ms"),
+        line(&must(&["describe", "--broker", "1"]), "log.retention.ms"),
         "log.retention.ms=60000\tDYNAMIC_DEFAULT_BROKER_CONFIG\tdynamic"
     );
-    let neither = tidelog(&b, &["broker-config", "describe"], b"");
-    assert!(!neither.ok, "a target is required");
+    assert!(!broker_config(&["describe"]).ok, "a target is required");
+    let nothing = broker_config(&["alter", "--broker", "1"]);
+    assert!(
+        nothing.stderr.contains("nothing to change"),
+        "{}",
+        nothing.stderr
+    );
 }
 
 #[test]

@@ -154,10 +154,7 @@ pub(crate) async fn alter_incremental(
     ops: &[Op],
     validate_only: bool,
 ) -> Result<(), Refusal> {
-    let resource = precheck(ctx, resource_name, ops)?;
-    let before = stored(ctx, &resource);
-    let after = incremental(before.clone(), ops)?;
-    persist(ctx, resource, &before, &after, validate_only).await
+    alter(ctx, resource_name, ops, validate_only, incremental).await
 }
 
 /// AlterConfigs (legacy) of one BROKER resource: `ops` become its whole set.
@@ -167,12 +164,27 @@ pub(crate) async fn alter_whole(
     ops: &[Op],
     validate_only: bool,
 ) -> Result<(), Refusal> {
+    alter(ctx, resource_name, ops, validate_only, |_, ops| {
+        Ok(ops
+            .iter()
+            .map(|o| (o.name.clone(), o.value.clone().unwrap_or_default()))
+            .collect())
+    })
+    .await
+}
+
+/// Checks `ops`, derives the resource's new set from its stored one with `new_set`,
+/// and has the controller write the difference.
+async fn alter(
+    ctx: &Ctx,
+    resource_name: &str,
+    ops: &[Op],
+    validate_only: bool,
+    new_set: impl FnOnce(BTreeMap<String, String>, &[Op]) -> Result<BTreeMap<String, String>, Refusal>,
+) -> Result<(), Refusal> {
     let resource = precheck(ctx, resource_name, ops)?;
     let before = stored(ctx, &resource);
-    let after = ops
-        .iter()
-        .map(|o| (o.name.clone(), o.value.clone().unwrap_or_default()))
-        .collect();
+    let after = new_set(before.clone(), ops)?;
     persist(ctx, resource, &before, &after, validate_only).await
 }
 

@@ -3,9 +3,7 @@
 //! (`--broker ID`) or the cluster-wide default (`--broker-defaults`). They take effect
 //! without a restart and are kept in the metadata log.
 
-use anyhow::bail;
 use serde_json::json;
-use tidelog_client::ConfigOp;
 
 use super::output::{print_json, OutputArgs};
 use super::{parse_key_value, ConnectArgs};
@@ -101,14 +99,7 @@ pub(crate) fn run(args: BrokerConfigArgs) -> anyhow::Result<()> {
                 set,
                 delete,
             } => {
-                if set.is_empty() && delete.is_empty() {
-                    bail!("nothing to change: give --set name=value and/or --delete name");
-                }
-                let ops: Vec<ConfigOp> = set
-                    .into_iter()
-                    .map(|(k, v)| ConfigOp::Set(k, v))
-                    .chain(delete.into_iter().map(ConfigOp::Delete))
-                    .collect();
+                let ops = super::config_ops(set, delete)?;
                 client.alter_broker_configs(target.broker, &ops).await?;
                 match target.broker {
                     Some(id) => println!("altered dynamic configs of broker {id}"),

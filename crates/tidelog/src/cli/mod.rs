@@ -18,7 +18,7 @@ pub(crate) mod user;
 mod when;
 
 use anyhow::Context;
-use tidelog_client::{Client, ClientConfig};
+use tidelog_client::{Client, ClientConfig, ConfigOp};
 
 /// Where the cluster is; shared by every client command.
 #[derive(clap::Args, Debug, Clone)]
@@ -90,6 +90,22 @@ pub(crate) fn parse_key_value(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
         _ => Err(format!("expected name=value, got {s:?}")),
     }
+}
+
+/// The config changes of an `alter` command's `--set name=value` and `--delete name`
+/// flags, refusing a command that changes nothing.
+pub(crate) fn config_ops(
+    set: Vec<(String, String)>,
+    delete: Vec<String>,
+) -> anyhow::Result<Vec<ConfigOp>> {
+    if set.is_empty() && delete.is_empty() {
+        anyhow::bail!("nothing to change: give --set name=value and/or --delete name");
+    }
+    Ok(set
+        .into_iter()
+        .map(|(k, v)| ConfigOp::Set(k, v))
+        .chain(delete.into_iter().map(ConfigOp::Delete))
+        .collect())
 }
 
 /// `1 partition`, `3 partitions`: a count with its noun, for people.

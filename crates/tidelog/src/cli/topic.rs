@@ -2,9 +2,9 @@
 
 use std::io::Write;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use serde_json::json;
-use tidelog_client::{Client, ConfigOp, NewTopic, OffsetSpec};
+use tidelog_client::{Client, NewTopic, OffsetSpec};
 
 use super::output::{print_json, OutputArgs};
 use super::{parse_key_value, ConnectArgs};
@@ -100,14 +100,7 @@ pub(crate) fn run(args: TopicArgs) -> anyhow::Result<()> {
                 println!("deleted topic {name}");
             }
             TopicCommand::AlterConfig { name, set, delete } => {
-                if set.is_empty() && delete.is_empty() {
-                    bail!("nothing to change: give --set name=value and/or --delete name");
-                }
-                let ops: Vec<ConfigOp> = set
-                    .into_iter()
-                    .map(|(k, v)| ConfigOp::Set(k, v))
-                    .chain(delete.into_iter().map(ConfigOp::Delete))
-                    .collect();
+                let ops = super::config_ops(set, delete)?;
                 client.alter_topic_configs(&name, &ops).await?;
                 println!("altered configs of topic {name}");
             }

@@ -5,33 +5,13 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
-use tidelog_sasl::scram::{ScramClient, ScramMechanism};
+use tidelog_sasl::login::ClientLogin;
 
 use crate::connection::Connection;
 use crate::error::{ClientError, Result};
 
 /// A mechanism this client authenticates with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SaslMechanism {
-    Plain,
-    Scram(ScramMechanism),
-}
-
-impl SaslMechanism {
-    pub fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::Scram(m) => m.name(),
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<SaslMechanism> {
-        if name.trim().eq_ignore_ascii_case("PLAIN") {
-            return Some(SaslMechanism::Plain);
-        }
-        ScramMechanism::from_name(name).map(SaslMechanism::Scram)
-    }
-}
+pub use tidelog_sasl::login::Mechanism as SaslMechanism;
 
 /// Who a connection authenticates as. `Debug` leaves the password out.
 #[derive(Clone, PartialEq, Eq)]
@@ -66,24 +46,14 @@ impl Connection {
                 offered.join(", ")
             )
         })?;
-        match mechanism {
-            SaslMechanism::Plain => {
-                let token = tidelog_sasl::plain::client_message(
-                    &credentials.username,
-                    &credentials.password,
-                );
-                self.sasl_step(token).await?;
-            }
-            SaslMechanism::Scram(m) => {
-                let mut client = ScramClient::new(m, &credentials.username, &credentials.password);
-                let server_first = self.sasl_step(client.client_first()).await?;
-                let last = client
-                    .client_final(&server_first)
-                    .map_err(|e| ClientError::Protocol(format!("SCRAM: {e}")))?;
-                let server_final = self.sasl_step(last).await?;
-                client
-                    .verify_server_final(&server_final)
-                    .map_err(|e| ClientError::Protocol(format!("SCRAM: {e}")))?;
+        let (mut login, mut token) =
+            ClientLogin::start(mechanism, &credentials.username, &credentials.password);
+        loop {
+            let answer = self.sasl_step(token).await?;
+            match login.answer(&answer) {
+                Ok(Some(next)) => token = next,
+                Ok(None) => break,
+                Err(e) => return Err(ClientError::Protocol(format!("{}: {e}", mechanism.name()))),
             }
         }
         Ok(())

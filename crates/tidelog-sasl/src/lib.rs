@@ -7,9 +7,12 @@
 //! - [`jaas`]: Kafka's `sasl.jaas.config` syntax, where PLAIN users and client
 //!   credentials are written.
 //!
+//! - [`login`]: the mechanism names, and the client's side of a whole exchange.
+//!
 //! Nothing here does I/O; the broker and the client library carry the tokens.
 
 pub mod jaas;
+pub mod login;
 pub mod plain;
 pub mod scram;
 

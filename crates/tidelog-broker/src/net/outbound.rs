@@ -21,12 +21,12 @@ use rustls_pki_types::ServerName;
 use tidelog_env::net::{BoxConnection, BoxFuture, Listener, Transport};
 use tidelog_protocol::client::{decode_response, encode_request};
 use tidelog_protocol::frame::read_frame;
-use tidelog_sasl::scram::ScramClient;
+use tidelog_sasl::login::ClientLogin;
 use tokio::io::AsyncWriteExt;
 use tokio_rustls::{TlsConnector, TlsStream};
 
 use super::tls::TlsConnection;
-use crate::sasl::{SaslLogin, SaslMechanism};
+use crate::sasl::SaslLogin;
 
 /// Kafka's SaslAuthenticate answers are small (a SCRAM server message is ~100 bytes).
 const MAX_SASL_RESPONSE_BYTES: usize = 64 * 1024;
@@ -138,21 +138,19 @@ async fn authenticate(stream: &mut BoxConnection, login: &SaslLogin) -> Result<(
             offered.join(", ")
         )));
     }
-    match login.mechanism {
-        SaslMechanism::Plain => {
-            let token = tidelog_sasl::plain::client_message(&login.username, &login.password);
-            exchange.step(token).await?;
-        }
-        SaslMechanism::Scram(m) => {
-            let mut client = ScramClient::new(m, &login.username, &login.password);
-            let server_first = exchange.step(client.client_first()).await?;
-            let last = client
-                .client_final(&server_first)
-                .map_err(|e| AuthError::Protocol(format!("SCRAM: {e}")))?;
-            let server_final = exchange.step(last).await?;
-            client
-                .verify_server_final(&server_final)
-                .map_err(|e| AuthError::Protocol(format!("SCRAM: {e}")))?;
+    let (mut client, mut token) =
+        ClientLogin::start(login.mechanism, &login.username, &login.password);
+    loop {
+        let answer = exchange.step(token).await?;
+        match client.answer(&answer) {
+            Ok(Some(next)) => token = next,
+            Ok(None) => break,
+            Err(e) => {
+                return Err(AuthError::Protocol(format!(
+                    "{}: {e}",
+                    login.mechanism.name()
+                )))
+            }
         }
     }
     Ok(())

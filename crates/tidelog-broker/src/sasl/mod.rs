@@ -21,34 +21,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tidelog_sasl::jaas;
-use tidelog_sasl::scram::ScramMechanism;
 
 use crate::config::BrokerConfig;
 use crate::settings::{self, Setting};
 
 /// A mechanism tidelog serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SaslMechanism {
-    Plain,
-    Scram(ScramMechanism),
-}
-
-impl SaslMechanism {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            SaslMechanism::Plain => "PLAIN",
-            SaslMechanism::Scram(m) => m.name(),
-        }
-    }
-
-    /// By name, case-insensitively (JAAS config prefixes are lower case).
-    pub(crate) fn from_name(name: &str) -> Option<SaslMechanism> {
-        if name.trim().eq_ignore_ascii_case("PLAIN") {
-            return Some(SaslMechanism::Plain);
-        }
-        ScramMechanism::from_name(name).map(SaslMechanism::Scram)
-    }
-}
+pub(crate) use tidelog_sasl::login::Mechanism as SaslMechanism;
 
 #[derive(Debug, thiserror::Error)]
 #[error("listener {listener}: {setting}: {reason}")]

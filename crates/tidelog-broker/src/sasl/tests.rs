@@ -2,6 +2,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::*;
+use tidelog_sasl::scram::ScramMechanism;
 
 fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
     let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();

@@ -44,8 +44,6 @@ const SECURITY: &str =
     "applies to GSSAPI (Kerberos) or OAUTHBEARER, which tidelog does not serve yet";
 const TLS_TUNING: &str =
     "TLS is rustls with its own safe defaults (ciphers, key managers, random source)";
-const CONTROLLER_SECURITY: &str =
-    "the controller quorum speaks plaintext only (a controller listener mapped to SSL or SASL is refused)";
 const LISTENER_START: &str =
     "every listener starts once the node has its metadata (a single node) or has joined";
 const DELEGATION_TOKENS: &str = "delegation tokens are not supported";
@@ -546,10 +544,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("sasl.login.refresh.window.jitter", Ignored(SECURITY)),
     ("sasl.login.retry.backoff.max.ms", Ignored(SECURITY)),
     ("sasl.login.retry.backoff.ms", Ignored(SECURITY)),
-    (
-        "sasl.mechanism.controller.protocol",
-        Ignored(CONTROLLER_SECURITY),
-    ),
     ("sasl.oauthbearer.clock.skew.seconds", Ignored(SECURITY)),
     ("sasl.oauthbearer.expected.audience", Ignored(SECURITY)),
     ("sasl.oauthbearer.expected.issuer", Ignored(SECURITY)),

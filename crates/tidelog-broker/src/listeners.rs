@@ -204,6 +204,36 @@ impl BrokerConfig {
         Ok(specs)
     }
 
+    /// The controller quorum's listener (`controller.listener.names`, its first name:
+    /// the one voters listen on and every node connects to) and its protocol from
+    /// `listener.security.protocol.map`; unmapped, PLAINTEXT, as Kafka maps controller
+    /// listeners when the map does not name them. `None`: no name is configured (the
+    /// `--controller-listen` port speaks PLAINTEXT).
+    pub fn controller_listener(&self) -> Result<Option<(String, SecurityProtocol)>, ConfigError> {
+        let Some((names, _)) = self.process_setting("controller.listener.names") else {
+            return Ok(None);
+        };
+        let Some(name) = names
+            .split(',')
+            .map(str::trim)
+            .find(|n| !n.is_empty())
+            .map(str::to_ascii_uppercase)
+        else {
+            return Ok(None);
+        };
+        let map_origin = self.origin(settings::LISTENER_SECURITY_PROTOCOL_MAP.name);
+        let map = parse_protocol_map(
+            &self.get(settings::LISTENER_SECURITY_PROTOCOL_MAP),
+            &map_origin,
+        )?;
+        let protocol = map
+            .get(&name)
+            .copied()
+            .or_else(|| SecurityProtocol::parse(&name))
+            .unwrap_or(SecurityProtocol::Plaintext);
+        Ok(Some((name, protocol)))
+    }
+
     /// The listener other brokers connect to: `inter.broker.listener.name`, or the
     /// listener named after `security.inter.broker.protocol` (only one of the two may
     /// be set, as in Kafka), else the one named PLAINTEXT, else (a node with one
@@ -434,6 +464,32 @@ mod tests {
             .unwrap();
         let specs = c.listener_specs().unwrap();
         assert_eq!(specs[0].protocol, SecurityProtocol::SaslPlaintext);
+    }
+
+    #[test]
+    fn the_controller_listener_and_its_protocol() {
+        let mut c = config("127.0.0.1:9092");
+        assert_eq!(c.controller_listener().unwrap(), None);
+        c.set("controller.listener.names", "controller,OTHER")
+            .unwrap();
+        assert_eq!(
+            c.controller_listener().unwrap(),
+            Some(("CONTROLLER".to_string(), SecurityProtocol::Plaintext))
+        );
+        c.set(
+            "listener.security.protocol.map",
+            "CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT",
+        )
+        .unwrap();
+        assert_eq!(
+            c.controller_listener().unwrap(),
+            Some(("CONTROLLER".to_string(), SecurityProtocol::SaslSsl))
+        );
+        c.set("controller.listener.names", "SSL").unwrap();
+        assert_eq!(
+            c.controller_listener().unwrap(),
+            Some(("SSL".to_string(), SecurityProtocol::Ssl))
+        );
     }
 
     #[test]

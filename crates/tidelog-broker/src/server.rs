@@ -26,6 +26,7 @@ use crate::{admin_http, net};
 use tidelog_env::clock::{Clock, SystemClock};
 use tidelog_env::net::{TcpTransport, Transport};
 
+mod controller_security;
 mod quorum;
 mod tasks;
 

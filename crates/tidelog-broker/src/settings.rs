@@ -190,6 +190,12 @@ settings! {
     /// config for the mechanism (Kafka's default, GSSAPI, is not served).
     SASL_MECHANISM_INTER_BROKER_PROTOCOL: String = "sasl.mechanism.inter.broker.protocol",
         "GSSAPI";
+    /// How a node authenticates to the controller listener when it is SASL_PLAINTEXT
+    /// or SASL_SSL: PLAIN, with `username` and `password` from the controller
+    /// listener's JAAS config (SCRAM credentials live in the metadata the quorum
+    /// itself carries, so they cannot admit the quorum's own members).
+    SASL_MECHANISM_CONTROLLER_PROTOCOL: String = "sasl.mechanism.controller.protocol",
+        "GSSAPI";
     /// The JAAS config used where a listener has none of its own for a mechanism.
     SASL_JAAS_CONFIG: String = "sasl.jaas.config", "";
     // Authorization (crate::auth): empty, or Kafka's StandardAuthorizer class name.

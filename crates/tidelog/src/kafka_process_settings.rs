@@ -84,7 +84,6 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
                 .collect()
         })
         .unwrap_or_default();
-    refuse_secured_controller_listeners(config, &controller_names)?;
     drop_controller_listeners(config, settings::ADVERTISED_LISTENERS, &controller_names)?;
     let controller_addr =
         match drop_controller_listeners(config, settings::LISTENERS, &controller_names)? {
@@ -132,32 +131,6 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
     if let (Some(addr), true) = (controller_addr, runs_controller) {
         if flags.controller_listen.is_none() {
             *flags.controller_listen = Some(addr.to_string());
-        }
-    }
-    Ok(())
-}
-
-/// The controller quorum speaks plaintext only (so far): a controller listener mapped
-/// to SSL or SASL in `listener.security.protocol.map` is refused rather than run
-/// unprotected.
-fn refuse_secured_controller_listeners(
-    config: &BrokerConfig,
-    controller_names: &[String],
-) -> anyhow::Result<()> {
-    let map = config.get(settings::LISTENER_SECURITY_PROTOCOL_MAP);
-    for entry in list(&map) {
-        let Some((name, protocol)) = entry.split_once(':') else {
-            continue;
-        };
-        let (name, protocol) = (name.trim(), protocol.trim());
-        let controller = controller_names
-            .iter()
-            .any(|c| c.eq_ignore_ascii_case(name));
-        if controller && !protocol.eq_ignore_ascii_case("PLAINTEXT") {
-            bail!(
-                "listener.security.protocol.map {} maps controller listener {name} to {protocol}: tidelog's controller quorum does not speak TLS or SASL yet; map it to PLAINTEXT and keep the controller port on a private network",
-                config.origin(settings::LISTENER_SECURITY_PROTOCOL_MAP.name)
-            );
         }
     }
     Ok(())
@@ -242,30 +215,6 @@ fn listener(entry: &str) -> anyhow::Result<(String, SocketAddr)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_secured_controller_listener_is_refused() {
-        let addr: SocketAddr = "127.0.0.1:9092".parse().unwrap();
-        let mut config = BrokerConfig::new(1, addr, addr, PathBuf::from("/tmp/x"));
-        let names = ["CONTROLLER".to_string()];
-        config
-            .set(
-                "listener.security.protocol.map",
-                "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
-            )
-            .unwrap();
-        refuse_secured_controller_listeners(&config, &names).unwrap();
-        config
-            .set(
-                "listener.security.protocol.map",
-                "controller:SASL_SSL,PLAINTEXT:PLAINTEXT",
-            )
-            .unwrap();
-        let refused = refuse_secured_controller_listeners(&config, &names)
-            .unwrap_err()
-            .to_string();
-        assert!(refused.contains("does not speak TLS or SASL"), "{refused}");
-    }
 
     #[test]
     fn listeners_parse_as_kafka_writes_them() {

@@ -112,3 +112,109 @@ def test_a_broker_with_the_wrong_inter_broker_password_cannot_replicate(cluster_
                    "node 3 out of the ISR: it cannot authenticate to the leader")
     assert leaders(cluster, topic, 1)[0] in (1, 2)
     assert re.search(r"SASL authentication to \S+ as broker", wrong.log_text()), wrong.log_tail()
+
+
+CONTROLLER_JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required '
+    'username="controller" password="controller-secret" user_controller="controller-secret" '
+    'user_alice="alice-secret";'
+)
+SASL_AUTHENTICATION_FAILED = 58
+
+
+def controller_sasl_ssl_settings(pki):
+    """The controller listener SASL_SSL (PLAIN over TLS), clients on PLAINTEXT, under
+    StandardAuthorizer: the quorum admits only its super user `User:controller`."""
+    return {
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "CONTROLLER:SASL_SSL,PLAINTEXT:PLAINTEXT",
+        "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.controller.protocol": "PLAIN",
+        "listener.name.controller.plain.sasl.jaas.config": CONTROLLER_JAAS,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki / "keystore.pem"),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki / "ca.pem"),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS;User:controller",
+    }
+
+
+def _tls_connection(pki, address):
+    import ssl
+    import kafka_wire
+    host, port = address.rsplit(":", 1)
+    conn = kafka_wire.Connection(host, int(port))
+    context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
+    conn.sock = context.wrap_socket(conn.sock, server_hostname=host)
+    return conn
+
+
+def _closed_without_answer(conn):
+    """Whether the peer closes the connection with no Kafka answer: nothing, or only a
+    TLS alert record (content type 21), before the close (a timeout is not a close)."""
+    import ssl
+    import socket
+    got = b""
+    deadline = time.monotonic() + 10
+    try:
+        while time.monotonic() < deadline:
+            conn.sock.settimeout(max(0.1, deadline - time.monotonic()))
+            chunk = conn.sock.recv(4096)
+            if not chunk:
+                return got == b"" or got[0] == 0x15
+            got += chunk
+    except (ConnectionResetError, ssl.SSLError):
+        return got == b"" or got[0] == 0x15
+    except socket.timeout:
+        return False
+    return False
+
+
+def _plain_login(conn, user, password):
+    """SaslHandshake v1 + SaslAuthenticate v1 with PLAIN -> SaslAuthenticate's error code."""
+    import struct
+    import kafka_wire
+    handshake = kafka_wire.Reader(conn.call(17, 1, kafka_wire.kstring("PLAIN")))
+    assert handshake.i16() == 0
+    token = b"\0" + user.encode() + b"\0" + password.encode()
+    answer = kafka_wire.Reader(conn.call(36, 1, struct.pack(">i", len(token)) + token))
+    return answer.i16()
+
+
+def test_a_controller_quorum_over_sasl_ssl_admits_only_its_members(cluster_factory, tmp_path):
+    import kafka_wire
+    pki = make_pki(tmp_path / "pki")
+    # Three voters and a broker-only node, which reaches the quorum over SASL_SSL too.
+    cluster = cluster_factory(size=4, voters=3, settings=controller_sasl_ssl_settings(pki))
+    topic = create_topic(cluster, unique("ctl-secure"), PARTITIONS, 3, {"min.insync.replicas": "2"},
+                         assignment=[[4, 1, 2], [1, 2, 3], [2, 3, 4]])
+    wait_full_isr(cluster, topic, PARTITIONS, REJOIN_TIMEOUT_S)
+    prod = producer(cluster.bootstrap, acks="all")
+    for p in range(PARTITIONS):
+        prod.produce(topic, value=f"v{p}".encode(), partition=p)
+    assert prod.flush(30) == 0
+    reader = consumer(cluster.bootstrap)
+    try:
+        assign_from(reader, topic, PARTITIONS, 0)
+        messages, _ = consume_n(reader, PARTITIONS, 30)
+    finally:
+        reader.close()
+    assert sorted(m.value() for m in messages) == [f"v{p}".encode() for p in range(PARTITIONS)]
+
+    voter = cluster.node(1)
+    # Plaintext on the controller port gets no answer: the TLS handshake fails.
+    with kafka_wire.Connection.to(voter.controller_address) as conn:
+        conn.send(kafka_wire.request(18, 0, 1))
+        assert _closed_without_answer(conn), "the controller port answered plaintext"
+    # Over TLS, a wrong password is refused as Kafka refuses it.
+    with _tls_connection(pki, voter.controller_address) as conn:
+        assert _plain_login(conn, "controller", "wrong") == SASL_AUTHENTICATION_FAILED
+    # The right password of a user who is not a super user: authenticated, then closed.
+    with _tls_connection(pki, voter.controller_address) as conn:
+        assert _plain_login(conn, "alice", "alice-secret") == 0
+        conn.send(b"\0\0\0\4ping")
+        assert _closed_without_answer(conn), "the controller port served a user who is not a super user"
+    log = voter.log_text()
+    assert re.search(r"SASL authentication failed", log), voter.log_tail()
+    assert re.search(r"admits only super.users.*principal=User:alice", log), voter.log_tail()

@@ -8,6 +8,7 @@
 //! Complete replies the writer finds waiting together are written with one write.
 
 mod connection;
+mod inbound;
 mod outbound;
 mod sasl;
 mod sendfile;
@@ -17,4 +18,5 @@ mod tls;
 mod writer_tests;
 
 pub(crate) use connection::{serve_listener, ListenerContext, Reply, Session};
+pub(crate) use inbound::{InboundSecurity, SecureListenTransport};
 pub(crate) use outbound::{OutboundSecurity, SecureTransport};

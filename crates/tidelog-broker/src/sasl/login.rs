@@ -34,12 +34,45 @@ impl SaslLogin {
         listener: &str,
         served: &SaslListener,
     ) -> Result<SaslLogin, SaslConfigError> {
+        let setting = settings::SASL_MECHANISM_INTER_BROKER_PROTOCOL;
+        SaslLogin::for_listener(config, listener, setting, Some(served))
+    }
+
+    /// The login for the controller listener `listener` (`sasl.mechanism.controller.protocol`);
+    /// `served`: its server side, on a node that runs a voter.
+    pub(crate) fn controller(
+        config: &BrokerConfig,
+        listener: &str,
+        served: Option<&SaslListener>,
+    ) -> Result<SaslLogin, SaslConfigError> {
+        let setting = settings::SASL_MECHANISM_CONTROLLER_PROTOCOL;
+        let login = SaslLogin::for_listener(config, listener, setting, served)?;
+        if login.mechanism != SaslMechanism::Plain {
+            return Err(SaslConfigError {
+                listener: listener.to_string(),
+                setting: setting.name.to_string(),
+                reason: format!(
+                    "{}: the controller listener authenticates with PLAIN (SCRAM credentials are kept in the metadata the quorum itself carries, so they cannot admit its own members)",
+                    login.mechanism.name()
+                ),
+            });
+        }
+        Ok(login)
+    }
+
+    /// The mechanism `setting` names, with `username` and `password` from `listener`'s
+    /// JAAS config for it; the mechanism must be one `served` offers.
+    fn for_listener(
+        config: &BrokerConfig,
+        listener: &str,
+        setting: settings::Setting<String>,
+        served: Option<&SaslListener>,
+    ) -> Result<SaslLogin, SaslConfigError> {
         let error = |setting: &str, reason: String| SaslConfigError {
             listener: listener.to_string(),
             setting: setting.to_string(),
             reason,
         };
-        let setting = settings::SASL_MECHANISM_INTER_BROKER_PROTOCOL;
         let named = config.get(setting).trim().to_string();
         let Some(mechanism) = SaslMechanism::from_name(&named) else {
             return Err(error(
@@ -49,11 +82,11 @@ impl SaslLogin {
                 ),
             ));
         };
-        if !served.mechanisms.contains(&mechanism) {
+        if served.is_some_and(|served| !served.mechanisms.contains(&mechanism)) {
             return Err(error(
                 setting.name,
                 format!(
-                    "{} must be one of the inter-broker listener's sasl.enabled.mechanisms",
+                    "{} must be one of the listener's sasl.enabled.mechanisms",
                     mechanism.name()
                 ),
             ));
@@ -74,7 +107,7 @@ impl SaslLogin {
             return Err(error(
                 &own,
                 format!(
-                    "brokers authenticate to each other with {}: its JAAS config must give the broker's username and password",
+                    "nodes authenticate to listener {listener} with {}: its JAAS config must give this node's username and password",
                     mechanism.name()
                 ),
             ));
@@ -89,7 +122,7 @@ impl SaslLogin {
                 .ok_or_else(|| {
                     error(
                         &jaas_setting,
-                        format!("the JAAS config has no {name}: the broker needs it to authenticate to other brokers"),
+                        format!("the JAAS config has no {name}: this node needs it to authenticate to listener {listener}"),
                     )
                 })
         };

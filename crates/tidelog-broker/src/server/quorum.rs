@@ -14,6 +14,7 @@ use tidelog_controller::quorum::{
 use tidelog_controller::{MetadataImage, TopicDefaults};
 use tokio::sync::watch;
 
+use super::controller_security::controller_transport;
 use super::tasks::Tasks;
 use super::{bind, claim_data_dir, Environment, StartError};
 use crate::admin_http::{self, AdminState};
@@ -61,8 +62,9 @@ pub(super) async fn join_quorum(
                 .max(Duration::from_millis(1))
                 + quorum_config.write_timeout * 2;
             let cluster_id = options.peers.derived_cluster_id();
+            let transport = controller_transport(config, &env.transport, false).await?;
             let client = ControllerClient::new(&options.peers, cluster_id.clone(), timeout)
-                .with_transport(Arc::clone(&env.transport));
+                .with_transport(transport);
             let handle = Arc::new(ControllerHandle::Remote(Arc::new(client)));
             return Ok((handle, None, Arc::new(MetadataImage::new(cluster_id))));
         }
@@ -111,7 +113,11 @@ async fn start_voter(
     defaults: TopicDefaults,
     env: &Environment,
 ) -> Result<Arc<QuorumController>, StartError> {
-    quorum_config.transport = Arc::clone(&env.transport);
+    quorum_config.transport = if quorum_config.is_single_node() {
+        Arc::clone(&env.transport)
+    } else {
+        controller_transport(config, &env.transport, true).await?
+    };
     let quorum = start_raft_voter(quorum_config).await.map_err(voter_error)?;
     let check_every = config
         .count::<u64>(settings::LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS)

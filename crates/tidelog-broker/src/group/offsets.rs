@@ -26,6 +26,8 @@ pub(crate) struct ListedGroup {
     pub(crate) group_id: String,
     pub(crate) protocol_type: String,
     pub(crate) state: &'static str,
+    /// "classic", or "consumer" for a KIP-848 group.
+    pub(crate) group_type: &'static str,
 }
 
 #[derive(Debug, Clone)]
@@ -69,8 +71,11 @@ impl GroupShard {
         known: &[bool],
         now: Now,
     ) -> Outcome<Self, Vec<i16>> {
-        if let Err(e) = validate_committer(self.groups.map.get_mut(&req.group_id), &req, false, now)
-        {
+        let checked = match self.consumer_groups.get(&req.group_id) {
+            Some(g) => validate_consumer_committer(g, &req),
+            None => validate_committer(self.groups.map.get_mut(&req.group_id), &req, false, now),
+        };
+        if let Err(e) = checked {
             return Outcome::answer(vec![e.code(); req.offsets.len()]);
         }
         let (codes, records) = self.offset_records(&req, known, now);
@@ -96,8 +101,16 @@ impl GroupShard {
                 ]);
             }
         }
-        if let Err(e) = validate_committer(self.groups.map.get_mut(&req.group_id), &req, true, now)
-        {
+        let checked = match self.consumer_groups.get(&req.group_id) {
+            // A transactional commit of a consumer group member: checked as Kafka
+            // does, by member and epoch when it names them.
+            Some(g) if req.generation >= 0 || !req.member_id.is_empty() => {
+                validate_consumer_committer(g, &req)
+            }
+            Some(_) => Ok(()),
+            None => validate_committer(self.groups.map.get_mut(&req.group_id), &req, true, now),
+        };
+        if let Err(e) = checked {
             return Outcome::answer(vec![e.code(); req.offsets.len()]);
         }
         let (codes, records) = self.offset_records(&req, known, now);
@@ -207,15 +220,19 @@ impl GroupShard {
     }
 
     pub(crate) fn list_groups(&self) -> Vec<ListedGroup> {
-        self.groups
-            .map
-            .values()
-            .map(|g| ListedGroup {
-                group_id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state.name(),
-            })
-            .collect()
+        let classic = self.groups.map.values().map(|g| ListedGroup {
+            group_id: g.id.clone(),
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            state: g.state.name(),
+            group_type: "classic",
+        });
+        let consumer = self.consumer_groups.values().map(|g| ListedGroup {
+            group_id: g.id.clone(),
+            protocol_type: "consumer".to_string(),
+            state: g.state_name(),
+            group_type: "consumer",
+        });
+        classic.chain(consumer).collect()
     }
 
     pub(crate) fn describe(&self, group_id: &str) -> DescribedGroup {
@@ -440,6 +457,29 @@ fn validate_committer(
     }
     // A commit is proof of life.
     member.last_heartbeat = now.at;
+    Ok(())
+}
+
+/// Kafka's commit rules for a consumer-protocol group: a member commits at its current
+/// member epoch (STALE_MEMBER_EPOCH otherwise); a commit naming no member (epoch -1)
+/// only to a group without members.
+fn validate_consumer_committer(
+    group: &crate::group::consumer::ConsumerGroup,
+    req: &CommitRequest,
+) -> Result<(), ResponseError> {
+    if req.generation < 0 && req.member_id.is_empty() {
+        return if group.members.is_empty() {
+            Ok(())
+        } else {
+            Err(ResponseError::UnknownMemberId)
+        };
+    }
+    let Some(member) = group.members.get(&req.member_id) else {
+        return Err(ResponseError::UnknownMemberId);
+    };
+    if req.generation != member.current.member_epoch {
+        return Err(ResponseError::StaleMemberEpoch);
+    }
     Ok(())
 }
 

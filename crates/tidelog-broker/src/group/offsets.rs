@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
+use super::consumer::offsets::{consumer_group_tombstones, validate_consumer_committer};
 use super::records::{GroupRecord, OffsetValue, RecordKey, RecordValue};
 use super::shard::GroupShard;
 use super::state::{Group, GroupState};
@@ -282,6 +283,14 @@ impl GroupShard {
 
     /// DeleteGroups: an empty group goes with all its offsets.
     pub(crate) fn delete_group(&mut self, group_id: &str) -> Outcome<Self, i16> {
+        if let Some(g) = self.consumer_groups.get(group_id) {
+            if !g.members.is_empty() {
+                return Outcome::answer(ResponseError::NonEmptyGroup.code());
+            }
+            let mut records = self.tombstones(group_id, |_, _| true, false);
+            records.extend(consumer_group_tombstones(group_id));
+            return Outcome::records(records, 0);
+        }
         let Some(g) = self.groups.map.get(group_id) else {
             return Outcome::answer(ResponseError::GroupIdNotFound.code());
         };
@@ -378,6 +387,24 @@ impl GroupShard {
             }
             records.extend(tombstones);
         }
+        for g in self.consumer_groups.values() {
+            // A consumer group's offsets last while it has members (but not those of
+            // deleted topics); once empty, each as long as the retention from its
+            // commit. An empty group without offsets goes.
+            let empty = g.members.is_empty();
+            let expired = |topic: &str, v: &OffsetValue| {
+                !topic_exists(topic)
+                    || (empty && now.ms.saturating_sub(v.commit_timestamp_ms) >= retention_ms)
+            };
+            let remaining = self
+                .group_offsets(&g.id)
+                .filter(|((_, topic, _), v)| !expired(topic, v))
+                .count();
+            records.extend(self.tombstones(&g.id, expired, false));
+            if empty && remaining == 0 {
+                records.extend(consumer_group_tombstones(&g.id));
+            }
+        }
         for id in forget {
             self.groups.map.remove(&id);
         }
@@ -457,29 +484,6 @@ fn validate_committer(
     }
     // A commit is proof of life.
     member.last_heartbeat = now.at;
-    Ok(())
-}
-
-/// Kafka's commit rules for a consumer-protocol group: a member commits at its current
-/// member epoch (STALE_MEMBER_EPOCH otherwise); a commit naming no member (epoch -1)
-/// only to a group without members.
-fn validate_consumer_committer(
-    group: &crate::group::consumer::ConsumerGroup,
-    req: &CommitRequest,
-) -> Result<(), ResponseError> {
-    if req.generation < 0 && req.member_id.is_empty() {
-        return if group.members.is_empty() {
-            Ok(())
-        } else {
-            Err(ResponseError::UnknownMemberId)
-        };
-    }
-    let Some(member) = group.members.get(&req.member_id) else {
-        return Err(ResponseError::UnknownMemberId);
-    };
-    if req.generation != member.current.member_epoch {
-        return Err(ResponseError::StaleMemberEpoch);
-    }
     Ok(())
 }
 

@@ -246,6 +246,10 @@ impl Shard for GroupShard {
                     _ => None,
                 };
                 let id = key.group().to_string();
+                if value.is_none() && !self.consumer_groups.contains_key(&id) {
+                    // A tombstone of a group already gone (compaction keeps them a while).
+                    return;
+                }
                 // An empty classic entry (one made for offsets) gives way.
                 if self
                     .groups

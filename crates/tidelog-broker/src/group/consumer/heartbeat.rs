@@ -6,25 +6,23 @@
 //! member's reconciliation) sees exactly the state the records will make; the runtime
 //! then replays the same records into the shard.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kafka_protocol::error::ResponseError;
-use regex_automata::meta::Regex;
 use uuid::Uuid;
 
 use super::assignor::{self, AssignMember};
 use super::reconcile::reconcile;
+pub(crate) use super::topics::group_assignor;
+use super::topics::{compile_regex, group_topics, member_topics};
 use super::{
     Assignment, ConsumerGroup, ConsumerKey, ConsumerMember, ConsumerValue, CurrentAssignment,
-    MemberMetadata, TopicsView, STATIC_LEFT_EPOCH,
+    TopicsView, STATIC_LEFT_EPOCH,
 };
 use crate::coordinator::{Now, Outcome};
 use crate::group::records::{GroupRecord, RecordKey, RecordValue};
 use crate::group::shard::GroupShard;
 use crate::group::GroupConfig;
-
-/// Longest subscription regex accepted (its compiled size is bounded too).
-const MAX_REGEX_BYTES: usize = 1024;
 
 /// A ConsumerGroupHeartbeat as the coordinator sees it.
 #[derive(Debug, Clone, Default)]
@@ -54,7 +52,7 @@ pub(crate) struct HeartbeatResponse {
     pub(crate) assignment: Option<Assignment>,
 }
 
-struct Refused(ResponseError, String);
+pub(super) struct Refused(pub(super) ResponseError, pub(super) String);
 
 impl Refused {
     fn response(self, member_id: String) -> HeartbeatResponse {
@@ -69,14 +67,14 @@ impl Refused {
 }
 
 /// Records of one step, replayed into the step's copy of the group as they are made.
-struct Writer<'a> {
-    group: &'a mut ConsumerGroup,
-    records: Vec<GroupRecord>,
-    now: std::time::Instant,
+pub(super) struct Writer<'a> {
+    pub(super) group: &'a mut ConsumerGroup,
+    pub(super) records: Vec<GroupRecord>,
+    pub(super) now: std::time::Instant,
 }
 
 impl Writer<'_> {
-    fn emit(&mut self, key: ConsumerKey, value: Option<ConsumerValue>) {
+    pub(super) fn emit(&mut self, key: ConsumerKey, value: Option<ConsumerValue>) {
         self.group.replay(&key, value.clone(), self.now);
         self.records.push(GroupRecord {
             key: RecordKey::Consumer(key),
@@ -84,7 +82,7 @@ impl Writer<'_> {
         });
     }
 
-    fn remove_member(&mut self, member: &str) {
+    pub(super) fn remove_member(&mut self, member: &str) {
         let (group, member) = (self.group.id.clone(), member.to_string());
         self.emit(
             ConsumerKey::CurrentAssignment {
@@ -103,7 +101,7 @@ impl Writer<'_> {
         self.emit(ConsumerKey::Member { group, member }, None);
     }
 
-    fn bump_epoch(&mut self, metadata_hash: i64) {
+    pub(super) fn bump_epoch(&mut self, metadata_hash: i64) {
         let epoch = self.group.epoch.saturating_add(1);
         let group = self.group.id.clone();
         self.emit(
@@ -114,80 +112,6 @@ impl Writer<'_> {
             }),
         );
     }
-}
-
-/// A full-match regex of Kafka's RE2J subset (what `regex-automata` accepts: no
-/// look-around, no back-references).
-pub(crate) fn compile_regex(pattern: &str) -> Result<Regex, String> {
-    if pattern.len() > MAX_REGEX_BYTES {
-        return Err(format!("longer than {MAX_REGEX_BYTES} bytes"));
-    }
-    Regex::builder()
-        .configure(Regex::config().nfa_size_limit(Some(1 << 20)))
-        .build(&format!("^(?:{pattern})$"))
-        .map_err(|e| e.to_string())
-}
-
-/// The topics `meta` subscribes to that exist: by name, and by regex among the
-/// non-internal topics.
-pub(crate) fn member_topics(meta: &MemberMetadata, topics: &TopicsView) -> BTreeSet<Uuid> {
-    let mut out: BTreeSet<Uuid> = meta
-        .subscribed_topic_names
-        .iter()
-        .filter_map(|name| topics.by_name.get(name).map(|(id, _)| *id))
-        .collect();
-    if let Some(re) = meta
-        .subscribed_topic_regex
-        .as_deref()
-        .and_then(|p| compile_regex(p).ok())
-    {
-        for (name, (id, _)) in &topics.by_name {
-            if !name.starts_with("__") && re.is_match(name.as_str()) {
-                out.insert(*id);
-            }
-        }
-    }
-    out
-}
-
-/// Every topic the group subscribes to (id -> partition count) and a hash of their
-/// metadata: when a topic appears, goes or grows, the hash changes.
-fn group_topics(group: &ConsumerGroup, topics: &TopicsView) -> (BTreeMap<Uuid, i32>, i64) {
-    let mut subscribed = BTreeMap::new();
-    for m in group.members.values() {
-        for id in member_topics(&m.metadata, topics) {
-            if let Some(name) = topics.names.get(&id) {
-                if let Some((_, count)) = topics.by_name.get(name) {
-                    subscribed.insert(id, *count);
-                }
-            }
-        }
-    }
-    // FNV-1a over (id, partition count) in id order: stable across builds.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for (id, count) in &subscribed {
-        for b in id.as_bytes().iter().chain(&count.to_be_bytes()) {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    (subscribed, hash as i64)
-}
-
-/// The assignor of the group: the one most members ask for, else the first configured.
-pub(crate) fn group_assignor(group: &ConsumerGroup, config: &GroupConfig) -> String {
-    let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
-    for m in group.members.values() {
-        if let Some(a) = m.metadata.server_assignor.as_deref() {
-            *votes.entry(a).or_default() += 1;
-        }
-    }
-    votes
-        .into_iter()
-        .max_by_key(|(name, n)| (*n, std::cmp::Reverse(*name)))
-        .map(|(name, _)| name.to_string())
-        .or_else(|| config.consumer_assignors.first().cloned())
-        .unwrap_or_else(|| assignor::UNIFORM.to_string())
 }
 
 fn validate(req: &HeartbeatRequest, config: &GroupConfig) -> Result<(), Refused> {
@@ -325,105 +249,12 @@ impl GroupShard {
             now: now.at,
         };
         let response = if req.member_epoch < 0 {
-            leave(&mut w, &req, topics)?
+            super::leave::leave(&mut w, &req, topics)?
         } else {
             join_or_heartbeat(&mut w, &req, topics, config)?
         };
         Ok((w.records, (response, req.group_id)))
     }
-
-    /// The clock: members whose session ran out, or who did not revoke within their
-    /// rebalance timeout, are fenced; their partitions go to the others.
-    pub(crate) fn expire_consumer_members(&self, now: Now) -> Vec<GroupRecord> {
-        let session = std::time::Duration::from_millis(
-            u64::try_from(self.config.consumer_session_timeout_ms).unwrap_or(0),
-        );
-        let mut records = Vec::new();
-        for g in self.consumer_groups.values() {
-            let expired: Vec<String> = g
-                .members
-                .values()
-                .filter(|m| {
-                    now.at.saturating_duration_since(m.last_heartbeat) > session
-                        || m.revoke_by.is_some_and(|by| now.at > by)
-                })
-                .map(|m| m.id.clone())
-                .collect();
-            if expired.is_empty() {
-                continue;
-            }
-            let mut group = g.clone();
-            let hash = group.metadata_hash;
-            let mut w = Writer {
-                group: &mut group,
-                records: Vec::new(),
-                now: now.at,
-            };
-            for id in &expired {
-                tracing::info!(group = %g.id, member = %id, "consumer group member fenced: session or rebalance timeout");
-                w.remove_member(id);
-            }
-            w.bump_epoch(hash);
-            records.extend(w.records);
-        }
-        records
-    }
-}
-
-fn leave(
-    w: &mut Writer<'_>,
-    req: &HeartbeatRequest,
-    topics: &TopicsView,
-) -> Result<HeartbeatResponse, Refused> {
-    let member = match (&req.instance_id, req.member_epoch) {
-        (Some(instance), STATIC_LEFT_EPOCH) => {
-            let Some(id) = w.group.static_members.get(instance) else {
-                return Err(Refused(
-                    ResponseError::UnknownMemberId,
-                    format!("Instance id {instance} is unknown."),
-                ));
-            };
-            if *id != req.member_id {
-                return Err(Refused(
-                    ResponseError::FencedInstanceId,
-                    format!("Instance id {instance} belongs to member {id}."),
-                ));
-            }
-            id.clone()
-        }
-        _ => {
-            if !w.group.members.contains_key(&req.member_id) {
-                return Err(Refused(
-                    ResponseError::UnknownMemberId,
-                    format!(
-                        "Member {} is not a member of group {}.",
-                        req.member_id, w.group.id
-                    ),
-                ));
-            }
-            req.member_id.clone()
-        }
-    };
-    if req.member_epoch == STATIC_LEFT_EPOCH {
-        // It keeps its partitions for a session: a restart within it takes them back.
-        let mut current = w.group.members[&member].current.clone();
-        current.previous_member_epoch = current.member_epoch;
-        current.member_epoch = STATIC_LEFT_EPOCH;
-        let group = w.group.id.clone();
-        w.emit(
-            ConsumerKey::CurrentAssignment { group, member },
-            Some(ConsumerValue::CurrentAssignment(current)),
-        );
-    } else {
-        w.remove_member(&member);
-        let (_, hash) = group_topics(w.group, topics);
-        w.bump_epoch(hash);
-    }
-    Ok(HeartbeatResponse {
-        member_id: req.member_id.clone(),
-        member_epoch: req.member_epoch,
-        ..HeartbeatResponse::default()
-    })
 }
 
 fn join_or_heartbeat(

@@ -14,10 +14,13 @@
 pub(crate) mod assignor;
 pub(crate) mod describe;
 pub(crate) mod heartbeat;
+mod leave;
+pub(crate) mod offsets;
 pub(crate) mod reconcile;
 pub(crate) mod records;
 #[cfg(test)]
 mod tests;
+pub(crate) mod topics;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};

@@ -245,3 +245,16 @@ fn a_leaving_member_frees_its_partitions_for_the_others() {
     let a = d.beat(beat("a", a.member_epoch, None), 5, 30);
     assert_eq!(partitions(&a.assignment), vec![0, 1, 2, 3, 4]);
 }
+
+#[test]
+fn an_empty_consumer_group_is_deleted_with_its_offsets() {
+    let mut d = Driver::new();
+    d.beat(join("a"), 1, 0);
+    let refused = d.shard.delete_group("g");
+    assert_eq!(d.apply(refused), ResponseError::NonEmptyGroup.code());
+    d.beat(beat("a", -1, None), 1, 10);
+    let deleted = d.shard.delete_group("g");
+    assert_eq!(d.apply(deleted), 0);
+    assert!(d.shard.consumer_groups.is_empty());
+    assert!(d.shard.list_groups().is_empty());
+}

@@ -7,6 +7,7 @@ once. The broker heartbeats members every 300 ms and fences them after a 4 s ses
 groups settle quickly; every wait is bounded.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -115,6 +116,13 @@ def settle(own, consumers, expected, timeout=30):
     raise AssertionError(f"group did not settle on {expected} within {timeout} s: {counts}")
 
 
+def cli(broker, *args):
+    done = subprocess.run([str(broker.binary), *args, "--bootstrap", broker.bootstrap],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def close_all(consumers):
     for c in consumers.values():
         c.close()
@@ -154,6 +162,18 @@ def test_three_members_split_six_partitions_and_consume_each_record_once(kip848_
         assert len(desc.members) == 3
         assigned = sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions)
         assert assigned == list(range(6))
+
+        listed = cli(kip848_broker, "group", "list").stdout.splitlines()
+        assert f"{group}\tStable\tconsumer\tconsumer" in listed
+        shown = json.loads(cli(kip848_broker, "group", "describe", group, "--window-ms", "200",
+                               "--output", "json").stdout)
+        assert shown["group_protocol"] == "consumer"
+        assert shown["group_epoch"] == shown["assignment_epoch"] >= 3
+        assert len(shown["members"]) == 3
+        for m in shown["members"]:
+            assert m["member_epoch"] == shown["group_epoch"]
+            assert m["assignment"] == m["target_assignment"]
+            assert len(m["assignment"][0]["partitions"]) == 2
     finally:
         close_all(consumers)
 

@@ -320,3 +320,27 @@ def test_committed_offsets_and_the_group_survive_a_broker_restart(broker_factory
         assert again.poll(1.0) is None, "nothing consumed twice"
     finally:
         again.close()
+
+
+def test_regex_subscription_is_resolved_by_the_broker_and_follows_new_topics(kip848_broker):
+    bootstrap = kip848_broker.bootstrap
+    prefix = unique("kip848-re")
+    first = create_topic(bootstrap, f"{prefix}-one", partitions=2)
+    create_topic(bootstrap, unique("kip848-other"), partitions=1)
+    group = unique("g")
+    seen = set()
+
+    def on_assign(consumer, partitions):
+        seen.update((tp.topic, tp.partition) for tp in partitions)
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([f"^{prefix}-.*"], on_assign=on_assign)
+        wait_until(lambda: c.poll(0.1) is None and len(seen) == 2, 20, "the matching topic assigned")
+        assert seen == {(first, 0), (first, 1)}
+        second = create_topic(bootstrap, f"{prefix}-two", partitions=1)
+        wait_until(lambda: c.poll(0.1) is None and (second, 0) in seen, 30, "the new matching topic assigned")
+        assert all(t.startswith(prefix) for t, _ in seen)
+    finally:
+        c.close()

@@ -39,9 +39,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         owned
     });
     let heartbeat = HeartbeatRequest {
-        version: req.version(),
         group_id: group,
-        member_id: request.member_id.to_string(),
+        // v0 lets a joining member leave its id to the coordinator (v1+: the client's).
+        member_id: if request.member_id.is_empty()
+            && req.version() == 0
+            && request.member_epoch == 0
+        {
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            request.member_id.to_string()
+        },
         member_epoch: request.member_epoch,
         instance_id: request.instance_id.as_ref().map(|s| s.to_string()),
         rack_id: request.rack_id.as_ref().map(|s| s.to_string()),

@@ -27,7 +27,6 @@ use crate::group::GroupConfig;
 /// A ConsumerGroupHeartbeat as the coordinator sees it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct HeartbeatRequest {
-    pub(crate) version: i16,
     pub(crate) group_id: String,
     pub(crate) member_id: String,
     pub(crate) member_epoch: i32,
@@ -125,8 +124,13 @@ fn validate(req: &HeartbeatRequest, config: &GroupConfig) -> Result<(), Refused>
     if req.rack_id.as_deref() == Some("") {
         return invalid("RackId can't be empty.");
     }
-    if req.member_id.is_empty() && (req.version >= 1 || req.member_epoch != 0) {
+    if req.member_id.is_empty() {
         return invalid("MemberId can't be empty.");
+    }
+    // Stored keys hold ids as i16-length strings.
+    let too_long = |s: &str| s.len() > usize::from(crate::group::join::MAX_NAME_BYTES);
+    if too_long(&req.member_id) || req.instance_id.as_deref().is_some_and(too_long) {
+        return invalid("MemberId and InstanceId must be at most 32767 bytes.");
     }
     match req.member_epoch {
         0 => {
@@ -179,13 +183,10 @@ impl GroupShard {
     /// step towards its target assignment.
     pub(crate) fn consumer_heartbeat(
         &mut self,
-        mut req: HeartbeatRequest,
+        req: HeartbeatRequest,
         topics: &TopicsView,
         now: Now,
     ) -> Outcome<Self, HeartbeatResponse> {
-        if req.member_id.is_empty() {
-            req.member_id = Uuid::new_v4().to_string();
-        }
         let member_id = req.member_id.clone();
         match self.heartbeat_records(req, topics, now) {
             Ok((records, response)) => {

@@ -80,7 +80,6 @@ impl Driver {
 
 fn join(member: &str) -> HeartbeatRequest {
     HeartbeatRequest {
-        version: 1,
         group_id: "g".into(),
         member_id: member.into(),
         member_epoch: 0,
@@ -94,7 +93,6 @@ fn join(member: &str) -> HeartbeatRequest {
 
 fn beat(member: &str, epoch: i32, owned: Option<&Assignment>) -> HeartbeatRequest {
     HeartbeatRequest {
-        version: 1,
         group_id: "g".into(),
         member_id: member.into(),
         member_epoch: epoch,

@@ -49,7 +49,7 @@ const LISTENER_START: &str =
 const DELEGATION_TOKENS: &str = "delegation tokens are not supported";
 const PASSWORD_ENCODER: &str = "tidelog stores no encoded passwords";
 const CONSUMER_PROTOCOL: &str =
-    "applies to KIP-848 consumer groups, which tidelog does not serve yet";
+    "a KIP-848 consumer-group setting tidelog does not follow yet (it has the group.consumer session timeout, heartbeat interval, assignors and max size)";
 const SHARE_GROUPS: &str = "applies to KIP-932 share groups, which tidelog does not serve yet";
 const STREAMS_GROUPS: &str = "applies to KIP-1071 streams groups, which tidelog does not serve";
 const METADATA_DIR: &str = "the metadata log is kept in the node's data directory";
@@ -162,11 +162,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         "fetch.purgatory.purge.interval.requests",
         Ignored(PURGATORY),
     ),
-    ("group.consumer.assignors", Ignored(CONSUMER_PROTOCOL)),
-    (
-        "group.consumer.heartbeat.interval.ms",
-        Ignored(CONSUMER_PROTOCOL),
-    ),
     (
         "group.consumer.max.heartbeat.interval.ms",
         Ignored(CONSUMER_PROTOCOL),
@@ -175,7 +170,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         "group.consumer.max.session.timeout.ms",
         Ignored(CONSUMER_PROTOCOL),
     ),
-    ("group.consumer.max.size", Ignored(CONSUMER_PROTOCOL)),
     (
         "group.consumer.migration.policy",
         Ignored(CONSUMER_PROTOCOL),
@@ -190,10 +184,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ),
     (
         "group.consumer.regex.refresh.interval.ms",
-        Ignored(CONSUMER_PROTOCOL),
-    ),
-    (
-        "group.consumer.session.timeout.ms",
         Ignored(CONSUMER_PROTOCOL),
     ),
     ("group.coordinator.append.linger.ms", Ignored(TUNING)),

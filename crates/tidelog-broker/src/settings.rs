@@ -146,6 +146,11 @@ settings! {
     GROUP_MIN_SESSION_TIMEOUT_MS: i64 = "group.min.session.timeout.ms", "6000";
     GROUP_MAX_SESSION_TIMEOUT_MS: i64 = "group.max.session.timeout.ms", "1800000";
     GROUP_MAX_SIZE: i64 = "group.max.size", "2147483647";
+    // KIP-848 consumer groups (crate::group::consumer).
+    GROUP_CONSUMER_SESSION_TIMEOUT_MS: i64 = "group.consumer.session.timeout.ms", "45000";
+    GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS: i64 = "group.consumer.heartbeat.interval.ms", "5000";
+    GROUP_CONSUMER_ASSIGNORS: String = "group.consumer.assignors", "uniform,range";
+    GROUP_CONSUMER_MAX_SIZE: i64 = "group.consumer.max.size", "2147483647";
     OFFSETS_RETENTION_MINUTES: i64 = "offsets.retention.minutes", "10080";
     BROKER_RACK: String = "broker.rack", "";
     ADVERTISED_HOST: String = "advertised.host", "";

@@ -21,9 +21,9 @@ use kafka_protocol::messages::{
     WriteTxnMarkersResponse,
 };
 use kafka_protocol::messages::{
-    AlterClientQuotasResponse, DescribeClientQuotasResponse, DescribeLogDirsResponse,
-    DescribeTopicPartitionsResponse, GetTelemetrySubscriptionsResponse,
-    ListConfigResourcesResponse, PushTelemetryResponse,
+    AlterClientQuotasResponse, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse,
+    DescribeClientQuotasResponse, DescribeLogDirsResponse, DescribeTopicPartitionsResponse,
+    GetTelemetrySubscriptionsResponse, ListConfigResourcesResponse, PushTelemetryResponse,
 };
 use kafka_protocol::messages::{
     AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse,
@@ -261,6 +261,12 @@ error_codes! {
     }
     ListGroupsResponse => |r, f| {
         f(r.error_code);
+    }
+    ConsumerGroupHeartbeatResponse => |r, f| { f(r.error_code); }
+    ConsumerGroupDescribeResponse => |r, f| {
+        for g in &r.groups {
+            f(g.error_code);
+        }
     }
     DescribeGroupsResponse => |r, f| {
         for g in &r.groups {

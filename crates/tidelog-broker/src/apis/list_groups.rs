@@ -1,6 +1,6 @@
 //! ListGroups: every group this node coordinates, optionally filtered by state (v4+)
-//! and type (v5+; all groups here are "classic"); COORDINATOR_LOAD_IN_PROGRESS while
-//! an offsets partition is still loading.
+//! and type (v5+: "classic" or "consumer", the KIP-848 groups); COORDINATOR_LOAD_IN_PROGRESS
+//! while an offsets partition is still loading.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
@@ -26,11 +26,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .iter()
                 .any(|s| s.eq_ignore_ascii_case(state))
     };
-    let classic_wanted = request.types_filter.is_empty()
-        || request
-            .types_filter
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case("classic"));
+    let wants_type = |kind: &str| {
+        request.types_filter.is_empty()
+            || request
+                .types_filter
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(kind))
+    };
     let (listed, loading) = ctx.groups.list_groups().await;
     if loading {
         let loading = ListGroupsResponse::default()
@@ -42,14 +44,14 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let all_groups = access.cluster(AclOperation::Describe);
     let groups = listed
         .into_iter()
-        .filter(|g| classic_wanted && wants_state(g.state))
+        .filter(|g| wants_type(g.group_type) && wants_state(g.state))
         .filter(|g| all_groups || access.group(AclOperation::Describe, &g.group_id))
         .map(|g| {
             ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(&g.group_id)))
                 .with_protocol_type(str_bytes(&g.protocol_type))
                 .with_group_state(str_bytes(g.state))
-                .with_group_type(str_bytes("classic"))
+                .with_group_type(str_bytes(g.group_type))
         })
         .collect();
     req.respond(&ListGroupsResponse::default().with_groups(groups))

@@ -13,6 +13,8 @@ pub(crate) mod api_versions;
 mod authorized_operations;
 mod broker_configs;
 mod client_quota_filter;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_acls;
 mod create_partitions;
 mod create_topics;
@@ -200,6 +202,8 @@ apis! {
     JoinGroup => join_group,
     SyncGroup => sync_group,
     Heartbeat => heartbeat,
+    ConsumerGroupHeartbeat => consumer_group_heartbeat,
+    ConsumerGroupDescribe => consumer_group_describe,
     LeaveGroup => leave_group,
     OffsetCommit => offset_commit,
     OffsetFetch => offset_fetch,

@@ -17,6 +17,7 @@
 //! ([`GroupCoordinator::complete_transaction`], the one interface between the two
 //! coordinators) commits or drops them.
 
+pub(crate) mod consumer;
 mod join;
 mod members;
 mod offsets;
@@ -74,6 +75,31 @@ pub(crate) struct GroupConfig {
     pub(crate) metadata_max_bytes: usize,
     /// `offsets.commit.timeout.ms`: how long a write waits for replication.
     pub(crate) commit_timeout: Duration,
+    pub(crate) consumer_session_timeout_ms: i64,
+    pub(crate) consumer_heartbeat_interval_ms: i32,
+    /// Server-side assignors by their short names, the default first.
+    pub(crate) consumer_assignors: Vec<String>,
+    pub(crate) consumer_max_size: usize,
+}
+
+/// `group.consumer.assignors`: short names, or Kafka's class names of the same.
+fn assignor_names(setting: &str) -> Vec<String> {
+    let mut names: Vec<String> = setting
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.rsplit('.').next().unwrap_or(s) {
+            "UniformAssignor" => consumer::assignor::UNIFORM.to_string(),
+            "RangeAssignor" => consumer::assignor::RANGE.to_string(),
+            other => other.to_string(),
+        })
+        .filter(|s| s == consumer::assignor::UNIFORM || s == consumer::assignor::RANGE)
+        .collect();
+    names.dedup();
+    if names.is_empty() {
+        names.push(consumer::assignor::UNIFORM.to_string());
+    }
+    names
 }
 
 impl GroupConfig {
@@ -93,6 +119,11 @@ impl GroupConfig {
             commit_timeout: config
                 .duration(settings::OFFSETS_COMMIT_TIMEOUT_MS)
                 .max(Duration::from_millis(1)),
+            consumer_session_timeout_ms: config.get(settings::GROUP_CONSUMER_SESSION_TIMEOUT_MS),
+            consumer_heartbeat_interval_ms: config
+                .count(settings::GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS),
+            consumer_assignors: assignor_names(&config.get(settings::GROUP_CONSUMER_ASSIGNORS)),
+            consumer_max_size: config.count(settings::GROUP_CONSUMER_MAX_SIZE),
         }
     }
 }
@@ -109,6 +140,10 @@ pub(crate) fn test_config() -> GroupConfig {
         retention_check_every: Duration::from_secs(1),
         metadata_max_bytes: 4096,
         commit_timeout: Duration::from_secs(5),
+        consumer_session_timeout_ms: 1000,
+        consumer_heartbeat_interval_ms: 100,
+        consumer_assignors: vec!["uniform".into(), "range".into()],
+        consumer_max_size: 4,
     }
 }
 
@@ -237,6 +272,44 @@ impl GroupCoordinator {
             .runtime
             .write(partition, move |shard, now| shard.sync(req, now))
             .await?)
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848), answered once its records are replicated.
+    pub(crate) async fn consumer_heartbeat(
+        &self,
+        req: consumer::heartbeat::HeartbeatRequest,
+    ) -> Result<consumer::heartbeat::HeartbeatResponse, GroupError> {
+        let partition = self.partition_of(&req.group_id)?;
+        let topics = self.topics_view();
+        Ok(self
+            .runtime
+            .write(partition, move |shard, now| {
+                shard.consumer_heartbeat(req, &topics, now)
+            })
+            .await?)
+    }
+
+    /// ConsumerGroupDescribe of one group, with the topic names of the image.
+    pub(crate) async fn consumer_describe(
+        &self,
+        group: String,
+    ) -> Result<(consumer::describe::ConsumerDescribe, consumer::TopicsView), GroupError> {
+        let partition = self.partition_of(&group)?;
+        let described = self
+            .runtime
+            .read(partition, move |shard| shard.describe_consumer(&group))
+            .await?;
+        Ok((described, self.topics_view()))
+    }
+
+    /// The topics of the current image as a consumer-group step sees them.
+    fn topics_view(&self) -> consumer::TopicsView {
+        let image = self.images.borrow();
+        let mut view = consumer::TopicsView::default();
+        for t in image.topics() {
+            view.insert(&t.name, t.topic_id, t.partition_count());
+        }
+        view
     }
 
     pub(crate) async fn heartbeat(

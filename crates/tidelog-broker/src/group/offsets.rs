@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 
+use super::consumer::offsets::{consumer_group_tombstones, validate_consumer_committer};
 use super::records::{GroupRecord, OffsetValue, RecordKey, RecordValue};
 use super::shard::GroupShard;
 use super::state::{Group, GroupState};
@@ -26,6 +27,8 @@ pub(crate) struct ListedGroup {
     pub(crate) group_id: String,
     pub(crate) protocol_type: String,
     pub(crate) state: &'static str,
+    /// "classic", or "consumer" for a KIP-848 group.
+    pub(crate) group_type: &'static str,
 }
 
 #[derive(Debug, Clone)]
@@ -69,8 +72,11 @@ impl GroupShard {
         known: &[bool],
         now: Now,
     ) -> Outcome<Self, Vec<i16>> {
-        if let Err(e) = validate_committer(self.groups.map.get_mut(&req.group_id), &req, false, now)
-        {
+        let checked = match self.consumer_groups.get(&req.group_id) {
+            Some(g) => validate_consumer_committer(g, &req),
+            None => validate_committer(self.groups.map.get_mut(&req.group_id), &req, false, now),
+        };
+        if let Err(e) = checked {
             return Outcome::answer(vec![e.code(); req.offsets.len()]);
         }
         let (codes, records) = self.offset_records(&req, known, now);
@@ -96,8 +102,16 @@ impl GroupShard {
                 ]);
             }
         }
-        if let Err(e) = validate_committer(self.groups.map.get_mut(&req.group_id), &req, true, now)
-        {
+        let checked = match self.consumer_groups.get(&req.group_id) {
+            // A transactional commit of a consumer group member: checked as Kafka
+            // does, by member and epoch when it names them.
+            Some(g) if req.generation >= 0 || !req.member_id.is_empty() => {
+                validate_consumer_committer(g, &req)
+            }
+            Some(_) => Ok(()),
+            None => validate_committer(self.groups.map.get_mut(&req.group_id), &req, true, now),
+        };
+        if let Err(e) = checked {
             return Outcome::answer(vec![e.code(); req.offsets.len()]);
         }
         let (codes, records) = self.offset_records(&req, known, now);
@@ -207,15 +221,19 @@ impl GroupShard {
     }
 
     pub(crate) fn list_groups(&self) -> Vec<ListedGroup> {
-        self.groups
-            .map
-            .values()
-            .map(|g| ListedGroup {
-                group_id: g.id.clone(),
-                protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                state: g.state.name(),
-            })
-            .collect()
+        let classic = self.groups.map.values().map(|g| ListedGroup {
+            group_id: g.id.clone(),
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            state: g.state.name(),
+            group_type: "classic",
+        });
+        let consumer = self.consumer_groups.values().map(|g| ListedGroup {
+            group_id: g.id.clone(),
+            protocol_type: "consumer".to_string(),
+            state: g.state_name(),
+            group_type: "consumer",
+        });
+        classic.chain(consumer).collect()
     }
 
     pub(crate) fn describe(&self, group_id: &str) -> DescribedGroup {
@@ -265,6 +283,14 @@ impl GroupShard {
 
     /// DeleteGroups: an empty group goes with all its offsets.
     pub(crate) fn delete_group(&mut self, group_id: &str) -> Outcome<Self, i16> {
+        if let Some(g) = self.consumer_groups.get(group_id) {
+            if !g.members.is_empty() {
+                return Outcome::answer(ResponseError::NonEmptyGroup.code());
+            }
+            let mut records = self.tombstones(group_id, |_, _| true, false);
+            records.extend(consumer_group_tombstones(group_id));
+            return Outcome::records(records, 0);
+        }
         let Some(g) = self.groups.map.get(group_id) else {
             return Outcome::answer(ResponseError::GroupIdNotFound.code());
         };
@@ -360,6 +386,24 @@ impl GroupShard {
                 tracing::info!(group = %g.id, records = tombstones.len(), "offsets retention expired group offsets");
             }
             records.extend(tombstones);
+        }
+        for g in self.consumer_groups.values() {
+            // A consumer group's offsets last while it has members (but not those of
+            // deleted topics); once empty, each as long as the retention from its
+            // commit. An empty group without offsets goes.
+            let empty = g.members.is_empty();
+            let expired = |topic: &str, v: &OffsetValue| {
+                !topic_exists(topic)
+                    || (empty && now.ms.saturating_sub(v.commit_timestamp_ms) >= retention_ms)
+            };
+            let remaining = self
+                .group_offsets(&g.id)
+                .filter(|((_, topic, _), v)| !expired(topic, v))
+                .count();
+            records.extend(self.tombstones(&g.id, expired, false));
+            if empty && remaining == 0 {
+                records.extend(consumer_group_tombstones(&g.id));
+            }
         }
         for id in forget {
             self.groups.map.remove(&id);

@@ -10,6 +10,7 @@
 //! - **offset commit key**, version 0 or 1: `i16 version, string group, string topic,
 //!   i32 partition`. We write version 1.
 //! - **group metadata key**, version 2: `i16 version, string group`.
+//! - keys 3 to 8: a consumer-protocol group's records (see `consumer::records`).
 //!
 //! Values:
 //! - **offset commit value**, we write version 3: `i16 version=3, i64 offset,
@@ -30,6 +31,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
+use super::consumer::records as consumer_records;
+use super::consumer::{ConsumerKey, ConsumerValue};
+
 /// A key of `__consumer_offsets`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum RecordKey {
@@ -41,6 +45,8 @@ pub(crate) enum RecordKey {
     Group {
         group: String,
     },
+    /// A consumer-protocol group's record (key types 3 to 8).
+    Consumer(ConsumerKey),
 }
 
 impl RecordKey {
@@ -48,6 +54,7 @@ impl RecordKey {
     pub(crate) fn group(&self) -> &str {
         match self {
             RecordKey::Offset { group, .. } | RecordKey::Group { group } => group,
+            RecordKey::Consumer(key) => key.group(),
         }
     }
 }
@@ -90,6 +97,7 @@ pub(crate) struct GroupValue {
 pub(crate) enum RecordValue {
     Offset(OffsetValue),
     Group(GroupValue),
+    Consumer(ConsumerValue),
 }
 
 /// One record of `__consumer_offsets`.
@@ -129,6 +137,7 @@ impl GroupRecord {
                 buf.put_i16(2);
                 put_string(&mut buf, group);
             }
+            RecordKey::Consumer(key) => consumer_records::encode_key(key, &mut buf),
         }
         buf.freeze()
     }
@@ -136,6 +145,7 @@ impl GroupRecord {
     pub(crate) fn encode_value(&self) -> Option<Bytes> {
         let mut buf = BytesMut::new();
         match self.value.as_ref()? {
+            RecordValue::Consumer(v) => consumer_records::encode_value(v, &mut buf),
             RecordValue::Offset(v) => {
                 buf.put_i16(3);
                 buf.put_i64(v.offset);
@@ -175,6 +185,7 @@ impl GroupRecord {
                 partition: k.i32()?,
             },
             2 => RecordKey::Group { group: k.string()? },
+            kind @ 3..=8 => RecordKey::Consumer(consumer_records::decode_key(kind, k.0)?),
             version => {
                 return Err(FormatError::Version {
                     what: "key",
@@ -185,11 +196,20 @@ impl GroupRecord {
         let Some(value) = value else {
             return Ok(GroupRecord { key, value: None });
         };
+        if let RecordKey::Consumer(k) = &key {
+            let value = RecordValue::Consumer(consumer_records::decode_value(k, value)?);
+            return Ok(GroupRecord {
+                key,
+                value: Some(value),
+            });
+        }
         let mut v = Reader(value);
         let version = v.i16()?;
         let value = match &key {
             RecordKey::Offset { .. } => RecordValue::Offset(decode_offset(&mut v, version)?),
-            RecordKey::Group { .. } => RecordValue::Group(decode_group(&mut v, version)?),
+            RecordKey::Group { .. } | RecordKey::Consumer(_) => {
+                RecordValue::Group(decode_group(&mut v, version)?)
+            }
         };
         Ok(GroupRecord {
             key,

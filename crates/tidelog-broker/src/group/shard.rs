@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
+use super::consumer::{ConsumerGroup, ConsumerKey};
 use super::records::{GroupRecord, OffsetValue, RecordKey, RecordValue};
 use super::state::{Groups, JoinOutcome, SyncOutcome};
 use super::GroupConfig;
@@ -46,6 +47,8 @@ pub(crate) struct GroupSummary {
 pub(crate) struct GroupShard {
     pub(crate) config: Arc<GroupConfig>,
     pub(crate) groups: Groups,
+    /// Consumer-protocol (KIP-848) groups; a group id is here or in `groups`, not both.
+    pub(crate) consumer_groups: HashMap<String, ConsumerGroup>,
     pub(crate) offsets: Timeline<OffsetKey, OffsetValue>,
     /// Producer id -> offsets its open transaction committed here.
     pub(crate) txn_offsets: BTreeMap<i64, BTreeMap<OffsetKey, OffsetValue>>,
@@ -66,6 +69,7 @@ impl GroupShard {
         GroupShard {
             config,
             groups: Groups::default(),
+            consumer_groups: HashMap::new(),
             offsets: Timeline::default(),
             txn_offsets: BTreeMap::new(),
             verifying: HashMap::new(),
@@ -75,7 +79,7 @@ impl GroupShard {
     }
 
     fn publish_groups(&self) {
-        let summaries = self
+        let mut summaries: BTreeMap<String, GroupSummary> = self
             .groups
             .map
             .values()
@@ -89,6 +93,15 @@ impl GroupShard {
                 (g.id.clone(), summary)
             })
             .collect();
+        for g in self.consumer_groups.values() {
+            let summary = GroupSummary {
+                state: g.state_name(),
+                protocol_type: "consumer".to_string(),
+                generation: g.epoch,
+                members: g.members.len(),
+            };
+            summaries.insert(g.id.clone(), summary);
+        }
         self.published
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -192,7 +205,9 @@ impl Shard for GroupShard {
                 },
                 Some(RecordValue::Offset(v)),
             ) => {
-                self.groups.get_or_create(&group, now_ms);
+                if !self.consumer_groups.contains_key(&group) {
+                    self.groups.get_or_create(&group, now_ms);
+                }
                 let key = (group, topic, partition);
                 match producer {
                     Some(pid) => {
@@ -221,6 +236,33 @@ impl Shard for GroupShard {
             (RecordKey::Group { group }, None) => {
                 // Only a group without members is deleted: nobody is parked on it.
                 self.groups.map.remove(&group);
+            }
+            (RecordKey::Consumer(ConsumerKey::Metadata { group }), None) => {
+                self.consumer_groups.remove(&group);
+            }
+            (RecordKey::Consumer(key), value) => {
+                let value = match value {
+                    Some(RecordValue::Consumer(v)) => Some(v),
+                    _ => None,
+                };
+                let id = key.group().to_string();
+                if value.is_none() && !self.consumer_groups.contains_key(&id) {
+                    // A tombstone of a group already gone (compaction keeps them a while).
+                    return;
+                }
+                // An empty classic entry (one made for offsets) gives way.
+                if self
+                    .groups
+                    .map
+                    .get(&id)
+                    .is_some_and(|g| g.members.is_empty() && g.pending.is_empty())
+                {
+                    self.groups.map.remove(&id);
+                }
+                self.consumer_groups
+                    .entry(id.clone())
+                    .or_insert_with(|| ConsumerGroup::new(id))
+                    .replay(&key, value, now);
             }
             // A value of the other kind cannot be decoded for a key (see records.rs).
             _ => {}
@@ -252,7 +294,8 @@ impl Shard for GroupShard {
     }
 
     fn tick(&mut self, now: Now) -> Outcome<Self, ()> {
-        let records = self.expire_members(now);
+        let mut records = self.expire_members(now);
+        records.extend(self.expire_consumer_members(now));
         self.publish_groups();
         Outcome::records(records, ())
     }

@@ -29,6 +29,7 @@ fn config(initial_delay_ms: u64) -> Arc<GroupConfig> {
         retention_check_every: Duration::from_secs(1),
         metadata_max_bytes: 4096,
         commit_timeout: Duration::from_secs(5),
+        ..super::test_config()
     })
 }
 
@@ -405,6 +406,7 @@ fn retention_expires_offsets_only_after_the_group_emptied_long_enough() {
                 match r.key {
                     RecordKey::Offset { .. } => entry.0 += 1,
                     RecordKey::Group { .. } => entry.1 = true,
+                    RecordKey::Consumer(_) => {}
                 }
             }
         }

@@ -117,7 +117,12 @@ async fn list(client: &mut Client, output: OutputArgs) -> anyhow::Result<()> {
     if output.json() {
         let groups: Vec<_> = groups
             .iter()
-            .map(|g| json!({"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type}))
+            .map(|g| {
+                json!({
+                    "group": g.group_id, "state": g.state,
+                    "protocol_type": g.protocol_type, "group_type": g.group_type,
+                })
+            })
             .collect();
         return print_json(&json!({ "groups": groups }));
     }
@@ -126,14 +131,19 @@ async fn list(client: &mut Client, output: OutputArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
-    writeln!(out, "GROUP\tSTATE\tTYPE")?;
+    writeln!(out, "GROUP\tSTATE\tTYPE\tPROTOCOL")?;
     for g in groups {
         let kind = if g.protocol_type.is_empty() {
             "-"
         } else {
             &g.protocol_type
         };
-        writeln!(out, "{}\t{}\t{}", g.group_id, g.state, kind)?;
+        let protocol = if g.group_type.is_empty() {
+            "classic"
+        } else {
+            &g.group_type
+        };
+        writeln!(out, "{}\t{}\t{kind}\t{protocol}", g.group_id, g.state)?;
     }
     Ok(())
 }

@@ -59,16 +59,21 @@ fn to_json(d: &GroupDescription, lags: &[PartitionLag], window: Duration) -> ser
         .members
         .iter()
         .map(|m| {
-            let assignment: Vec<_> = m
-                .assignment
-                .iter()
-                .map(|(topic, partitions)| json!({"topic": topic, "partitions": partitions}))
-                .collect();
-            json!({
+            let listed = |a: &[(String, Vec<i32>)]| -> Vec<serde_json::Value> {
+                a.iter()
+                    .map(|(topic, partitions)| json!({"topic": topic, "partitions": partitions}))
+                    .collect()
+            };
+            let mut member = json!({
                 "member_id": m.member_id, "instance_id": m.instance_id,
                 "client_id": m.client_id, "client_host": m.client_host,
-                "assignment": assignment,
-            })
+                "assignment": listed(&m.assignment),
+            });
+            if let Some(c) = &m.consumer {
+                member["member_epoch"] = json!(c.member_epoch);
+                member["target_assignment"] = json!(listed(&c.target));
+            }
+            member
         })
         .collect();
     let partitions: Vec<_> = lags
@@ -89,13 +94,19 @@ fn to_json(d: &GroupDescription, lags: &[PartitionLag], window: Duration) -> ser
             })
         })
         .collect();
-    json!({
+    let mut out = json!({
         "group": d.group_id, "state": d.state, "protocol": protocol(d),
         "window_seconds": window.as_secs_f64(),
         "members": members, "partitions": partitions,
         "warnings": lags.iter().flat_map(warnings).collect::<Vec<_>>(),
         "notes": lags.iter().filter_map(|l| note(l, window)).collect::<Vec<_>>(),
-    })
+    });
+    if let Some(c) = &d.consumer {
+        out["group_protocol"] = json!("consumer");
+        out["group_epoch"] = json!(c.group_epoch);
+        out["assignment_epoch"] = json!(c.assignment_epoch);
+    }
+    out
 }
 
 fn render(d: &GroupDescription, lags: &[PartitionLag], window: Duration) -> String {
@@ -108,7 +119,53 @@ fn render(d: &GroupDescription, lags: &[PartitionLag], window: Duration) -> Stri
         protocol(d),
         d.members.len()
     );
-    if !d.members.is_empty() {
+    if let Some(c) = &d.consumer {
+        let _ = writeln!(
+            s,
+            "Group protocol: consumer (KIP-848)\tGroup epoch: {}\tAssignment epoch: {}",
+            c.group_epoch, c.assignment_epoch
+        );
+    }
+    let shown = |a: &[(String, Vec<i32>)]| -> String {
+        let listed: Vec<String> = a
+            .iter()
+            .map(|(t, ps)| {
+                let ps: Vec<String> = ps.iter().map(i32::to_string).collect();
+                format!("{t}:{}", ps.join(","))
+            })
+            .collect();
+        if listed.is_empty() {
+            "-".to_string()
+        } else {
+            listed.join(" ")
+        }
+    };
+    if d.consumer.is_some() && !d.members.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nMEMBER\tINSTANCE\tCLIENT\tHOST\tEPOCH\tASSIGNMENT\tTARGET"
+        );
+        for m in &d.members {
+            let (epoch, target) = m
+                .consumer
+                .as_ref()
+                .map(|c| (c.member_epoch, shown(&c.target)))
+                .unwrap_or((-1, "-".to_string()));
+            let _ = writeln!(
+                s,
+                "{}\t{}\t{}\t{}\t{epoch}\t{}\t{target}",
+                m.member_id,
+                m.instance_id.as_deref().unwrap_or("-"),
+                m.client_id,
+                if m.client_host.is_empty() {
+                    "-"
+                } else {
+                    &m.client_host
+                },
+                shown(&m.assignment),
+            );
+        }
+    } else if !d.members.is_empty() {
         let _ = writeln!(s, "\nMEMBER\tINSTANCE\tCLIENT\tHOST\tASSIGNMENT");
         for m in &d.members {
             let assignment: Vec<String> = m

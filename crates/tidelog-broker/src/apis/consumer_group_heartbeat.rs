@@ -1,0 +1,102 @@
+//! ConsumerGroupHeartbeat (KIP-848): a consumer-protocol member joins, heartbeats,
+//! reconciles and leaves through this one API; the coordinator answers with its member
+//! epoch and, when it changed or was asked for, its assignment.
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
+use kafka_protocol::messages::consumer_group_heartbeat_response::{
+    Assignment, ConsumerGroupHeartbeatResponse, TopicPartitions,
+};
+use kafka_protocol::protocol::VersionRange;
+use tidelog_controller::acl::{AclOperation, ResourceType};
+use tidelog_protocol::ProtocolError;
+
+use super::Request;
+use crate::context::Ctx;
+use crate::group::consumer::heartbeat::HeartbeatRequest;
+use crate::group::str_bytes;
+use crate::net::Reply;
+
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
+
+pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
+    let request: ConsumerGroupHeartbeatRequest = req.decode()?;
+    let group = request.group_id.0.to_string();
+    if let Some(code) = req
+        .access(ctx)
+        .refused(AclOperation::Read, ResourceType::Group, &group)
+    {
+        return req.respond(&ConsumerGroupHeartbeatResponse::default().with_error_code(code));
+    }
+    let owned = request.topic_partitions.as_ref().map(|topics| {
+        let mut owned = BTreeMap::new();
+        for t in topics {
+            let partitions: &mut std::collections::BTreeSet<i32> =
+                owned.entry(t.topic_id).or_default();
+            partitions.extend(t.partitions.iter().copied());
+        }
+        owned
+    });
+    let heartbeat = HeartbeatRequest {
+        group_id: group,
+        // v0 lets a joining member leave its id to the coordinator (v1+: the client's).
+        member_id: if request.member_id.is_empty()
+            && req.version() == 0
+            && request.member_epoch == 0
+        {
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            request.member_id.to_string()
+        },
+        member_epoch: request.member_epoch,
+        instance_id: request.instance_id.as_ref().map(|s| s.to_string()),
+        rack_id: request.rack_id.as_ref().map(|s| s.to_string()),
+        rebalance_timeout_ms: request.rebalance_timeout_ms,
+        subscribed_topic_names: request
+            .subscribed_topic_names
+            .as_ref()
+            .map(|names| names.iter().map(|n| n.0.to_string()).collect()),
+        subscribed_topic_regex: request
+            .subscribed_topic_regex
+            .as_ref()
+            .map(|s| s.to_string()),
+        server_assignor: request.server_assignor.as_ref().map(|s| s.to_string()),
+        owned,
+        client_id: req
+            .header
+            .client_id
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default(),
+        client_host: format!("/{}", req.peer.ip()),
+    };
+    let response = match ctx.groups.consumer_heartbeat(heartbeat).await {
+        Ok(r) => r,
+        Err(e) => {
+            return req
+                .respond(&ConsumerGroupHeartbeatResponse::default().with_error_code(e.code()))
+        }
+    };
+    let assignment = response.assignment.map(|a| {
+        Assignment::default().with_topic_partitions(
+            a.into_iter()
+                .map(|(topic_id, partitions)| {
+                    TopicPartitions::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(partitions.into_iter().collect())
+                })
+                .collect(),
+        )
+    });
+    let ok = response.error == 0;
+    req.respond(
+        &ConsumerGroupHeartbeatResponse::default()
+            .with_error_code(response.error)
+            .with_error_message(response.message.as_deref().map(str_bytes))
+            .with_member_id(ok.then(|| str_bytes(&response.member_id)))
+            .with_member_epoch(response.member_epoch)
+            .with_heartbeat_interval_ms(response.heartbeat_interval_ms)
+            .with_assignment(assignment),
+    )
+}

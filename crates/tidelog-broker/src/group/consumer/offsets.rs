@@ -1,0 +1,48 @@
+//! Committed offsets of consumer-protocol groups: who may commit, and the records
+//! that delete a group.
+
+use kafka_protocol::error::ResponseError;
+
+use super::{ConsumerGroup, ConsumerKey};
+use crate::group::offsets::CommitRequest;
+use crate::group::records::{GroupRecord, RecordKey};
+
+/// The records that delete a consumer group without members.
+pub(crate) fn consumer_group_tombstones(group: &str) -> [GroupRecord; 2] {
+    let group = group.to_string();
+    [
+        GroupRecord {
+            key: RecordKey::Consumer(ConsumerKey::TargetMetadata {
+                group: group.clone(),
+            }),
+            value: None,
+        },
+        GroupRecord {
+            key: RecordKey::Consumer(ConsumerKey::Metadata { group }),
+            value: None,
+        },
+    ]
+}
+
+/// Kafka's commit rules for a consumer-protocol group: a member commits at its current
+/// member epoch (STALE_MEMBER_EPOCH otherwise); a commit naming no member (epoch -1)
+/// only to a group without members.
+pub(crate) fn validate_consumer_committer(
+    group: &ConsumerGroup,
+    req: &CommitRequest,
+) -> Result<(), ResponseError> {
+    if req.generation < 0 && req.member_id.is_empty() {
+        return if group.members.is_empty() {
+            Ok(())
+        } else {
+            Err(ResponseError::UnknownMemberId)
+        };
+    }
+    let Some(member) = group.members.get(&req.member_id) else {
+        return Err(ResponseError::UnknownMemberId);
+    };
+    if req.generation != member.current.member_epoch {
+        return Err(ResponseError::StaleMemberEpoch);
+    }
+    Ok(())
+}

@@ -1,0 +1,477 @@
+//! The consumer-protocol (KIP-848) records of `__consumer_offsets`, in Kafka's layouts.
+//!
+//! Keys are Kafka's non-flexible key schemas: `i16 type` then i16-length strings.
+//! - 3 group metadata `(group)`; 4 partition metadata `(group)` (Kafka before 4.1; read
+//!   and ignored, never written); 5 member metadata `(group, member)`; 6 target
+//!   assignment metadata `(group)`; 7 target assignment member `(group, member)`;
+//!   8 current member assignment `(group, member)`.
+//!
+//! Values are `i16 version=0` then a flexible struct: compact strings and arrays
+//! (unsigned varint length + 1, 0 = null), 16-byte uuids, and a tagged-field section
+//! at the end of every struct (we write tag 0 of the group metadata, its metadata hash,
+//! and skip every tag we do not know when reading).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::{BufMut, BytesMut};
+use uuid::Uuid;
+
+use super::{Assignment, CurrentAssignment, MemberMetadata, MemberState};
+use crate::group::records::FormatError;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ConsumerKey {
+    Metadata { group: String },
+    PartitionMetadata { group: String },
+    Member { group: String, member: String },
+    TargetMetadata { group: String },
+    TargetMember { group: String, member: String },
+    CurrentAssignment { group: String, member: String },
+}
+
+impl ConsumerKey {
+    pub(crate) fn group(&self) -> &str {
+        match self {
+            ConsumerKey::Metadata { group }
+            | ConsumerKey::PartitionMetadata { group }
+            | ConsumerKey::TargetMetadata { group }
+            | ConsumerKey::Member { group, .. }
+            | ConsumerKey::TargetMember { group, .. }
+            | ConsumerKey::CurrentAssignment { group, .. } => group,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ConsumerValue {
+    /// The group epoch and the hash of its subscribed topics' metadata.
+    Metadata {
+        epoch: i32,
+        metadata_hash: i64,
+    },
+    /// Kafka's pre-4.1 subscription metadata: read, not used.
+    PartitionMetadata,
+    Member(MemberMetadata),
+    TargetMetadata {
+        assignment_epoch: i32,
+    },
+    TargetMember(Assignment),
+    CurrentAssignment(CurrentAssignment),
+}
+
+pub(crate) fn encode_key(key: &ConsumerKey, buf: &mut BytesMut) {
+    let (kind, group, member) = match key {
+        ConsumerKey::Metadata { group } => (3, group, None),
+        ConsumerKey::PartitionMetadata { group } => (4, group, None),
+        ConsumerKey::Member { group, member } => (5, group, Some(member)),
+        ConsumerKey::TargetMetadata { group } => (6, group, None),
+        ConsumerKey::TargetMember { group, member } => (7, group, Some(member)),
+        ConsumerKey::CurrentAssignment { group, member } => (8, group, Some(member)),
+    };
+    buf.put_i16(kind);
+    put_key_string(buf, group);
+    if let Some(member) = member {
+        put_key_string(buf, member);
+    }
+}
+
+/// The key of type `kind` (3..=8) from the bytes after the type.
+pub(crate) fn decode_key(kind: i16, bytes: &[u8]) -> Result<ConsumerKey, FormatError> {
+    let mut r = Flex(bytes);
+    let group = r.key_string()?;
+    Ok(match kind {
+        3 => ConsumerKey::Metadata { group },
+        4 => ConsumerKey::PartitionMetadata { group },
+        6 => ConsumerKey::TargetMetadata { group },
+        5 => ConsumerKey::Member {
+            group,
+            member: r.key_string()?,
+        },
+        7 => ConsumerKey::TargetMember {
+            group,
+            member: r.key_string()?,
+        },
+        8 => ConsumerKey::CurrentAssignment {
+            group,
+            member: r.key_string()?,
+        },
+        version => {
+            return Err(FormatError::Version {
+                what: "key",
+                version,
+            })
+        }
+    })
+}
+
+pub(crate) fn encode_value(value: &ConsumerValue, buf: &mut BytesMut) {
+    buf.put_i16(0);
+    match value {
+        ConsumerValue::Metadata {
+            epoch,
+            metadata_hash,
+        } => {
+            buf.put_i32(*epoch);
+            // One tagged field: tag 0 (MetadataHash), 8 bytes.
+            put_varint(buf, 1);
+            put_varint(buf, 0);
+            put_varint(buf, 8);
+            buf.put_i64(*metadata_hash);
+        }
+        ConsumerValue::PartitionMetadata => {
+            // An empty topic list: never written by us, but kept encodable.
+            put_varint(buf, 1);
+            put_varint(buf, 0);
+        }
+        ConsumerValue::Member(m) => {
+            put_compact_nullable(buf, m.instance_id.as_deref());
+            put_compact_nullable(buf, m.rack_id.as_deref());
+            put_compact(buf, &m.client_id);
+            put_compact(buf, &m.client_host);
+            put_varint(buf, m.subscribed_topic_names.len() as u64 + 1);
+            for t in &m.subscribed_topic_names {
+                put_compact(buf, t);
+            }
+            put_compact_nullable(buf, m.subscribed_topic_regex.as_deref());
+            buf.put_i32(m.rebalance_timeout_ms);
+            put_compact_nullable(buf, m.server_assignor.as_deref());
+            put_varint(buf, 0);
+        }
+        ConsumerValue::TargetMetadata { assignment_epoch } => {
+            buf.put_i32(*assignment_epoch);
+            put_varint(buf, 0);
+        }
+        ConsumerValue::TargetMember(a) => {
+            put_assignment(buf, a);
+            put_varint(buf, 0);
+        }
+        ConsumerValue::CurrentAssignment(c) => {
+            buf.put_i32(c.member_epoch);
+            buf.put_i32(c.previous_member_epoch);
+            buf.put_i8(c.state as i8);
+            put_assignment(buf, &c.assigned);
+            put_assignment(buf, &c.pending_revocation);
+            put_varint(buf, 0);
+        }
+    }
+}
+
+pub(crate) fn decode_value(key: &ConsumerKey, bytes: &[u8]) -> Result<ConsumerValue, FormatError> {
+    let mut r = Flex(bytes);
+    let version = r.i16()?;
+    if version != 0 {
+        return Err(FormatError::Version {
+            what: "consumer group value",
+            version,
+        });
+    }
+    Ok(match key {
+        ConsumerKey::Metadata { .. } => {
+            let epoch = r.i32()?;
+            let mut metadata_hash = 0;
+            r.tagged(|tag, data| {
+                if tag == 0 && data.len() == 8 {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(data);
+                    metadata_hash = i64::from_be_bytes(b);
+                }
+            })?;
+            ConsumerValue::Metadata {
+                epoch,
+                metadata_hash,
+            }
+        }
+        ConsumerKey::PartitionMetadata { .. } => ConsumerValue::PartitionMetadata,
+        ConsumerKey::Member { .. } => {
+            let instance_id = r.compact_nullable()?;
+            let rack_id = r.compact_nullable()?;
+            let client_id = r.compact()?;
+            let client_host = r.compact()?;
+            let count = r.array_len()?;
+            let mut subscribed_topic_names = Vec::with_capacity(count.min(r.0.len()));
+            for _ in 0..count {
+                subscribed_topic_names.push(r.compact()?);
+            }
+            let subscribed_topic_regex = r.compact_nullable()?;
+            let rebalance_timeout_ms = r.i32()?;
+            let server_assignor = r.compact_nullable()?;
+            r.tagged(|_, _| {})?;
+            ConsumerValue::Member(MemberMetadata {
+                instance_id,
+                rack_id,
+                client_id,
+                client_host,
+                subscribed_topic_names,
+                subscribed_topic_regex,
+                rebalance_timeout_ms,
+                server_assignor,
+            })
+        }
+        ConsumerKey::TargetMetadata { .. } => {
+            let assignment_epoch = r.i32()?;
+            r.tagged(|_, _| {})?;
+            ConsumerValue::TargetMetadata { assignment_epoch }
+        }
+        ConsumerKey::TargetMember { .. } => {
+            let a = r.assignment()?;
+            r.tagged(|_, _| {})?;
+            ConsumerValue::TargetMember(a)
+        }
+        ConsumerKey::CurrentAssignment { .. } => {
+            let member_epoch = r.i32()?;
+            let previous_member_epoch = r.i32()?;
+            let state = MemberState::from_code(r.take(1)?[0] as i8);
+            let assigned = r.assignment()?;
+            let pending_revocation = r.assignment()?;
+            r.tagged(|_, _| {})?;
+            ConsumerValue::CurrentAssignment(CurrentAssignment {
+                member_epoch,
+                previous_member_epoch,
+                state,
+                assigned,
+                pending_revocation,
+            })
+        }
+    })
+}
+
+fn put_key_string(buf: &mut BytesMut, s: &str) {
+    let mut end = s.len().min(i16::MAX as usize);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    buf.put_i16(end as i16);
+    buf.put_slice(&s.as_bytes()[..end]);
+}
+
+fn put_varint(buf: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        buf.put_u8((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    buf.put_u8(v as u8);
+}
+
+fn put_compact(buf: &mut BytesMut, s: &str) {
+    put_varint(buf, s.len() as u64 + 1);
+    buf.put_slice(s.as_bytes());
+}
+
+fn put_compact_nullable(buf: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => put_compact(buf, s),
+        None => put_varint(buf, 0),
+    }
+}
+
+/// `[]TopicPartitions`: topic id, partitions, and an empty tagged section per topic.
+fn put_assignment(buf: &mut BytesMut, a: &Assignment) {
+    put_varint(buf, a.len() as u64 + 1);
+    for (topic, partitions) in a {
+        buf.put_slice(topic.as_bytes());
+        put_varint(buf, partitions.len() as u64 + 1);
+        for p in partitions {
+            buf.put_i32(*p);
+        }
+        put_varint(buf, 0);
+    }
+}
+
+/// A bounds-checked reader of Kafka's flexible encoding.
+struct Flex<'a>(&'a [u8]);
+
+impl Flex<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], FormatError> {
+        if self.0.len() < n {
+            return Err(FormatError::Short);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn i16(&mut self) -> Result<i16, FormatError> {
+        let b = self.take(2)?;
+        Ok(i16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn i32(&mut self) -> Result<i32, FormatError> {
+        let b = self.take(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn varint(&mut self) -> Result<u64, FormatError> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let byte = self.take(1)?[0];
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err(FormatError::Short)
+    }
+
+    /// A compact length: `None` for null; never more than the bytes that remain.
+    fn compact_len(&mut self) -> Result<Option<usize>, FormatError> {
+        match self.varint()? {
+            0 => Ok(None),
+            n => {
+                let n = usize::try_from(n - 1).map_err(|_| FormatError::Short)?;
+                if n > self.0.len() {
+                    return Err(FormatError::Short);
+                }
+                Ok(Some(n))
+            }
+        }
+    }
+
+    fn array_len(&mut self) -> Result<usize, FormatError> {
+        self.compact_len()?.ok_or(FormatError::NegativeLength)
+    }
+
+    fn compact_nullable(&mut self) -> Result<Option<String>, FormatError> {
+        let Some(len) = self.compact_len()? else {
+            return Ok(None);
+        };
+        let raw = self.take(len)?;
+        String::from_utf8(raw.to_vec())
+            .map(Some)
+            .map_err(|_| FormatError::Utf8)
+    }
+
+    fn compact(&mut self) -> Result<String, FormatError> {
+        self.compact_nullable()?.ok_or(FormatError::NegativeLength)
+    }
+
+    fn key_string(&mut self) -> Result<String, FormatError> {
+        let len = usize::try_from(self.i16()?).map_err(|_| FormatError::NegativeLength)?;
+        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| FormatError::Utf8)
+    }
+
+    fn tagged(&mut self, mut each: impl FnMut(u64, &[u8])) -> Result<(), FormatError> {
+        let count = self.varint()?;
+        for _ in 0..count {
+            let tag = self.varint()?;
+            let size = usize::try_from(self.varint()?).map_err(|_| FormatError::Short)?;
+            each(tag, self.take(size)?);
+        }
+        Ok(())
+    }
+
+    fn assignment(&mut self) -> Result<Assignment, FormatError> {
+        let topics = self.array_len()?;
+        let mut out: Assignment = BTreeMap::new();
+        for _ in 0..topics {
+            let id = Uuid::from_slice(self.take(16)?).map_err(|_| FormatError::Short)?;
+            let count = self.array_len()?;
+            let mut partitions = BTreeSet::new();
+            for _ in 0..count {
+                partitions.insert(self.i32()?);
+            }
+            self.tagged(|_, _| {})?;
+            out.insert(id, partitions);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(key: ConsumerKey, value: ConsumerValue) {
+        let mut k = BytesMut::new();
+        encode_key(&key, &mut k);
+        let kind = i16::from_be_bytes([k[0], k[1]]);
+        let decoded_key = decode_key(kind, &k[2..]).unwrap();
+        assert_eq!(decoded_key, key);
+        let mut v = BytesMut::new();
+        encode_value(&value, &mut v);
+        assert_eq!(decode_value(&key, &v).unwrap(), value);
+    }
+
+    #[test]
+    fn consumer_records_round_trip() {
+        let topic = Uuid::from_u128(7);
+        let assigned: Assignment = [(topic, [0, 2].into_iter().collect())].into();
+        let group = "g".to_string();
+        let member = "m".to_string();
+        roundtrip(
+            ConsumerKey::Metadata {
+                group: group.clone(),
+            },
+            ConsumerValue::Metadata {
+                epoch: 4,
+                metadata_hash: -3,
+            },
+        );
+        roundtrip(
+            ConsumerKey::Member {
+                group: group.clone(),
+                member: member.clone(),
+            },
+            ConsumerValue::Member(MemberMetadata {
+                instance_id: Some("i".into()),
+                rack_id: None,
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                subscribed_topic_names: vec!["a".into(), "b".into()],
+                subscribed_topic_regex: Some("t.*".into()),
+                rebalance_timeout_ms: 300_000,
+                server_assignor: Some("uniform".into()),
+            }),
+        );
+        roundtrip(
+            ConsumerKey::TargetMember {
+                group: group.clone(),
+                member: member.clone(),
+            },
+            ConsumerValue::TargetMember(assigned.clone()),
+        );
+        roundtrip(
+            ConsumerKey::CurrentAssignment { group, member },
+            ConsumerValue::CurrentAssignment(CurrentAssignment {
+                member_epoch: 3,
+                previous_member_epoch: 2,
+                state: MemberState::UnrevokedPartitions,
+                assigned: assigned.clone(),
+                pending_revocation: assigned,
+            }),
+        );
+    }
+
+    #[test]
+    fn member_metadata_value_is_kafkas_layout() {
+        let mut v = BytesMut::new();
+        encode_value(
+            &ConsumerValue::Member(MemberMetadata {
+                instance_id: None,
+                rack_id: None,
+                client_id: "c".into(),
+                client_host: "h".into(),
+                subscribed_topic_names: vec!["t".into()],
+                subscribed_topic_regex: None,
+                rebalance_timeout_ms: 1,
+                server_assignor: None,
+            }),
+            &mut v,
+        );
+        assert_eq!(
+            v.as_ref(),
+            &[0, 0, 0, 0, 2, b'c', 2, b'h', 2, 2, b't', 0, 0, 0, 0, 1, 0, 0]
+        );
+    }
+
+    #[test]
+    fn hostile_values_are_errors() {
+        let key = ConsumerKey::CurrentAssignment {
+            group: "g".into(),
+            member: "m".into(),
+        };
+        // An assignment claiming a huge topic count in a few bytes.
+        let bytes = [0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0xff, 0xff, 0xff, 0x0f];
+        assert_eq!(decode_value(&key, &bytes), Err(FormatError::Short));
+        assert!(decode_key(9, &[0, 1, b'g']).is_err());
+    }
+}

@@ -1,0 +1,346 @@
+"""KIP-848 consumer groups with confluent-kafka (librdkafka 2.16), `group.protocol=consumer`.
+
+The broker computes the assignment and members reconcile incrementally: the tests count
+what each member is given and asked to give back (its on_assign / on_revoke callbacks,
+incremental under this protocol) and check that no partition is held by two members at
+once. The broker heartbeats members every 300 ms and fences them after a 4 s session, so
+groups settle quickly; every wait is bounded.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from compat_helpers import (
+    DeliveryLog,
+    create_topic,
+    produce_all,
+    producer,
+    unique,
+    wait_until,
+)
+
+SESSION_MS = 4000
+SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": "300",
+    "group.consumer.session.timeout.ms": str(SESSION_MS),
+}
+
+
+@pytest.fixture(scope="module")
+def kip848_broker(tmp_path_factory):
+    from broker_process import Broker
+
+    broker = Broker(tmp_path_factory.mktemp("broker"), SETTINGS)
+    broker.start()
+    yield broker
+    broker.cleanup()
+
+
+class Ownership:
+    """Who holds which partition, from the members' callbacks; refuses a second owner."""
+
+    def __init__(self):
+        self.owner = {}
+        self.held = {}
+        self.revoked = {}
+        self.assigned = {}
+        self.violations = []
+        self.callbacks = {}
+
+    def member(self, name, bootstrap, group, **extra):
+        self.held[name] = set()
+        self.revoked[name] = []
+        self.assigned[name] = []
+
+        def on_assign(consumer, partitions):
+            for tp in partitions:
+                key = tp.partition
+                other = self.owner.get(key)
+                if other is not None and other != name:
+                    self.violations.append((key, other, name))
+                self.owner[key] = name
+                self.held[name].add(key)
+                self.assigned[name].append(key)
+
+        def on_revoke(consumer, partitions):
+            for tp in partitions:
+                key = tp.partition
+                if self.owner.get(key) == name:
+                    del self.owner[key]
+                self.held[name].discard(key)
+                self.revoked[name].append(key)
+
+        conf = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+        conf.update(extra)
+        self.callbacks[name] = (on_assign, on_revoke)
+        return Consumer(conf)
+
+    def subscribe(self, name, consumer, topic):
+        on_assign, on_revoke = self.callbacks[name]
+        consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+
+
+def poll_all(consumers, seconds, sink=None):
+    """Polls every consumer for `seconds`; messages go to `sink[name]` if given."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for name, c in consumers.items():
+            msg = c.poll(0.02)
+            if msg is not None and msg.error() is None and sink is not None:
+                sink.setdefault(name, []).append((msg.partition(), msg.offset()))
+
+
+def settle(own, consumers, expected, timeout=30):
+    """Polls until every member holds `expected[name]` partitions."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        poll_all(consumers, 0.2)
+        if all(len(own.held[n]) == k for n, k in expected.items()):
+            return
+    counts = {n: sorted(own.held[n]) for n in consumers}
+    raise AssertionError(f"group did not settle on {expected} within {timeout} s: {counts}")
+
+
+def cli(broker, *args):
+    done = subprocess.run([str(broker.binary), *args, "--bootstrap", broker.bootstrap],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def close_all(consumers):
+    for c in consumers.values():
+        c.close()
+
+
+def test_three_members_split_six_partitions_and_consume_each_record_once(kip848_broker):
+    bootstrap = kip848_broker.bootstrap
+    topic = create_topic(bootstrap, unique("kip848-split"), partitions=6)
+    group = unique("g")
+    own = Ownership()
+    consumers = {n: own.member(n, bootstrap, group) for n in ("a", "b", "c")}
+    try:
+        for n, c in consumers.items():
+            own.subscribe(n, c, topic)
+        settle(own, consumers, {"a": 2, "b": 2, "c": 2})
+        assert not own.violations
+        prod = producer(bootstrap)
+        log = DeliveryLog()
+        produce_all(prod, topic, [(i, str(i).encode(), b"v", None, None) for i in range(60)], log)
+        got = {}
+        wait_until(
+            lambda: poll_all(consumers, 0.3, got) or sum(len(v) for v in got.values()) >= 60,
+            30,
+            "60 records consumed",
+        )
+        everything = [r for v in got.values() for r in v]
+        assert len(everything) == 60 and len(set(everything)) == 60
+        for name, records in got.items():
+            assert {p for p, _ in records} <= own.held[name]
+        assert not own.violations
+
+        # The admin client must outlive its futures.
+        client = AdminClient({"bootstrap.servers": bootstrap})
+        desc = client.describe_consumer_groups([group])[group].result(timeout=10)
+        assert desc.type == ConsumerGroupType.CONSUMER
+        assert desc.state == ConsumerGroupState.STABLE
+        assert len(desc.members) == 3
+        assigned = sorted(tp.partition for m in desc.members for tp in m.assignment.topic_partitions)
+        assert assigned == list(range(6))
+
+        listed = cli(kip848_broker, "group", "list").stdout.splitlines()
+        assert f"{group}\tStable\tconsumer\tconsumer" in listed
+        shown = json.loads(cli(kip848_broker, "group", "describe", group, "--window-ms", "200",
+                               "--output", "json").stdout)
+        assert shown["group_protocol"] == "consumer"
+        assert shown["group_epoch"] == shown["assignment_epoch"] >= 3
+        assert len(shown["members"]) == 3
+        for m in shown["members"]:
+            assert m["member_epoch"] == shown["group_epoch"]
+            assert m["assignment"] == m["target_assignment"]
+            assert len(m["assignment"][0]["partitions"]) == 2
+    finally:
+        close_all(consumers)
+
+
+def test_fourth_member_on_twelve_partitions_moves_exactly_three(kip848_broker):
+    bootstrap = kip848_broker.bootstrap
+    topic = create_topic(bootstrap, unique("kip848-grow"), partitions=12)
+    group = unique("g")
+    own = Ownership()
+    consumers = {n: own.member(n, bootstrap, group) for n in ("a", "b", "c")}
+    try:
+        for n, c in consumers.items():
+            own.subscribe(n, c, topic)
+        settle(own, consumers, {"a": 4, "b": 4, "c": 4})
+        before = {n: set(own.held[n]) for n in consumers}
+        for n in consumers:
+            own.revoked[n].clear()
+        consumers["d"] = own.member("d", bootstrap, group)
+        own.subscribe("d", consumers["d"], topic)
+        settle(own, consumers, {"a": 3, "b": 3, "c": 3, "d": 3})
+        poll_all(consumers, 1.0)
+        revoked = {n: list(own.revoked[n]) for n in ("a", "b", "c")}
+        assert sum(len(r) for r in revoked.values()) == 3, revoked
+        for n in ("a", "b", "c"):
+            assert len(revoked[n]) == 1
+            assert own.held[n] <= before[n], "old members keep what they had, minus one"
+        assert own.held["d"] == {p for r in revoked.values() for p in r}
+        assert not own.violations
+    finally:
+        close_all(consumers)
+
+
+def test_restarted_static_member_gets_its_partitions_back(kip848_broker):
+    bootstrap = kip848_broker.bootstrap
+    topic = create_topic(bootstrap, unique("kip848-static"), partitions=6)
+    group = unique("g")
+    own = Ownership()
+    consumers = {
+        "a": own.member("a", bootstrap, group, **{"group.instance.id": "inst-a"}),
+        "b": own.member("b", bootstrap, group, **{"group.instance.id": "inst-b"}),
+    }
+    try:
+        for n, c in consumers.items():
+            own.subscribe(n, c, topic)
+        settle(own, consumers, {"a": 3, "b": 3})
+        had = set(own.held["a"])
+        b_events = (len(own.assigned["b"]), len(own.revoked["b"]))
+        consumers.pop("a").close()
+        own.owner = {p: n for p, n in own.owner.items() if n != "a"}
+        consumers["a2"] = own.member("a2", bootstrap, group, **{"group.instance.id": "inst-a"})
+        own.subscribe("a2", consumers["a2"], topic)
+        settle(own, consumers, {"a2": 3, "b": 3})
+        poll_all(consumers, 1.0)
+        assert own.held["a2"] == had
+        assert (len(own.assigned["b"]), len(own.revoked["b"])) == b_events
+        assert not own.violations
+    finally:
+        close_all(consumers)
+
+
+MEMBER_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from confluent_kafka import Consumer
+    c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                  "group.protocol": "consumer", "enable.auto.commit": False})
+    c.subscribe([sys.argv[3]], on_assign=lambda c, ps: print("assigned", len(ps), flush=True))
+    while True:
+        c.poll(0.1)
+    """
+)
+
+
+def test_killed_member_is_fenced_after_its_session_and_only_its_partitions_move(kip848_broker):
+    bootstrap = kip848_broker.bootstrap
+    topic = create_topic(bootstrap, unique("kip848-fence"), partitions=6)
+    group = unique("g")
+    own = Ownership()
+    consumers = {n: own.member(n, bootstrap, group) for n in ("a", "b")}
+    child = subprocess.Popen(
+        [sys.executable, "-c", MEMBER_SCRIPT, bootstrap, group, topic],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        for n, c in consumers.items():
+            own.subscribe(n, c, topic)
+        settle(own, consumers, {"a": 2, "b": 2})
+        before = {n: set(own.held[n]) for n in consumers}
+        for n in consumers:
+            own.revoked[n].clear()
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(timeout=10)
+        killed_at = time.monotonic()
+        settle(own, consumers, {"a": 3, "b": 3}, timeout=SESSION_MS / 1000 + 20)
+        took = time.monotonic() - killed_at
+        assert took >= SESSION_MS / 1000 * 0.8, f"fenced after {took:.1f} s, before its session"
+        for n in consumers:
+            assert own.revoked[n] == [], "only the dead member's partitions move"
+            assert before[n] <= own.held[n]
+        assert not own.violations
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(timeout=10)
+        close_all(consumers)
+
+
+def test_committed_offsets_and_the_group_survive_a_broker_restart(broker_factory):
+    broker = broker_factory(SETTINGS)
+    bootstrap = broker.bootstrap
+    topic = create_topic(bootstrap, unique("kip848-restart"), partitions=2)
+    group = unique("g")
+    prod = producer(bootstrap)
+    produce_all(prod, topic, [(i, str(i).encode(), b"v", None, None) for i in range(20)], DeliveryLog())
+    own = Ownership()
+    consumers = {"a": own.member("a", bootstrap, group)}
+    own.subscribe("a", consumers["a"], topic)
+    got = {}
+    wait_until(
+        lambda: poll_all(consumers, 0.3, got) or len(got.get("a", [])) >= 20,
+        30,
+        "20 records consumed",
+    )
+    consumers["a"].commit(asynchronous=False)
+    positions = {
+        tp.partition: tp.offset
+        for tp in consumers["a"].committed([TopicPartition(topic, p) for p in (0, 1)], timeout=10)
+    }
+    assert sum(positions.values()) == 20
+    consumers["a"].close()
+
+    broker.stop()
+    broker.start()
+    again = own.member("a2", bootstrap, group)
+    try:
+        committed = wait_until(
+            lambda: again.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=10),
+            30,
+            "committed offsets after the restart",
+        )
+        assert {tp.partition: tp.offset for tp in committed} == positions
+        own.subscribe("a2", again, topic)
+        settle(own, {"a2": again}, {"a2": 2})
+        assert again.poll(1.0) is None, "nothing consumed twice"
+    finally:
+        again.close()
+
+
+def test_regex_subscription_is_resolved_by_the_broker_and_follows_new_topics(kip848_broker):
+    bootstrap = kip848_broker.bootstrap
+    prefix = unique("kip848-re")
+    first = create_topic(bootstrap, f"{prefix}-one", partitions=2)
+    create_topic(bootstrap, unique("kip848-other"), partitions=1)
+    group = unique("g")
+    seen = set()
+
+    def on_assign(consumer, partitions):
+        seen.update((tp.topic, tp.partition) for tp in partitions)
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([f"^{prefix}-.*"], on_assign=on_assign)
+        wait_until(lambda: c.poll(0.1) is None and len(seen) == 2, 20, "the matching topic assigned")
+        assert seen == {(first, 0), (first, 1)}
+        second = create_topic(bootstrap, f"{prefix}-two", partitions=1)
+        wait_until(lambda: c.poll(0.1) is None and (second, 0) in seen, 30, "the new matching topic assigned")
+        assert all(t.startswith(prefix) for t, _ in seen)
+    finally:
+        c.close()

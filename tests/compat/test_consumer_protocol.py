@@ -344,3 +344,49 @@ def test_regex_subscription_is_resolved_by_the_broker_and_follows_new_topics(kip
         assert all(t.startswith(prefix) for t, _ in seen)
     finally:
         c.close()
+
+
+def _offset_fetch_v9(bootstrap, group, member_id, member_epoch):
+    """OffsetFetch v9 for all of `group`'s offsets, naming a member (KIP-848) -> the
+    group's error code."""
+    import struct
+    import kafka_wire
+    member = b"\x00" if member_id is None else kafka_wire.compact_string(member_id)
+    body = (kafka_wire.uvarint(2) + kafka_wire.compact_string(group) + member
+            + struct.pack(">i", member_epoch) + b"\x00"  # topics: null (all)
+            + b"\x00"  # the group's tagged fields
+            + b"\x00")  # require_stable
+    with kafka_wire.Connection.to(bootstrap) as conn:
+        r = conn.flexible_call(9, 9, body)
+        r.i32()  # throttle_time_ms
+        (code,) = r.compact_array(lambda r: (r.compact_string(), r.compact_array(_skip_topic), r.i16(), r.skip_tags())[2])
+    return code
+
+
+def _skip_topic(r):
+    r.compact_string()
+    r.compact_array(lambda r: (r.i32(), r.i64(), r.i32(), r.compact_string(), r.i16(), r.skip_tags()))
+    r.skip_tags()
+
+
+def test_offset_fetch_checks_the_member_it_names(kip848_broker):
+    UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH = 25, 113
+    bootstrap = kip848_broker.bootstrap
+    topic = create_topic(bootstrap, unique("kip848-fetch"), partitions=2)
+    group = unique("g")
+    own = Ownership()
+    consumers = {"a": own.member("a", bootstrap, group)}
+    try:
+        own.subscribe("a", consumers["a"], topic)
+        settle(own, consumers, {"a": 2})
+        shown = json.loads(cli(kip848_broker, "group", "describe", group, "--window-ms", "200",
+                               "--output", "json").stdout)
+        (member,) = shown["members"]
+        epoch = member["member_epoch"]
+        assert _offset_fetch_v9(bootstrap, group, member["member_id"], epoch) == 0
+        assert _offset_fetch_v9(bootstrap, group, member["member_id"], epoch + 7) == STALE_MEMBER_EPOCH
+        assert _offset_fetch_v9(bootstrap, group, "not-a-member", epoch) == UNKNOWN_MEMBER_ID
+        # An admin client names no member.
+        assert _offset_fetch_v9(bootstrap, group, None, -1) == 0
+    finally:
+        close_all(consumers)

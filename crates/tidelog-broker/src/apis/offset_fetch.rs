@@ -60,8 +60,18 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     .collect()
             });
             let group = OffsetFetchResponseGroup::default().with_group_id(g.group_id.clone());
+            // v9+: a consumer-protocol member names itself (KIP-848).
+            let member = (version >= 9)
+                .then(|| {
+                    (
+                        g.member_id.as_ref().map_or("", |m| m.as_str()),
+                        g.member_epoch,
+                    )
+                })
+                .filter(|(id, epoch)| !id.is_empty() || *epoch >= 0)
+                .map(|(id, epoch)| (id.to_string(), epoch));
             groups.push(
-                match lookup(ctx, &access, &g.group_id.0, wanted, stable).await {
+                match lookup(ctx, &access, &g.group_id.0, wanted, stable, member).await {
                     Err(code) => group.with_error_code(code),
                     Ok(found) => {
                         let mut topics: Vec<OffsetFetchResponseTopics> = found
@@ -101,7 +111,16 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .collect()
     });
     let response = OffsetFetchResponse::default();
-    let response = match lookup(ctx, &access, &request.group_id.0, wanted.clone(), stable).await {
+    let response = match lookup(
+        ctx,
+        &access,
+        &request.group_id.0,
+        wanted.clone(),
+        stable,
+        None,
+    )
+    .await
+    {
         Ok(found) => response.with_topics(v1_topics(found)),
         // v1 has no top-level error: every partition carries it.
         Err(code) if version < 2 => {
@@ -133,6 +152,7 @@ async fn lookup(
     group: &str,
     wanted: Wanted,
     require_stable: bool,
+    member: Option<(String, i32)>,
 ) -> Result<Vec<(String, Vec<Answer>)>, i16> {
     if let Some(code) = access.refused(AclOperation::Describe, ResourceType::Group, group) {
         return Err(code);
@@ -140,7 +160,7 @@ async fn lookup(
     let all_topics = wanted.is_none();
     let found = ctx
         .groups
-        .fetch_offsets(group.to_string(), wanted)
+        .fetch_offsets(group.to_string(), wanted, member)
         .await
         .map_err(|e| e.code())?;
     Ok(found

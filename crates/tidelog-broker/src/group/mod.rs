@@ -154,6 +154,9 @@ pub(crate) enum GroupError {
     InvalidGroupId,
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
+    /// The group's own answer (a member check).
+    #[error("{0:?}")]
+    Kafka(ResponseError),
 }
 
 impl GroupError {
@@ -161,6 +164,7 @@ impl GroupError {
         match self {
             GroupError::InvalidGroupId => ResponseError::InvalidGroupId.code(),
             GroupError::Coordinator(e) => e.code(),
+            GroupError::Kafka(e) => e.code(),
         }
     }
 }
@@ -420,14 +424,22 @@ impl GroupCoordinator {
 
     /// The committed offsets of `group` for `topics` (all when `None`), each with
     /// whether an open transaction may still change it.
+    /// `member`: the member id and epoch OffsetFetch v9+ names, checked against a
+    /// consumer-protocol group's members (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH).
     pub(crate) async fn fetch_offsets(
         &self,
         group: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
+        member: Option<(String, i32)>,
     ) -> Result<Vec<(String, Vec<(i32, i64, i32, String, bool)>)>, GroupError> {
         let partition = self.partition_of(&group)?;
         let read = move |shard: &GroupShard| {
-            shard
+            if let (Some((member_id, epoch)), Some(consumer)) =
+                (&member, shard.consumer_groups.get(&group))
+            {
+                consumer::offsets::validate_consumer_fetcher(consumer, member_id, *epoch)?;
+            }
+            Ok(shard
                 .fetch_offsets(&group, topics)
                 .into_iter()
                 .map(|(topic, parts)| {
@@ -440,9 +452,12 @@ impl GroupCoordinator {
                         .collect();
                     (topic, parts)
                 })
-                .collect()
+                .collect())
         };
-        Ok(self.runtime.read(partition, read).await?)
+        self.runtime
+            .read(partition, read)
+            .await?
+            .map_err(GroupError::Kafka)
     }
 
     /// Waits (bounded) until every partition the image says this node leads runs.

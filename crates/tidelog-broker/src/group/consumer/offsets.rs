@@ -46,3 +46,23 @@ pub(crate) fn validate_consumer_committer(
     }
     Ok(())
 }
+
+/// Kafka's fetch rule for a consumer-protocol group (OffsetFetch v9+): a request naming
+/// no member (the admin client, an older client) is answered; one naming a member must
+/// carry that member's current epoch.
+pub(crate) fn validate_consumer_fetcher(
+    group: &ConsumerGroup,
+    member_id: &str,
+    member_epoch: i32,
+) -> Result<(), ResponseError> {
+    if member_id.is_empty() && member_epoch < 0 {
+        return Ok(());
+    }
+    let Some(member) = group.members.get(member_id) else {
+        return Err(ResponseError::UnknownMemberId);
+    };
+    if member_epoch != member.current.member_epoch {
+        return Err(ResponseError::StaleMemberEpoch);
+    }
+    Ok(())
+}

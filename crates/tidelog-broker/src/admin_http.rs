@@ -1,8 +1,10 @@
 //! The HTTP admin port: `/healthz` (the process is up), `/readyz` (metadata loaded,
 //! logs recovered, Kafka listener accepting), `/metrics` (OpenMetrics text, which Prometheus scrapes) and
-//! the JSON views `/v1/cluster`, `/v1/topics`, `/v1/groups`. A deliberately tiny
-//! HTTP/1.1 responder: GET only, one request per connection, bounded request size and
-//! time.
+//! the JSON views `/v1/cluster`, `/v1/topics`, `/v1/groups`, `/v1/transactions`, `/v1/lag-history` and
+//! `/v1/groups/<group>/lag-history`, and at `/` the console: one page whose HTML, CSS
+//! and script are compiled into the binary (`console/`), drawn from those views. A
+//! deliberately tiny HTTP/1.1 responder: GET only, one request per connection, bounded
+//! request size and time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+use crate::metrics::tail::{self, TailRequest};
 use crate::metrics::{views, Metrics, NodeView};
 
 const MAX_REQUEST_HEAD: usize = 8 * 1024;
@@ -25,6 +28,18 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// `_total`, a final `# EOF`), which Prometheus parses by this content type.
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 const JSON: &str = "application/json";
+const HTML: &str = "text/html; charset=utf-8";
+const CSS: &str = "text/css; charset=utf-8";
+const JAVASCRIPT: &str = "text/javascript; charset=utf-8";
+
+/// The console's assets: plain HTML, CSS and script, no build step, nothing fetched
+/// from elsewhere (docs/operations.md states their size).
+const CONSOLE_HTML: &str = include_str!("console/index.html");
+const CONSOLE_CSS: &str = include_str!("console/console.css");
+const CONSOLE_JS: &str = include_str!("console/console.js");
+/// The page loads only its own assets and talks only to this port.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// What the admin port answers from. The port opens before the node's logs are
 /// recovered (so `/healthz` answers during a long recovery); `node` carries the node's
@@ -34,6 +49,9 @@ pub(crate) struct AdminState {
     pub(crate) ready: Arc<AtomicBool>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) node: watch::Receiver<Option<Arc<NodeView>>>,
+    /// The admin port authenticates nobody, so with an authorizer on (Kafka's ACLs
+    /// guard every read of records) it shows no records.
+    pub(crate) records_hidden: bool,
 }
 
 impl AdminState {
@@ -96,18 +114,21 @@ async fn answer(mut stream: TcpStream, state: AdminState) -> std::io::Result<()>
     let request_line = String::from_utf8_lossy(&head);
     let mut words = request_line.split_whitespace();
     let method = words.next().unwrap_or("");
-    // A query string selects nothing here; `/metrics?x=y` is `/metrics`.
-    let path = words.next().unwrap_or("").split('?').next().unwrap_or("");
+    // Only the records view reads a query string; `/metrics?x=y` is `/metrics`.
+    let target = words.next().unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let response = if method != "GET" && method != "HEAD" {
         Response::new("405 Method Not Allowed", TEXT, "GET only\n")
     } else {
-        route(path, state).await
+        route(path, query, state).await
     };
     let header = format!(
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\n\
+         X-Content-Type-Options: nosniff\r\nContent-Security-Policy: {}\r\nConnection: close\r\n\r\n",
         response.status,
         response.content_type,
-        response.body.len()
+        response.body.len(),
+        CONTENT_SECURITY_POLICY,
     );
     stream.write_all(header.as_bytes()).await?;
     if method != "HEAD" {
@@ -116,7 +137,7 @@ async fn answer(mut stream: TcpStream, state: AdminState) -> std::io::Result<()>
     stream.shutdown().await
 }
 
-async fn route(path: &str, state: AdminState) -> Response {
+async fn route(path: &str, query: &str, state: AdminState) -> Response {
     match path {
         "/healthz" => Response::new("200 OK", TEXT, "ok\n"),
         "/readyz" if state.ready.load(Ordering::Acquire) => {
@@ -132,12 +153,108 @@ async fn route(path: &str, state: AdminState) -> Response {
                 Err(_) => Response::new("500 Internal Server Error", TEXT, "metrics failed\n"),
             }
         }
-        "/v1/cluster" | "/v1/topics" | "/v1/groups" => json_view(path.to_string(), state).await,
-        _ => Response::new("404 Not Found", TEXT, "not found\n"),
+        "/" | "/index.html" => Response::new("200 OK", HTML, CONSOLE_HTML),
+        "/console.css" => Response::new("200 OK", CSS, CONSOLE_CSS),
+        "/console.js" => Response::new("200 OK", JAVASCRIPT, CONSOLE_JS),
+        "/v1/transactions" => transactions_view(state).await,
+        "/v1/cluster" | "/v1/topics" | "/v1/groups" | "/v1/lag-history" => {
+            json_view(View::Named(path.to_string()), state).await
+        }
+        _ => {
+            if let Some(group) = group_history_path(path) {
+                json_view(View::GroupHistory(group), state).await
+            } else if let Some(request) = tail_request(path, query) {
+                if state.records_hidden {
+                    Response::new(
+                        "403 Forbidden",
+                        TEXT,
+                        "records are not shown on the admin port while an authorizer is on\n",
+                    )
+                } else {
+                    json_view(View::Tail(request), state).await
+                }
+            } else {
+                not_found()
+            }
+        }
     }
 }
 
-async fn json_view(path: String, state: AdminState) -> Response {
+fn not_found() -> Response {
+    Response::new("404 Not Found", TEXT, "not found\n")
+}
+
+enum View {
+    Named(String),
+    GroupHistory(String),
+    Tail(TailRequest),
+}
+
+/// `/v1/topics/<topic>/partitions/<n>/records?offset=O&limit=N` (both optional).
+fn tail_request(path: &str, query: &str) -> Option<TailRequest> {
+    let rest = path.strip_prefix("/v1/topics/")?.strip_suffix("/records")?;
+    let (topic, partition) = rest.split_once("/partitions/")?;
+    let mut request = TailRequest {
+        topic: percent_decode(topic).filter(|t| !t.is_empty())?,
+        partition: partition.parse().ok()?,
+        offset: None,
+        limit: 20,
+    };
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("offset", v)) => request.offset = Some(v.parse().ok()?),
+            Some(("limit", v)) => request.limit = v.parse().ok()?,
+            _ => {}
+        }
+    }
+    Some(request)
+}
+
+/// The group named by `/v1/groups/<group>/lag-history`, percent-decoded (a group id
+/// may hold any character).
+fn group_history_path(path: &str) -> Option<String> {
+    let encoded = path
+        .strip_prefix("/v1/groups/")?
+        .strip_suffix("/lag-history")?;
+    percent_decode(encoded).filter(|g| !g.is_empty())
+}
+
+/// `%XX` escapes to bytes; None when an escape is malformed or the bytes are not UTF-8.
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn json_response(value: &serde_json::Value) -> Response {
+    let mut body = serde_json::to_string_pretty(value).unwrap_or_default();
+    body.push('\n');
+    Response::new("200 OK", JSON, body)
+}
+
+/// The transaction coordinators answer from their own tasks, without blocking.
+async fn transactions_view(state: AdminState) -> Response {
+    match state.node() {
+        Some(node) if state.ready.load(Ordering::Acquire) => {
+            let listed = node.txns.list().await;
+            json_response(&views::transactions(listed, crate::context::now_ms()))
+        }
+        _ => Response::new("503 Service Unavailable", TEXT, "not ready\n"),
+    }
+}
+
+async fn json_view(view: View, state: AdminState) -> Response {
     // What /readyz says, these say too: a node that is not ready (starting, or cut off
     // from the controller quorum) has no trustworthy view of the cluster.
     let node = match state.node() {
@@ -145,18 +262,85 @@ async fn json_view(path: String, state: AdminState) -> Response {
         _ => return Response::new("503 Service Unavailable", TEXT, "not ready\n"),
     };
     let metrics = state.metrics;
-    let view = tokio::task::spawn_blocking(move || match path.as_str() {
-        "/v1/cluster" => views::cluster(&node),
-        "/v1/topics" => views::topics(&node),
-        _ => views::groups(&node, &metrics.groups),
+    let value = tokio::task::spawn_blocking(move || match view {
+        View::Named(path) => Some(match path.as_str() {
+            "/v1/cluster" => views::cluster(&node),
+            "/v1/topics" => views::topics(&node),
+            "/v1/lag-history" => views::to_json(&metrics.lag_history.summary()),
+            _ => views::groups(&node, &metrics.groups),
+        }),
+        View::Tail(request) => tail::tail(&node, &request).map(|t| views::to_json(&t)),
+        View::GroupHistory(group) => metrics
+            .lag_history
+            .group(&group)
+            .map(|history| views::to_json(&history)),
     })
     .await;
-    match view {
-        Ok(value) => {
-            let mut body = serde_json::to_string_pretty(&value).unwrap_or_default();
-            body.push('\n');
-            Response::new("200 OK", JSON, body)
-        }
+    match value {
+        Ok(Some(value)) => json_response(&value),
+        Ok(None) => not_found(),
         Err(_) => Response::new("500 Internal Server Error", TEXT, "view failed\n"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_history_paths_name_their_group_percent_decoded() {
+        assert_eq!(
+            group_history_path("/v1/groups/billing/lag-history").as_deref(),
+            Some("billing")
+        );
+        assert_eq!(
+            group_history_path("/v1/groups/a%2Fb%20c/lag-history").as_deref(),
+            Some("a/b c")
+        );
+        assert_eq!(group_history_path("/v1/groups//lag-history"), None);
+        assert_eq!(group_history_path("/v1/groups/x%2/lag-history"), None);
+        assert_eq!(group_history_path("/v1/groups/%ff/lag-history"), None);
+        assert_eq!(group_history_path("/v1/groups/billing"), None);
+    }
+
+    #[test]
+    fn the_console_is_small_and_loads_nothing_from_elsewhere() {
+        let total = CONSOLE_HTML.len() + CONSOLE_CSS.len() + CONSOLE_JS.len();
+        // docs/operations.md states the size; keep it honest when the console grows.
+        assert!(total < 32 * 1024, "the console is {total} bytes");
+        for asset in [CONSOLE_HTML, CONSOLE_CSS, CONSOLE_JS] {
+            // The SVG namespace is a name, not a place the page loads from.
+            let rest = asset.replace("http://www.w3.org/2000/svg", "");
+            assert!(
+                !rest.contains("http://") && !rest.contains("https://"),
+                "an asset names another host"
+            );
+        }
+        assert!(CONSOLE_HTML.contains(r#"<script src="/console.js" defer>"#));
+    }
+
+    #[test]
+    fn tail_paths_name_a_partition_and_an_optional_offset_and_limit() {
+        let tail = |path, query| tail_request(path, query);
+        assert_eq!(
+            tail(
+                "/v1/topics/or%2Eders/partitions/3/records",
+                "offset=10&limit=5"
+            ),
+            Some(TailRequest {
+                topic: "or.ders".into(),
+                partition: 3,
+                offset: Some(10),
+                limit: 5,
+            })
+        );
+        let latest = tail("/v1/topics/t/partitions/0/records", "").unwrap();
+        assert_eq!((latest.offset, latest.limit), (None, 20));
+        assert_eq!(tail("/v1/topics/t/partitions/x/records", ""), None);
+        assert_eq!(
+            tail("/v1/topics/t/partitions/0/records", "offset=abc"),
+            None
+        );
+        assert_eq!(tail("/v1/topics//partitions/0/records", ""), None);
     }
 }

@@ -166,6 +166,7 @@ impl ControllerNode {
             ready: Arc::clone(&ready),
             metrics: Arc::new(Metrics::new()),
             node: watch::channel(None).1,
+            records_hidden: true,
         };
         tasks.start("admin port", |stop| {
             admin_http::serve(admin_listener, admin, stop)

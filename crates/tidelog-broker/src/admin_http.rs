@@ -1,6 +1,6 @@
 //! The HTTP admin port: `/healthz` (the process is up), `/readyz` (metadata loaded,
 //! logs recovered, Kafka listener accepting), `/metrics` (OpenMetrics text, which Prometheus scrapes) and
-//! the JSON views `/v1/cluster`, `/v1/topics`, `/v1/groups`, `/v1/transactions`, `/v1/lag-history` and
+//! the JSON views `/v1/cluster`, `/v1/quorum`, `/v1/topics`, `/v1/groups`, `/v1/transactions`, `/v1/lag-history` and
 //! `/v1/groups/<group>/lag-history`, and at `/` the console: one page whose HTML, CSS
 //! and script are compiled into the binary (`console/`), drawn from those views. A
 //! deliberately tiny HTTP/1.1 responder: GET only, one request per connection, bounded
@@ -157,6 +157,7 @@ async fn route(path: &str, query: &str, state: AdminState) -> Response {
         "/console.css" => Response::new("200 OK", CSS, CONSOLE_CSS),
         "/console.js" => Response::new("200 OK", JAVASCRIPT, CONSOLE_JS),
         "/v1/transactions" => transactions_view(state).await,
+        "/v1/quorum" => quorum_view(state).await,
         "/v1/cluster" | "/v1/topics" | "/v1/groups" | "/v1/lag-history" => {
             json_view(View::Named(path.to_string()), state).await
         }
@@ -251,6 +252,26 @@ async fn transactions_view(state: AdminState) -> Response {
             json_response(&views::transactions(listed, crate::context::now_ms()))
         }
         _ => Response::new("503 Service Unavailable", TEXT, "not ready\n"),
+    }
+}
+
+/// How long `/v1/quorum` waits for the quorum leader's status.
+const QUORUM_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The controller quorum as its leader reports it (asked through this node's link).
+async fn quorum_view(state: AdminState) -> Response {
+    let Some(node) = state.node().filter(|_| state.ready.load(Ordering::Acquire)) else {
+        return Response::new("503 Service Unavailable", TEXT, "not ready\n");
+    };
+    let asked = node.metadata.controller().describe_quorum();
+    match tokio::time::timeout(QUORUM_TIMEOUT, asked).await {
+        Ok(Ok(status)) => json_response(&views::to_json(&status)),
+        Ok(Err(e)) => Response::new("503 Service Unavailable", TEXT, format!("{e}\n")),
+        Err(_) => Response::new(
+            "503 Service Unavailable",
+            TEXT,
+            "the controller quorum did not answer within 2 s\n",
+        ),
     }
 }
 

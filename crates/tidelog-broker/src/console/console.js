@@ -77,8 +77,32 @@ function figures(items) {
 
 // --- views ---------------------------------------------------------------------
 
+// The quorum's figures, or why they are missing: the cluster view still shows the rest.
+async function quorum() {
+  try {
+    return await api("/v1/quorum");
+  } catch (error) {
+    return { error: error.message };
+  }
+}
+
+function quorumSection(q) {
+  if (q.error) return [el("h3", {}, "Controller quorum"), el("p", { class: "bad" }, `Not known: ${q.error}`)];
+  return [
+    el("h3", {}, "Controller quorum"),
+    figures([["Leader", q.leader === null ? "none" : q.leader, q.leader === null], ["Epoch (term)", q.term], ["Applied end", num(q.applied_end)]]),
+    table("Controller quorum voters", [
+      ["Voter", (v) => v.node_id, true],
+      ["Address", (v) => v.address],
+      ["Role", (v) => (v.node_id === q.leader ? "leader" : "follower")],
+      ["Log end", (v) => num(v.log_end), true],
+      ["Lag (entries)", (v) => el("span", { class: v.lag > 0 ? "bad" : null }, num(v.lag)), true],
+    ], q.voters, { id: "voters" }),
+  ];
+}
+
 async function clusterView() {
-  const c = await api("/v1/cluster");
+  const [c, q] = await Promise.all([api("/v1/cluster"), quorum()]);
   return [
     el("h2", {}, "Cluster ", c.cluster_id),
     figures([
@@ -98,6 +122,7 @@ async function clusterView() {
       ["Rack", (b) => b.rack || "–"],
       ["State", (b) => (b.fenced ? el("span", { class: "bad" }, "fenced") : el("span", { class: "good" }, "active"))],
     ], c.brokers, { id: "brokers" }),
+    quorumSection(q),
   ];
 }
 

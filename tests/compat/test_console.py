@@ -10,64 +10,18 @@ Skips with the reason when Playwright is not installed or Chromium cannot start 
 the test command (scripts/test) installs both.
 """
 
-import json
-import os
 import re
-import shutil
-import tempfile
-import urllib.request
-from pathlib import Path
 
-import pytest
-from confluent_kafka import TopicPartition
+from console_browser import ARTIFACTS, admin_json, browser_context, commit, watch_errors  # noqa: F401 - a fixture
+from compat_helpers import DeliveryLog, create_topic, produce_all, producer, unique, wait_until
 
-from compat_helpers import DeliveryLog, consumer, create_topic, produce_all, producer, unique, wait_until
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 RECORDS = 40
 RETENTION_MS = 300_000
 WAIT_MS = 20_000
-ARTIFACTS = Path(os.environ.get("TIDELOG_ARTIFACTS") or Path(__file__).parent / "artifacts") / "console"
 
 
 def api(broker, path):
-    with urllib.request.urlopen(f"http://127.0.0.1:{broker.admin_port}{path}", timeout=5) as resp:
-        return json.load(resp)
-
-
-def commit(bootstrap, group, topic, offset):
-    """Commits `offset` for partition 0 as `group` would, then leaves."""
-    cons = consumer(bootstrap, **{"group.id": group, "enable.auto.commit": False})
-    try:
-        cons.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
-    finally:
-        cons.close()
-
-
-@pytest.fixture
-def browser_context():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    profile = tempfile.mkdtemp(prefix="tidelog-chromium-")
-    with sync_api.sync_playwright() as playwright:
-        try:
-            context = playwright.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-                viewport={"width": 1280, "height": 800},
-            )
-        except Exception as err:  # noqa: BLE001 - any launch failure means "cannot run here"
-            shutil.rmtree(profile, ignore_errors=True)
-            pytest.skip(f"chromium cannot start here: {err}")
-        try:
-            yield context
-        finally:
-            context.close()
-            shutil.rmtree(profile, ignore_errors=True)
+    return admin_json("127.0.0.1", broker.admin_port, path)
 
 
 def test_console_shows_the_group_retention_will_overtake(broker_factory, browser_context):
@@ -93,11 +47,8 @@ def test_console_shows_the_group_retention_will_overtake(broker_factory, browser
     summary = {g["group"]: g for g in api(broker, "/v1/lag-history")["groups"]}
     assert not summary[current]["at_risk"] and summary[current]["latest"]["lag_messages"] == 0
 
-    errors = []
     page = browser_context.new_page()
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    errors = watch_errors(page)
     base = f"http://127.0.0.1:{broker.admin_port}/"
 
     # The first thing one sees: the banner of the group at risk, and only of that one.
@@ -117,6 +68,11 @@ def test_console_shows_the_group_retention_will_overtake(broker_factory, browser
     assert page.locator(f'#risks .banner[data-group="{current}"]').count() == 0
     page.locator("#brokers tbody tr").first.wait_for(timeout=WAIT_MS)
     assert page.locator("#brokers tbody tr td").first.inner_text() == "1"
+    # A cluster of one: this node is the quorum's only voter, and its leader.
+    voters = page.locator("#voters tbody tr")
+    voters.first.wait_for(timeout=WAIT_MS)
+    assert voters.count() == 1
+    assert [voters.first.locator("td").nth(i).inner_text() for i in (0, 2)] == ["1", "leader"]
     page.screenshot(path=str(ARTIFACTS / "cluster-1280x800.png"))
 
     # The group: chart, its table, and the per-partition lag.

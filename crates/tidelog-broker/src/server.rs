@@ -134,6 +134,7 @@ impl Broker {
             metrics: Arc::clone(&metrics),
             node: node_view,
             records_hidden: crate::auth::Authorizer::from_config(&config).is_some(),
+            actions_enabled: config.get(settings::ADMIN_CONSOLE_ACTIONS_ENABLED),
         };
         tasks.start("admin port", |stop| {
             admin_http::serve(admin_listener, admin, stop)

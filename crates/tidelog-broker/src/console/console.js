@@ -333,6 +333,88 @@ function lagChart(name, history) {
       ` ${samples.length} samples, one every ${duration((history.interval_ms || 0) / 1000)}; the table below has every figure.`));
 }
 
+// --- actions (only with admin.console.actions.enabled=true) ----------------------
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Tidelog-Console": "1" },
+    body: JSON.stringify(body),
+  });
+  const text = await response.text();
+  let answer;
+  try { answer = JSON.parse(text); } catch (_) { answer = { error: text.trim() }; }
+  if (!response.ok) throw new Error(answer.error || `${path} answered ${response.status}`);
+  return answer;
+}
+
+function configsOf(text) {
+  const configs = {};
+  for (const line of text.split("\n").map((l) => l.trim()).filter((l) => l)) {
+    const at = line.indexOf("=");
+    if (at <= 0) throw new Error(`not name=value: ${line}`);
+    configs[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+  }
+  return configs;
+}
+
+// Create a topic: "Check" asks the controller what it would create (validate only) and
+// shows it; only then does the confirming button appear.
+function createTopicForm() {
+  const name = el("input", { id: "create-name", required: "", autocomplete: "off" });
+  const partitions = el("input", { id: "create-partitions", type: "number", min: "1", value: "1" });
+  const replication = el("input", { id: "create-replication", type: "number", min: "1", placeholder: "broker default" });
+  const configs = el("textarea", { id: "create-configs", rows: "2", placeholder: "retention.ms=86400000" });
+  const result = el("p", { id: "create-result", role: "status" });
+  const request = (validateOnly) => {
+    const body = { name: name.value.trim(), partitions: Number(partitions.value || -1), configs: configsOf(configs.value), validate_only: validateOnly };
+    if (replication.value) body.replication_factor = Number(replication.value);
+    return body;
+  };
+  const check = el("button", { type: "submit", id: "create-check" }, "Check");
+  const form = el("form", { "aria-label": "Create a topic" },
+    el("label", {}, "New topic", name), el("label", {}, "Partitions", partitions),
+    el("label", {}, "Replication factor", replication), el("label", {}, "Configs (name=value lines)", configs),
+    check, result);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    result.replaceChildren("Checking…");
+    try {
+      const body = request(true);
+      const plan = await post("/v1/topics", body);
+      const confirm = el("button", { type: "button", id: "create-confirm" }, `Create topic ${plan.name}`);
+      confirm.addEventListener("click", async () => {
+        confirm.disabled = true;
+        try {
+          const created = await post("/v1/topics", { ...body, validate_only: false });
+          result.replaceChildren(`Created topic ${created.name} with ${created.partitions} partition(s).`);
+          render();
+        } catch (error) {
+          result.replaceChildren(el("span", { class: "bad" }, `Not created: ${error.message}`));
+        }
+      });
+      result.replaceChildren(`Creates ${plan.name}: ${plan.partitions} partition(s), replication factor ${plan.replication_factor}${Object.keys(plan.configs).length ? `, ${Object.entries(plan.configs).map(([k, v]) => `${k}=${v}`).join(", ")}` : ""}. `, confirm);
+    } catch (error) {
+      result.replaceChildren(el("span", { class: "bad" }, `Refused: ${error.message}`));
+    }
+  });
+  return form;
+}
+
+let consoleInfo = null;
+
+// Built once per visit of the topics view, outside #view, so the refresh keeps what was typed.
+async function renderActions(route) {
+  const section = document.getElementById("actions");
+  if (route !== "topics") {
+    section.replaceChildren();
+    return;
+  }
+  if (consoleInfo === null) consoleInfo = await api("/v1/console");
+  if (!consoleInfo.actions_enabled || section.childElementCount > 0) return;
+  section.replaceChildren(createTopicForm());
+}
+
 // --- the page ------------------------------------------------------------------
 
 async function renderRisks(shownGroup) {
@@ -358,6 +440,7 @@ async function render() {
   }
   try {
     await renderRisks(route.startsWith("group/") ? route.slice("group/".length) : null);
+    await renderActions(route);
     let content;
     if (route.startsWith("group/")) content = await groupView(route.slice("group/".length));
     else if (route.startsWith("tail/")) {

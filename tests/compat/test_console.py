@@ -1,5 +1,6 @@
 """The web console on the admin port (`http://ADMIN/`), driven in Debian's headless
-Chromium through Playwright against a real broker: a group that stopped reading a topic
+Chromium through Playwright against a real broker with console actions on: a topic is
+created through the console (checked first, created on confirmation); a group that stopped reading a topic
 with a short retention shows up as the at-risk banner first, and its lag chart, the
 chart's table and the per-partition table carry the broker's numbers; the topics view
 and the partition's live tail show what was produced. The page logs no
@@ -13,7 +14,7 @@ the test command (scripts/test) installs both.
 import re
 
 from console_browser import ARTIFACTS, admin_json, browser_context, commit, watch_errors  # noqa: F401 - a fixture
-from compat_helpers import DeliveryLog, create_topic, produce_all, producer, unique, wait_until
+from compat_helpers import DeliveryLog, produce_all, producer, unique, wait_until
 
 RECORDS = 40
 RETENTION_MS = 300_000
@@ -25,9 +26,33 @@ def api(broker, path):
 
 
 def test_console_shows_the_group_retention_will_overtake(broker_factory, browser_context):
-    broker = broker_factory(settings={"admin.console.lag.history.interval.ms": 1000})
+    broker = broker_factory(settings={
+        "admin.console.lag.history.interval.ms": 1000,
+        "admin.console.actions.enabled": "true",
+    })
     bootstrap = broker.bootstrap
-    topic = create_topic(bootstrap, unique("console"), 1, {"retention.ms": str(RETENTION_MS)})
+    page = browser_context.new_page()
+    errors = watch_errors(page)
+    base = f"http://127.0.0.1:{broker.admin_port}/"
+
+    # The topic is created through the console: checked first, created on confirmation.
+    topic = unique("console")
+    page.goto(base + "#topics", wait_until="load")
+    page.locator("#create-name").fill(topic)
+    page.locator("#create-partitions").fill("1")
+    page.locator("#create-configs").fill(f"retention.ms={RETENTION_MS}")
+    page.locator("#create-check").click()
+    page.locator("#create-confirm").wait_for(timeout=WAIT_MS)
+    plan = page.locator("#create-result").inner_text()
+    assert f"Creates {topic}: 1 partition(s), replication factor 1, retention.ms={RETENTION_MS}" in plan, plan
+    assert all(t["name"] != topic for t in api(broker, "/v1/topics")["topics"]), "a check must create nothing"
+    page.locator("#create-confirm").click()
+    wait_until(lambda: "Created topic" in page.locator("#create-result").inner_text(), 20, "the topic created")
+    page.locator(f'details[data-topic="{topic}"]').wait_for(timeout=WAIT_MS)
+    created = next(t for t in api(broker, "/v1/topics")["topics"] if t["name"] == topic)
+    assert created["configs"] == {"retention.ms": str(RETENTION_MS)} and len(created["partitions"]) == 1
+    page.screenshot(path=str(ARTIFACTS / "topics-created-1280x800.png"))
+
     log = DeliveryLog()
     records = [(i, f"k{i}".encode(), f"v{i}".encode(), [("trace", f"t{i}".encode())], None) for i in range(RECORDS)]
     produce_all(producer(bootstrap), topic, records, log)
@@ -46,10 +71,6 @@ def test_console_shows_the_group_retention_will_overtake(broker_factory, browser
     assert 0 < risk["projected_loss_seconds"] <= RETENTION_MS / 1000
     summary = {g["group"]: g for g in api(broker, "/v1/lag-history")["groups"]}
     assert not summary[current]["at_risk"] and summary[current]["latest"]["lag_messages"] == 0
-
-    page = browser_context.new_page()
-    errors = watch_errors(page)
-    base = f"http://127.0.0.1:{broker.admin_port}/"
 
     # The first thing one sees: the banner of the group at risk, and only of that one.
     page.goto(base, wait_until="load")

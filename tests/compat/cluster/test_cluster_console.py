@@ -1,10 +1,16 @@
 """The web console on a real three-node cluster, in Debian's headless Chromium: every
 node's console shows the three brokers and the three-voter controller quorum with one
-leader, and the console of the node that coordinates a group that stopped on a topic
+leader; it is read-only by default (no form, and a create-topic request is refused); and
+the console of the node that coordinates a group that stopped on a topic
 with a short retention (replicated three ways) opens with that group's at-risk banner.
 Screenshots go to $TIDELOG_ARTIFACTS (default tests/compat/artifacts/)."""
 
+import json
 import re
+import urllib.error
+import urllib.request
+
+import pytest
 
 from cluster_meta import create_topic, wait_full_isr
 from compat_helpers import DeliveryLog, produce_all, producer, unique, wait_until
@@ -57,6 +63,20 @@ def test_cluster_console_shows_the_quorum_and_the_coordinator_shows_the_group_at
         else:
             # Only the coordinator keeps a group's history.
             assert banner.count() == 0
+
+    # Read-only by default: no form, and the action itself is refused.
+    page.goto(f"http://{coordinating.host}:{coordinating.admin_port}/#topics")
+    page.locator(f'details[data-topic="{topic}"]').wait_for(timeout=WAIT_MS)
+    assert page.locator("#create-name").count() == 0
+    assert admin_json(coordinating.host, coordinating.admin_port, "/v1/console")["actions_enabled"] is False
+    refused = urllib.request.Request(
+        f"http://{coordinating.host}:{coordinating.admin_port}/v1/topics", method="POST",
+        data=json.dumps({"name": unique("refused")}).encode(),
+        headers={"Content-Type": "application/json", "X-Tidelog-Console": "1"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(refused, timeout=5)
+    assert answer.value.code == 403
 
     page.goto(f"http://{coordinating.host}:{coordinating.admin_port}/#group/{group}")
     rows = page.locator("#lag-table tbody tr")

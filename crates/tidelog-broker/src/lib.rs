@@ -6,6 +6,7 @@
 //! `replica` owns the partitions and their logs, `metadata` wraps the controller's
 //! metadata image, `admin_http` serves health, and `server` ties them together.
 
+mod admin_actions;
 mod admin_http;
 mod apis;
 mod auth;

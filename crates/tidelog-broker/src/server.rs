@@ -134,6 +134,8 @@ impl Broker {
             ready: Arc::clone(&ready),
             metrics: Arc::clone(&metrics),
             node: node_view,
+            records_hidden: crate::auth::Authorizer::from_config(&config).is_some(),
+            actions_enabled: config.get(settings::ADMIN_CONSOLE_ACTIONS_ENABLED),
         };
         tasks.start("admin port", |stop| {
             admin_http::serve(admin_listener, admin, stop)
@@ -251,13 +253,15 @@ impl Broker {
             Arc::clone(&replicas),
             Arc::clone(&groups),
         ));
-        node_view_tx.send_replace(Some(Arc::new(NodeView {
+        let node_view = Arc::new(NodeView {
             node_id,
             config: config.clone(),
             metadata: Arc::clone(&metadata),
             replicas: Arc::clone(&replicas),
             groups: Arc::clone(&groups),
-        })));
+            txns: Arc::clone(&txns),
+        });
+        node_view_tx.send_replace(Some(Arc::clone(&node_view)));
         let authorizer = crate::auth::Authorizer::from_config(&config);
         let effective = Arc::new(crate::dynamic_config::resolve(&config, &metadata.image()));
         let quotas = crate::quota::QuotaManager::new(&config);
@@ -291,6 +295,17 @@ impl Broker {
         });
         tasks.start("ISR checks", |stop| isr::run(Arc::clone(&ctx), stop));
         tasks.start("group coordinator", |stop| groups.run(stop));
+        let interval = settings::Setting::as_duration(
+            ctx.config
+                .get(settings::ADMIN_CONSOLE_LAG_HISTORY_INTERVAL_MS),
+        );
+        let (probe, history) = (
+            Arc::clone(&ctx.metrics.groups),
+            Arc::clone(&ctx.metrics.lag_history),
+        );
+        tasks.start("lag history", |stop| {
+            crate::metrics::lag_history::run(node_view, probe, history, interval, stop)
+        });
         tasks.start("transaction coordinator", |stop| txns.run(stop));
         if cluster.is_none() {
             // Nobody else needs to answer: a client of a single node finds it registered

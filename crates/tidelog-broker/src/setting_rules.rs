@@ -58,6 +58,7 @@ const AT_LEAST: &[(&str, i64)] = &[
     ("leader.imbalance.check.interval.seconds", 1),
     ("leader.imbalance.per.broker.percentage", 0),
     ("controller.quorum.request.timeout.ms", 0),
+    ("admin.console.lag.history.interval.ms", 100),
 ];
 
 /// Why `value` is not acceptable for the tidelog setting `name`, if it is not.

@@ -236,6 +236,13 @@ settings! {
     LEADER_IMBALANCE_PER_BROKER_PERCENTAGE: i64 =
         "leader.imbalance.per.broker.percentage", "10";
     CONTROLLER_QUORUM_REQUEST_TIMEOUT_MS: i64 = "controller.quorum.request.timeout.ms", "2000";
+    // The admin port's console (tidelog's own; Kafka has no console).
+    /// How often the lag history samples every group this node coordinates; it keeps
+    /// 360 samples per group (an hour at the default).
+    ADMIN_CONSOLE_LAG_HISTORY_INTERVAL_MS: i64 = "admin.console.lag.history.interval.ms", "10000";
+    /// The console may create topics (read-only by default; refused anyway while an
+    /// authorizer is on, since the admin port authenticates nobody).
+    ADMIN_CONSOLE_ACTIONS_ENABLED: bool = "admin.console.actions.enabled", "false";
 }
 
 #[cfg(test)]

@@ -11,17 +11,22 @@
 //!   offline and under-min-ISR counts; open file descriptors) and `groups` (consumer
 //!   lag in messages and seconds, its trend, retention headroom, generations).
 //!
+//! `lag_history` keeps those group figures over time (sampled by a task of its own)
+//! for the console's lag chart and at-risk banner.
+//!
 //! `docs/operations.md` lists every metric; keep it in step with the probes.
 
 mod cluster;
 mod group_source;
 mod groups;
 mod labels;
+pub(crate) mod lag_history;
 mod node_view;
 mod quotas;
 mod replication;
 mod requests;
 mod storage;
+pub(crate) mod tail;
 mod topics;
 mod trend;
 pub(crate) mod views;
@@ -32,6 +37,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 pub(crate) use groups::GroupProbe;
+pub(crate) use lag_history::LagHistory;
 pub(crate) use node_view::NodeView;
 pub(crate) use quotas::QuotaProbe;
 pub(crate) use replication::ReplicationProbe;
@@ -47,6 +53,8 @@ pub(crate) struct Metrics {
     pub(crate) storage: Arc<StorageProbe>,
     pub(crate) replication: Arc<ReplicationProbe>,
     pub(crate) groups: Arc<GroupProbe>,
+    /// Lag over time per group, filled by the lag-history sampler task.
+    pub(crate) lag_history: Arc<LagHistory>,
     pub(crate) quotas: QuotaProbe,
 }
 
@@ -71,6 +79,7 @@ impl Metrics {
             storage,
             replication,
             groups,
+            lag_history: Arc::new(LagHistory::new()),
             quotas,
         }
     }

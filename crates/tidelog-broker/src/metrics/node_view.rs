@@ -8,6 +8,7 @@ use crate::config::BrokerConfig;
 use crate::group::GroupCoordinator;
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
+use crate::txn::TxnCoordinator;
 
 pub(crate) struct NodeView {
     pub(crate) node_id: i32,
@@ -16,4 +17,5 @@ pub(crate) struct NodeView {
     pub(crate) metadata: Arc<MetadataManager>,
     pub(crate) replicas: Arc<ReplicaManager>,
     pub(crate) groups: Arc<GroupCoordinator>,
+    pub(crate) txns: Arc<TxnCoordinator>,
 }

@@ -1,5 +1,5 @@
 //! The JSON admin views served on the admin port, for the CLI and for people:
-//! `/v1/cluster`, `/v1/topics` and `/v1/groups`. Field names are part of the admin
+//! `/v1/cluster`, `/v1/topics`, `/v1/groups` and `/v1/transactions`. Field names are part of the admin
 //! API (docs/operations.md shows them): add fields freely, never rename one.
 
 use std::collections::HashMap;
@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::cluster::{partition_health, partition_stats, PartitionHealth, PartitionStats};
 use super::groups::GroupLag;
 use super::{GroupProbe, NodeView};
+use crate::txn::{TxnMeta, TxnState};
 
 #[derive(Serialize)]
 struct BrokerView {
@@ -82,6 +83,8 @@ struct TopicView {
     name: String,
     topic_id: String,
     internal: bool,
+    /// The topic's explicit config overrides (defaults are the broker's).
+    configs: std::collections::BTreeMap<String, String>,
     partitions: Vec<TopicPartitionView>,
 }
 
@@ -110,6 +113,7 @@ pub(crate) fn topics(node: &NodeView) -> serde_json::Value {
             name: t.name.clone(),
             topic_id: t.topic_id.to_string(),
             internal: t.is_internal(),
+            configs: t.configs.clone(),
             partitions: t
                 .partitions
                 .iter()
@@ -140,6 +144,63 @@ pub(crate) fn groups(node: &NodeView, probe: &GroupProbe) -> serde_json::Value {
     })
 }
 
-fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
+/// Open transactions listed at most (the oldest first).
+const MAX_TRANSACTIONS: usize = 1000;
+
+#[derive(Serialize)]
+struct TransactionView {
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    state: &'static str,
+    timeout_ms: i32,
+    started_ms: i64,
+    age_seconds: f64,
+    partitions: Vec<TransactionPartition>,
+}
+
+#[derive(Serialize)]
+struct TransactionPartition {
+    topic: String,
+    partition: i32,
+}
+
+/// `/v1/transactions`: the transactions open on coordinators this node leads (begun and
+/// not yet completed), the oldest first, with their age.
+pub(crate) fn transactions(listed: Vec<(String, TxnMeta)>, now_ms: i64) -> serde_json::Value {
+    let mut open: Vec<TransactionView> = listed
+        .into_iter()
+        .filter(|(_, m)| {
+            m.start_ms >= 0
+                && matches!(
+                    m.state,
+                    TxnState::Ongoing
+                        | TxnState::PrepareCommit
+                        | TxnState::PrepareAbort
+                        | TxnState::PrepareEpochFence
+                )
+        })
+        .map(|(id, m)| TransactionView {
+            transactional_id: id,
+            producer_id: m.producer_id,
+            producer_epoch: m.epoch,
+            state: m.state.name(),
+            timeout_ms: m.timeout_ms,
+            started_ms: m.start_ms,
+            age_seconds: now_ms.saturating_sub(m.start_ms).max(0) as f64 / 1000.0,
+            partitions: m
+                .partitions
+                .into_iter()
+                .map(|(topic, partition)| TransactionPartition { topic, partition })
+                .collect(),
+        })
+        .collect();
+    open.sort_by_key(|t| t.started_ms);
+    let truncated = open.len() > MAX_TRANSACTIONS;
+    open.truncate(MAX_TRANSACTIONS);
+    serde_json::json!({ "truncated": truncated, "transactions": to_json(&open) })
+}
+
+pub(crate) fn to_json<T: Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }))
 }

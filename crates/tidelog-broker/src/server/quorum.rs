@@ -172,6 +172,8 @@ impl ControllerNode {
             ready: Arc::clone(&ready),
             metrics: Arc::new(Metrics::new()),
             node: watch::channel(None).1,
+            records_hidden: true,
+            actions_enabled: false,
         };
         tasks.start("admin port", |stop| {
             admin_http::serve(admin_listener, admin, stop)

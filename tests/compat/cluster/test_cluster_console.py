@@ -1,0 +1,86 @@
+"""The web console on a real three-node cluster, in Debian's headless Chromium: every
+node's console shows the three brokers and the three-voter controller quorum with one
+leader; it is read-only by default (no form, and a create-topic request is refused); and
+the console of the node that coordinates a group that stopped on a topic
+with a short retention (replicated three ways) opens with that group's at-risk banner.
+Screenshots go to $TIDELOG_ARTIFACTS (default tests/compat/artifacts/)."""
+
+import json
+import re
+import urllib.error
+import urllib.request
+
+import pytest
+
+from cluster_meta import create_topic, wait_full_isr
+from compat_helpers import DeliveryLog, produce_all, producer, unique, wait_until
+from console_browser import ARTIFACTS, admin_json, browser_context, commit, watch_errors  # noqa: F401 - a fixture
+
+RECORDS = 30
+RETENTION_MS = 300_000
+WAIT_MS = 20_000
+
+
+def test_cluster_console_shows_the_quorum_and_the_coordinator_shows_the_group_at_risk(
+    cluster_factory, browser_context,
+):
+    cluster = cluster_factory(settings={"admin.console.lag.history.interval.ms": 1000})
+    topic = create_topic(cluster, unique("console"), 1, 3, {"retention.ms": str(RETENTION_MS)})
+    log = DeliveryLog()
+    produce_all(producer(cluster.bootstrap), topic, [(i, None, b"v", None, None) for i in range(RECORDS)], log)
+    assert not log.failed
+    wait_full_isr(cluster, topic, 1, 30)
+    group = unique("stopped")
+    commit(cluster.bootstrap, group, topic, 0)
+
+    def coordinator():
+        for node in cluster.nodes.values():
+            summary = admin_json(node.host, node.admin_port, "/v1/lag-history")
+            if any(g["group"] == group and g["at_risk"] and g["samples"] >= 3 for g in summary["groups"]):
+                return node
+        return None
+
+    coordinating = wait_until(coordinator, 30, f"a node to find {group} at risk")
+    others = [n for n in cluster.nodes.values() if n is not coordinating]
+
+    page = browser_context.new_page()
+    errors = watch_errors(page)
+    for node in [coordinating, *others]:
+        page.goto(f"http://{node.host}:{node.admin_port}/", wait_until="load")
+        voters = page.locator("#voters tbody tr")
+        wait_until(lambda: voters.count() == 3, 20, f"three voters on node {node.node_id}'s console")
+        roles = [voters.nth(i).locator("td").nth(2).inner_text() for i in range(3)]
+        assert sorted(roles) == ["follower", "follower", "leader"], roles
+        assert page.locator("#brokers tbody tr").count() == 3
+        banner = page.locator(f'#risks .banner[data-group="{group}"]')
+        if node is coordinating:
+            banner.wait_for(timeout=WAIT_MS)
+            assert re.fullmatch(
+                rf"group {re.escape(group)}: retention deletes unread records in \d+ (s|min) at the current trend",
+                banner.inner_text().strip(),
+            ), banner.inner_text()
+            page.screenshot(path=str(ARTIFACTS / "cluster3-coordinator.png"))
+        else:
+            # Only the coordinator keeps a group's history.
+            assert banner.count() == 0
+
+    # Read-only by default: no form, and the action itself is refused.
+    page.goto(f"http://{coordinating.host}:{coordinating.admin_port}/#topics")
+    page.locator(f'details[data-topic="{topic}"]').wait_for(timeout=WAIT_MS)
+    assert page.locator("#create-name").count() == 0
+    assert admin_json(coordinating.host, coordinating.admin_port, "/v1/console")["actions_enabled"] is False
+    refused = urllib.request.Request(
+        f"http://{coordinating.host}:{coordinating.admin_port}/v1/topics", method="POST",
+        data=json.dumps({"name": unique("refused")}).encode(),
+        headers={"Content-Type": "application/json", "X-Tidelog-Console": "1"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as answer:
+        urllib.request.urlopen(refused, timeout=5)
+    assert answer.value.code == 403
+
+    page.goto(f"http://{coordinating.host}:{coordinating.admin_port}/#group/{group}")
+    rows = page.locator("#lag-table tbody tr")
+    rows.first.wait_for(timeout=WAIT_MS)
+    assert rows.first.locator("td").nth(1).inner_text() == str(RECORDS)
+    page.screenshot(path=str(ARTIFACTS / "cluster3-group.png"), full_page=True)
+    assert errors == [], errors

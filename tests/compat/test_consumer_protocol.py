@@ -358,14 +358,26 @@ def _offset_fetch_v9(bootstrap, group, member_id, member_epoch):
             + b"\x00")  # require_stable
     with kafka_wire.Connection.to(bootstrap) as conn:
         r = conn.flexible_call(9, 9, body)
-        r.i32()  # throttle_time_ms
-        (code,) = r.compact_array(lambda r: (r.compact_string(), r.compact_array(_skip_topic), r.i16(), r.skip_tags())[2])
+    r.i32()  # throttle_time_ms
+
+    def group_error():
+        r.compact_string()
+        r.compact_array(lambda: _skip_topic(r))
+        code = r.i16()
+        r.skip_tags()
+        return code
+
+    (code,) = r.compact_array(group_error)
     return code
 
 
 def _skip_topic(r):
+    def partition():
+        r.i32(), r.i64(), r.i32(), r.compact_string(), r.i16()
+        r.skip_tags()
+
     r.compact_string()
-    r.compact_array(lambda r: (r.i32(), r.i64(), r.i32(), r.compact_string(), r.i16(), r.skip_tags()))
+    r.compact_array(partition)
     r.skip_tags()
 
 

@@ -63,12 +63,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .map(|s| s.to_string()),
         server_assignor: request.server_assignor.as_ref().map(|s| s.to_string()),
         owned,
-        client_id: req
-            .header
-            .client_id
-            .as_ref()
-            .map(|s| s.to_string())
-            .unwrap_or_default(),
+        client_id: req.client_id(),
         client_host: format!("/{}", req.peer.ip()),
     };
     let response = match ctx.groups.consumer_heartbeat(heartbeat).await {

@@ -34,12 +34,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         group_id: request.group_id.0.to_string(),
         member_id: request.member_id.to_string(),
         instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
-        client_id: req
-            .header
-            .client_id
-            .as_ref()
-            .map(|s| s.to_string())
-            .unwrap_or_default(),
+        client_id: req.client_id(),
         client_host: String::new(),
         session_timeout_ms: request.session_timeout_ms,
         // v0 has no rebalance timeout: the session timeout served as both.

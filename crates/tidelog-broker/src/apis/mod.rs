@@ -91,6 +91,15 @@ pub(crate) struct Request {
 }
 
 impl Request {
+    /// The header's client id, empty when the client sent none.
+    pub(crate) fn client_id(&self) -> String {
+        self.header
+            .client_id
+            .as_ref()
+            .map(|s| s.to_string())
+            .unwrap_or_default()
+    }
+
     pub(crate) fn version(&self) -> i16 {
         self.header.api_version
     }

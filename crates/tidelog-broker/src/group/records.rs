@@ -295,7 +295,7 @@ fn decode_group(v: &mut Reader<'_>, version: i16) -> Result<GroupValue, FormatEr
     })
 }
 
-fn put_string(buf: &mut BytesMut, s: &str) {
+pub(super) fn put_string(buf: &mut BytesMut, s: &str) {
     // Longer text is refused before it gets here (see `MAX_NAME_BYTES` in join.rs and
     // the group id check); cutting at a character boundary keeps a record decodable
     // should anything longer slip through.

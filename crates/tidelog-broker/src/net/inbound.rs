@@ -202,7 +202,7 @@ async fn admit(
         }
     }
     if let Some(admitted) = &security.admitted {
-        if !admitted.iter().any(|p| *p == principal) {
+        if !admitted.contains(&principal) {
             tracing::warn!(%peer, listener, %principal, "refusing a controller connection: with an authorizer, the controller listener admits only super.users");
             return None;
         }

@@ -17,7 +17,7 @@ use bytes::{BufMut, BytesMut};
 use uuid::Uuid;
 
 use super::{Assignment, CurrentAssignment, MemberMetadata, MemberState};
-use crate::group::records::FormatError;
+use crate::group::records::{put_string, FormatError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ConsumerKey {
@@ -69,9 +69,9 @@ pub(crate) fn encode_key(key: &ConsumerKey, buf: &mut BytesMut) {
         ConsumerKey::CurrentAssignment { group, member } => (8, group, Some(member)),
     };
     buf.put_i16(kind);
-    put_key_string(buf, group);
+    put_string(buf, group);
     if let Some(member) = member {
-        put_key_string(buf, member);
+        put_string(buf, member);
     }
 }
 
@@ -233,15 +233,6 @@ pub(crate) fn decode_value(key: &ConsumerKey, bytes: &[u8]) -> Result<ConsumerVa
             })
         }
     })
-}
-
-fn put_key_string(buf: &mut BytesMut, s: &str) {
-    let mut end = s.len().min(i16::MAX as usize);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    buf.put_i16(end as i16);
-    buf.put_slice(&s.as_bytes()[..end]);
 }
 
 fn put_varint(buf: &mut BytesMut, mut v: u64) {

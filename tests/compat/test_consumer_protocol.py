@@ -381,6 +381,19 @@ def _skip_topic(r):
     r.skip_tags()
 
 
+def _describe_groups_v6(bootstrap, group):
+    """DescribeGroups v6 (the classic describe) -> (error code, error message, state)."""
+    import kafka_wire
+    body = kafka_wire.compact_array([kafka_wire.compact_string(group)]) + b"\x00"
+    with kafka_wire.Connection.to(bootstrap) as conn:
+        r = conn.flexible_call(15, 6, body)
+    r.i32()  # throttle_time_ms
+    r.uvarint()  # one group
+    code, message = r.i16(), r.compact_string()
+    r.compact_string()  # group id
+    return code, message, r.compact_string()
+
+
 def test_offset_fetch_checks_the_member_it_names(kip848_broker):
     UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH = 25, 113
     bootstrap = kip848_broker.bootstrap
@@ -400,5 +413,8 @@ def test_offset_fetch_checks_the_member_it_names(kip848_broker):
         assert _offset_fetch_v9(bootstrap, group, "not-a-member", epoch) == UNKNOWN_MEMBER_ID
         # An admin client names no member.
         assert _offset_fetch_v9(bootstrap, group, None, -1) == 0
+        # The classic describe answers as Kafka does for a group that is not classic.
+        assert _describe_groups_v6(bootstrap, group) == (
+            69, f"Group {group} is not a classic group.", "Dead")
     finally:
         close_all(consumers)

@@ -1,6 +1,7 @@
-//! DescribeGroups: state, protocol, members and their assignments. An unknown group is
-//! described as Dead with no members, as Kafka does before v6; from v6 it also carries
-//! GROUP_ID_NOT_FOUND and a message (KIP-1043). From v3, when asked, each group's
+//! DescribeGroups: state, protocol, members and their assignments. An unknown group, or
+//! a consumer-protocol (KIP-848) group, is described as Dead with no members, as Kafka
+//! does before v6; from v6 it also carries GROUP_ID_NOT_FOUND and Kafka's message
+//! ("not found", or "is not a classic group") (KIP-1043). From v3, when asked, each group's
 //! authorized operations are every operation a group supports (no authorizer).
 
 use kafka_protocol::error::ResponseError;
@@ -52,7 +53,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .with_group_state(str_bytes("")),
             Ok(d) if version >= 6 && d.state == "Dead" && d.members.is_empty() => group
                 .with_error_code(ResponseError::GroupIdNotFound.code())
-                .with_error_message(Some(str_bytes(&format!("Group {name} not found."))))
+                .with_error_message(Some(str_bytes(&if d.not_classic {
+                    format!("Group {name} is not a classic group.")
+                } else {
+                    format!("Group {name} not found.")
+                })))
                 .with_group_state(str_bytes(d.state))
                 .with_authorized_operations(authorized_operations::NOT_REQUESTED),
             Ok(d) => group

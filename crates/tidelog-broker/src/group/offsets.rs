@@ -43,6 +43,9 @@ pub(crate) struct DescribedMember {
 
 #[derive(Debug, Clone)]
 pub(crate) struct DescribedGroup {
+    /// A consumer-protocol (KIP-848) group: DescribeGroups, the classic API, describes
+    /// it as Dead.
+    pub(crate) not_classic: bool,
     pub(crate) state: &'static str,
     pub(crate) protocol_type: String,
     pub(crate) protocol: String,
@@ -239,6 +242,7 @@ impl GroupShard {
     pub(crate) fn describe(&self, group_id: &str) -> DescribedGroup {
         let Some(g) = self.groups.map.get(group_id) else {
             return DescribedGroup {
+                not_classic: self.consumer_groups.contains_key(group_id),
                 state: GroupState::Dead.name(),
                 protocol_type: String::new(),
                 protocol: String::new(),
@@ -251,6 +255,7 @@ impl GroupShard {
             GroupState::Stable | GroupState::CompletingRebalance
         );
         DescribedGroup {
+            not_classic: false,
             state: g.state.name(),
             protocol_type: g.protocol_type.clone().unwrap_or_default(),
             protocol: if settled {

@@ -65,6 +65,11 @@ impl Authorizer {
         })
     }
 
+    /// `super.users`, as the authorizer read them.
+    pub(crate) fn super_users(&self) -> &std::collections::HashSet<String> {
+        &self.settings.super_users
+    }
+
     /// The index of `image`'s ACLs (rebuilt only when they changed).
     pub(crate) fn index(&self, image: &MetadataImage) -> Arc<AclIndex> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());

@@ -319,11 +319,12 @@ fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
     buf.put_slice(b);
 }
 
-/// A bounds-checked big-endian reader.
-struct Reader<'a>(&'a [u8]);
+/// A bounds-checked big-endian reader (the consumer-group records add Kafka's flexible
+/// encoding to it, in `consumer/records.rs`).
+pub(super) struct Reader<'a>(pub(super) &'a [u8]);
 
 impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], FormatError> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&[u8], FormatError> {
         if self.0.len() < n {
             return Err(FormatError::Short);
         }
@@ -338,11 +339,11 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    fn i16(&mut self) -> Result<i16, FormatError> {
+    pub(super) fn i16(&mut self) -> Result<i16, FormatError> {
         Ok(i16::from_be_bytes(self.array()?))
     }
 
-    fn i32(&mut self) -> Result<i32, FormatError> {
+    pub(super) fn i32(&mut self) -> Result<i32, FormatError> {
         Ok(i32::from_be_bytes(self.array()?))
     }
 
@@ -361,7 +362,7 @@ impl Reader<'_> {
             .map_err(|_| FormatError::Utf8)
     }
 
-    fn string(&mut self) -> Result<String, FormatError> {
+    pub(super) fn string(&mut self) -> Result<String, FormatError> {
         self.nullable_string()?.ok_or(FormatError::NegativeLength)
     }
 

@@ -12,6 +12,7 @@
 //! accept), bounded in number and in time; the accept loop and every handshake stop
 //! when the listener is dropped.
 
+use std::collections::HashSet;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -51,7 +52,7 @@ pub(crate) struct InboundSecurity {
     pub(crate) sasl: Option<Arc<SaslListener>>,
     /// With an authorizer: the principals admitted (`super.users`). `None`: any
     /// principal that authenticated.
-    pub(crate) admitted: Option<Vec<String>>,
+    pub(crate) admitted: Option<HashSet<String>>,
 }
 
 impl InboundSecurity {

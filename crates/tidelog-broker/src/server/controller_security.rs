@@ -13,7 +13,6 @@ use crate::config::BrokerConfig;
 use crate::listeners::SecurityProtocol;
 use crate::net::{InboundSecurity, OutboundSecurity, SecureListenTransport, SecureTransport};
 use crate::sasl::{SaslListener, SaslLogin};
-use crate::settings;
 
 /// `inner` secured as the controller listener requires; `voter`: this node accepts
 /// on it too.
@@ -59,15 +58,7 @@ pub(super) async fn controller_transport(
     } else {
         None
     };
-    let admitted = crate::auth::Authorizer::from_config(config).map(|_| {
-        config
-            .get(settings::SUPER_USERS)
-            .split(';')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .map(str::to_owned)
-            .collect()
-    });
+    let admitted = crate::auth::Authorizer::from_config(config).map(|a| a.super_users().clone());
     tracing::info!(
         listener = %name,
         protocol = protocol.name(),

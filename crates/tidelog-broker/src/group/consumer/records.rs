@@ -17,7 +17,7 @@ use bytes::{BufMut, BytesMut};
 use uuid::Uuid;
 
 use super::{Assignment, CurrentAssignment, MemberMetadata, MemberState};
-use crate::group::records::{put_string, FormatError};
+use crate::group::records::{put_string, FormatError, Reader};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ConsumerKey {
@@ -77,23 +77,23 @@ pub(crate) fn encode_key(key: &ConsumerKey, buf: &mut BytesMut) {
 
 /// The key of type `kind` (3..=8) from the bytes after the type.
 pub(crate) fn decode_key(kind: i16, bytes: &[u8]) -> Result<ConsumerKey, FormatError> {
-    let mut r = Flex(bytes);
-    let group = r.key_string()?;
+    let mut r = Reader(bytes);
+    let group = r.string()?;
     Ok(match kind {
         3 => ConsumerKey::Metadata { group },
         4 => ConsumerKey::PartitionMetadata { group },
         6 => ConsumerKey::TargetMetadata { group },
         5 => ConsumerKey::Member {
             group,
-            member: r.key_string()?,
+            member: r.string()?,
         },
         7 => ConsumerKey::TargetMember {
             group,
-            member: r.key_string()?,
+            member: r.string()?,
         },
         8 => ConsumerKey::CurrentAssignment {
             group,
-            member: r.key_string()?,
+            member: r.string()?,
         },
         version => {
             return Err(FormatError::Version {
@@ -157,7 +157,7 @@ pub(crate) fn encode_value(value: &ConsumerValue, buf: &mut BytesMut) {
 }
 
 pub(crate) fn decode_value(key: &ConsumerKey, bytes: &[u8]) -> Result<ConsumerValue, FormatError> {
-    let mut r = Flex(bytes);
+    let mut r = Reader(bytes);
     let version = r.i16()?;
     if version != 0 {
         return Err(FormatError::Version {
@@ -268,29 +268,8 @@ fn put_assignment(buf: &mut BytesMut, a: &Assignment) {
     }
 }
 
-/// A bounds-checked reader of Kafka's flexible encoding.
-struct Flex<'a>(&'a [u8]);
-
-impl Flex<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], FormatError> {
-        if self.0.len() < n {
-            return Err(FormatError::Short);
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn i16(&mut self) -> Result<i16, FormatError> {
-        let b = self.take(2)?;
-        Ok(i16::from_be_bytes([b[0], b[1]]))
-    }
-
-    fn i32(&mut self) -> Result<i32, FormatError> {
-        let b = self.take(4)?;
-        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
+/// Kafka's flexible encoding, on the group records' reader.
+impl Reader<'_> {
     fn varint(&mut self) -> Result<u64, FormatError> {
         let mut value = 0u64;
         for shift in (0..64).step_by(7) {
@@ -333,11 +312,6 @@ impl Flex<'_> {
 
     fn compact(&mut self) -> Result<String, FormatError> {
         self.compact_nullable()?.ok_or(FormatError::NegativeLength)
-    }
-
-    fn key_string(&mut self) -> Result<String, FormatError> {
-        let len = usize::try_from(self.i16()?).map_err(|_| FormatError::NegativeLength)?;
-        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| FormatError::Utf8)
     }
 
     fn tagged(&mut self, mut each: impl FnMut(u64, &[u8])) -> Result<(), FormatError> {

@@ -10,6 +10,7 @@ groups settle quickly; every wait is bounded.
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+import kafka_wire
 from compat_helpers import (
     DeliveryLog,
     create_topic,
@@ -349,8 +351,6 @@ def test_regex_subscription_is_resolved_by_the_broker_and_follows_new_topics(kip
 def _offset_fetch_v9(bootstrap, group, member_id, member_epoch):
     """OffsetFetch v9 for all of `group`'s offsets, naming a member (KIP-848) -> the
     group's error code."""
-    import struct
-    import kafka_wire
     member = b"\x00" if member_id is None else kafka_wire.compact_string(member_id)
     body = (kafka_wire.uvarint(2) + kafka_wire.compact_string(group) + member
             + struct.pack(">i", member_epoch) + b"\x00"  # topics: null (all)
@@ -383,7 +383,6 @@ def _skip_topic(r):
 
 def _describe_groups_v6(bootstrap, group):
     """DescribeGroups v6 (the classic describe) -> (error code, error message, state)."""
-    import kafka_wire
     body = kafka_wire.compact_array([kafka_wire.compact_string(group)]) + b"\x00"
     with kafka_wire.Connection.to(bootstrap) as conn:
         r = conn.flexible_call(15, 6, body)

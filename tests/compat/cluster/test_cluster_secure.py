@@ -12,8 +12,12 @@ read_committed consumer sees it.
 """
 
 import re
+import socket
+import ssl
+import struct
 import time
 
+import kafka_wire
 from cluster_load import ContinuousProducer, acked_ends, check_acknowledged, read_log
 from cluster_meta import create_topic, leaders, wait_full_isr, wait_partition
 from compat_helpers import assign_from, consume_n, consumer, free_port, producer, unique
@@ -141,8 +145,6 @@ def controller_sasl_ssl_settings(pki):
 
 
 def _tls_connection(pki, address):
-    import ssl
-    import kafka_wire
     host, port = address.rsplit(":", 1)
     conn = kafka_wire.Connection(host, int(port))
     context = ssl.create_default_context(cafile=str(pki / "ca.pem"))
@@ -153,8 +155,6 @@ def _tls_connection(pki, address):
 def _closed_without_answer(conn):
     """Whether the peer closes the connection with no Kafka answer: nothing, or only a
     TLS alert record (content type 21), before the close (a timeout is not a close)."""
-    import ssl
-    import socket
     got = b""
     deadline = time.monotonic() + 10
     try:
@@ -173,8 +173,6 @@ def _closed_without_answer(conn):
 
 def _plain_login(conn, user, password):
     """SaslHandshake v1 + SaslAuthenticate v1 with PLAIN -> SaslAuthenticate's error code."""
-    import struct
-    import kafka_wire
     handshake = kafka_wire.Reader(conn.call(17, 1, kafka_wire.kstring("PLAIN")))
     assert handshake.i16() == 0
     token = b"\0" + user.encode() + b"\0" + password.encode()
@@ -183,7 +181,6 @@ def _plain_login(conn, user, password):
 
 
 def test_a_controller_quorum_over_sasl_ssl_admits_only_its_members(cluster_factory, tmp_path):
-    import kafka_wire
     pki = make_pki(tmp_path / "pki")
     # Three voters and a broker-only node, which reaches the quorum over SASL_SSL too.
     cluster = cluster_factory(size=4, voters=3, settings=controller_sasl_ssl_settings(pki))

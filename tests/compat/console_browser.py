@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -28,11 +29,38 @@ def admin_json(host, admin_port, path):
         return json.load(resp)
 
 
-def commit(bootstrap, group, topic, offset):
-    """Commits `offset` for partition 0 as `group` would, then leaves."""
+def post_action(host, admin_port, path, body):
+    """A console action as the console sends it: (HTTP status, JSON answer)."""
+    request = urllib.request.Request(
+        f"http://{host}:{admin_port}{path}", method="POST", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "X-Tidelog-Console": "1"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as refused:
+        text = refused.read().decode()
+        try:
+            return refused.code, json.loads(text)
+        except ValueError:
+            return refused.code, {"error": text.strip()}
+
+
+def commit(bootstrap, group, topic, offset, partition=0):
+    """Commits `offset` for one partition as `group` would, then leaves."""
     cons = consumer(bootstrap, **{"group.id": group, "enable.auto.commit": False})
     try:
-        cons.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+        cons.commit(offsets=[TopicPartition(topic, partition, offset)], asynchronous=False)
+    finally:
+        cons.close()
+
+
+def committed(bootstrap, group, topic, partitions):
+    """The group's committed offset of each partition (-1001: none)."""
+    cons = consumer(bootstrap, **{"group.id": group, "enable.auto.commit": False})
+    try:
+        found = cons.committed([TopicPartition(topic, p) for p in partitions], timeout=10)
+        return {tp.partition: tp.offset for tp in found}
     finally:
         cons.close()
 

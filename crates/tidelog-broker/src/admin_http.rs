@@ -209,9 +209,9 @@ async fn read_body(
 /// A console action: see `admin_actions` for who may act and how.
 async fn action(path: &str, headers: &Headers, body: &[u8], state: AdminState) -> Response {
     let forbidden = |why: &str| Response::new("403 Forbidden", TEXT, format!("{why}\n"));
-    if path != "/v1/topics" {
+    let Some(action) = admin_actions::Action::for_path(path) else {
         return Response::new("405 Method Not Allowed", TEXT, "GET only here\n");
-    }
+    };
     if !state.actions_enabled {
         return forbidden("console actions are off (admin.console.actions.enabled=false)");
     }
@@ -224,7 +224,7 @@ async fn action(path: &str, headers: &Headers, body: &[u8], state: AdminState) -
     let Some(node) = state.node().filter(|_| state.ready.load(Ordering::Acquire)) else {
         return Response::new("503 Service Unavailable", TEXT, "not ready\n");
     };
-    let answer = admin_actions::create_topic(&node, body).await;
+    let answer = admin_actions::run(&node, action, body).await;
     let mut response = json_response(&answer.body);
     response.status = answer.status;
     response
@@ -318,7 +318,7 @@ fn group_history_path(path: &str) -> Option<String> {
 }
 
 /// `%XX` escapes to bytes; None when an escape is malformed or the bytes are not UTF-8.
-fn percent_decode(text: &str) -> Option<String> {
+pub(crate) fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

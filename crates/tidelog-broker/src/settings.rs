@@ -240,8 +240,9 @@ settings! {
     /// How often the lag history samples every group this node coordinates; it keeps
     /// 360 samples per group (an hour at the default).
     ADMIN_CONSOLE_LAG_HISTORY_INTERVAL_MS: i64 = "admin.console.lag.history.interval.ms", "10000";
-    /// The console may create topics (read-only by default; refused anyway while an
-    /// authorizer is on, since the admin port authenticates nobody).
+    /// The console may act: create topics, add partitions, alter topic configs, delete
+    /// records, reset offsets (read-only by default; refused anyway while an authorizer
+    /// is on, since the admin port authenticates nobody).
     ADMIN_CONSOLE_ACTIONS_ENABLED: bool = "admin.console.actions.enabled", "false";
 }
 

@@ -349,6 +349,13 @@ impl MetadataImage {
         self.brokers.get(&id)
     }
 
+    /// The inter-broker listener of broker `id` (each broker registers it first), as
+    /// `(host, port)`.
+    pub fn inter_broker_endpoint(&self, id: i32) -> Option<(String, u16)> {
+        let e = self.broker(id)?.listeners.first()?;
+        Some((e.host.clone(), e.port))
+    }
+
     /// Registered, unfenced brokers ordered by id: the candidates for new replicas.
     pub fn live_broker_ids(&self) -> Vec<i32> {
         self.brokers

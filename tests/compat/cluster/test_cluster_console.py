@@ -13,8 +13,8 @@ import urllib.request
 import pytest
 
 from cluster_meta import create_topic, wait_full_isr
-from compat_helpers import DeliveryLog, produce_all, producer, unique, wait_until
-from console_browser import ARTIFACTS, admin_json, browser_context, commit, watch_errors  # noqa: F401 - a fixture
+from compat_helpers import DeliveryLog, produce_all, producer, unique, wait_until, watermarks
+from console_browser import ARTIFACTS, admin_json, browser_context, commit, committed, post_action, watch_errors  # noqa: F401 - a fixture
 
 RECORDS = 30
 RETENTION_MS = 300_000
@@ -84,3 +84,36 @@ def test_cluster_console_shows_the_quorum_and_the_coordinator_shows_the_group_at
     assert rows.first.locator("td").nth(1).inner_text() == str(RECORDS)
     page.screenshot(path=str(ARTIFACTS / "cluster3-group.png"), full_page=True)
     assert errors == [], errors
+
+
+def test_cluster_console_actions_reach_the_leaders_and_the_coordinator_from_any_node(cluster_factory):
+    """Records and offsets belong to partition leaders and a group's coordinator: one node's
+    console deletes records on partitions the other nodes lead (answered once their
+    followers moved too) and resets a group wherever it is coordinated."""
+    cluster = cluster_factory(settings={"admin.console.actions.enabled": "true"})
+    topic = create_topic(cluster, unique("acted"), assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    log = DeliveryLog()
+    produce_all(producer(cluster.bootstrap), topic,
+                [(i, f"k{i}".encode(), b"v", None, None) for i in range(RECORDS)], log)
+    assert not log.failed
+    wait_full_isr(cluster, topic, 3, 30)
+    ends = {p: watermarks(cluster.bootstrap, topic, p)[1] for p in range(3)}
+    acting = cluster.nodes[1]
+    act = lambda path, body: post_action(acting.host, acting.admin_port, path, body)  # noqa: E731
+
+    status, answer = act(f"/v1/topics/{topic}/delete-records", {"offsets": {"0": 1, "1": 1, "2": -1}})
+    assert status == 200, answer
+    assert {p["partition"]: p["new_log_start_offset"] for p in answer["partitions"]} == {0: 1, 1: 1, 2: ends[2]}
+    for p, low in ((0, 1), (1, 1), (2, ends[2])):
+        assert watermarks(cluster.bootstrap, topic, p) == (low, ends[p])
+
+    coordinators = set()
+    for n in range(20):  # until a group coordinated on another node was reset too
+        group = unique(f"reset{n}")
+        status, answer = act(f"/v1/groups/{group}/reset-offsets", {"topic": topic, "to": "earliest"})
+        assert status == 200 and answer["state"] == "Dead", answer
+        assert committed(cluster.bootstrap, group, topic, [0, 1, 2]) == {0: 1, 1: 1, 2: ends[2]}
+        coordinators.add(answer["coordinator"])
+        if coordinators - {acting.node_id}:
+            break
+    assert coordinators - {acting.node_id}, coordinators

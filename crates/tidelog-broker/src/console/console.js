@@ -184,10 +184,10 @@ async function groupsView() {
 }
 
 async function groupView(name) {
-  const [{ groups }, history] = await Promise.all([
-    api("/v1/groups"),
-    api(`/v1/groups/${encodeURIComponent(name)}/lag-history`),
-  ]);
+  const [{ groups }, summary] = await Promise.all([api("/v1/groups"), api("/v1/lag-history")]);
+  // A group not sampled yet has no history to ask for.
+  const sampled = summary.groups.some((g) => g.group === name);
+  const history = sampled ? await api(`/v1/groups/${encodeURIComponent(name)}/lag-history`) : null;
   const group = groups.find((g) => g.group === name);
   if (!group) return [el("h2", {}, "Group ", name), el("p", {}, "This node does not coordinate this group.")];
   const out = [el("h2", {}, "Group ", el("span", { id: "group-name" }, name))];
@@ -358,42 +358,33 @@ function configsOf(text) {
   return configs;
 }
 
-// Create a topic: "Check" asks the controller what it would create (validate only) and
-// shows it; only then does the confirming button appear.
-function createTopicForm() {
-  const name = el("input", { id: "create-name", required: "", autocomplete: "off" });
-  const partitions = el("input", { id: "create-partitions", type: "number", min: "1", value: "1" });
-  const replication = el("input", { id: "create-replication", type: "number", min: "1", placeholder: "broker default" });
-  const configs = el("textarea", { id: "create-configs", rows: "2", placeholder: "retention.ms=86400000" });
-  const result = el("p", { id: "create-result", role: "status" });
-  const request = (validateOnly) => {
-    const body = { name: name.value.trim(), partitions: Number(partitions.value || -1), configs: configsOf(configs.value), validate_only: validateOnly };
-    if (replication.value) body.replication_factor = Number(replication.value);
-    return body;
-  };
-  const check = el("button", { type: "submit", id: "create-check" }, "Check");
-  const form = el("form", { "aria-label": "Create a topic" },
-    el("label", {}, "New topic", name), el("label", {}, "Partitions", partitions),
-    el("label", {}, "Replication factor", replication), el("label", {}, "Configs (name=value lines)", configs),
-    check, result);
+// A form whose "Check" sends the action as a check only (validate_only / dry_run) and
+// shows what it would do; only then does the confirming button appear, and it sends the
+// same request for real. `spec.request(check)` gives [path, body]; `spec.plan(answer)`
+// and `spec.done(answer)` say what the check found and what was done.
+function checkedForm(spec) {
+  const result = el("p", { id: `${spec.id}-result`, class: "result", role: "status" });
+  const check = el("button", { type: "submit", id: `${spec.id}-check` }, "Check");
+  const form = el("form", { "aria-label": spec.label, id: `${spec.id}-form` },
+    el("strong", { class: "form-title" }, spec.label), spec.fields, check, result);
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     result.replaceChildren("Checking…");
     try {
-      const body = request(true);
-      const plan = await post("/v1/topics", body);
-      const confirm = el("button", { type: "button", id: "create-confirm" }, `Create topic ${plan.name}`);
+      const [path, body] = spec.request(true);
+      const plan = await post(path, body);
+      const confirm = el("button", { type: "button", id: `${spec.id}-confirm` }, spec.confirmText(plan));
       confirm.addEventListener("click", async () => {
         confirm.disabled = true;
         try {
-          const created = await post("/v1/topics", { ...body, validate_only: false });
-          result.replaceChildren(`Created topic ${created.name} with ${created.partitions} partition(s).`);
+          const [again, real] = spec.request(false);
+          result.replaceChildren(spec.done(await post(again, real)));
           render();
         } catch (error) {
-          result.replaceChildren(el("span", { class: "bad" }, `Not created: ${error.message}`));
+          result.replaceChildren(el("span", { class: "bad" }, `Not done: ${error.message}`));
         }
       });
-      result.replaceChildren(`Creates ${plan.name}: ${plan.partitions} partition(s), replication factor ${plan.replication_factor}${Object.keys(plan.configs).length ? `, ${Object.entries(plan.configs).map(([k, v]) => `${k}=${v}`).join(", ")}` : ""}. `, confirm);
+      result.replaceChildren(spec.plan(plan), " ", confirm);
     } catch (error) {
       result.replaceChildren(el("span", { class: "bad" }, `Refused: ${error.message}`));
     }
@@ -401,18 +392,155 @@ function createTopicForm() {
   return form;
 }
 
+const topicPath = (topic) => `/v1/topics/${encodeURIComponent(topic)}`;
+
+function createTopicForm() {
+  const name = el("input", { id: "create-name", required: "", autocomplete: "off" });
+  const partitions = el("input", { id: "create-partitions", type: "number", min: "1", value: "1" });
+  const replication = el("input", { id: "create-replication", type: "number", min: "1", placeholder: "broker default" });
+  const configs = el("textarea", { id: "create-configs", rows: "2", placeholder: "retention.ms=86400000" });
+  return checkedForm({
+    id: "create",
+    label: "Create a topic",
+    fields: [el("label", {}, "New topic", name), el("label", {}, "Partitions", partitions),
+      el("label", {}, "Replication factor", replication), el("label", {}, "Configs (name=value lines)", configs)],
+    request: (check) => {
+      const body = { name: name.value.trim(), partitions: Number(partitions.value || -1), configs: configsOf(configs.value), validate_only: check };
+      if (replication.value) body.replication_factor = Number(replication.value);
+      return ["/v1/topics", body];
+    },
+    confirmText: (plan) => `Create topic ${plan.name}`,
+    plan: (plan) => `Creates ${plan.name}: ${plan.partitions} partition(s), replication factor ${plan.replication_factor}${Object.keys(plan.configs).length ? `, ${Object.entries(plan.configs).map(([k, v]) => `${k}=${v}`).join(", ")}` : ""}.`,
+    done: (created) => `Created topic ${created.name} with ${created.partitions} partition(s).`,
+  });
+}
+
+// The topic the change forms act on: a list of this cluster's topics, read again when
+// the list is opened (a topic created meanwhile is there).
+function topicChooser(id, topics) {
+  const options = (names) => names.map((t) => el("option", { value: t }, t));
+  const chooser = el("select", { id, required: "" }, options(topics));
+  chooser.addEventListener("focus", async () => {
+    const chosen = chooser.value;
+    const names = (await api("/v1/topics")).topics.filter((t) => !t.internal).map((t) => t.name);
+    chooser.replaceChildren(...options(names));
+    if (names.includes(chosen)) chooser.value = chosen;
+  });
+  return chooser;
+}
+
+function addPartitionsForm(topics) {
+  const topic = topicChooser("partitions-topic", topics);
+  const count = el("input", { id: "partitions-count", type: "number", min: "1", required: "" });
+  return checkedForm({
+    id: "partitions",
+    label: "Add partitions",
+    fields: [el("label", {}, "Topic", topic), el("label", {}, "New partition count", count)],
+    request: (check) => [`${topicPath(topic.value)}/partitions`, { count: Number(count.value), validate_only: check }],
+    confirmText: (plan) => `Add ${plan.partitions - plan.partitions_before} partition(s) to ${plan.topic}`,
+    plan: (plan) => `${plan.topic} goes from ${plan.partitions_before} to ${plan.partitions} partitions; keyed records of the new partitions' keys go to other partitions from now on.`,
+    done: (done) => `${done.topic} has ${done.partitions} partitions.`,
+  });
+}
+
+function alterConfigsForm(topics) {
+  const topic = topicChooser("configs-topic", topics);
+  const set = el("textarea", { id: "configs-set", rows: "2", placeholder: "retention.ms=86400000" });
+  const remove = el("input", { id: "configs-delete", autocomplete: "off", placeholder: "cleanup.policy, segment.bytes" });
+  const changes = (configs) => Object.entries(configs).map(([k, v]) => `${k}=${v}`).join(", ") || "the broker defaults";
+  return checkedForm({
+    id: "configs",
+    label: "Alter topic configs",
+    fields: [el("label", {}, "Topic", topic), el("label", {}, "Set (name=value lines)", set), el("label", {}, "Delete (names)", remove)],
+    request: (check) => [`${topicPath(topic.value)}/configs`, {
+      set: configsOf(set.value),
+      delete: remove.value.split(",").map((n) => n.trim()).filter((n) => n),
+      validate_only: check,
+    }],
+    confirmText: (plan) => `Change the configs of ${plan.topic}`,
+    plan: (plan) => `${plan.topic}: overrides ${changes(plan.configs_before)} become ${changes(plan.configs)}.`,
+    done: (done) => `${done.topic} now has ${changes(done.configs)}.`,
+  });
+}
+
+function deleteRecordsForm(topics) {
+  const topic = topicChooser("delete-topic", topics);
+  const partition = el("input", { id: "delete-partition", type: "number", min: "0", value: "0", required: "" });
+  const before = el("input", { id: "delete-before", type: "number", min: "-1", value: "-1", required: "" });
+  const summary = (plan, verb) => plan.partitions.map((p) =>
+    `${plan.topic}-${p.partition}: ${verb} ${num(p.records_deleted)} record(s), log start ${num(p.log_start_offset)} → ${num(p.new_log_start_offset)}`).join("; ");
+  return checkedForm({
+    id: "delete",
+    label: "Delete records",
+    fields: [el("label", {}, "Topic", topic), el("label", {}, "Partition", partition),
+      el("label", {}, "Before offset (-1: all)", before)],
+    request: (check) => [`${topicPath(topic.value)}/delete-records`, {
+      offsets: { [partition.value]: Number(before.value) }, dry_run: check,
+    }],
+    confirmText: (plan) => `Delete ${num(plan.partitions.reduce((n, p) => n + p.records_deleted, 0))} record(s) for good`,
+    plan: (plan) => `${summary(plan, "deletes")}.`,
+    done: (done) => `${summary(done, "deleted")}.`,
+  });
+}
+
+function resetOffsetsForm(group, topics) {
+  const topic = el("input", { id: "reset-topic", required: "", autocomplete: "off", list: "reset-topics", value: topics[0] || "" });
+  const to = el("select", { id: "reset-to" }, [["earliest", "the earliest offset"], ["latest", "the latest offset"],
+    ["offset", "an offset"], ["timestamp", "a time (epoch ms)"], ["shift-by", "a shift of the committed offset"]]
+    .map(([value, text]) => el("option", { value }, text)));
+  const value = el("input", { id: "reset-value", type: "number", placeholder: "for offset, time or shift" });
+  const partitions = el("input", { id: "reset-partitions", autocomplete: "off", placeholder: "all" });
+  const rows = (plan) => table(`New offsets of ${plan.group}`, [
+    ["Partition", (p) => p.partition, true],
+    ["Committed", (p) => (p.committed_offset === null ? "–" : num(p.committed_offset)), true],
+    ["New", (p) => num(p.new_offset), true],
+    ["Log start", (p) => num(p.log_start_offset), true],
+    ["Log end", (p) => num(p.log_end_offset), true],
+  ], plan.partitions, { id: "reset-plan" });
+  return checkedForm({
+    id: "reset",
+    label: `Reset the offsets of ${group}`,
+    fields: [el("datalist", { id: "reset-topics" }, topics.map((t) => el("option", { value: t }))),
+      el("label", {}, "Topic", topic), el("label", {}, "To", to), el("label", {}, "Value", value),
+      el("label", {}, "Partitions (comma list)", partitions)],
+    request: (check) => {
+      const body = { topic: topic.value.trim(), to: to.value, dry_run: check,
+        partitions: partitions.value.split(",").map((p) => p.trim()).filter((p) => p).map(Number) };
+      if (value.value !== "") body.value = Number(value.value);
+      return [`/v1/groups/${encodeURIComponent(group)}/reset-offsets`, body];
+    },
+    confirmText: (plan) => `Commit these offsets for ${plan.group}`,
+    plan: (plan) => el("span", {}, `Group ${plan.group} is ${plan.state}; the new offsets:`, rows(plan)),
+    done: (done) => el("span", {}, `Committed for ${done.group}:`, rows(done)),
+  });
+}
+
 let consoleInfo = null;
 
-// Built once per visit of the topics view, outside #view, so the refresh keeps what was typed.
+// Built once per route, outside #view, so the refresh keeps what was typed.
 async function renderActions(route) {
   const section = document.getElementById("actions");
-  if (route !== "topics") {
+  const acting = route === "topics" || route.startsWith("group/");
+  if (!acting) {
     section.replaceChildren();
+    delete section.dataset.route;
     return;
   }
   if (consoleInfo === null) consoleInfo = await api("/v1/console");
-  if (!consoleInfo.actions_enabled || section.childElementCount > 0) return;
-  section.replaceChildren(createTopicForm());
+  if (!consoleInfo.actions_enabled || section.dataset.route === route) return;
+  section.dataset.route = route;
+  if (route === "topics") {
+    const topics = (await api("/v1/topics")).topics.filter((t) => !t.internal).map((t) => t.name);
+    const forms = [createTopicForm()];
+    if (topics.length) forms.push(addPartitionsForm(topics), alterConfigsForm(topics), deleteRecordsForm(topics));
+    section.replaceChildren(...forms);
+  } else {
+    const group = route.slice("group/".length);
+    const { groups } = await api("/v1/groups");
+    const known = groups.find((g) => g.group === group);
+    const topics = known ? [...new Set(known.partitions.map((p) => p.topic))] : [];
+    section.replaceChildren(resetOffsetsForm(group, topics));
+  }
 }
 
 // --- the page ------------------------------------------------------------------

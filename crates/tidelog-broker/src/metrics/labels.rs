@@ -30,7 +30,7 @@ pub(super) fn api_name(key: ApiKey) -> String {
 }
 
 /// The error's name as Kafka documents it (`UNKNOWN_TOPIC_OR_PARTITION`).
-pub(super) fn error_name(code: i16) -> String {
+pub(crate) fn error_name(code: i16) -> String {
     match ResponseError::try_from_code(code) {
         Some(ResponseError::Unknown(_)) | None => format!("UNKNOWN_ERROR_CODE_{code}"),
         Some(error) => screaming_snake(&format!("{error:?}")),

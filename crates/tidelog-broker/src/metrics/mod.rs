@@ -37,6 +37,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 pub(crate) use groups::GroupProbe;
+pub(crate) use labels::error_name;
 pub(crate) use lag_history::LagHistory;
 pub(crate) use node_view::NodeView;
 pub(crate) use quotas::QuotaProbe;

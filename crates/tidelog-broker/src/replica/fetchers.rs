@@ -76,7 +76,7 @@ impl Fetchers {
             keep
         });
         for (source, targets) in by_source {
-            let Some((host, port)) = endpoint(image, source) else {
+            let Some((host, port)) = image.inter_broker_endpoint(source) else {
                 tracing::warn!(
                     source,
                     "leader has no registered listener; not fetching from it"
@@ -132,11 +132,4 @@ impl Fetchers {
             r.task.abort();
         }
     }
-}
-
-/// The inter-broker listener of broker `id`: each broker registers it first.
-fn endpoint(image: &MetadataImage, id: i32) -> Option<(String, u16)> {
-    let broker = image.broker(id)?;
-    let e = broker.listeners.first()?;
-    Some((e.host.clone(), e.port))
 }

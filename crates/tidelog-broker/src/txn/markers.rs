@@ -273,7 +273,8 @@ impl MarkerWorker {
             }
         }
         for (leader, keys) in remote_by_leader {
-            let Some((host, port)) = endpoint_of(&image, leader) else {
+            let live = image.broker(leader).is_some_and(|b| !b.fenced);
+            let Some((host, port)) = image.inter_broker_endpoint(leader).filter(|_| live) else {
                 continue;
             };
             match remote::write_markers(
@@ -296,14 +297,4 @@ impl MarkerWorker {
             }
         }
     }
-}
-
-/// The inter-broker listener (registered first) of `broker` if it is a live broker
-/// of `image`.
-fn endpoint_of(image: &MetadataImage, broker: i32) -> Option<(String, u16)> {
-    image
-        .broker(broker)
-        .filter(|b| !b.fenced)
-        .and_then(|b| b.listeners.first())
-        .map(|l| (l.host.clone(), l.port))
 }

@@ -88,7 +88,13 @@ def test_console_shows_the_group_retention_will_overtake(broker_factory, browser
     assert abs(shown - loss) <= 60, (text, loss)
     assert page.locator(f'#risks .banner[data-group="{current}"]').count() == 0
     page.locator("#brokers tbody tr").first.wait_for(timeout=WAIT_MS)
-    assert page.locator("#brokers tbody tr td").first.inner_text() == "1"
+    broker_cells = page.locator("#brokers tbody tr").first.locator("td")
+    assert broker_cells.first.inner_text() == "1"
+    cluster = api(broker, "/v1/cluster")
+    assert broker_cells.nth(4).inner_text() == str(cluster["brokers"][0]["partitions_led"])
+    assert cluster["brokers"][0]["bytes_in_total"] >= RECORDS * 2  # keys and values at least
+    # This node's bytes in as a rate, from two refreshes.
+    wait_until(lambda: broker_cells.nth(5).inner_text().endswith("/s"), 10, "a bytes-in rate")
     # A cluster of one: this node is the quorum's only voter, and its leader.
     voters = page.locator("#voters tbody tr")
     voters.first.wait_for(timeout=WAIT_MS)

@@ -382,7 +382,7 @@ async fn json_view(view: View, state: AdminState) -> Response {
     let metrics = state.metrics;
     let value = tokio::task::spawn_blocking(move || match view {
         View::Named(path) => Some(match path.as_str() {
-            "/v1/cluster" => views::cluster(&node),
+            "/v1/cluster" => views::cluster(&node, metrics.topics.node_totals()),
             "/v1/topics" => views::topics(&node),
             "/v1/lag-history" => views::to_json(&metrics.lag_history.summary()),
             _ => views::groups(&node, &metrics.groups),

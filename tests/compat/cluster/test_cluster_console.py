@@ -3,6 +3,8 @@ node's console shows the three brokers and the three-voter controller quorum wit
 leader; it is read-only by default (no form, and a create-topic request is refused); and
 the console of the node that coordinates a group that stopped on a topic
 with a short retention (replicated three ways) opens with that group's at-risk banner.
+With actions on, a topic created through one node's console, and that node's record and
+offset actions reaching the other nodes' leaders and coordinators.
 Screenshots go to $TIDELOG_ARTIFACTS (default tests/compat/artifacts/)."""
 
 import json
@@ -86,12 +88,32 @@ def test_cluster_console_shows_the_quorum_and_the_coordinator_shows_the_group_at
     assert errors == [], errors
 
 
-def test_cluster_console_actions_reach_the_leaders_and_the_coordinator_from_any_node(cluster_factory):
-    """Records and offsets belong to partition leaders and a group's coordinator: one node's
-    console deletes records on partitions the other nodes lead (answered once their
-    followers moved too) and resets a group wherever it is coordinated."""
+def test_cluster_console_actions_reach_the_leaders_and_the_coordinator_from_any_node(
+    cluster_factory, browser_context,
+):
+    """With actions on, a topic is created through one node's console (checked, then
+    confirmed). Records and offsets belong to partition leaders and a group's coordinator:
+    that node's console deletes records on partitions the other nodes lead (answered once
+    their followers moved too) and resets groups wherever they are coordinated."""
     cluster = cluster_factory(settings={"admin.console.actions.enabled": "true"})
-    topic = create_topic(cluster, unique("acted"), assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    acting = cluster.nodes[1]
+    topic = unique("acted")
+    page = browser_context.new_page()
+    errors = watch_errors(page)
+    page.goto(f"http://{acting.host}:{acting.admin_port}/#topics", wait_until="load")
+    page.locator("#create-name").fill(topic)
+    page.locator("#create-partitions").fill("3")
+    page.locator("#create-replication").fill("3")
+    page.locator("#create-check").click()
+    page.locator("#create-confirm").wait_for(timeout=WAIT_MS)
+    assert f"Creates {topic}: 3 partition(s), replication factor 3." in page.locator("#create-result").inner_text()
+    page.locator("#create-confirm").click()
+    wait_until(lambda: "Created topic" in page.locator("#create-result").inner_text(), 20, "the topic created")
+    wait_full_isr(cluster, topic, 3, 30)
+    shown = next(t for t in admin_json(acting.host, acting.admin_port, "/v1/topics")["topics"] if t["name"] == topic)
+    leaders = {p["partition"]: p["leader"] for p in shown["partitions"]}
+    assert set(leaders.values()) - {acting.node_id}, f"every partition led by the acting node: {leaders}"
+    assert errors == [], errors
     log = DeliveryLog()
     produce_all(producer(cluster.bootstrap), topic,
                 [(i, f"k{i}".encode(), b"v", None, None) for i in range(RECORDS)], log)

@@ -101,8 +101,26 @@ function quorumSection(q) {
   ];
 }
 
+// This node's byte counters at the previous refresh, for its rates.
+let lastTraffic = null;
+
+function trafficRates(c) {
+  const own = c.brokers.find((b) => b.node_id === c.node_id);
+  if (!own || own.bytes_in_total === null) return null;
+  const now = { at: performance.now(), in: own.bytes_in_total, out: own.bytes_out_total };
+  const before = lastTraffic;
+  lastTraffic = now;
+  const seconds = before ? (now.at - before.at) / 1000 : 0;
+  if (!before || seconds <= 0 || now.in < before.in || now.out < before.out) return null;
+  return { in: (now.in - before.in) / seconds, out: (now.out - before.out) / seconds };
+}
+
 async function clusterView() {
   const [c, q] = await Promise.all([api("/v1/cluster"), quorum()]);
+  const rates = trafficRates(c);
+  // Only this node's traffic is known here: another node's is on its own console.
+  const rate = (b, which) => (b.node_id !== c.node_id ? el("span", { class: "muted", title: "on that node's console" }, "–")
+    : rates ? `${bytes(rates[which])}/s` : "…");
   return [
     el("h2", {}, "Cluster ", c.cluster_id),
     figures([
@@ -121,6 +139,9 @@ async function clusterView() {
       ["Host", (b) => `${b.host}:${b.port}`],
       ["Rack", (b) => b.rack || "–"],
       ["State", (b) => (b.fenced ? el("span", { class: "bad" }, "fenced") : el("span", { class: "good" }, "active"))],
+      ["Partitions led", (b) => num(b.partitions_led), true],
+      ["Bytes in", (b) => rate(b, "in"), true],
+      ["Bytes out", (b) => rate(b, "out"), true],
     ], c.brokers, { id: "brokers" }),
     quorumSection(q),
   ];

@@ -3,6 +3,7 @@
 //! stays bounded by the topics that exist.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,6 +24,9 @@ pub(crate) struct TopicProbe {
     /// Every topic a series was made for, so deleted ones can be found without
     /// walking the families.
     seen: std::sync::Mutex<HashSet<String>>,
+    /// The node's totals over every topic (deleted ones too), for the console's rates.
+    node_bytes_in: AtomicU64,
+    node_bytes_out: AtomicU64,
 }
 
 impl TopicProbe {
@@ -32,6 +36,8 @@ impl TopicProbe {
             messages_in: Family::default(),
             bytes_out: Family::default(),
             seen: std::sync::Mutex::new(HashSet::new()),
+            node_bytes_in: AtomicU64::new(0),
+            node_bytes_out: AtomicU64::new(0),
         };
         registry.register(
             "topic_bytes_in",
@@ -65,6 +71,8 @@ impl TopicProbe {
     pub(crate) fn produced(&self, topic: &str, bytes: usize, records: u32) {
         let labels = self.labels(topic);
         self.bytes_in.get_or_create(&labels).inc_by(bytes as u64);
+        self.node_bytes_in
+            .fetch_add(bytes as u64, Ordering::Relaxed);
         self.messages_in
             .get_or_create(&labels)
             .inc_by(u64::from(records));
@@ -91,7 +99,16 @@ impl TopicProbe {
             self.bytes_out
                 .get_or_create(&self.labels(topic))
                 .inc_by(bytes);
+            self.node_bytes_out.fetch_add(bytes, Ordering::Relaxed);
         }
+    }
+
+    /// Record-batch bytes produced to and fetched from this node since it started.
+    pub(crate) fn node_totals(&self) -> (u64, u64) {
+        (
+            self.node_bytes_in.load(Ordering::Relaxed),
+            self.node_bytes_out.load(Ordering::Relaxed),
+        )
     }
 
     /// Drops the series of topics that no longer exist.

@@ -18,6 +18,12 @@ struct BrokerView {
     port: u16,
     rack: Option<String>,
     fenced: bool,
+    /// Partitions whose leader it is, by the metadata image.
+    partitions_led: usize,
+    /// Record-batch bytes produced to it and fetched from it since it started; only
+    /// this node's own (a node does not see another's traffic): null for the others.
+    bytes_in_total: Option<u64>,
+    bytes_out_total: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -31,19 +37,30 @@ struct ClusterView {
     health: PartitionHealth,
 }
 
-/// `/v1/cluster`: who is in the cluster and how healthy its partitions are.
-pub(crate) fn cluster(node: &NodeView) -> serde_json::Value {
+/// `/v1/cluster`: who is in the cluster and how healthy its partitions are;
+/// `traffic` is this node's (bytes in, bytes out) so far.
+pub(crate) fn cluster(node: &NodeView, traffic: (u64, u64)) -> serde_json::Value {
     let image = node.metadata.image();
+    let mut led: HashMap<i32, usize> = HashMap::new();
+    for t in image.topics() {
+        for p in t.partitions.values() {
+            *led.entry(p.leader).or_default() += 1;
+        }
+    }
     let brokers = image
         .brokers()
         .map(|b| {
             let endpoint = b.listeners.first();
+            let own = b.broker_id == node.node_id;
             BrokerView {
                 node_id: b.broker_id,
                 host: endpoint.map(|e| e.host.clone()).unwrap_or_default(),
                 port: endpoint.map_or(0, |e| e.port),
                 rack: b.rack.clone(),
                 fenced: b.fenced,
+                partitions_led: led.get(&b.broker_id).copied().unwrap_or(0),
+                bytes_in_total: own.then_some(traffic.0),
+                bytes_out_total: own.then_some(traffic.1),
             }
         })
         .collect();

@@ -405,3 +405,50 @@ def test_handshake_v0_takes_raw_tokens(sasl_broker):
         token = b"\0alice\0wrong"
         conn.send(struct.pack(">i", len(token)) + token)
         assert conn.wait_closed(timeout=PROMPT_S) == 0
+
+
+def test_the_first_scram_user_comes_from_the_data_dir_before_the_first_start(tmp_path):
+    """A broker whose only listener needs SASL and whose authorizer admits super users
+    only: its first user is written into the data dir (Kafka's `kafka-storage format
+    --add-scram`), applied before the node is ready, and the file is then gone."""
+    from broker_process import Broker
+
+    broker = Broker(tmp_path / "only-sasl")
+    broker.settings.update({
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{broker.port}",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:root",
+        "allow.everyone.if.no.acl.found": "false",
+    })
+    written = tidelog("user", "create", "root", "--data-dir", str(broker.data_dir), "--password", "root-secret")
+    pending = broker.data_dir / "__cluster_metadata" / "bootstrap-scram-credentials.json"
+    assert pending.is_file() and str(pending) in written.stdout
+    assert "root-secret" not in pending.read_text(), "the password itself must not be written"
+    assert oct(pending.stat().st_mode & 0o777) == "0o600"
+    try:
+        broker.choose_new_ports = lambda: False  # the listener's port is in its settings
+        broker.start()
+        assert not pending.exists(), "applied credentials are removed from the data dir"
+        root = scram_conf(None, "SCRAM-SHA-512", "root", "root-secret", protocol="SASL_PLAINTEXT")
+        roundtrip_confluent(broker.bootstrap, root, count=50)  # creates a topic, produces, reads
+        wrong = scram_conf(None, "SCRAM-SHA-512", "root", "not-it", protocol="SASL_PLAINTEXT")
+        assert authentication_refused(broker.bootstrap, wrong)
+        # The credential is in the metadata: it survives a restart with no file.
+        broker.stop()
+        broker.start()
+        listed = tidelog("user", "list", "--bootstrap", broker.bootstrap, "--command-config",
+                         str(_props(tmp_path, "root", "root-secret"))).stdout.splitlines()
+        assert listed == ["root\tSCRAM-SHA-512\titerations=4096"], listed
+        # Too late now: the node has started.
+        late = tidelog("user", "create", "eve", "--data-dir", str(broker.data_dir), "--password", "x", check=False)
+        assert late.returncode == 1 and "has started before" in late.stderr, late.stderr
+    finally:
+        broker.cleanup()
+
+
+def _props(tmp_path, user, password):
+    props = tmp_path / f"{user}.properties"
+    props.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+                     f"sasl.username={user}\nsasl.password={password}\n")
+    return props

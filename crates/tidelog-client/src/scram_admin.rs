@@ -10,15 +10,11 @@ use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest,
 };
 use kafka_protocol::protocol::StrBytes;
-use tidelog_sasl::scram::{random_bytes, ScramMechanism};
+use tidelog_sasl::scram::{random_bytes, ScramMechanism, SALT_BYTES};
 
 use crate::client::Client;
 use crate::cluster::retrying;
 use crate::error::{ClientError, Result};
-
-/// Salt length, as many bytes as the longest hash's output is overkill; Kafka's admin
-/// client uses about 20.
-const SALT_BYTES: usize = 32;
 
 /// One credential of a user as DescribeUserScramCredentials reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]

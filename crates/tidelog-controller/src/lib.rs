@@ -24,6 +24,7 @@ pub mod quorum;
 pub mod quota;
 mod record;
 pub mod scram;
+pub mod scram_bootstrap;
 mod snapshot;
 pub mod topic_config;
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tidelog_controller::quorum::{ControllerHandle, RequestError};
+use tidelog_controller::scram_bootstrap;
 use tidelog_controller::{Endpoint, MetadataImage, Uuid};
 use tokio::sync::watch;
 
@@ -41,6 +42,56 @@ fn ms(ctx: &Ctx, setting: Setting<i64>, floor: u64) -> Duration {
     ctx.config
         .duration(setting)
         .max(Duration::from_millis(floor))
+}
+
+/// Submits the SCRAM credentials written into the data directory before its first
+/// start (`tidelog user create --data-dir`, see `scram_bootstrap`), then removes the
+/// file; true once there are none left to submit. A refused credential is logged with
+/// Kafka's reason and not retried; a quorum that does not answer is tried again at the
+/// next heartbeat, and the node is not ready until then.
+async fn bootstrap_users(ctx: &Ctx, link: &ControllerHandle) -> bool {
+    let data_dir = &ctx.config.data_dir;
+    let pending = match scram_bootstrap::pending(data_dir) {
+        Ok(pending) if pending.is_empty() => return true,
+        Ok(pending) => pending,
+        Err(e) => {
+            tracing::error!(error = %e, "bootstrap SCRAM credentials unreadable; none applied");
+            return true;
+        }
+    };
+    let wanted: Vec<(String, i8, Vec<u8>)> = pending
+        .iter()
+        .map(|c| (c.name.clone(), c.mechanism, c.stored_key.clone()))
+        .collect();
+    match link.alter_scram_credentials(Vec::new(), pending).await {
+        Ok(results) => {
+            for (user, code, message) in results.iter().filter(|(_, code, _)| *code != 0) {
+                tracing::error!(user = %user, code, message = ?message, "a bootstrap SCRAM credential was refused");
+            }
+            let applied: Vec<&(String, i8, Vec<u8>)> = wanted
+                .iter()
+                .filter(|(n, _, _)| results.iter().any(|(u, code, _)| u == n && *code == 0))
+                .collect();
+            ctx.metadata
+                .wait_for(Duration::from_secs(5), |image| {
+                    applied.iter().all(|(name, mechanism, key)| {
+                        image
+                            .scram_credential(name, *mechanism)
+                            .is_some_and(|c| &c.stored_key == key)
+                    })
+                })
+                .await;
+            tracing::info!(users = applied.len(), "bootstrap SCRAM credentials applied");
+            if let Err(e) = scram_bootstrap::applied(data_dir) {
+                tracing::warn!(error = %e, "could not remove the applied bootstrap credentials");
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "bootstrap SCRAM credentials not applied yet; retrying");
+            false
+        }
+    }
 }
 
 /// Registers this broker (retrying with backoff until the quorum answers), then
@@ -104,7 +155,7 @@ pub(crate) async fn heartbeat_loop(
             match beat {
                 Ok(reply) => {
                     last_answered = Instant::now();
-                    if !ready.load(Ordering::Acquire) {
+                    if !ready.load(Ordering::Acquire) && bootstrap_users(&ctx, &link).await {
                         let target = reply.metadata_offset;
                         let caught_up = ctx
                             .metadata

@@ -164,6 +164,10 @@ impl ScramCredential {
     }
 }
 
+/// Salt length of the credentials tidelog's tools create (as many bytes as the longest
+/// hash's output would be overkill; Kafka's admin client uses about 20).
+pub const SALT_BYTES: usize = 32;
+
 /// Random bytes from the operating system (salts and nonces).
 pub fn random_bytes(len: usize) -> Vec<u8> {
     use ring::rand::SecureRandom;

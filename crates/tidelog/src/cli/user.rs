@@ -10,6 +10,9 @@ use std::io::Write;
 use anyhow::{bail, Context};
 use serde_json::json;
 use tidelog_client::{ClientError, ResponseError, ScramMechanism};
+use tidelog_controller::scram::{self, ScramUpsertion};
+use tidelog_controller::scram_bootstrap;
+use tidelog_sasl::scram::{random_bytes, ScramCredential, SALT_BYTES};
 
 use super::output::{print_json, OutputArgs};
 use super::ConnectArgs;
@@ -41,6 +44,12 @@ enum UserCommand {
         /// PBKDF2 iterations, 4096 to 16384.
         #[arg(long, default_value_t = DEFAULT_ITERATIONS)]
         iterations: u32,
+        /// Write the credential into this data directory instead, before the node's
+        /// first start (Kafka's `kafka-storage format --add-scram`): the first user of
+        /// a cluster whose listeners all need SASL. The node applies it when it first
+        /// registers, before it is ready.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<std::path::PathBuf>,
     },
     /// List SCRAM users with their mechanisms and iteration counts.
     List {
@@ -62,7 +71,56 @@ fn parse_mechanism(text: &str) -> Result<ScramMechanism, String> {
         .ok_or_else(|| format!("{text} is not SCRAM-SHA-256 or SCRAM-SHA-512"))
 }
 
+/// `user create --data-dir`: the credential goes into the data directory, not to a
+/// broker.
+fn create_in_data_dir(
+    dir: &std::path::Path,
+    name: &str,
+    mechanism: ScramMechanism,
+    password: &str,
+    iterations: u32,
+) -> anyhow::Result<()> {
+    let bounds = scram::MIN_ITERATIONS..=scram::MAX_ITERATIONS;
+    if !i32::try_from(iterations).is_ok_and(|i| bounds.contains(&i)) {
+        bail!("--iterations {iterations} is outside 4096..=16384");
+    }
+    if name.is_empty() {
+        bail!("the user name is empty");
+    }
+    let salt = random_bytes(SALT_BYTES);
+    let credential = ScramCredential::from_password(mechanism, password, salt.clone(), iterations);
+    let file = scram_bootstrap::add(
+        dir,
+        ScramUpsertion {
+            name: name.to_string(),
+            mechanism: mechanism.type_id(),
+            iterations: i32::try_from(iterations).unwrap_or(i32::MAX),
+            salt,
+            stored_key: credential.stored_key,
+            server_key: credential.server_key,
+        },
+    )?;
+    println!(
+        "wrote {mechanism} credential of user {name} ({iterations} iterations) to {}; applied at the node's first start",
+        file.display()
+    );
+    Ok(())
+}
+
 pub(crate) fn run(args: UserArgs) -> anyhow::Result<()> {
+    if let UserCommand::Create {
+        name,
+        mechanism,
+        password,
+        iterations,
+        data_dir: Some(dir),
+    } = &args.command
+    {
+        if password.is_empty() {
+            bail!("the password is empty");
+        }
+        return create_in_data_dir(dir, name, *mechanism, password, *iterations);
+    }
     super::runtime()?.block_on(async move {
         let mut client = args.connect.connect().await?;
         match args.command {
@@ -71,6 +129,7 @@ pub(crate) fn run(args: UserArgs) -> anyhow::Result<()> {
                 mechanism,
                 password,
                 iterations,
+                data_dir: _,
             } => {
                 if password.is_empty() {
                     bail!("the password is empty");

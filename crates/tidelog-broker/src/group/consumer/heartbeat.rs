@@ -441,7 +441,9 @@ fn join_or_heartbeat(
         message: None,
         member_id: member_id.clone(),
         member_epoch: member.current.member_epoch,
-        heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
+        heartbeat_interval_ms: config
+            .group_configs
+            .consumer_heartbeat_interval_ms(&w.group.id),
         assignment: (full || changed).then(|| member.current.assigned.clone()),
     })
 }

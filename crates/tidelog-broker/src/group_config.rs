@@ -320,13 +320,16 @@ fn check_rule(d: &Def, value: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A broker bound of a group config: the setting and its value.
+type Bound = Option<(&'static str, i64)>;
+
 /// The broker's side of the group configs: each one's default and bounds, read once
 /// from the broker's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BrokerGroupDefaults {
     defaults: BTreeMap<&'static str, String>,
-    /// name -> (bound setting, value) below and above.
-    bounds: BTreeMap<&'static str, (Option<(&'static str, i64)>, Option<(&'static str, i64)>)>,
+    /// name -> its bounds below and above.
+    bounds: BTreeMap<&'static str, (Bound, Bound)>,
 }
 
 impl BrokerGroupDefaults {

@@ -182,6 +182,22 @@ def heartbeat_interval_given(bootstrap, group, topic):
     return interval
 
 
+def metrics(broker):
+    import urllib.request
+
+    url = f"http://127.0.0.1:{broker.admin_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return answer.read().decode()
+
+
+def value(text, series):
+    """The value of one series (name with its labels) in a Prometheus text page."""
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"{series} not in the metrics")
+
+
 def test_a_group_follows_its_own_session_timeout_and_heartbeat_interval(broker):
     bootstrap = broker.bootstrap
     topic = create_topic(bootstrap, unique("cfg-fence"), partitions=6)
@@ -211,6 +227,14 @@ def test_a_group_follows_its_own_session_timeout_and_heartbeat_interval(broker):
         # The broker's 4 s would have fenced it long before.
         assert took >= GROUP_SESSION_MS / 1000 * 0.8, f"fenced after {took:.1f} s"
         assert not own.violations
+        # Joining one by one made the first members give partitions back, and the
+        # fencing bumped the group epoch: the coordinator's counters show it.
+        revoked = sum(len(own.revoked[n]) for n in consumers)
+        text = metrics(broker)
+        assert value(text, "tidelog_consumer_group_revocations_total") >= max(revoked, 1)
+        assert value(text, "tidelog_consumer_group_rebalances_total") >= 4
+        assert value(text, "tidelog_consumer_group_reconciliation_seconds_count") >= 1
+        assert value(text, 'tidelog_consumer_groups{state="Stable"}') >= 1
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)

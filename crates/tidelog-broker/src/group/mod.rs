@@ -78,6 +78,8 @@ pub(crate) struct GroupConfig {
     /// Each group's session timeout and heartbeat interval (its group configs, else
     /// the broker's `group.consumer.*` defaults).
     pub(crate) group_configs: crate::group_config::GroupConfigs,
+    /// What the consumer-group steps count for the metrics, shared by the shards.
+    pub(crate) consumer_stats: consumer::stats::SharedStats,
     /// Server-side assignors by their short names, the default first.
     pub(crate) consumer_assignors: Vec<String>,
     pub(crate) consumer_max_size: usize,
@@ -123,6 +125,7 @@ impl GroupConfig {
             group_configs: crate::group_config::GroupConfigs::new(
                 crate::group_config::BrokerGroupDefaults::from_broker(config),
             ),
+            consumer_stats: Arc::default(),
             consumer_assignors: assignor_names(&config.get(settings::GROUP_CONSUMER_ASSIGNORS)),
             consumer_max_size: config.count(settings::GROUP_CONSUMER_MAX_SIZE),
         }
@@ -150,6 +153,7 @@ pub(crate) fn test_config() -> GroupConfig {
                 _ => None,
             }),
         ),
+        consumer_stats: Arc::default(),
         consumer_assignors: vec!["uniform".into(), "range".into()],
         consumer_max_size: 4,
     }

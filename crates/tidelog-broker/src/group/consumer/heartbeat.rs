@@ -254,7 +254,11 @@ impl GroupShard {
         } else {
             join_or_heartbeat(&mut w, &req, topics, config)?
         };
-        Ok((w.records, (response, req.group_id)))
+        let records = w.records;
+        config
+            .consumer_stats
+            .observe(existing, &group, Some(&response.member_id), now.at);
+        Ok((records, (response, req.group_id)))
     }
 }
 

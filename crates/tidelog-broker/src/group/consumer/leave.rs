@@ -42,9 +42,13 @@ impl GroupShard {
             for id in &expired {
                 tracing::info!(group = %g.id, member = %id, "consumer group member fenced: session or rebalance timeout");
                 w.remove_member(id);
+                self.config.consumer_stats.forget(&g.id, id);
             }
             w.bump_epoch(hash);
             records.extend(w.records);
+            self.config
+                .consumer_stats
+                .observe(Some(g), &group, None, now.at);
         }
         records
     }

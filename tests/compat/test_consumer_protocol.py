@@ -34,6 +34,9 @@ SESSION_MS = 4000
 SETTINGS = {
     "group.consumer.heartbeat.interval.ms": "300",
     "group.consumer.session.timeout.ms": str(SESSION_MS),
+    # Kafka's bounds (45-60 s, 5-15 s) would refuse the short timings above.
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "100",
 }
 
 

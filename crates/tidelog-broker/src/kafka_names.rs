@@ -49,7 +49,7 @@ const LISTENER_START: &str =
 const DELEGATION_TOKENS: &str = "delegation tokens are not supported";
 const PASSWORD_ENCODER: &str = "tidelog stores no encoded passwords";
 const CONSUMER_PROTOCOL: &str =
-    "a KIP-848 consumer-group setting tidelog does not follow yet (it has the group.consumer session timeout, heartbeat interval, assignors and max size)";
+    "a KIP-848 consumer-group setting tidelog does not follow yet (it has the group.consumer session timeout and heartbeat interval with their bounds, assignors and max size)";
 const SHARE_GROUPS: &str = "applies to KIP-932 share groups, which tidelog does not serve yet";
 const STREAMS_GROUPS: &str = "applies to KIP-1071 streams groups, which tidelog does not serve";
 const METADATA_DIR: &str = "the metadata log is kept in the node's data directory";
@@ -163,23 +163,7 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         Ignored(PURGATORY),
     ),
     (
-        "group.consumer.max.heartbeat.interval.ms",
-        Ignored(CONSUMER_PROTOCOL),
-    ),
-    (
-        "group.consumer.max.session.timeout.ms",
-        Ignored(CONSUMER_PROTOCOL),
-    ),
-    (
         "group.consumer.migration.policy",
-        Ignored(CONSUMER_PROTOCOL),
-    ),
-    (
-        "group.consumer.min.heartbeat.interval.ms",
-        Ignored(CONSUMER_PROTOCOL),
-    ),
-    (
-        "group.consumer.min.session.timeout.ms",
         Ignored(CONSUMER_PROTOCOL),
     ),
     (

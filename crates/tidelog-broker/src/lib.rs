@@ -18,6 +18,7 @@ mod coordinator;
 mod dynamic_config;
 mod errors;
 mod group;
+mod group_config;
 mod internal_topic;
 pub mod kafka_names;
 pub mod listeners;

@@ -44,6 +44,10 @@ const AT_LEAST: &[(&str, i64)] = &[
     ("group.max.size", 1),
     ("group.consumer.session.timeout.ms", 1),
     ("group.consumer.heartbeat.interval.ms", 1),
+    ("group.consumer.min.session.timeout.ms", 1),
+    ("group.consumer.max.session.timeout.ms", 1),
+    ("group.consumer.min.heartbeat.interval.ms", 1),
+    ("group.consumer.max.heartbeat.interval.ms", 1),
     ("group.consumer.max.size", 1),
     ("replica.lag.time.max.ms", 0),
     ("replica.fetch.max.bytes", 0),
@@ -87,6 +91,23 @@ pub(crate) const ORDERED: &[(settings::Setting<i64>, settings::Setting<i64>)] = 
     (
         settings::GROUP_MIN_SESSION_TIMEOUT_MS,
         settings::GROUP_MAX_SESSION_TIMEOUT_MS,
+    ),
+    // Kafka's GroupCoordinatorConfig: each bound in order, the value between them.
+    (
+        settings::GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS,
+        settings::GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+    ),
+    (
+        settings::GROUP_CONSUMER_SESSION_TIMEOUT_MS,
+        settings::GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS,
+    ),
+    (
+        settings::GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS,
+        settings::GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+    ),
+    (
+        settings::GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
+        settings::GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS,
     ),
     (
         settings::REPLICA_FETCH_WAIT_MAX_MS,

@@ -149,6 +149,14 @@ settings! {
     // KIP-848 consumer groups (crate::group::consumer).
     GROUP_CONSUMER_SESSION_TIMEOUT_MS: i64 = "group.consumer.session.timeout.ms", "45000";
     GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS: i64 = "group.consumer.heartbeat.interval.ms", "5000";
+    // The bounds of the group configs consumer.session.timeout.ms and
+    // consumer.heartbeat.interval.ms (crate::group_config), and of the two above.
+    GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS: i64 = "group.consumer.min.session.timeout.ms", "45000";
+    GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS: i64 = "group.consumer.max.session.timeout.ms", "60000";
+    GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS: i64 =
+        "group.consumer.min.heartbeat.interval.ms", "5000";
+    GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS: i64 =
+        "group.consumer.max.heartbeat.interval.ms", "15000";
     GROUP_CONSUMER_ASSIGNORS: String = "group.consumer.assignors", "uniform,range";
     GROUP_CONSUMER_MAX_SIZE: i64 = "group.consumer.max.size", "2147483647";
     OFFSETS_RETENTION_MINUTES: i64 = "offsets.retention.minutes", "10080";

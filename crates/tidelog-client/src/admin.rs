@@ -23,6 +23,8 @@ use crate::metadata::TopicMetadata;
 const RESOURCE_TOPIC: i8 = 2;
 /// Kafka's ConfigResource type for brokers (named by node id).
 const RESOURCE_BROKER: i8 = 4;
+/// Kafka's `ConfigResource.Type.GROUP` (KIP-848 group configs).
+const RESOURCE_GROUP: i8 = 32;
 /// Admin requests ask the broker to finish within this long.
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
 
@@ -185,6 +187,25 @@ impl Client {
         alter_outcome(response, &id, || match node_id {
             Some(n) => format!("alter configs of broker {n}"),
             None => "alter the cluster-wide broker configs".to_string(),
+        })
+    }
+
+    /// Every group config of `group` (its own values and the broker's defaults).
+    /// Any broker answers it.
+    async fn describe_group_configs_once(&mut self, group: &str) -> Result<Vec<ConfigEntry>> {
+        let request = describe_configs_request(RESOURCE_GROUP, group);
+        let response = self.send_any(&request).await?;
+        config_entries(response, group, || {
+            format!("describe configs of group {group}")
+        })
+    }
+
+    /// Sets and deletes group configs; the controller stores them.
+    async fn alter_group_configs_once(&mut self, group: &str, ops: &[ConfigOp]) -> Result<()> {
+        let request = alter_configs_request(RESOURCE_GROUP, group, ops);
+        let response = self.send_any(&request).await?;
+        alter_outcome(response, group, || {
+            format!("alter configs of group {group}")
         })
     }
 
@@ -352,6 +373,16 @@ impl Client {
         ops: &[ConfigOp],
     ) -> Result<()> {
         retrying!(self, self.alter_broker_configs_once(node_id, ops).await)
+    }
+
+    /// Every group config of `group`, sorted by name.
+    pub async fn describe_group_configs(&mut self, group: &str) -> Result<Vec<ConfigEntry>> {
+        retrying!(self, self.describe_group_configs_once(group).await)
+    }
+
+    /// Sets and deletes configs of `group` in one IncrementalAlterConfigs request.
+    pub async fn alter_group_configs(&mut self, group: &str, ops: &[ConfigOp]) -> Result<()> {
+        retrying!(self, self.alter_group_configs_once(group, ops).await)
     }
 
     /// Grows a topic to `total` partitions.

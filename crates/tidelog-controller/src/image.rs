@@ -97,6 +97,8 @@ pub struct MetadataImage {
     pub(crate) brokers: BTreeMap<i32, BrokerImage>,
     pub(crate) broker_configs: BTreeMap<i32, BTreeMap<String, String>>,
     pub(crate) cluster_configs: BTreeMap<String, String>,
+    /// Group id -> its dynamic group configs; a group with none is absent.
+    pub(crate) group_configs: BTreeMap<String, BTreeMap<String, String>>,
     pub(crate) next_producer_id: i64,
     pub(crate) scram: crate::scram::ScramCredentials,
     /// Shared so that an authorizer can tell, by pointer, that they did not change.
@@ -115,6 +117,7 @@ impl MetadataImage {
             brokers: BTreeMap::new(),
             broker_configs: BTreeMap::new(),
             cluster_configs: BTreeMap::new(),
+            group_configs: BTreeMap::new(),
             next_producer_id: 0,
             scram: BTreeMap::new(),
             acls: Arc::default(),
@@ -298,6 +301,7 @@ impl MetadataImage {
             }
             ConfigResource::Broker(id) => self.broker_configs.entry(*id).or_default(),
             ConfigResource::Cluster => &mut self.cluster_configs,
+            ConfigResource::Group(group) => self.group_configs.entry(group.clone()).or_default(),
         };
         match value {
             Some(v) => {
@@ -310,6 +314,11 @@ impl MetadataImage {
         if let ConfigResource::Broker(id) = resource {
             if self.broker_configs.get(id).is_some_and(|m| m.is_empty()) {
                 self.broker_configs.remove(id);
+            }
+        }
+        if let ConfigResource::Group(group) = resource {
+            if self.group_configs.get(group).is_some_and(|m| m.is_empty()) {
+                self.group_configs.remove(group);
             }
         }
     }
@@ -399,6 +408,16 @@ impl MetadataImage {
     /// Dynamic cluster-wide defaults.
     pub fn cluster_configs(&self) -> &BTreeMap<String, String> {
         &self.cluster_configs
+    }
+
+    /// One group's dynamic configs (empty when none was set).
+    pub fn group_configs(&self, group_id: &str) -> Option<&BTreeMap<String, String>> {
+        self.group_configs.get(group_id)
+    }
+
+    /// Every group that has dynamic configs, by id.
+    pub fn groups_with_configs(&self) -> impl Iterator<Item = &str> {
+        self.group_configs.keys().map(String::as_str)
     }
 
     /// Every ACL, by id.

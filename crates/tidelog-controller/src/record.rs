@@ -114,6 +114,8 @@ pub enum ConfigResource {
     Broker(i32),
     /// The cluster-wide dynamic default (Kafka's broker resource with an empty name).
     Cluster,
+    /// One group's configs (Kafka's GROUP resource, KIP-848), by group id.
+    Group(String),
 }
 
 #[cfg(test)]

@@ -51,6 +51,9 @@ struct SnapshotBody {
     /// Absent from a snapshot written before client quotas existed.
     #[serde(default)]
     client_quotas: Vec<(QuotaEntity, BTreeMap<String, QuotaValue>)>,
+    /// Absent from a snapshot written before group configs existed.
+    #[serde(default)]
+    group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Only the legacy log (in tests) writes a snapshot file of its own.
@@ -80,6 +83,7 @@ pub(crate) fn encode(image: &MetadataImage) -> Result<Vec<u8>, ControllerError> 
             .iter()
             .map(|(e, q)| (e.clone(), q.clone()))
             .collect(),
+        group_configs: image.group_configs.clone(),
     };
     let payload = serde_json::to_vec(&body).map_err(|e| ControllerError::Encode(e.to_string()))?;
     let mut bytes = Vec::with_capacity(HEADER_BYTES + payload.len());
@@ -130,6 +134,7 @@ pub(crate) fn decode(
     image.next_producer_id = body.next_producer_id;
     image.broker_configs = body.broker_configs;
     image.cluster_configs = body.cluster_configs;
+    image.group_configs = body.group_configs;
     for credential in body.scram_credentials {
         image
             .scram

@@ -33,6 +33,18 @@ pub(crate) struct Op {
 /// The checks Kafka makes before looking at the values: no name twice, no null value
 /// except for a DELETE, and a resource name that is this broker's id or empty.
 fn precheck(ctx: &Ctx, resource_name: &str, ops: &[Op]) -> Result<ConfigResource, Refusal> {
+    precheck_ops(ops)?;
+    dynamic_config::check_resource_name(resource_name, ctx.node_id()).map_err(invalid_request)?;
+    Ok(if resource_name.is_empty() {
+        ConfigResource::Cluster
+    } else {
+        ConfigResource::Broker(ctx.node_id())
+    })
+}
+
+/// Kafka's checks of any resource's entries: no name twice, no null value except for
+/// a DELETE.
+pub(crate) fn precheck_ops(ops: &[Op]) -> Result<(), Refusal> {
     for (i, op) in ops.iter().enumerate() {
         if ops[..i].iter().any(|o| o.name == op.name) {
             return Err(invalid_request("Error due to duplicate config keys".into()));
@@ -49,12 +61,7 @@ fn precheck(ctx: &Ctx, resource_name: &str, ops: &[Op]) -> Result<ConfigResource
             nulls.join(", ")
         )));
     }
-    dynamic_config::check_resource_name(resource_name, ctx.node_id()).map_err(invalid_request)?;
-    Ok(if resource_name.is_empty() {
-        ConfigResource::Cluster
-    } else {
-        ConfigResource::Broker(ctx.node_id())
-    })
+    Ok(())
 }
 
 fn stored(ctx: &Ctx, resource: &ConfigResource) -> BTreeMap<String, String> {
@@ -132,7 +139,7 @@ fn default_of(name: &str) -> Option<String> {
 }
 
 /// The records' worth of difference between two sets of configs.
-fn changes(
+pub(crate) fn changes(
     before: &BTreeMap<String, String>,
     after: &BTreeMap<String, String>,
 ) -> Vec<(String, Option<String>)> {

@@ -1,5 +1,6 @@
-//! DescribeConfigs: a topic's effective settings with where each came from, or a
-//! broker's settings (`crate::dynamic_config::describe_broker`).
+//! DescribeConfigs: a topic's effective settings with where each came from, a
+//! broker's settings (`crate::dynamic_config::describe_broker`), or a group's
+//! (`super::group_configs`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsRequest;
@@ -16,6 +17,7 @@ use tidelog_protocol::ProtocolError;
 use super::Request;
 use crate::context::Ctx;
 use crate::dynamic_config::{self, BrokerEntry};
+use crate::group_config;
 use crate::net::Reply;
 use crate::topic_config::{effective, ConfigSource};
 
@@ -56,6 +58,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                         .filter(|e| wanted(&e.name))
                         .map(|e| {
                             entry(
+                                resource.resource_type,
                                 e,
                                 request.include_synonyms,
                                 request.include_documentation,
@@ -116,6 +119,7 @@ fn describe(ctx: &Ctx, resource_type: i8, name: &str) -> Result<Entries, (i16, S
         }
         RESOURCE_BROKER => dynamic_config::describe_broker(&ctx.config, &image, name)
             .map_err(|message| (ResponseError::InvalidRequest.code(), message)),
+        super::group_configs::RESOURCE_GROUP => super::group_configs::describe(ctx, name),
         other => Err((
             ResponseError::InvalidRequest.code(),
             format!("resource type {other} has no configs here"),
@@ -124,6 +128,7 @@ fn describe(ctx: &Ctx, resource_type: i8, name: &str) -> Result<Entries, (i16, S
 }
 
 fn entry(
+    resource_type: i8,
     e: BrokerEntry,
     synonyms: bool,
     documentation: bool,
@@ -154,14 +159,24 @@ fn entry(
         );
     }
     if version >= 3 {
-        let config_type = topic_def.map_or_else(
-            || dynamic_config::config_type(&e.name),
-            |def| def.config_type,
-        );
+        let group = resource_type == super::group_configs::RESOURCE_GROUP;
+        let config_type = if group {
+            group_config::config_type(&e.name)
+        } else {
+            topic_def.map_or_else(
+                || dynamic_config::config_type(&e.name),
+                |def| def.config_type,
+            )
+        };
         result = result.with_config_type(config_type.kafka_code());
         if documentation {
-            if let Some(def) = topic_def {
-                result = result.with_documentation(Some(StrBytes::from_static_str(def.doc)));
+            let doc = if group {
+                group_config::doc(&e.name)
+            } else {
+                topic_def.map(|def| def.doc)
+            };
+            if let Some(doc) = doc {
+                result = result.with_documentation(Some(StrBytes::from_static_str(doc)));
             }
         }
     }

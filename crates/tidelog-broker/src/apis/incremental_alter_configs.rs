@@ -1,5 +1,6 @@
 //! IncrementalAlterConfigs: set, delete, append to or subtract from single settings of
-//! a topic, or of a broker's dynamic configs (`super::broker_configs`).
+//! a topic, of a broker's dynamic configs (`super::broker_configs`), or of a group
+//! (`super::group_configs`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -15,6 +16,7 @@ use tidelog_protocol::ProtocolError;
 
 use super::broker_configs::{self, Op, APPEND, DELETE, SET, SUBTRACT};
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::group_configs::{self, RESOURCE_GROUP};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -87,6 +89,24 @@ async fn alter(
             })
             .collect();
         return broker_configs::alter_incremental(
+            ctx,
+            resource.resource_name.as_str(),
+            &ops,
+            validate_only,
+        )
+        .await;
+    }
+    if resource.resource_type == RESOURCE_GROUP {
+        let ops: Vec<Op> = resource
+            .configs
+            .iter()
+            .map(|c| Op {
+                name: c.name.to_string(),
+                op: c.config_operation,
+                value: c.value.as_ref().map(|v| v.to_string()),
+            })
+            .collect();
+        return group_configs::alter_incremental(
             ctx,
             resource.resource_name.as_str(),
             &ops,

@@ -5,8 +5,9 @@
 //! (none: all Kafka supports here: TOPIC 2, BROKER 4, BROKER_LOGGER 8,
 //! CLIENT_METRICS 16, GROUP 32); any other type makes the whole request
 //! UNSUPPORTED_VERSION, as Kafka answers. Topics are every topic (internal ones too),
-//! brokers and broker loggers every registered broker by id. tidelog keeps no
-//! client-metrics subscriptions and no group configs, so those types list nothing.
+//! brokers and broker loggers every registered broker by id, groups every group
+//! that has group configs. tidelog keeps no client-metrics subscriptions, so that
+//! type lists nothing.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_config_resources_request::ListConfigResourcesRequest;
@@ -78,7 +79,12 @@ fn list(image: &MetadataImage, asked: &[i8], version: i16) -> Result<Vec<ConfigR
                     .map(|b| entry(b.broker_id.to_string(), kind)),
             ),
             TOPIC => resources.extend(image.topics().map(|t| entry(t.name.clone(), TOPIC))),
-            // No client-metrics subscriptions and no group configs are kept.
+            GROUP => resources.extend(
+                image
+                    .groups_with_configs()
+                    .map(|g| entry(g.to_string(), GROUP)),
+            ),
+            // No client-metrics subscriptions are kept.
             _ => {}
         }
     }

@@ -39,6 +39,7 @@ mod error_codes;
 mod fetch;
 mod find_coordinator;
 mod get_telemetry_subscriptions;
+mod group_configs;
 mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;

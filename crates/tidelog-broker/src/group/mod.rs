@@ -75,8 +75,11 @@ pub(crate) struct GroupConfig {
     pub(crate) metadata_max_bytes: usize,
     /// `offsets.commit.timeout.ms`: how long a write waits for replication.
     pub(crate) commit_timeout: Duration,
-    pub(crate) consumer_session_timeout_ms: i64,
-    pub(crate) consumer_heartbeat_interval_ms: i32,
+    /// Each group's session timeout and heartbeat interval (its group configs, else
+    /// the broker's `group.consumer.*` defaults).
+    pub(crate) group_configs: crate::group_config::GroupConfigs,
+    /// What the consumer-group steps count for the metrics, shared by the shards.
+    pub(crate) consumer_stats: consumer::stats::SharedStats,
     /// Server-side assignors by their short names, the default first.
     pub(crate) consumer_assignors: Vec<String>,
     pub(crate) consumer_max_size: usize,
@@ -119,9 +122,10 @@ impl GroupConfig {
             commit_timeout: config
                 .duration(settings::OFFSETS_COMMIT_TIMEOUT_MS)
                 .max(Duration::from_millis(1)),
-            consumer_session_timeout_ms: config.get(settings::GROUP_CONSUMER_SESSION_TIMEOUT_MS),
-            consumer_heartbeat_interval_ms: config
-                .count(settings::GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS),
+            group_configs: crate::group_config::GroupConfigs::new(
+                crate::group_config::BrokerGroupDefaults::from_broker(config),
+            ),
+            consumer_stats: Arc::default(),
             consumer_assignors: assignor_names(&config.get(settings::GROUP_CONSUMER_ASSIGNORS)),
             consumer_max_size: config.count(settings::GROUP_CONSUMER_MAX_SIZE),
         }
@@ -140,8 +144,16 @@ pub(crate) fn test_config() -> GroupConfig {
         retention_check_every: Duration::from_secs(1),
         metadata_max_bytes: 4096,
         commit_timeout: Duration::from_secs(5),
-        consumer_session_timeout_ms: 1000,
-        consumer_heartbeat_interval_ms: 100,
+        group_configs: crate::group_config::GroupConfigs::new(
+            crate::group_config::BrokerGroupDefaults::from_settings(|name| match name {
+                "group.consumer.session.timeout.ms" => Some("1000".into()),
+                "group.consumer.heartbeat.interval.ms" => Some("100".into()),
+                "group.consumer.min.session.timeout.ms" => Some("1".into()),
+                "group.consumer.min.heartbeat.interval.ms" => Some("1".into()),
+                _ => None,
+            }),
+        ),
+        consumer_stats: Arc::default(),
         consumer_assignors: vec!["uniform".into(), "range".into()],
         consumer_max_size: 4,
     }
@@ -194,6 +206,8 @@ impl GroupCoordinator {
         logs: Arc<dyn LogSource>,
         clock: Arc<dyn Clock>,
     ) -> GroupCoordinator {
+        let mut config = config;
+        config.group_configs = config.group_configs.clone().with_images(images.clone());
         let config = Arc::new(config);
         let shard_config = Arc::clone(&config);
         let published: Published = Arc::default();

@@ -38,6 +38,8 @@ pub(crate) struct PublishedGroups {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct GroupSummary {
+    /// `classic`, or `consumer` for a KIP-848 group.
+    pub(crate) group_type: &'static str,
     pub(crate) state: &'static str,
     pub(crate) protocol_type: String,
     pub(crate) generation: i32,
@@ -85,6 +87,7 @@ impl GroupShard {
             .values()
             .map(|g| {
                 let summary = GroupSummary {
+                    group_type: "classic",
                     state: g.state.name(),
                     protocol_type: g.protocol_type.clone().unwrap_or_default(),
                     generation: g.generation,
@@ -95,6 +98,7 @@ impl GroupShard {
             .collect();
         for g in self.consumer_groups.values() {
             let summary = GroupSummary {
+                group_type: "consumer",
                 state: g.state_name(),
                 protocol_type: "consumer".to_string(),
                 generation: g.epoch,

@@ -221,6 +221,9 @@ impl MetadataManager {
             self.wait_for(IMAGE_CATCH_UP, |i| {
                 let configs = match &target {
                     ConfigResource::Broker(id) => i.broker_configs(*id),
+                    ConfigResource::Group(group) => {
+                        i.group_configs(group).cloned().unwrap_or_default()
+                    }
                     _ => i.cluster_configs().clone(),
                 };
                 wanted

@@ -11,6 +11,7 @@ impl GroupLagSource for GroupCoordinator {
             .map(|(group_id, summary, offsets)| GroupStatus {
                 group_id,
                 state: summary.as_ref().map_or("Empty", |s| s.state).to_string(),
+                group_type: summary.as_ref().map_or("", |s| s.group_type).to_string(),
                 protocol_type: summary
                     .as_ref()
                     .map(|s| s.protocol_type.clone())

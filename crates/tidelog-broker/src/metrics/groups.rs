@@ -29,6 +29,7 @@ use super::labels::escaped;
 use super::trend::TrendTracker;
 use super::NodeView;
 use crate::context::now_ms;
+use crate::group::consumer::stats::ConsumerGroupStats;
 use crate::replica::Partition;
 
 /// What the group coordinator knows of one group.
@@ -39,6 +40,8 @@ pub(crate) struct GroupStatus {
     pub(crate) state: String,
     /// "consumer" for consumer groups, empty for offsets-only groups.
     pub(crate) protocol_type: String,
+    /// `classic`, or `consumer` for a KIP-848 group; empty for offsets-only groups.
+    pub(crate) group_type: String,
     pub(crate) generation: i32,
     pub(crate) members: usize,
     pub(crate) committed: Vec<CommittedOffset>,
@@ -63,6 +66,8 @@ pub(crate) trait GroupLagSource: Send + Sync {
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct GroupLag {
     pub(crate) group: String,
+    /// `classic`, or `consumer` for a KIP-848 group; empty for offsets-only groups.
+    pub(crate) group_type: String,
     pub(crate) state: String,
     pub(crate) protocol_type: String,
     pub(crate) generation: i32,
@@ -251,6 +256,7 @@ impl GroupProbe {
             partitions.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
             out.push(GroupLag {
                 group: g.group_id,
+                group_type: g.group_type,
                 state: g.state,
                 protocol_type: g.protocol_type,
                 generation: g.generation,
@@ -327,6 +333,11 @@ impl Collector for GroupCollector {
                 ConstCounter::new(g.rebalances).encode(metric.encode_family(&labels)?)?;
             }
         }
+        encode_consumer_protocol(
+            &mut encoder,
+            &groups,
+            &self.node.groups.config.consumer_stats,
+        )?;
         let rows = || {
             groups.iter().flat_map(|g| {
                 g.partitions.iter().map(move |p| {
@@ -376,6 +387,56 @@ impl Collector for GroupCollector {
             rows().filter_map(|(l, p)| p.retention_headroom_seconds.map(|s| (l, s))),
         )
     }
+}
+
+/// Kafka's states of a KIP-848 group.
+const CONSUMER_GROUP_STATES: [&str; 4] = ["Empty", "Assigning", "Reconciling", "Stable"];
+
+/// The KIP-848 groups of this node by state, and what their steps counted: group
+/// epoch bumps, partitions members were asked to revoke, reconciliation time.
+fn encode_consumer_protocol(
+    encoder: &mut DescriptorEncoder,
+    groups: &[GroupLag],
+    stats: &ConsumerGroupStats,
+) -> fmt::Result {
+    gauge_family(
+        encoder,
+        "consumer_groups",
+        "KIP-848 consumer groups this node coordinates, by state",
+        CONSUMER_GROUP_STATES.iter().map(|state| {
+            let n = groups
+                .iter()
+                .filter(|g| g.group_type == "consumer" && g.state == *state)
+                .count();
+            (
+                vec![("state", (*state).into())],
+                i64::try_from(n).unwrap_or(i64::MAX),
+            )
+        }),
+    )?;
+    let counters = [
+        (
+            "consumer_group_rebalances",
+            "Group epoch bumps of KIP-848 groups this node coordinated since it started",
+            stats.rebalances(),
+        ),
+        (
+            "consumer_group_revocations",
+            "Partitions members of KIP-848 groups were asked to revoke since this node started",
+            stats.revocations(),
+        ),
+    ];
+    for (name, help, value) in counters {
+        let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+        ConstCounter::new(value).encode(metric)?;
+    }
+    let metric = encoder.encode_descriptor(
+        "consumer_group_reconciliation_seconds",
+        "From a member's first heartbeat behind its group's assignment epoch to the one that finds it there with nothing left to revoke",
+        None,
+        MetricType::Histogram,
+    )?;
+    stats.reconciliation().encode(metric)
 }
 
 #[cfg(test)]

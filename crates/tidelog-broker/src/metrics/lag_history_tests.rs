@@ -20,6 +20,7 @@ fn partition(lag: i64, time_lag: f64, headroom: Option<f64>) -> PartitionLag {
 fn group(name: &str, partitions: Vec<PartitionLag>) -> GroupLag {
     GroupLag {
         group: name.into(),
+        group_type: String::new(),
         state: "Empty".into(),
         protocol_type: String::new(),
         generation: 0,

@@ -185,6 +185,13 @@ pub(crate) fn image_records(image: &MetadataImage, node_id: i32) -> Vec<Metadata
                 value: Some(value.clone()),
             }),
     );
+    for (group, configs) in &image.group_configs {
+        records.extend(configs.iter().map(|(name, value)| MetadataRecord::Config {
+            resource: ConfigResource::Group(group.clone()),
+            name: name.clone(),
+            value: Some(value.clone()),
+        }));
+    }
     if image.next_producer_id > 0 {
         records.push(MetadataRecord::ProducerIds {
             broker_id: node_id,

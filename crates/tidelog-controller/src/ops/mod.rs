@@ -164,8 +164,13 @@ pub fn plan_alter_topic_configs(
     })
 }
 
+/// Groups that may carry dynamic configs at once: group ids are client input, and
+/// every node holds each group's configs in its image.
+pub const MAX_GROUPS_WITH_CONFIGS: usize = 100_000;
+
 /// Change of a BROKER resource's dynamic configs (KIP-226): one broker's
-/// (`ConfigResource::Broker`) or the cluster default (`ConfigResource::Cluster`).
+/// (`ConfigResource::Broker`) or the cluster default (`ConfigResource::Cluster`);
+/// or of a GROUP resource's (`ConfigResource::Group`, KIP-848).
 /// `Some` sets, `None` deletes. The values were validated by the broker that took the
 /// request, as Kafka's `ConfigAdminManager` validates broker configs before
 /// forwarding; the controller checks only what needs the image (the broker exists)
@@ -183,6 +188,17 @@ pub fn plan_alter_broker_configs(
         }
         ConfigResource::Broker(id) => image.broker_configs(*id),
         ConfigResource::Cluster => image.cluster_configs().clone(),
+        ConfigResource::Group(group) => match image.group_configs(group) {
+            Some(configs) => configs.clone(),
+            None if changes.iter().any(|(_, v)| v.is_some())
+                && image.group_configs.len() >= MAX_GROUPS_WITH_CONFIGS =>
+            {
+                return Err(TopicError::InvalidRequest(format!(
+                    "at most {MAX_GROUPS_WITH_CONFIGS} groups can have configs"
+                )))
+            }
+            None => std::collections::BTreeMap::new(),
+        },
     };
     let mut records = Vec::new();
     for (i, (key, value)) in changes.iter().enumerate() {
@@ -318,5 +334,43 @@ mod broker_config_tests {
         let back = crate::snapshot::decode(std::path::Path::new("s"), &bytes, "test").unwrap();
         assert_eq!(back.cluster_configs(), image.cluster_configs());
         assert_eq!(back.broker_configs(2), image.broker_configs(2));
+    }
+
+    #[test]
+    fn group_configs_are_records_replayed_into_the_image_and_the_snapshot() {
+        let mut images = Images::new().brokers(&[1]);
+        let group = ConfigResource::Group("g1".into());
+        let plan = plan_alter_broker_configs(
+            &images.image,
+            &group,
+            &[set("consumer.session.timeout.ms", "50000")],
+        )
+        .unwrap();
+        assert_eq!(plan.records.len(), 1);
+        images.apply(&plan.records);
+        let configs = images
+            .image
+            .group_configs("g1")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            configs
+                .get("consumer.session.timeout.ms")
+                .map(String::as_str),
+            Some("50000")
+        );
+        assert!(images.image.group_configs("g2").is_none());
+        let bytes = crate::snapshot::encode(&images.image).unwrap();
+        let back = crate::snapshot::decode(std::path::Path::new("s"), &bytes, "test").unwrap();
+        assert_eq!(back.group_configs("g1"), images.image.group_configs("g1"));
+        // Deleting the last config forgets the group.
+        let deleted = plan_alter_broker_configs(
+            &images.image,
+            &group,
+            &[("consumer.session.timeout.ms".to_string(), None)],
+        )
+        .unwrap();
+        images.apply(&deleted.records);
+        assert_eq!(images.image.groups_with_configs().count(), 0);
     }
 }

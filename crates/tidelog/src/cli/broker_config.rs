@@ -51,7 +51,7 @@ enum BrokerConfigCommand {
 }
 
 /// Kafka's ConfigSource ids, as operators read them.
-fn source_name(source: i8) -> &'static str {
+pub(crate) fn source_name(source: i8) -> &'static str {
     match source {
         1 => "DYNAMIC_TOPIC_CONFIG",
         2 => "DYNAMIC_BROKER_CONFIG",
@@ -59,6 +59,7 @@ fn source_name(source: i8) -> &'static str {
         4 => "STATIC_BROKER_CONFIG",
         5 => "DEFAULT_CONFIG",
         6 => "DYNAMIC_BROKER_LOGGER_CONFIG",
+        8 => "GROUP_CONFIG",
         _ => "UNKNOWN",
     }
 }

@@ -1,5 +1,7 @@
-//! `tidelog group`: list, describe (members, assignment, lag), reset offsets, delete.
+//! `tidelog group`: list, describe (members, assignment, lag), reset offsets, delete,
+//! and group configs (`group config get|set|delete`).
 
+mod config;
 mod describe;
 
 use std::io::Write;
@@ -60,6 +62,13 @@ enum GroupCommand {
         /// Group id.
         group: String,
     },
+    /// A group's configs (Kafka's GROUP config resource: consumer.session.timeout.ms,
+    /// consumer.heartbeat.interval.ms, the share.* ones), as `kafka-configs
+    /// --entity-type groups` shows and alters them.
+    Config {
+        #[command(subcommand)]
+        command: config::GroupConfigCommand,
+    },
 }
 
 #[derive(clap::Args)]
@@ -107,6 +116,7 @@ pub(crate) fn run(args: GroupArgs) -> anyhow::Result<()> {
                 client.delete_group(&group).await?;
                 println!("deleted group {group}");
             }
+            GroupCommand::Config { command } => config::run(&mut client, command).await?,
         }
         Ok(())
     })

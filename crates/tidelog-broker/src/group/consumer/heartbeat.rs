@@ -254,7 +254,11 @@ impl GroupShard {
         } else {
             join_or_heartbeat(&mut w, &req, topics, config)?
         };
-        Ok((w.records, (response, req.group_id)))
+        let records = w.records;
+        config
+            .consumer_stats
+            .observe(existing, &group, Some(&response.member_id), now.at);
+        Ok((records, (response, req.group_id)))
     }
 }
 
@@ -441,7 +445,9 @@ fn join_or_heartbeat(
         message: None,
         member_id: member_id.clone(),
         member_epoch: member.current.member_epoch,
-        heartbeat_interval_ms: config.consumer_heartbeat_interval_ms,
+        heartbeat_interval_ms: config
+            .group_configs
+            .consumer_heartbeat_interval_ms(&w.group.id),
         assignment: (full || changed).then(|| member.current.assigned.clone()),
     })
 }

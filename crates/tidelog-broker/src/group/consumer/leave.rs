@@ -14,11 +14,12 @@ impl GroupShard {
     /// The clock: members whose session ran out, or who did not revoke within their
     /// rebalance timeout, are fenced; their partitions go to the others.
     pub(crate) fn expire_consumer_members(&self, now: Now) -> Vec<GroupRecord> {
-        let session = std::time::Duration::from_millis(
-            u64::try_from(self.config.consumer_session_timeout_ms).unwrap_or(0),
-        );
         let mut records = Vec::new();
         for g in self.consumer_groups.values() {
+            let session = std::time::Duration::from_millis(
+                u64::try_from(self.config.group_configs.consumer_session_timeout_ms(&g.id))
+                    .unwrap_or(0),
+            );
             let expired: Vec<String> = g
                 .members
                 .values()
@@ -41,9 +42,13 @@ impl GroupShard {
             for id in &expired {
                 tracing::info!(group = %g.id, member = %id, "consumer group member fenced: session or rebalance timeout");
                 w.remove_member(id);
+                self.config.consumer_stats.forget(&g.id, id);
             }
             w.bump_epoch(hash);
             records.extend(w.records);
+            self.config
+                .consumer_stats
+                .observe(Some(g), &group, None, now.at);
         }
         records
     }

@@ -18,6 +18,7 @@ mod leave;
 pub(crate) mod offsets;
 pub(crate) mod reconcile;
 pub(crate) mod records;
+pub(crate) mod stats;
 #[cfg(test)]
 mod tests;
 pub(crate) mod topics;

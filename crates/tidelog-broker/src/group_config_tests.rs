@@ -1,0 +1,172 @@
+use super::*;
+
+fn kafka_defaults() -> BrokerGroupDefaults {
+    BrokerGroupDefaults::from_settings(|_| None)
+}
+
+fn props(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn validation_gives_kafkas_messages_in_kafkas_order() {
+    let d = kafka_defaults();
+    assert_eq!(d.validate(&props(&[])), Ok(()));
+    assert_eq!(
+        d.validate(&props(&[(CONSUMER_SESSION_TIMEOUT_MS, "50000")])),
+        Ok(())
+    );
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (&[("bogus", "1")], "Unknown group config name: bogus"),
+        (
+            &[(CONSUMER_SESSION_TIMEOUT_MS, "abc")],
+            "Invalid value abc for configuration consumer.session.timeout.ms: Not a number of type INT",
+        ),
+        (
+            &[(CONSUMER_SESSION_TIMEOUT_MS, "0")],
+            "Invalid value 0 for configuration consumer.session.timeout.ms: Value must be at least 1",
+        ),
+        (
+            &[(CONSUMER_SESSION_TIMEOUT_MS, "30000")],
+            "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms",
+        ),
+        (
+            &[(CONSUMER_SESSION_TIMEOUT_MS, "60001")],
+            "consumer.session.timeout.ms must be less than or equal to group.consumer.max.session.timeout.ms",
+        ),
+        // The heartbeat bound is checked before the session's.
+        (
+            &[
+                (CONSUMER_SESSION_TIMEOUT_MS, "1"),
+                (CONSUMER_HEARTBEAT_INTERVAL_MS, "20000"),
+            ],
+            "consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms",
+        ),
+        (
+            &[(SHARE_ISOLATION_LEVEL, "hello")],
+            "Invalid value hello for configuration share.isolation.level: String must be one of: read_committed, read_uncommitted",
+        ),
+        (
+            &[(SHARE_RENEW_ACKNOWLEDGE_ENABLE, "1")],
+            "Invalid value 1 for configuration share.renew.acknowledge.enable: Expected value to be either true or false",
+        ),
+        (
+            &[(SHARE_RECORD_LOCK_DURATION_MS, "999")],
+            "Invalid value 999 for configuration share.record.lock.duration.ms: Value must be at least 1000",
+        ),
+        (
+            &[(SHARE_DELIVERY_COUNT_LIMIT, "11")],
+            "share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit",
+        ),
+        (
+            &[(STREAMS_NUM_STANDBY_REPLICAS, "3")],
+            "streams.num.standby.replicas must be less than or equal to group.streams.max.standby.replicas",
+        ),
+    ];
+    for (given, message) in cases {
+        assert_eq!(
+            d.validate(&props(given)),
+            Err(message.to_string()),
+            "{given:?}"
+        );
+    }
+}
+
+#[test]
+fn session_must_exceed_heartbeat_with_the_broker_bounds_overlapping() {
+    // Bounds that let a session timeout reach the heartbeat interval.
+    let d = BrokerGroupDefaults::from_settings(|name| match name {
+        "group.consumer.min.session.timeout.ms" => Some("1000".into()),
+        _ => None,
+    });
+    assert_eq!(
+        d.validate(&props(&[(CONSUMER_SESSION_TIMEOUT_MS, "5000")])),
+        Err(
+            "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
+                .into()
+        )
+    );
+    assert_eq!(
+        d.validate(&props(&[(CONSUMER_SESSION_TIMEOUT_MS, "5001")])),
+        Ok(())
+    );
+}
+
+#[test]
+fn share_auto_offset_reset_takes_kafkas_strategies() {
+    let d = kafka_defaults();
+    for ok in [
+        "earliest",
+        "LATEST",
+        "by_duration:PT1H",
+        "by_duration:P2DT3M",
+        "by_duration:PT1.5S",
+    ] {
+        assert_eq!(
+            d.validate(&props(&[(SHARE_AUTO_OFFSET_RESET, ok)])),
+            Ok(()),
+            "{ok}"
+        );
+    }
+    for bad in [
+        "none",
+        "by_duration:",
+        "by_duration:P",
+        "by_duration:PT",
+        "by_duration:-PT1H",
+        "by_duration:1H",
+    ] {
+        assert!(
+            d.validate(&props(&[(SHARE_AUTO_OFFSET_RESET, bad)]))
+                .is_err(),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn the_lookup_reads_the_groups_own_value_else_the_brokers() {
+    let d = BrokerGroupDefaults::from_settings(|name| match name {
+        "group.consumer.session.timeout.ms" => Some("46000".into()),
+        _ => None,
+    });
+    let mut image = MetadataImage::new("c");
+    image.replay(
+        1,
+        &tidelog_controller::MetadataRecord::Config {
+            resource: tidelog_controller::ConfigResource::Group("g1".into()),
+            name: CONSUMER_SESSION_TIMEOUT_MS.into(),
+            value: Some("55000".into()),
+        },
+    );
+    // Stored under wider bounds: held to today's, as Kafka's evaluate caps it.
+    image.replay(
+        2,
+        &tidelog_controller::MetadataRecord::Config {
+            resource: tidelog_controller::ConfigResource::Group("g2".into()),
+            name: CONSUMER_SESSION_TIMEOUT_MS.into(),
+            value: Some("90000".into()),
+        },
+    );
+    let (_tx, rx) = watch::channel(Arc::new(image.clone()));
+    let lookup = GroupConfigs::new(d.clone()).with_images(rx);
+    assert_eq!(lookup.consumer_session_timeout_ms("g1"), 55_000);
+    assert_eq!(lookup.consumer_session_timeout_ms("g2"), 60_000);
+    assert_eq!(lookup.consumer_session_timeout_ms("other"), 46_000);
+    assert_eq!(lookup.consumer_heartbeat_interval_ms("g1"), 5_000);
+    let described = describe(&d, &image, "g1");
+    assert_eq!(described.len(), DEFS.len());
+    assert!(described.contains(&(
+        CONSUMER_SESSION_TIMEOUT_MS.to_string(),
+        "55000".to_string(),
+        ConfigSource::Group
+    )));
+    assert!(described.contains(&(
+        SHARE_ISOLATION_LEVEL.to_string(),
+        "read_uncommitted".to_string(),
+        ConfigSource::Default
+    )));
+}

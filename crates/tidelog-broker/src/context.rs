@@ -25,6 +25,8 @@ pub(crate) struct BrokerContext {
     pub(crate) groups: Arc<GroupCoordinator>,
     /// Transactions (`__transaction_state`).
     pub(crate) txns: Arc<TxnCoordinator>,
+    /// KIP-932 share partitions this node leads and their share sessions.
+    pub(crate) shares: Arc<crate::share::ShareManager>,
     /// Every probe of this node (served on the admin port's `/metrics`).
     pub(crate) metrics: Arc<Metrics>,
     /// `authorizer.class.name`'s authorizer; `None`: every request is allowed.

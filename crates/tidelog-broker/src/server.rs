@@ -265,7 +265,11 @@ impl Broker {
         let authorizer = crate::auth::Authorizer::from_config(&config);
         let effective = Arc::new(crate::dynamic_config::resolve(&config, &metadata.image()));
         let quotas = crate::quota::QuotaManager::new(&config);
+        let shares = Arc::new(crate::share::ShareManager::new(
+            usize::try_from(config.get(settings::GROUP_SHARE_MAX_SHARE_SESSIONS)).unwrap_or(1),
+        ));
         let ctx: Ctx = Arc::new(BrokerContext {
+            shares,
             authorizer,
             effective: std::sync::RwLock::new(effective),
             quotas,

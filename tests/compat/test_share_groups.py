@@ -257,3 +257,43 @@ def test_rejected_record_never_comes_back(short_lock_broker):
             b.close()
     finally:
         a.close()
+
+
+def test_accepted_records_are_not_delivered_again_after_a_kill_9(broker_factory):
+    broker = broker_factory({"group.share.heartbeat.interval.ms": "500"})
+    bootstrap = broker.bootstrap
+    topic, group = unique("share-durable"), unique("sg")
+    create_topic(bootstrap, topic, partitions=1)
+    c = share_consumer(bootstrap, group, topic, explicit=True)
+    values = [b"d%02d" % i for i in range(20)]
+    try:
+        warm_up(bootstrap, topic, [c], explicit=True)
+        produce_values(bootstrap, topic, values)
+        got = []
+        wait_until(lambda: got.extend(records_of(c.poll(0.5))) or len(got) >= 20, 20, "20 records")
+        accepted = {m.value() for m in got if m.value() < b"d10"}
+        for m in got:
+            if m.value() in accepted:
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+        # commit_sync returns once the broker answered, which it does only after the
+        # share coordinator's write is replicated.
+        results = c.commit_sync(10)
+        assert all(e is None for e in results.values()), results
+    finally:
+        broker.kill9()
+        c.close()
+    broker.start()
+    c = share_consumer(broker.bootstrap, group, topic)
+    try:
+        after = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(after) < 10:
+            after.extend(m.value() for m in records_of(c.poll(0.5)))
+        # Then anything accepted before the kill would show up now.
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            after.extend(m.value() for m in records_of(c.poll(0.3)))
+        assert not accepted & set(after), "a record accepted before the kill came back"
+        assert sorted(after) == [v for v in values if v not in accepted]
+    finally:
+        c.close()

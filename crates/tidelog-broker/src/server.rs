@@ -243,6 +243,12 @@ impl Broker {
             Arc::clone(&logs),
             Arc::clone(&clock),
         ));
+        let share_state = Arc::new(crate::share::state::ShareStateCoordinator::new(
+            node_id,
+            metadata.images(),
+            Arc::clone(&logs),
+            Arc::clone(&clock),
+        ));
         let txns = Arc::new(TxnCoordinator::new(
             TxnConfig::from_broker(&config),
             node_id,
@@ -270,6 +276,7 @@ impl Broker {
         ));
         let ctx: Ctx = Arc::new(BrokerContext {
             shares,
+            share_state: Arc::clone(&share_state),
             authorizer,
             effective: std::sync::RwLock::new(effective),
             quotas,
@@ -311,6 +318,7 @@ impl Broker {
             crate::metrics::lag_history::run(node_view, probe, history, interval, stop)
         });
         tasks.start("transaction coordinator", |stop| txns.run(stop));
+        tasks.start("share coordinator", |stop| share_state.run(stop));
         if cluster.is_none() {
             // Nobody else needs to answer: a client of a single node finds it registered
             // and its metadata in place from its first request.

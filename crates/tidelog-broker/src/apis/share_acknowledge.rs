@@ -75,6 +75,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     p.partition_index,
                     &batches,
                 )
+                .await
             };
             partitions.push(
                 PartitionData::default()

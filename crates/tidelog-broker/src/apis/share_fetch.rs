@@ -147,7 +147,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     t.topic_id,
                     p.partition_index,
                     &batches,
-                );
+                )
+                .await;
             }
         }
     }
@@ -205,7 +206,9 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     records_left,
                     bytes_left,
                     &notify,
-                ) {
+                )
+                .await
+                {
                     Ok(f) if !f.acquired.is_empty() => {
                         got = true;
                         let n: i64 = f.acquired.iter().map(|r| r.last - r.first + 1).sum();

@@ -22,7 +22,7 @@ mod join;
 mod members;
 mod offsets;
 mod rebalance;
-mod records;
+pub(crate) mod records;
 mod shard;
 pub(crate) mod share;
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! offset ranges (the client drops the batches' other records). Control batches hold
 //! no record a consumer sees: they are never acquired.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -16,7 +17,9 @@ use tidelog_records::BatchHeader;
 use uuid::Uuid;
 
 use super::partition::{AckType, Acquired, SharePartition};
-use super::{group_share_config, AutoOffsetReset, ShareEntry};
+use super::state::records::ShareSnapshot;
+use super::state::ShareStateError;
+use super::{group_share_config, AutoOffsetReset, ShareEntry, ShareKey};
 use crate::context::Ctx;
 use crate::replica::{Partition, Role};
 
@@ -33,8 +36,10 @@ pub(crate) struct Fetched {
     pub(crate) acquired: Vec<Acquired>,
 }
 
-/// The led partition `topic_id`/`partition` and its share partition for `group`.
-fn share_partition(
+/// The led partition `topic_id`/`partition` and its share partition for `group`: a
+/// share partition new to this leadership starts from the share coordinator's state,
+/// else (none stored) from `share.auto.offset.reset`, which is then stored.
+async fn share_partition(
     ctx: &Ctx,
     group: &str,
     topic_id: Uuid,
@@ -53,25 +58,81 @@ fn share_partition(
         return Err(ResponseError::NotLeaderOrFollower);
     }
     let config = group_share_config(&ctx.settings(), group);
-    let offsets = p.offsets().map_err(|_| ResponseError::UnknownServerError)?;
     let key = (group.to_string(), topic_id, partition);
-    let entry = ctx
+    let epoch = p.leader_epoch();
+    if let Some(entry) = ctx.shares.current(&key, epoch) {
+        entry.lock().set_limits(config.limits);
+        return Ok((p, entry));
+    }
+    let stored = match ctx.share_state.ensure_topic(ctx).await {
+        Ok(()) => ctx.share_state.read(key.clone()).await,
+        Err(e) => Err(e),
+    };
+    let stored = match stored {
+        Ok(s) => s,
+        Err(ShareStateError::Remote) => None,
+        Err(e) => {
+            tracing::warn!(group, %topic_id, partition, error = %e, "share state not readable yet");
+            return Err(state_error(&e));
+        }
+    };
+    let offsets = p.offsets().map_err(|_| ResponseError::UnknownServerError)?;
+    let restored = stored.is_some();
+    let (entry, created) = ctx
         .shares
-        .entry(&key, p.leader_epoch(), || {
-            let start = match config.auto_offset_reset {
-                AutoOffsetReset::Earliest => offsets.log_start,
-                AutoOffsetReset::Latest => offsets.high_watermark,
-            };
-            tracing::info!(group, %topic_id, partition, start, "share partition initialised");
-            SharePartition::new(start, config.limits)
+        .entry(&key, epoch, || match stored {
+            Some(s) => {
+                tracing::info!(group, %topic_id, partition, start = s.start_offset, "share partition restored");
+                SharePartition::from_snapshot(s.start_offset, &s.batches, config.limits)
+            }
+            None => {
+                let start = match config.auto_offset_reset {
+                    AutoOffsetReset::Earliest => offsets.log_start,
+                    AutoOffsetReset::Latest => offsets.high_watermark,
+                };
+                tracing::info!(group, %topic_id, partition, start, "share partition initialised");
+                SharePartition::new(start, config.limits)
+            }
         })
         .ok_or(ResponseError::UnknownServerError)?;
-    entry.lock().set_limits(config.limits);
+    if created && !restored {
+        persist(ctx, &key, &entry).await?;
+    }
     Ok((p, entry))
 }
 
+fn state_error(e: &ShareStateError) -> ResponseError {
+    match e {
+        ShareStateError::Coordinator(c) => {
+            ResponseError::try_from_code(c.code()).unwrap_or(ResponseError::UnknownServerError)
+        }
+        _ => ResponseError::CoordinatorNotAvailable,
+    }
+}
+
+/// Writes the share partition's state to the share coordinator, answered once it is
+/// replicated (in memory only when the coordinator is another node).
+async fn persist(ctx: &Ctx, key: &ShareKey, entry: &ShareEntry) -> Result<(), ResponseError> {
+    let _turn = entry.writes.lock().await;
+    let (start_offset, batches) = entry.lock().snapshot();
+    let snapshot = ShareSnapshot {
+        snapshot_epoch: entry.snapshot_epoch.fetch_add(1, Ordering::Relaxed),
+        state_epoch: 0,
+        leader_epoch: entry.leader_epoch,
+        start_offset,
+        batches,
+    };
+    match ctx.share_state.write(key.clone(), snapshot).await {
+        Ok(()) | Err(ShareStateError::Remote) => Ok(()),
+        Err(e) => {
+            tracing::warn!(group = %key.0, topic_id = %key.1, partition = key.2, error = %e, "share state write failed");
+            Err(state_error(&e))
+        }
+    }
+}
+
 /// Applies a member's acknowledgements for one partition; the partition's error, if any.
-pub(crate) fn acknowledge(
+pub(crate) async fn acknowledge(
     ctx: &Ctx,
     group: &str,
     member: &str,
@@ -79,7 +140,7 @@ pub(crate) fn acknowledge(
     partition: i32,
     batches: &[AckBatch],
 ) -> Option<ResponseError> {
-    let (_, entry) = match share_partition(ctx, group, topic_id, partition) {
+    let (_, entry) = match share_partition(ctx, group, topic_id, partition).await {
         Ok(x) => x,
         Err(e) => return Some(e),
     };
@@ -111,13 +172,19 @@ pub(crate) fn acknowledge(
     if freed {
         entry.wake();
     }
+    // Durable before it is answered: an accepted record is not delivered again by a
+    // later leader.
+    let key = (group.to_string(), topic_id, partition);
+    if let Err(e) = persist(ctx, &key, &entry).await {
+        return Some(e);
+    }
     result
 }
 
 /// Acquires up to `max_records` records (of at most about `max_bytes`) for `member`.
 /// Parks `notify` on the log and the share partition so a waiting fetch wakes when
 /// records arrive or come back.
-pub(crate) fn acquire(
+pub(crate) async fn acquire(
     ctx: &Ctx,
     (group, member): (&str, &str),
     (topic_id, partition): (Uuid, i32),
@@ -125,7 +192,7 @@ pub(crate) fn acquire(
     max_bytes: usize,
     notify: &Arc<tokio::sync::Notify>,
 ) -> Result<Fetched, ResponseError> {
-    let (p, entry) = share_partition(ctx, group, topic_id, partition)?;
+    let (p, entry) = share_partition(ctx, group, topic_id, partition).await?;
     p.park(notify);
     entry.park(notify);
     let now = Instant::now();

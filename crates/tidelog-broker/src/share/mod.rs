@@ -3,14 +3,16 @@
 //! ShareAcknowledge (`session`), and how a fetch acquires records from the log
 //! (`fetch`). Share-group membership is the group coordinator's (`group::share`).
 //!
-//! State here is held in memory by the partition's leader in this step: a new leader
-//! (or a restart) starts a share partition again from `share.auto.offset.reset`.
+//! The leader holds a share partition's state in memory and writes its durable part to
+//! the share coordinator (`state`, `__share_group_state`) before it answers an
+//! acknowledgement; a new leader (or a restart) starts from what was written.
 
 pub(crate) mod fetch;
 pub(crate) mod partition;
 #[cfg(test)]
 mod partition_tests;
 pub(crate) mod session;
+pub(crate) mod state;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -71,6 +73,11 @@ pub(crate) struct ShareEntry {
     pub(crate) leader_epoch: i32,
     pub(crate) state: Mutex<SharePartition>,
     waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Writes of the state go one at a time, each taking the state when its turn
+    /// comes, so the last write carries the newest state.
+    pub(crate) writes: tokio::sync::Mutex<()>,
+    /// Kafka's snapshot epoch: one more per write.
+    pub(crate) snapshot_epoch: std::sync::atomic::AtomicU16,
 }
 
 impl ShareEntry {
@@ -109,17 +116,27 @@ impl ShareManager {
     }
 
     /// The share partition of `key` at `leader_epoch`, made with `start()` when it has
-    /// no state yet (or its state is from another leadership); `None` when the node
-    /// keeps as many as it may.
+    /// no state yet (or its state is from another leadership; then the second part is
+    /// true); `None` when the node keeps as many as it may.
+    /// The share partition of `key` if it has state of `leader_epoch`.
+    pub(crate) fn current(&self, key: &ShareKey, leader_epoch: i32) -> Option<Arc<ShareEntry>> {
+        self.partitions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .filter(|e| e.leader_epoch == leader_epoch)
+            .cloned()
+    }
+
     pub(crate) fn entry(
         &self,
         key: &ShareKey,
         leader_epoch: i32,
         start: impl FnOnce() -> SharePartition,
-    ) -> Option<Arc<ShareEntry>> {
+    ) -> Option<(Arc<ShareEntry>, bool)> {
         let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = map.get(key).filter(|e| e.leader_epoch == leader_epoch) {
-            return Some(Arc::clone(e));
+            return Some((Arc::clone(e), false));
         }
         if !map.contains_key(key) && map.len() >= MAX_SHARE_PARTITIONS {
             return None;
@@ -128,11 +145,13 @@ impl ShareManager {
             leader_epoch,
             state: Mutex::new(start()),
             waiters: Mutex::new(Vec::new()),
+            writes: tokio::sync::Mutex::new(()),
+            snapshot_epoch: std::sync::atomic::AtomicU16::new(0),
         });
         if let Some(old) = map.insert(key.clone(), Arc::clone(&e)) {
             old.wake();
         }
-        Some(e)
+        Some((e, true))
     }
 
     /// The share partition of `key` if it has state.

@@ -17,6 +17,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use super::state::records::StateBatch;
+
 /// Kafka's acknowledge types as they travel in ShareFetch / ShareAcknowledge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AckType {
@@ -330,6 +332,69 @@ impl SharePartition {
         }
         self.advance_start();
         freed
+    }
+
+    /// The durable part of the state (Kafka's share snapshot): the start offset and
+    /// every in-flight run of offsets with one delivery state and count. An acquired
+    /// record is stored as available: its lock does not outlive this leader.
+    pub(crate) fn snapshot(&self) -> (i64, Vec<StateBatch>) {
+        let mut batches: Vec<StateBatch> = Vec::new();
+        for (offset, r) in &self.in_flight {
+            let state = match r.state {
+                RecordState::Available | RecordState::Acquired => 0,
+                RecordState::Acknowledged => 2,
+                RecordState::Archived => 4,
+            };
+            match batches.last_mut() {
+                Some(b)
+                    if b.last + 1 == *offset
+                        && b.state == state
+                        && b.delivery_count == r.delivery_count =>
+                {
+                    b.last = *offset;
+                }
+                _ => batches.push(StateBatch {
+                    first: *offset,
+                    last: *offset,
+                    state,
+                    delivery_count: r.delivery_count,
+                }),
+            }
+        }
+        (self.start, batches)
+    }
+
+    /// A share partition from its stored state (at most `limits.max_in_flight`
+    /// offsets past the start are taken: a snapshot is never larger).
+    pub(crate) fn from_snapshot(
+        start: i64,
+        batches: &[StateBatch],
+        limits: ShareLimits,
+    ) -> SharePartition {
+        let mut sp = SharePartition::new(start, limits);
+        for b in batches {
+            let last = b
+                .last
+                .min(start.saturating_add(limits.max_in_flight).saturating_sub(1));
+            for offset in b.first.max(start)..=last {
+                let state = match b.state {
+                    2 => RecordState::Acknowledged,
+                    4 => RecordState::Archived,
+                    _ => RecordState::Available,
+                };
+                sp.in_flight.insert(
+                    offset,
+                    InFlight {
+                        state,
+                        delivery_count: b.delivery_count,
+                        lock: None,
+                    },
+                );
+                sp.end = sp.end.max(offset + 1);
+            }
+        }
+        sp.advance_start();
+        sp
     }
 
     /// Finished records at the front leave the window: SPSO moves to the first record

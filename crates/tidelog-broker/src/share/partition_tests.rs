@@ -211,3 +211,30 @@ fn the_log_start_moving_drops_records_below_it() {
     assert_eq!(sp.start_offset(), 6);
     assert_eq!(sp.counts(), (4, 4));
 }
+
+#[test]
+fn the_snapshot_keeps_what_is_finished_and_frees_what_was_locked() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 9)], 100, now);
+    sp.acknowledge("a", 2, 4, &[AckType::Accept]).unwrap();
+    sp.acknowledge("a", 5, 5, &[AckType::Reject]).unwrap();
+    sp.acknowledge("a", 6, 6, &[AckType::Release]).unwrap();
+    let (start, batches) = sp.snapshot();
+    assert_eq!(start, 0);
+    let states: Vec<(i64, i64, i8, i16)> = batches
+        .iter()
+        .map(|b| (b.first, b.last, b.state, b.delivery_count))
+        .collect();
+    assert_eq!(
+        states,
+        vec![(0, 1, 0, 1), (2, 4, 2, 1), (5, 5, 4, 1), (6, 9, 0, 1)]
+    );
+    let mut restored = SharePartition::from_snapshot(start, &batches, limits());
+    assert_eq!((restored.start_offset(), restored.end_offset()), (0, 10));
+    // Accepted and rejected records are not handed out again; the rest are.
+    assert_eq!(
+        restored.acquire("b", &[(0, 14)], 100, now),
+        vec![run(0, 1, 2), run(6, 9, 2), run(10, 14, 1)]
+    );
+}

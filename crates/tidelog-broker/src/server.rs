@@ -248,6 +248,7 @@ impl Broker {
             metadata.images(),
             Arc::clone(&logs),
             Arc::clone(&clock),
+            Arc::clone(&replicas),
         ));
         let txns = Arc::new(TxnCoordinator::new(
             TxnConfig::from_broker(&config),

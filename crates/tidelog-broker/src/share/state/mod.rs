@@ -27,6 +27,7 @@ use crate::coordinator::{
 use crate::internal_topic::{
     create_if_missing, partition_for, CoordinatorUnavailable, Creation, TopicSpec,
 };
+use crate::replica::ReplicaManager;
 use records::{ShareSnapshot, ShareStateRecord, StateKey};
 
 pub(crate) const SHARE_STATE_TOPIC: &str = "__share_group_state";
@@ -38,15 +39,28 @@ const TICK: Duration = Duration::from_secs(1);
 const QUEUE: usize = 4096;
 /// Share partitions one coordinator partition keeps state for at most.
 const MAX_STATES: usize = 100_000;
+/// Prune requests waiting at most (a shard asks again on a later tick).
+const PRUNE_QUEUE: usize = 64;
 
 /// One `__share_group_state` partition's share-partition states.
 pub(crate) struct ShareStateShard {
     states: HashMap<StateKey, ShareSnapshot>,
+    /// The offset of each share partition's latest snapshot: records below the
+    /// smallest are superseded.
+    latest: HashMap<StateKey, i64>,
+    /// Every record below this is committed.
+    committed: i64,
+    /// The log start this shard last asked for.
+    pruned_to: i64,
 }
+
+/// Work outside the shard: move the partition's log start past superseded snapshots
+/// (Kafka's share coordinator prunes its topic the same way).
+pub(crate) struct Prune(i64);
 
 impl Shard for ShareStateShard {
     type Record = ShareStateRecord;
-    type Effect = ();
+    type Effect = Prune;
 
     fn encode(record: &Self::Record) -> Result<(Vec<u8>, Option<Vec<u8>>), CoordinatorError> {
         match record {
@@ -64,22 +78,32 @@ impl Shard for ShareStateShard {
         records::decode(key, value).map_err(|e| e.to_string())
     }
 
-    fn replay(&mut self, _offset: i64, _producer: Option<i64>, record: Self::Record) {
+    fn replay(&mut self, offset: i64, _producer: Option<i64>, record: Self::Record) {
         if let ShareStateRecord::Snapshot(key, value) = record {
             match value {
                 Some(v) => {
+                    self.latest.insert(key.clone(), offset);
                     self.states.insert(key, v);
                 }
                 None => {
+                    self.latest.remove(&key);
                     self.states.remove(&key);
                 }
             }
         }
     }
 
-    fn commit(&mut self, _offset: i64) {}
+    fn commit(&mut self, offset: i64) {
+        self.committed = self.committed.max(offset);
+    }
 
     fn tick(&mut self, _now: Now) -> Outcome<Self, ()> {
+        let needed = self.latest.values().copied().min().unwrap_or(i64::MAX);
+        let to = needed.min(self.committed);
+        if to > self.pruned_to {
+            self.pruned_to = to;
+            return Outcome::answer(()).with_effects(vec![Prune(to)]);
+        }
         Outcome::answer(())
     }
 }
@@ -118,6 +142,8 @@ pub(crate) struct ShareStateCoordinator {
     runtime: Arc<CoordinatorRuntime<ShareStateShard>>,
     images: watch::Receiver<Arc<MetadataImage>>,
     node_id: i32,
+    replicas: Arc<ReplicaManager>,
+    prunes: std::sync::Mutex<Option<mpsc::Receiver<(i32, Prune)>>>,
 }
 
 /// Kafka's coordinator key of a share partition.
@@ -131,9 +157,9 @@ impl ShareStateCoordinator {
         images: watch::Receiver<Arc<MetadataImage>>,
         logs: Arc<dyn LogSource>,
         clock: Arc<dyn Clock>,
+        replicas: Arc<ReplicaManager>,
     ) -> ShareStateCoordinator {
-        // The shard has no effects; the channel only satisfies the runtime.
-        let (effects, _) = mpsc::channel(1);
+        let (effects, prunes) = mpsc::channel(PRUNE_QUEUE);
         let runtime = Arc::new(CoordinatorRuntime::new(
             RuntimeConfig {
                 topic: SHARE_STATE_TOPIC,
@@ -145,6 +171,9 @@ impl ShareStateCoordinator {
             clock,
             |_partition, _epoch| ShareStateShard {
                 states: HashMap::new(),
+                latest: HashMap::new(),
+                committed: 0,
+                pruned_to: 0,
             },
             effects,
         ));
@@ -152,6 +181,8 @@ impl ShareStateCoordinator {
             runtime,
             images,
             node_id,
+            replicas,
+            prunes: std::sync::Mutex::new(Some(prunes)),
         }
     }
 
@@ -216,10 +247,108 @@ impl ShareStateCoordinator {
         Ok(())
     }
 
-    /// Follows the image (which partitions are led here) until `shutdown`.
+    /// Follows the image (which partitions are led here) and prunes superseded
+    /// snapshots until `shutdown`.
     pub(crate) async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
+        let prunes = self.prunes.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let pruner = prunes
+            .map(|rx| tokio::spawn(prune_loop(Arc::clone(&self.replicas), rx, shutdown.clone())));
         Arc::clone(&self.runtime)
             .run(self.images.clone(), self.node_id, shutdown)
             .await;
+        if let Some(pruner) = pruner {
+            let _ = pruner.await;
+        }
+    }
+}
+
+/// Moves the log start of `__share_group_state` partitions past what no share partition
+/// needs any more (on a blocking thread: it writes the log-start checkpoint).
+async fn prune_loop(
+    replicas: Arc<ReplicaManager>,
+    mut prunes: mpsc::Receiver<(i32, Prune)>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let (partition, Prune(offset)) = tokio::select! {
+            job = prunes.recv() => match job {
+                Some(job) => job,
+                None => return,
+            },
+            _ = shutdown.changed() => return,
+        };
+        let Some(p) = replicas.get(SHARE_STATE_TOPIC, partition) else {
+            continue;
+        };
+        let pruned = tokio::task::spawn_blocking(move || {
+            let moved = p.with_log(|log| {
+                let target = offset.min(log.high_watermark());
+                if target > log.log_start_offset() {
+                    log.delete_records_before(target)?;
+                    return Ok(true);
+                }
+                Ok(false)
+            })?;
+            if moved {
+                p.durability()
+                    .write_checkpoints()
+                    .map_err(crate::replica::PartitionError::Storage)?;
+                p.log_start_moved();
+            }
+            Ok::<_, crate::replica::PartitionError>(())
+        })
+        .await;
+        match pruned {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(partition, error = %e, "pruning {SHARE_STATE_TOPIC} failed")
+            }
+            Err(e) => tracing::warn!(partition, error = %e, "pruning {SHARE_STATE_TOPIC} panicked"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use uuid::Uuid;
+
+    use super::*;
+
+    #[test]
+    fn superseded_snapshots_are_pruned_up_to_the_oldest_still_needed() {
+        let mut shard = ShareStateShard {
+            states: HashMap::new(),
+            latest: HashMap::new(),
+            committed: 0,
+            pruned_to: 0,
+        };
+        let a = ("g".to_string(), Uuid::from_u128(1), 0);
+        let b = ("g".to_string(), Uuid::from_u128(1), 1);
+        let snap = |start| {
+            Some(ShareSnapshot {
+                start_offset: start,
+                ..ShareSnapshot::default()
+            })
+        };
+        shard.replay(0, None, ShareStateRecord::Snapshot(a.clone(), snap(0)));
+        shard.replay(1, None, ShareStateRecord::Snapshot(b.clone(), snap(0)));
+        shard.replay(2, None, ShareStateRecord::Snapshot(a.clone(), snap(5)));
+        let now = Now {
+            at: Instant::now(),
+            ms: 0,
+        };
+        // Nothing committed yet: nothing pruned.
+        assert!(shard.tick(now).effects.is_empty());
+        shard.commit(3);
+        let pruned: Vec<i64> = shard.tick(now).effects.iter().map(|p| p.0).collect();
+        assert_eq!(pruned, vec![1], "b's only snapshot is at 1");
+        assert!(shard.tick(now).effects.is_empty(), "asked once");
+        assert_eq!(shard.states[&a].start_offset, 5);
+        shard.replay(3, None, ShareStateRecord::Snapshot(b, None));
+        shard.commit(4);
+        let pruned: Vec<i64> = shard.tick(now).effects.iter().map(|p| p.0).collect();
+        assert_eq!(pruned, vec![2]);
     }
 }

@@ -20,6 +20,8 @@ BEHIND_KAFKA_4_2 = {
     26: 4,   # EndTxn v5: epoch bump per transaction, TV2 (KIP-890)
     27: 1,   # WriteTxnMarkers v2: transaction version in the marker (KIP-1228)
     28: 4,   # TxnOffsetCommit v5: TV2 (KIP-890)
+    78: 1,   # ShareFetch v2: ShareAcquireMode, the RENEW acknowledgement (KIP-1206, KIP-1222)
+    79: 1,   # ShareAcknowledge v2: the RENEW acknowledgement (KIP-1222)
 }
 # Advertised although a stock Kafka 4.2 (no telemetry receiver configured) leaves them out.
 BEYOND_STOCK_KAFKA = {71, 72}

@@ -25,6 +25,10 @@ pub(crate) struct BrokerContext {
     pub(crate) groups: Arc<GroupCoordinator>,
     /// Transactions (`__transaction_state`).
     pub(crate) txns: Arc<TxnCoordinator>,
+    /// KIP-932 share partitions this node leads and their share sessions.
+    pub(crate) shares: Arc<crate::share::ShareManager>,
+    /// The share coordinator (`__share_group_state`).
+    pub(crate) share_state: Arc<crate::share::state::ShareStateCoordinator>,
     /// Every probe of this node (served on the admin port's `/metrics`).
     pub(crate) metrics: Arc<Metrics>,
     /// `authorizer.class.name`'s authorizer; `None`: every request is allowed.

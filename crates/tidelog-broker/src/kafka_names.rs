@@ -50,7 +50,7 @@ const DELEGATION_TOKENS: &str = "delegation tokens are not supported";
 const PASSWORD_ENCODER: &str = "tidelog stores no encoded passwords";
 const CONSUMER_PROTOCOL: &str =
     "a KIP-848 consumer-group setting tidelog does not follow yet (it has the group.consumer session timeout and heartbeat interval with their bounds, assignors and max size)";
-const SHARE_GROUPS: &str = "applies to KIP-932 share groups, which tidelog does not serve yet";
+const SHARE_GROUPS: &str = "applies to a part of KIP-932 share groups tidelog does not have yet";
 const STREAMS_GROUPS: &str = "applies to KIP-1071 streams groups, which tidelog does not serve";
 const METADATA_DIR: &str = "the metadata log is kept in the node's data directory";
 const TUNING: &str = "a Kafka tuning knob with no counterpart in tidelog's design";
@@ -178,9 +178,7 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ),
     ("group.coordinator.threads", Ignored(THREADS)),
     ("group.share.assignors", Ignored(SHARE_GROUPS)),
-    ("group.share.delivery.count.limit", Ignored(SHARE_GROUPS)),
     ("group.share.enable", Ignored(SHARE_GROUPS)),
-    ("group.share.heartbeat.interval.ms", Ignored(SHARE_GROUPS)),
     ("group.share.max.groups", Ignored(SHARE_GROUPS)),
     (
         "group.share.max.heartbeat.interval.ms",
@@ -191,8 +189,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         Ignored(SHARE_GROUPS),
     ),
     ("group.share.max.session.timeout.ms", Ignored(SHARE_GROUPS)),
-    ("group.share.max.share.sessions", Ignored(SHARE_GROUPS)),
-    ("group.share.max.size", Ignored(SHARE_GROUPS)),
     (
         "group.share.min.heartbeat.interval.ms",
         Ignored(SHARE_GROUPS),
@@ -203,18 +199,12 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ),
     ("group.share.min.session.timeout.ms", Ignored(SHARE_GROUPS)),
     (
-        "group.share.partition.max.record.locks",
-        Ignored(SHARE_GROUPS),
-    ),
-    (
         "group.share.persister.class.name",
         Refused {
             off: &[""],
             why: PLUGIN,
         },
     ),
-    ("group.share.record.lock.duration.ms", Ignored(SHARE_GROUPS)),
-    ("group.share.session.timeout.ms", Ignored(SHARE_GROUPS)),
     (
         "group.streams.heartbeat.interval.ms",
         Ignored(STREAMS_GROUPS),

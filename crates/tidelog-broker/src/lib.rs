@@ -32,6 +32,7 @@ mod sasl;
 mod server;
 mod setting_rules;
 pub mod settings;
+mod share;
 mod tls;
 mod topic_config;
 mod txn;

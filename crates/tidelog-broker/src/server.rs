@@ -243,6 +243,13 @@ impl Broker {
             Arc::clone(&logs),
             Arc::clone(&clock),
         ));
+        let share_state = Arc::new(crate::share::state::ShareStateCoordinator::new(
+            node_id,
+            metadata.images(),
+            Arc::clone(&logs),
+            Arc::clone(&clock),
+            Arc::clone(&replicas),
+        ));
         let txns = Arc::new(TxnCoordinator::new(
             TxnConfig::from_broker(&config),
             node_id,
@@ -265,7 +272,12 @@ impl Broker {
         let authorizer = crate::auth::Authorizer::from_config(&config);
         let effective = Arc::new(crate::dynamic_config::resolve(&config, &metadata.image()));
         let quotas = crate::quota::QuotaManager::new(&config);
+        let shares = Arc::new(crate::share::ShareManager::new(
+            usize::try_from(config.get(settings::GROUP_SHARE_MAX_SHARE_SESSIONS)).unwrap_or(1),
+        ));
         let ctx: Ctx = Arc::new(BrokerContext {
+            shares,
+            share_state: Arc::clone(&share_state),
             authorizer,
             effective: std::sync::RwLock::new(effective),
             quotas,
@@ -307,6 +319,7 @@ impl Broker {
             crate::metrics::lag_history::run(node_view, probe, history, interval, stop)
         });
         tasks.start("transaction coordinator", |stop| txns.run(stop));
+        tasks.start("share coordinator", |stop| share_state.run(stop));
         if cluster.is_none() {
             // Nobody else needs to answer: a client of a single node finds it registered
             // and its metadata in place from its first request.

@@ -159,6 +159,14 @@ settings! {
         "group.consumer.max.heartbeat.interval.ms", "15000";
     GROUP_CONSUMER_ASSIGNORS: String = "group.consumer.assignors", "uniform,range";
     GROUP_CONSUMER_MAX_SIZE: i64 = "group.consumer.max.size", "2147483647";
+    // KIP-932 share groups (crate::share, crate::group::share).
+    GROUP_SHARE_SESSION_TIMEOUT_MS: i64 = "group.share.session.timeout.ms", "45000";
+    GROUP_SHARE_HEARTBEAT_INTERVAL_MS: i64 = "group.share.heartbeat.interval.ms", "5000";
+    GROUP_SHARE_MAX_SIZE: i64 = "group.share.max.size", "200";
+    GROUP_SHARE_RECORD_LOCK_DURATION_MS: i64 = "group.share.record.lock.duration.ms", "30000";
+    GROUP_SHARE_DELIVERY_COUNT_LIMIT: i64 = "group.share.delivery.count.limit", "5";
+    GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS: i64 = "group.share.partition.max.record.locks", "2000";
+    GROUP_SHARE_MAX_SHARE_SESSIONS: i64 = "group.share.max.share.sessions", "2000";
     OFFSETS_RETENTION_MINUTES: i64 = "offsets.retention.minutes", "10080";
     BROKER_RACK: String = "broker.rack", "";
     ADVERTISED_HOST: String = "advertised.host", "";

@@ -30,6 +30,10 @@ use kafka_protocol::messages::{
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::messages::{CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse};
+use kafka_protocol::messages::{
+    ShareAcknowledgeResponse, ShareFetchResponse, ShareGroupDescribeResponse,
+    ShareGroupHeartbeatResponse,
+};
 
 /// Every error code in a response; zeros (NONE) included, the probe skips them.
 pub(crate) trait ErrorCodes {
@@ -263,6 +267,29 @@ error_codes! {
         f(r.error_code);
     }
     ConsumerGroupHeartbeatResponse => |r, f| { f(r.error_code); }
+    ShareGroupHeartbeatResponse => |r, f| { f(r.error_code); }
+    ShareGroupDescribeResponse => |r, f| {
+        for g in &r.groups {
+            f(g.error_code);
+        }
+    }
+    ShareFetchResponse => |r, f| {
+        f(r.error_code);
+        for t in &r.responses {
+            for p in &t.partitions {
+                f(p.error_code);
+                f(p.acknowledge_error_code);
+            }
+        }
+    }
+    ShareAcknowledgeResponse => |r, f| {
+        f(r.error_code);
+        for t in &r.responses {
+            for p in &t.partitions {
+                f(p.error_code);
+            }
+        }
+    }
     ConsumerGroupDescribeResponse => |r, f| {
         for g in &r.groups {
             f(g.error_code);

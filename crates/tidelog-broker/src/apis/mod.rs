@@ -61,6 +61,10 @@ mod produce;
 mod push_telemetry;
 mod sasl_authenticate;
 mod sasl_handshake;
+mod share_acknowledge;
+mod share_fetch;
+mod share_group_describe;
+mod share_group_heartbeat;
 mod sync_group;
 mod txn_offset_commit;
 mod write_txn_markers;
@@ -214,6 +218,10 @@ apis! {
     Heartbeat => heartbeat,
     ConsumerGroupHeartbeat => consumer_group_heartbeat,
     ConsumerGroupDescribe => consumer_group_describe,
+    ShareGroupHeartbeat => share_group_heartbeat,
+    ShareGroupDescribe => share_group_describe,
+    ShareFetch => share_fetch,
+    ShareAcknowledge => share_acknowledge,
     LeaveGroup => leave_group,
     OffsetCommit => offset_commit,
     OffsetFetch => offset_fetch,

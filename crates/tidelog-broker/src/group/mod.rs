@@ -22,8 +22,11 @@ mod join;
 mod members;
 mod offsets;
 mod rebalance;
-mod records;
+pub(crate) mod records;
 mod shard;
+pub(crate) mod share;
+#[cfg(test)]
+mod share_tests;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -83,6 +86,9 @@ pub(crate) struct GroupConfig {
     /// Server-side assignors by their short names, the default first.
     pub(crate) consumer_assignors: Vec<String>,
     pub(crate) consumer_max_size: usize,
+    pub(crate) share_session_timeout_ms: i64,
+    pub(crate) share_heartbeat_interval_ms: i32,
+    pub(crate) share_max_size: usize,
 }
 
 /// `group.consumer.assignors`: short names, or Kafka's class names of the same.
@@ -128,6 +134,9 @@ impl GroupConfig {
             consumer_stats: Arc::default(),
             consumer_assignors: assignor_names(&config.get(settings::GROUP_CONSUMER_ASSIGNORS)),
             consumer_max_size: config.count(settings::GROUP_CONSUMER_MAX_SIZE),
+            share_session_timeout_ms: config.get(settings::GROUP_SHARE_SESSION_TIMEOUT_MS),
+            share_heartbeat_interval_ms: config.count(settings::GROUP_SHARE_HEARTBEAT_INTERVAL_MS),
+            share_max_size: config.count(settings::GROUP_SHARE_MAX_SIZE),
         }
     }
 }
@@ -156,6 +165,9 @@ pub(crate) fn test_config() -> GroupConfig {
         consumer_stats: Arc::default(),
         consumer_assignors: vec!["uniform".into(), "range".into()],
         consumer_max_size: 4,
+        share_session_timeout_ms: 1000,
+        share_heartbeat_interval_ms: 100,
+        share_max_size: 4,
     }
 }
 
@@ -316,6 +328,35 @@ impl GroupCoordinator {
         let described = self
             .runtime
             .read(partition, move |shard| shard.describe_consumer(&group))
+            .await?;
+        Ok((described, self.topics_view()))
+    }
+
+    /// ShareGroupHeartbeat (KIP-932).
+    pub(crate) async fn share_heartbeat(
+        &self,
+        req: share::ShareHeartbeat,
+    ) -> Result<share::ShareHeartbeatResponse, GroupError> {
+        let partition = self.partition_of(&req.group_id)?;
+        let topics = self.topics_view();
+        Ok(self
+            .runtime
+            .write(partition, move |shard, now| {
+                shard.share_heartbeat(req, &topics, now)
+            })
+            .await?)
+    }
+
+    /// ShareGroupDescribe of one group (None: no share group of that id), with the
+    /// topic names of the image.
+    pub(crate) async fn share_describe(
+        &self,
+        group: String,
+    ) -> Result<(Option<share::ShareGroup>, consumer::TopicsView), GroupError> {
+        let partition = self.partition_of(&group)?;
+        let described = self
+            .runtime
+            .read(partition, move |shard| shard.describe_share(&group))
             .await?;
         Ok((described, self.topics_view()))
     }

@@ -295,7 +295,7 @@ fn decode_group(v: &mut Reader<'_>, version: i16) -> Result<GroupValue, FormatEr
     })
 }
 
-pub(super) fn put_string(buf: &mut BytesMut, s: &str) {
+pub(crate) fn put_string(buf: &mut BytesMut, s: &str) {
     // Longer text is refused before it gets here (see `MAX_NAME_BYTES` in join.rs and
     // the group id check); cutting at a character boundary keeps a record decodable
     // should anything longer slip through.
@@ -321,10 +321,10 @@ fn put_bytes(buf: &mut BytesMut, b: &[u8]) {
 
 /// A bounds-checked big-endian reader (the consumer-group records add Kafka's flexible
 /// encoding to it, in `consumer/records.rs`).
-pub(super) struct Reader<'a>(pub(super) &'a [u8]);
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl Reader<'_> {
-    pub(super) fn take(&mut self, n: usize) -> Result<&[u8], FormatError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&[u8], FormatError> {
         if self.0.len() < n {
             return Err(FormatError::Short);
         }
@@ -339,15 +339,15 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    pub(super) fn i16(&mut self) -> Result<i16, FormatError> {
+    pub(crate) fn i16(&mut self) -> Result<i16, FormatError> {
         Ok(i16::from_be_bytes(self.array()?))
     }
 
-    pub(super) fn i32(&mut self) -> Result<i32, FormatError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, FormatError> {
         Ok(i32::from_be_bytes(self.array()?))
     }
 
-    fn i64(&mut self) -> Result<i64, FormatError> {
+    pub(crate) fn i64(&mut self) -> Result<i64, FormatError> {
         Ok(i64::from_be_bytes(self.array()?))
     }
 
@@ -362,7 +362,7 @@ impl Reader<'_> {
             .map_err(|_| FormatError::Utf8)
     }
 
-    pub(super) fn string(&mut self) -> Result<String, FormatError> {
+    pub(crate) fn string(&mut self) -> Result<String, FormatError> {
         self.nullable_string()?.ok_or(FormatError::NegativeLength)
     }
 

@@ -51,6 +51,8 @@ pub(crate) struct GroupShard {
     pub(crate) groups: Groups,
     /// Consumer-protocol (KIP-848) groups; a group id is here or in `groups`, not both.
     pub(crate) consumer_groups: HashMap<String, ConsumerGroup>,
+    /// Share groups (KIP-932), transient; a group id is of one kind only.
+    pub(crate) share_groups: HashMap<String, super::share::ShareGroup>,
     pub(crate) offsets: Timeline<OffsetKey, OffsetValue>,
     /// Producer id -> offsets its open transaction committed here.
     pub(crate) txn_offsets: BTreeMap<i64, BTreeMap<OffsetKey, OffsetValue>>,
@@ -72,6 +74,7 @@ impl GroupShard {
             config,
             groups: Groups::default(),
             consumer_groups: HashMap::new(),
+            share_groups: HashMap::new(),
             offsets: Timeline::default(),
             txn_offsets: BTreeMap::new(),
             verifying: HashMap::new(),
@@ -300,6 +303,7 @@ impl Shard for GroupShard {
     fn tick(&mut self, now: Now) -> Outcome<Self, ()> {
         let mut records = self.expire_members(now);
         records.extend(self.expire_consumer_members(now));
+        self.expire_share_members(now);
         self.publish_groups();
         Outcome::records(records, ())
     }

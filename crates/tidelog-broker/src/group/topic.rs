@@ -23,6 +23,8 @@ pub(crate) async fn ensure_offsets_topic(
             .config
             .get(settings::OFFSETS_TOPIC_SEGMENT_BYTES)
             .to_string(),
+        cleanup_policy: "compact",
+        retention_ms: None,
     };
     if create_if_missing(ctx, spec).await? != Creation::Existed {
         ctx.groups.wait_started().await;

@@ -86,6 +86,9 @@ pub(crate) struct TopicSpec<'a> {
     /// Capped by the number of live brokers.
     pub(crate) replication: i64,
     pub(crate) segment_bytes: String,
+    /// `compact` for the group and transaction coordinators' topics.
+    pub(crate) cleanup_policy: &'static str,
+    pub(crate) retention_ms: Option<&'static str>,
 }
 
 /// What `create_if_missing` found or did.
@@ -99,7 +102,7 @@ pub(crate) enum Creation {
     CreatedMeanwhile,
 }
 
-/// Creates the compacted topic `spec` describes unless the metadata image has it
+/// Creates the topic `spec` describes unless the metadata image has it
 /// (replication `min(spec.replication, live brokers)`).
 pub(crate) async fn create_if_missing(
     ctx: &BrokerContext,
@@ -117,10 +120,15 @@ pub(crate) async fn create_if_missing(
         num_partitions: partitions,
         replication_factor: replication,
         assignments: Vec::new(),
-        configs: vec![
-            ("cleanup.policy".to_string(), Some("compact".to_string())),
-            ("segment.bytes".to_string(), Some(spec.segment_bytes)),
-        ],
+        configs: [
+            ("cleanup.policy", Some(spec.cleanup_policy.to_string())),
+            ("segment.bytes", Some(spec.segment_bytes)),
+            ("retention.ms", spec.retention_ms.map(str::to_string)),
+        ]
+        .into_iter()
+        .filter(|(_, v)| v.is_some())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
     };
     let outcome = ctx.metadata.create_internal_topic(create).await;
     match outcome {

@@ -13,6 +13,8 @@ pub(crate) async fn ensure_txn_topic(ctx: &BrokerContext) -> Result<(), Coordina
         partitions: ctx.txns.config.num_partitions,
         replication: ctx.txns.config.replication_factor,
         segment_bytes: "104857600".to_string(),
+        cleanup_policy: "compact",
+        retention_ms: None,
     };
     if create_if_missing(ctx, spec).await? != Creation::Existed {
         ctx.txns.wait_started().await;

@@ -214,6 +214,12 @@ impl GroupShard {
         let existing = self.consumer_groups.get(&req.group_id);
         let mut records = Vec::new();
         if existing.is_none() {
+            if self.share_groups.contains_key(&req.group_id) {
+                return Err(Refused(
+                    ResponseError::GroupIdNotFound,
+                    format!("Group {} is not a consumer group.", req.group_id),
+                ));
+            }
             if let Some(classic) = self.groups.map.get(&req.group_id) {
                 if !classic.members.is_empty() || !classic.pending.is_empty() {
                     return Err(Refused(

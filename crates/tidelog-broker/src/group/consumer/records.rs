@@ -235,7 +235,7 @@ pub(crate) fn decode_value(key: &ConsumerKey, bytes: &[u8]) -> Result<ConsumerVa
     })
 }
 
-fn put_varint(buf: &mut BytesMut, mut v: u64) {
+pub(crate) fn put_varint(buf: &mut BytesMut, mut v: u64) {
     while v >= 0x80 {
         buf.put_u8((v as u8 & 0x7f) | 0x80);
         v >>= 7;
@@ -296,7 +296,7 @@ impl Reader<'_> {
         }
     }
 
-    fn array_len(&mut self) -> Result<usize, FormatError> {
+    pub(crate) fn array_len(&mut self) -> Result<usize, FormatError> {
         self.compact_len()?.ok_or(FormatError::NegativeLength)
     }
 
@@ -314,7 +314,7 @@ impl Reader<'_> {
         self.compact_nullable()?.ok_or(FormatError::NegativeLength)
     }
 
-    fn tagged(&mut self, mut each: impl FnMut(u64, &[u8])) -> Result<(), FormatError> {
+    pub(crate) fn tagged(&mut self, mut each: impl FnMut(u64, &[u8])) -> Result<(), FormatError> {
         let count = self.varint()?;
         for _ in 0..count {
             let tag = self.varint()?;

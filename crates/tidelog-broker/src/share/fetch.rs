@@ -1,0 +1,285 @@
+//! What ShareFetch and ShareAcknowledge do to one share partition at its leader:
+//! acknowledge, and acquire records from the log for a member.
+//!
+//! A fetch reads whole batches from where the share partition's next deliverable
+//! record is, up to the high watermark, and acquires the records in them that no one
+//! holds; the response carries the batches holding acquired records and the acquired
+//! offset ranges (the client drops the batches' other records). Control batches hold
+//! no record a consumer sees: they are never acquired.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use tidelog_records::BatchHeader;
+use uuid::Uuid;
+
+use super::partition::{AckType, Acquired, SharePartition};
+use super::state::records::ShareSnapshot;
+use super::state::ShareStateError;
+use super::{group_share_config, AutoOffsetReset, ShareEntry, ShareKey};
+use crate::context::Ctx;
+use crate::replica::{Partition, Role};
+
+/// One acknowledgement batch as the wire carries it.
+pub(crate) struct AckBatch {
+    pub(crate) first: i64,
+    pub(crate) last: i64,
+    pub(crate) types: Vec<i8>,
+}
+
+/// What one partition's fetch produced.
+pub(crate) struct Fetched {
+    pub(crate) records: Bytes,
+    pub(crate) acquired: Vec<Acquired>,
+}
+
+/// The led partition `topic_id`/`partition` and its share partition for `group`: a
+/// share partition new to this leadership starts from the share coordinator's state,
+/// else (none stored) from `share.auto.offset.reset`, which is then stored.
+async fn share_partition(
+    ctx: &Ctx,
+    group: &str,
+    topic_id: Uuid,
+    partition: i32,
+) -> Result<(Arc<Partition>, Arc<ShareEntry>), ResponseError> {
+    let image = ctx.metadata.image();
+    let topic = image
+        .topic_by_id(&topic_id)
+        .map(|t| t.name.clone())
+        .ok_or(ResponseError::UnknownTopicId)?;
+    let p = ctx
+        .replicas
+        .get(&topic, partition)
+        .ok_or(ResponseError::UnknownTopicOrPartition)?;
+    if p.role() != Role::Leader {
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
+    let config = group_share_config(&ctx.settings(), group);
+    let key = (group.to_string(), topic_id, partition);
+    let epoch = p.leader_epoch();
+    if let Some(entry) = ctx.shares.current(&key, epoch) {
+        entry.lock().set_limits(config.limits);
+        return Ok((p, entry));
+    }
+    let stored = match ctx.share_state.ensure_topic(ctx).await {
+        Ok(()) => ctx.share_state.read(key.clone()).await,
+        Err(e) => Err(e),
+    };
+    let stored = match stored {
+        Ok(s) => s,
+        Err(ShareStateError::Remote) => None,
+        Err(e) => {
+            tracing::warn!(group, %topic_id, partition, error = %e, "share state not readable yet");
+            return Err(state_error(&e));
+        }
+    };
+    let offsets = p.offsets().map_err(|_| ResponseError::UnknownServerError)?;
+    let restored = stored.is_some();
+    let (entry, created) = ctx
+        .shares
+        .entry(&key, epoch, || match stored {
+            Some(s) => {
+                tracing::info!(group, %topic_id, partition, start = s.start_offset, "share partition restored");
+                SharePartition::from_snapshot(s.start_offset, &s.batches, config.limits)
+            }
+            None => {
+                let start = match config.auto_offset_reset {
+                    AutoOffsetReset::Earliest => offsets.log_start,
+                    AutoOffsetReset::Latest => offsets.high_watermark,
+                };
+                tracing::info!(group, %topic_id, partition, start, "share partition initialised");
+                SharePartition::new(start, config.limits)
+            }
+        })
+        .ok_or(ResponseError::UnknownServerError)?;
+    if created && !restored {
+        persist(ctx, &key, &entry).await?;
+    }
+    Ok((p, entry))
+}
+
+fn state_error(e: &ShareStateError) -> ResponseError {
+    match e {
+        ShareStateError::Coordinator(c) => {
+            ResponseError::try_from_code(c.code()).unwrap_or(ResponseError::UnknownServerError)
+        }
+        _ => ResponseError::CoordinatorNotAvailable,
+    }
+}
+
+/// Writes the share partition's state to the share coordinator, answered once it is
+/// replicated (in memory only when the coordinator is another node).
+async fn persist(ctx: &Ctx, key: &ShareKey, entry: &ShareEntry) -> Result<(), ResponseError> {
+    let _turn = entry.writes.lock().await;
+    let (start_offset, batches) = entry.lock().snapshot();
+    let snapshot = ShareSnapshot {
+        snapshot_epoch: entry.snapshot_epoch.fetch_add(1, Ordering::Relaxed),
+        state_epoch: 0,
+        leader_epoch: entry.leader_epoch,
+        start_offset,
+        batches,
+    };
+    match ctx.share_state.write(key.clone(), snapshot).await {
+        Ok(()) | Err(ShareStateError::Remote) => Ok(()),
+        Err(e) => {
+            tracing::warn!(group = %key.0, topic_id = %key.1, partition = key.2, error = %e, "share state write failed");
+            Err(state_error(&e))
+        }
+    }
+}
+
+/// Applies a member's acknowledgements for one partition; the partition's error, if any.
+pub(crate) async fn acknowledge(
+    ctx: &Ctx,
+    group: &str,
+    member: &str,
+    topic_id: Uuid,
+    partition: i32,
+    batches: &[AckBatch],
+) -> Option<ResponseError> {
+    let (_, entry) = match share_partition(ctx, group, topic_id, partition).await {
+        Ok(x) => x,
+        Err(e) => return Some(e),
+    };
+    let mut result = None;
+    let mut freed = false;
+    {
+        let mut sp = entry.lock();
+        sp.expire_locks(Instant::now());
+        for b in batches {
+            let Some(types) = b
+                .types
+                .iter()
+                .map(|t| AckType::from_code(*t))
+                .collect::<Option<Vec<_>>>()
+            else {
+                result = Some(ResponseError::InvalidRequest);
+                continue;
+            };
+            freed |= types.contains(&AckType::Release);
+            if let Err(e) = sp.acknowledge(member, b.first, b.last, &types) {
+                tracing::debug!(group, member, %topic_id, partition, error = %e, "acknowledgement refused");
+                result = Some(match e {
+                    super::partition::AckError::Malformed(..) => ResponseError::InvalidRequest,
+                    super::partition::AckError::NotAcquired(_) => ResponseError::InvalidRecordState,
+                });
+            }
+        }
+    }
+    if freed {
+        entry.wake();
+    }
+    // Durable before it is answered: an accepted record is not delivered again by a
+    // later leader.
+    let key = (group.to_string(), topic_id, partition);
+    if let Err(e) = persist(ctx, &key, &entry).await {
+        return Some(e);
+    }
+    result
+}
+
+/// Acquires up to `max_records` records (of at most about `max_bytes`) for `member`.
+/// Parks `notify` on the log and the share partition so a waiting fetch wakes when
+/// records arrive or come back.
+pub(crate) async fn acquire(
+    ctx: &Ctx,
+    (group, member): (&str, &str),
+    (topic_id, partition): (Uuid, i32),
+    max_records: usize,
+    max_bytes: usize,
+    notify: &Arc<tokio::sync::Notify>,
+) -> Result<Fetched, ResponseError> {
+    let (p, entry) = share_partition(ctx, group, topic_id, partition).await?;
+    p.park(notify);
+    entry.park(notify);
+    let now = Instant::now();
+    let mut sp = entry.lock();
+    sp.expire_locks(now);
+    let offset = sp.next_fetch_offset();
+    let read = p.read(offset, max_bytes.max(1), false).map_err(|e| {
+        ResponseError::try_from_code(e.code()).unwrap_or(ResponseError::UnknownServerError)
+    })?;
+    sp.log_start_moved(read.log_start_offset);
+    let Some(slice) = read.slice else {
+        return Ok(Fetched {
+            records: Bytes::new(),
+            acquired: Vec::new(),
+        });
+    };
+    // A page-cache read of what was just written, like a fetch's sendfile.
+    let bytes = slice
+        .read_to_vec()
+        .map_err(|_| ResponseError::KafkaStorageError)?;
+    let batches = batch_ranges(&bytes);
+    let ranges: Vec<(i64, i64)> = batches
+        .iter()
+        .filter(|b| !b.control)
+        .map(|b| (b.first, b.last))
+        .collect();
+    let acquired = sp.acquire(member, &ranges, max_records, now);
+    drop(sp);
+    let mut records = Vec::new();
+    for b in &batches {
+        if acquired
+            .iter()
+            .any(|a| a.first <= b.last && b.first <= a.last)
+        {
+            records.extend_from_slice(&bytes[b.start..b.end]);
+        }
+    }
+    Ok(Fetched {
+        records: Bytes::from(records),
+        acquired,
+    })
+}
+
+/// The earliest acquisition lock deadline among `partitions` of `group`.
+pub(crate) fn next_lock_deadline(
+    ctx: &Ctx,
+    group: &str,
+    partitions: &[(Uuid, i32)],
+) -> Option<Instant> {
+    partitions
+        .iter()
+        .filter_map(|(t, p)| ctx.shares.existing(&(group.to_string(), *t, *p)))
+        .filter_map(|e| e.lock().next_lock_deadline())
+        .min()
+}
+
+struct BatchSpan {
+    first: i64,
+    last: i64,
+    control: bool,
+    start: usize,
+    end: usize,
+}
+
+/// The batches of `bytes` (whole batches, as a log read returns them).
+fn batch_ranges(bytes: &[u8]) -> Vec<BatchSpan> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let Ok(header) = BatchHeader::new(&bytes[pos..]) else {
+            break;
+        };
+        let Some(size) = header.total_size() else {
+            break;
+        };
+        let end = pos.saturating_add(size);
+        if end > bytes.len() {
+            break;
+        }
+        out.push(BatchSpan {
+            first: header.base_offset(),
+            last: header.last_offset(),
+            control: header.is_control(),
+            start: pos,
+            end,
+        });
+        pos = end;
+    }
+    out
+}

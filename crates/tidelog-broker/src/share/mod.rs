@@ -1,0 +1,177 @@
+//! KIP-932 share groups at the partition leader: the share partitions (which records a
+//! share group has in flight, see `partition`), the share sessions of ShareFetch and
+//! ShareAcknowledge (`session`), and how a fetch acquires records from the log
+//! (`fetch`). Share-group membership is the group coordinator's (`group::share`).
+//!
+//! The leader holds a share partition's state in memory and writes its durable part to
+//! the share coordinator (`state`, `__share_group_state`) before it answers an
+//! acknowledgement; a new leader (or a restart) starts from what was written.
+
+pub(crate) mod fetch;
+pub(crate) mod partition;
+#[cfg(test)]
+mod partition_tests;
+pub(crate) mod session;
+pub(crate) mod state;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::config::BrokerConfig;
+use crate::settings;
+use partition::{ShareLimits, SharePartition};
+
+/// Share partitions one node keeps at most (group x partition); beyond it a fetch for a
+/// new one is refused until groups go away.
+const MAX_SHARE_PARTITIONS: usize = 100_000;
+
+/// Where a share partition with no state starts (`share.auto.offset.reset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AutoOffsetReset {
+    // Chosen by a group's `share.auto.offset.reset=earliest` once groups have configs.
+    #[allow(dead_code)]
+    Earliest,
+    Latest,
+}
+
+/// What a share group works with. One function decides it for a group id
+/// ([`group_share_config`]) so the group's own configs can override the broker's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShareGroupConfig {
+    pub(crate) limits: ShareLimits,
+    pub(crate) auto_offset_reset: AutoOffsetReset,
+}
+
+/// The share settings of `group_id`: the broker's defaults (KIP-932's group configs
+/// `share.record.lock.duration.ms`, `share.delivery.count.limit`,
+/// `share.auto.offset.reset` are to be read here once groups have configs).
+pub(crate) fn group_share_config(config: &BrokerConfig, _group_id: &str) -> ShareGroupConfig {
+    let lock_ms = config.get(settings::GROUP_SHARE_RECORD_LOCK_DURATION_MS);
+    ShareGroupConfig {
+        limits: ShareLimits {
+            lock_duration: Duration::from_millis(u64::try_from(lock_ms).unwrap_or(30_000)),
+            delivery_limit: i16::try_from(config.get(settings::GROUP_SHARE_DELIVERY_COUNT_LIMIT))
+                .unwrap_or(i16::MAX),
+            max_in_flight: config
+                .get(settings::GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS)
+                .max(1),
+        },
+        auto_offset_reset: AutoOffsetReset::Latest,
+    }
+}
+
+/// (group, topic id, partition).
+pub(crate) type ShareKey = (String, Uuid, i32);
+
+/// One share partition and the fetches parked on it.
+pub(crate) struct ShareEntry {
+    /// The leader epoch the state belongs to: a new leadership starts it again.
+    pub(crate) leader_epoch: i32,
+    pub(crate) state: Mutex<SharePartition>,
+    waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Writes of the state go one at a time, each taking the state when its turn
+    /// comes, so the last write carries the newest state.
+    pub(crate) writes: tokio::sync::Mutex<()>,
+    /// Kafka's snapshot epoch: one more per write.
+    pub(crate) snapshot_epoch: std::sync::atomic::AtomicU16,
+}
+
+impl ShareEntry {
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, SharePartition> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Parks a share fetch: `notify` fires when a record becomes deliverable again.
+    pub(crate) fn park(&self, notify: &Arc<Notify>) {
+        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        w.retain(|n| n.strong_count() > 0);
+        w.push(Arc::downgrade(notify));
+    }
+
+    /// Wakes the fetches parked here.
+    pub(crate) fn wake(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
+        for n in waiters.iter().filter_map(Weak::upgrade) {
+            n.notify_one();
+        }
+    }
+}
+
+/// Every share partition this node leads, and the share sessions of its clients.
+pub(crate) struct ShareManager {
+    partitions: Mutex<HashMap<ShareKey, Arc<ShareEntry>>>,
+    pub(crate) sessions: session::SessionCache,
+}
+
+impl ShareManager {
+    pub(crate) fn new(max_sessions: usize) -> ShareManager {
+        ShareManager {
+            partitions: Mutex::new(HashMap::new()),
+            sessions: session::SessionCache::new(max_sessions),
+        }
+    }
+
+    /// The share partition of `key` at `leader_epoch`, made with `start()` when it has
+    /// no state yet (or its state is from another leadership; then the second part is
+    /// true); `None` when the node keeps as many as it may.
+    /// The share partition of `key` if it has state of `leader_epoch`.
+    pub(crate) fn current(&self, key: &ShareKey, leader_epoch: i32) -> Option<Arc<ShareEntry>> {
+        self.partitions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .filter(|e| e.leader_epoch == leader_epoch)
+            .cloned()
+    }
+
+    pub(crate) fn entry(
+        &self,
+        key: &ShareKey,
+        leader_epoch: i32,
+        start: impl FnOnce() -> SharePartition,
+    ) -> Option<(Arc<ShareEntry>, bool)> {
+        let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = map.get(key).filter(|e| e.leader_epoch == leader_epoch) {
+            return Some((Arc::clone(e), false));
+        }
+        if !map.contains_key(key) && map.len() >= MAX_SHARE_PARTITIONS {
+            return None;
+        }
+        let e = Arc::new(ShareEntry {
+            leader_epoch,
+            state: Mutex::new(start()),
+            waiters: Mutex::new(Vec::new()),
+            writes: tokio::sync::Mutex::new(()),
+            snapshot_epoch: std::sync::atomic::AtomicU16::new(0),
+        });
+        if let Some(old) = map.insert(key.clone(), Arc::clone(&e)) {
+            old.wake();
+        }
+        Some((e, true))
+    }
+
+    /// The share partition of `key` if it has state.
+    pub(crate) fn existing(&self, key: &ShareKey) -> Option<Arc<ShareEntry>> {
+        self.partitions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// A member's session ended: what it held in `partitions` of `group` goes back.
+    pub(crate) fn release(&self, group: &str, member: &str, partitions: &[(Uuid, i32)]) {
+        for (topic, partition) in partitions {
+            if let Some(e) = self.existing(&(group.to_string(), *topic, *partition)) {
+                let freed = e.lock().release_member(member);
+                if freed {
+                    e.wake();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! One share partition's state at the partition leader (KIP-932): which records of the
+//! log a share group has in flight, in what state, for whom, and until when.
+//!
+//! The share-partition start offset (SPSO) is the first offset not yet finished with;
+//! everything below it is done (acknowledged or archived). The end offset (SPEO) is one
+//! past the last offset ever acquired. Every offset in between is in flight, with
+//! Kafka's states: AVAILABLE (to be delivered again), ACQUIRED (locked for one member
+//! until its acquisition lock runs out), ACKNOWLEDGED, ARCHIVED. A record released or
+//! whose lock expired goes back to AVAILABLE unless it reached the delivery limit, then
+//! it is ARCHIVED. The window between SPSO and SPEO is bounded by the in-flight limit
+//! (`group.share.partition.max.record.locks`).
+//!
+//! This type is a pure state machine: no clock of its own (callers pass `now`), no I/O.
+//! Lock expiry is applied when the partition is next looked at (`expire_locks`), which
+//! is when a fetch could hand the record out again.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use super::state::records::StateBatch;
+
+/// Kafka's acknowledge types as they travel in ShareFetch / ShareAcknowledge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AckType {
+    /// An offset the client saw no record for (a compacted or control offset).
+    Gap,
+    Accept,
+    Release,
+    Reject,
+}
+
+impl AckType {
+    pub(crate) fn from_code(code: i8) -> Option<AckType> {
+        match code {
+            0 => Some(AckType::Gap),
+            1 => Some(AckType::Accept),
+            2 => Some(AckType::Release),
+            3 => Some(AckType::Reject),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RecordState {
+    Available,
+    Acquired,
+    Acknowledged,
+    Archived,
+}
+
+impl RecordState {
+    fn finished(self) -> bool {
+        matches!(self, RecordState::Acknowledged | RecordState::Archived)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct InFlight {
+    state: RecordState,
+    delivery_count: i16,
+    /// The member holding the acquisition lock, and when it runs out.
+    lock: Option<(String, Instant)>,
+}
+
+/// The limits a share partition works under (the group's, see `share::config`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShareLimits {
+    pub(crate) lock_duration: Duration,
+    pub(crate) delivery_limit: i16,
+    pub(crate) max_in_flight: i64,
+}
+
+/// A contiguous run of records acquired by one fetch, all with the same delivery count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Acquired {
+    pub(crate) first: i64,
+    pub(crate) last: i64,
+    pub(crate) delivery_count: i16,
+}
+
+/// Why an acknowledgement was refused (Kafka's INVALID_RECORD_STATE / INVALID_REQUEST).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AckError {
+    #[error("offset {0} is not acquired by this member")]
+    NotAcquired(i64),
+    #[error("acknowledgement batch {0}..={1} is malformed")]
+    Malformed(i64, i64),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct SharePartition {
+    start: i64,
+    end: i64,
+    in_flight: BTreeMap<i64, InFlight>,
+    limits: ShareLimits,
+}
+
+impl SharePartition {
+    /// A share partition that starts at `start` (from `share.auto.offset.reset`, or the
+    /// state the share coordinator kept).
+    pub(crate) fn new(start: i64, limits: ShareLimits) -> SharePartition {
+        SharePartition {
+            start,
+            end: start,
+            in_flight: BTreeMap::new(),
+            limits,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn start_offset(&self) -> i64 {
+        self.start
+    }
+
+    #[cfg(test)]
+    pub(crate) fn end_offset(&self) -> i64 {
+        self.end
+    }
+
+    pub(crate) fn set_limits(&mut self, limits: ShareLimits) {
+        self.limits = limits;
+    }
+
+    /// Records in flight between SPSO and SPEO, and how many of them are acquired.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let acquired = self
+            .in_flight
+            .values()
+            .filter(|r| r.state == RecordState::Acquired)
+            .count();
+        (self.in_flight.len(), acquired)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn state_of(&self, offset: i64) -> Option<(RecordState, i16)> {
+        self.in_flight
+            .get(&offset)
+            .map(|r| (r.state, r.delivery_count))
+    }
+
+    /// Where the next fetch should read from: the first record to deliver again, else
+    /// the end offset.
+    pub(crate) fn next_fetch_offset(&self) -> i64 {
+        self.in_flight
+            .iter()
+            .find(|(_, r)| r.state == RecordState::Available)
+            .map(|(o, _)| *o)
+            .unwrap_or(self.end)
+    }
+
+    /// The earliest acquisition lock deadline, for a parked fetch to wake at.
+    pub(crate) fn next_lock_deadline(&self) -> Option<Instant> {
+        self.in_flight
+            .values()
+            .filter_map(|r| r.lock.as_ref().map(|(_, at)| *at))
+            .min()
+    }
+
+    /// The log moved its start past records we still hold (retention, DeleteRecords):
+    /// they are gone, and so is their place in the window.
+    pub(crate) fn log_start_moved(&mut self, log_start: i64) {
+        if log_start <= self.start {
+            return;
+        }
+        self.in_flight = self.in_flight.split_off(&log_start);
+        self.start = log_start;
+        self.end = self.end.max(log_start);
+    }
+
+    /// Acquires, for `member`, up to `max_records` records of the log batches `batches`
+    /// (inclusive offset ranges of whole batches as read): records to deliver again
+    /// first where they fall in the batches, then new records past the end offset while
+    /// the in-flight window has room.
+    pub(crate) fn acquire(
+        &mut self,
+        member: &str,
+        batches: &[(i64, i64)],
+        max_records: usize,
+        now: Instant,
+    ) -> Vec<Acquired> {
+        let deadline = now + self.limits.lock_duration;
+        let mut out: Vec<Acquired> = Vec::new();
+        let mut taken = 0usize;
+        for &(first, last) in batches {
+            let mut offset = first.max(self.start);
+            while offset <= last && taken < max_records {
+                let delivery_count = if offset < self.end {
+                    match self.in_flight.get_mut(&offset) {
+                        Some(r) if r.state == RecordState::Available => {
+                            r.state = RecordState::Acquired;
+                            r.delivery_count = r.delivery_count.saturating_add(1);
+                            r.lock = Some((member.to_string(), deadline));
+                            Some(r.delivery_count)
+                        }
+                        _ => None,
+                    }
+                } else if self.end - self.start < self.limits.max_in_flight {
+                    // Offsets between the end and this batch hold no records.
+                    self.end = offset + 1;
+                    self.in_flight.insert(
+                        offset,
+                        InFlight {
+                            state: RecordState::Acquired,
+                            delivery_count: 1,
+                            lock: Some((member.to_string(), deadline)),
+                        },
+                    );
+                    Some(1)
+                } else {
+                    break;
+                };
+                if let Some(count) = delivery_count {
+                    taken += 1;
+                    match out.last_mut() {
+                        Some(run) if run.last + 1 == offset && run.delivery_count == count => {
+                            run.last = offset;
+                        }
+                        _ => out.push(Acquired {
+                            first: offset,
+                            last: offset,
+                            delivery_count: count,
+                        }),
+                    }
+                }
+                offset += 1;
+            }
+        }
+        self.advance_start();
+        out
+    }
+
+    /// Applies one acknowledgement batch of `member`: `types` holds one type for the
+    /// whole range or one per offset. All or nothing: a batch naming an offset the
+    /// member does not hold changes nothing.
+    pub(crate) fn acknowledge(
+        &mut self,
+        member: &str,
+        first: i64,
+        last: i64,
+        types: &[AckType],
+    ) -> Result<(), AckError> {
+        let span = last
+            .checked_sub(first)
+            .and_then(|d| d.checked_add(1))
+            .filter(|n| *n > 0)
+            .ok_or(AckError::Malformed(first, last))?;
+        if types.is_empty() || (types.len() != 1 && i64::try_from(types.len()) != Ok(span)) {
+            return Err(AckError::Malformed(first, last));
+        }
+        let type_at = |offset: i64| {
+            let i = usize::try_from(offset - first).unwrap_or(0);
+            types.get(i).copied().unwrap_or(types[0])
+        };
+        for offset in first..=last {
+            let kind = if types.len() == 1 {
+                types[0]
+            } else {
+                type_at(offset)
+            };
+            if kind == AckType::Gap
+                && (offset < self.start || !self.in_flight.contains_key(&offset))
+            {
+                continue;
+            }
+            let held = self.in_flight.get(&offset).is_some_and(|r| {
+                r.state == RecordState::Acquired
+                    && r.lock.as_ref().is_some_and(|(m, _)| m == member)
+            });
+            if !held {
+                return Err(AckError::NotAcquired(offset));
+            }
+        }
+        for offset in first..=last {
+            let kind = if types.len() == 1 {
+                types[0]
+            } else {
+                type_at(offset)
+            };
+            let limit = self.limits.delivery_limit;
+            if let Some(r) = self.in_flight.get_mut(&offset) {
+                r.lock = None;
+                r.state = match kind {
+                    AckType::Accept => RecordState::Acknowledged,
+                    AckType::Gap | AckType::Reject => RecordState::Archived,
+                    AckType::Release if r.delivery_count >= limit => RecordState::Archived,
+                    AckType::Release => RecordState::Available,
+                };
+            }
+        }
+        self.advance_start();
+        Ok(())
+    }
+
+    /// Records whose acquisition lock ran out go back to AVAILABLE (or are ARCHIVED at
+    /// the delivery limit). Returns whether any became deliverable.
+    pub(crate) fn expire_locks(&mut self, now: Instant) -> bool {
+        let limit = self.limits.delivery_limit;
+        let mut freed = false;
+        for r in self.in_flight.values_mut() {
+            if r.state == RecordState::Acquired && r.lock.as_ref().is_some_and(|(_, at)| *at <= now)
+            {
+                r.lock = None;
+                if r.delivery_count >= limit {
+                    r.state = RecordState::Archived;
+                } else {
+                    r.state = RecordState::Available;
+                    freed = true;
+                }
+            }
+        }
+        self.advance_start();
+        freed
+    }
+
+    /// A member's share session ended: what it holds is released (delivery counts stay).
+    pub(crate) fn release_member(&mut self, member: &str) -> bool {
+        let limit = self.limits.delivery_limit;
+        let mut freed = false;
+        for r in self.in_flight.values_mut() {
+            if r.state == RecordState::Acquired && r.lock.as_ref().is_some_and(|(m, _)| m == member)
+            {
+                r.lock = None;
+                if r.delivery_count >= limit {
+                    r.state = RecordState::Archived;
+                } else {
+                    r.state = RecordState::Available;
+                    freed = true;
+                }
+            }
+        }
+        self.advance_start();
+        freed
+    }
+
+    /// The durable part of the state (Kafka's share snapshot): the start offset and
+    /// every in-flight run of offsets with one delivery state and count. An acquired
+    /// record is stored as available: its lock does not outlive this leader.
+    pub(crate) fn snapshot(&self) -> (i64, Vec<StateBatch>) {
+        let mut batches: Vec<StateBatch> = Vec::new();
+        for (offset, r) in &self.in_flight {
+            let state = match r.state {
+                RecordState::Available | RecordState::Acquired => 0,
+                RecordState::Acknowledged => 2,
+                RecordState::Archived => 4,
+            };
+            match batches.last_mut() {
+                Some(b)
+                    if b.last + 1 == *offset
+                        && b.state == state
+                        && b.delivery_count == r.delivery_count =>
+                {
+                    b.last = *offset;
+                }
+                _ => batches.push(StateBatch {
+                    first: *offset,
+                    last: *offset,
+                    state,
+                    delivery_count: r.delivery_count,
+                }),
+            }
+        }
+        (self.start, batches)
+    }
+
+    /// A share partition from its stored state (at most `limits.max_in_flight`
+    /// offsets past the start are taken: a snapshot is never larger).
+    pub(crate) fn from_snapshot(
+        start: i64,
+        batches: &[StateBatch],
+        limits: ShareLimits,
+    ) -> SharePartition {
+        let mut sp = SharePartition::new(start, limits);
+        for b in batches {
+            let last = b
+                .last
+                .min(start.saturating_add(limits.max_in_flight).saturating_sub(1));
+            for offset in b.first.max(start)..=last {
+                let state = match b.state {
+                    2 => RecordState::Acknowledged,
+                    4 => RecordState::Archived,
+                    _ => RecordState::Available,
+                };
+                sp.in_flight.insert(
+                    offset,
+                    InFlight {
+                        state,
+                        delivery_count: b.delivery_count,
+                        lock: None,
+                    },
+                );
+                sp.end = sp.end.max(offset + 1);
+            }
+        }
+        sp.advance_start();
+        sp
+    }
+
+    /// Finished records at the front leave the window: SPSO moves to the first record
+    /// still in flight (or to SPEO when none is).
+    fn advance_start(&mut self) {
+        while let Some(entry) = self.in_flight.first_entry() {
+            if !entry.get().state.finished() {
+                break;
+            }
+            entry.remove();
+        }
+        self.start = self
+            .in_flight
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.end)
+            .max(self.start);
+    }
+}

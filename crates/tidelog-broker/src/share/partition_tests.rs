@@ -1,0 +1,240 @@
+use std::time::{Duration, Instant};
+
+use super::partition::{AckError, AckType, Acquired, RecordState, ShareLimits, SharePartition};
+
+fn limits() -> ShareLimits {
+    ShareLimits {
+        lock_duration: Duration::from_secs(30),
+        delivery_limit: 3,
+        max_in_flight: 100,
+    }
+}
+
+fn run(first: i64, last: i64, delivery_count: i16) -> Acquired {
+    Acquired {
+        first,
+        last,
+        delivery_count,
+    }
+}
+
+#[test]
+fn acquire_hands_each_record_to_one_member() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    assert_eq!(
+        sp.acquire("a", &[(0, 4), (5, 9)], 6, now),
+        vec![run(0, 5, 1)]
+    );
+    assert_eq!(sp.end_offset(), 6);
+    // b reads the same batches: only what a does not hold.
+    assert_eq!(
+        sp.acquire("b", &[(0, 4), (5, 9)], 100, now),
+        vec![run(6, 9, 1)]
+    );
+    assert_eq!(sp.counts(), (10, 10));
+    assert_eq!(sp.next_fetch_offset(), 10);
+}
+
+#[test]
+fn accepted_records_move_the_start_offset() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 9)], 100, now);
+    sp.acknowledge("a", 2, 3, &[AckType::Accept]).unwrap();
+    assert_eq!(sp.start_offset(), 0, "offsets 0-1 are still in flight");
+    sp.acknowledge("a", 0, 1, &[AckType::Accept, AckType::Reject])
+        .unwrap();
+    assert_eq!(sp.start_offset(), 4);
+    assert_eq!(sp.state_of(1), None, "finished records leave the window");
+    sp.acknowledge("a", 4, 9, &[AckType::Accept]).unwrap();
+    assert_eq!((sp.start_offset(), sp.end_offset()), (10, 10));
+    assert_eq!(sp.counts(), (0, 0));
+}
+
+#[test]
+fn only_the_holder_may_acknowledge_and_a_bad_batch_changes_nothing() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 4)], 2, now);
+    sp.acquire("b", &[(0, 4)], 10, now);
+    assert_eq!(
+        sp.acknowledge("a", 0, 2, &[AckType::Accept]),
+        Err(AckError::NotAcquired(2))
+    );
+    assert_eq!(sp.state_of(0), Some((RecordState::Acquired, 1)));
+    assert_eq!(
+        sp.acknowledge(
+            "a",
+            0,
+            1,
+            &[AckType::Accept, AckType::Accept, AckType::Accept]
+        ),
+        Err(AckError::Malformed(0, 1))
+    );
+    assert!(sp.acknowledge("a", 3, 2, &[AckType::Accept]).is_err());
+    // Accepting twice is refused: the record is no longer acquired.
+    sp.acknowledge("a", 0, 0, &[AckType::Accept]).unwrap();
+    assert_eq!(
+        sp.acknowledge("a", 0, 0, &[AckType::Accept]),
+        Err(AckError::NotAcquired(0))
+    );
+}
+
+#[test]
+fn released_records_come_back_with_a_higher_delivery_count() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 4)], 100, now);
+    sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+    assert_eq!(sp.next_fetch_offset(), 1);
+    assert_eq!(sp.acquire("b", &[(0, 4)], 100, now), vec![run(1, 1, 2)]);
+}
+
+#[test]
+fn expired_locks_make_records_available_again() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 2)], 100, now);
+    assert_eq!(sp.next_lock_deadline(), Some(now + Duration::from_secs(30)));
+    assert!(!sp.expire_locks(now + Duration::from_secs(29)));
+    assert!(sp.expire_locks(now + Duration::from_secs(30)));
+    assert_eq!(sp.state_of(0), Some((RecordState::Available, 1)));
+    let later = now + Duration::from_secs(31);
+    assert_eq!(sp.acquire("b", &[(0, 2)], 100, later), vec![run(0, 2, 2)]);
+    // a's late acknowledgement is refused: b holds the records now.
+    assert_eq!(
+        sp.acknowledge("a", 0, 0, &[AckType::Accept]),
+        Err(AckError::NotAcquired(0))
+    );
+}
+
+#[test]
+fn the_delivery_limit_archives_a_record() {
+    let mut now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    for count in 1..=3 {
+        assert_eq!(sp.acquire("a", &[(0, 0)], 100, now), vec![run(0, 0, count)]);
+        now += Duration::from_secs(31);
+        sp.expire_locks(now);
+    }
+    assert_eq!(
+        sp.state_of(0),
+        None,
+        "archived at the limit, out of the window"
+    );
+    assert_eq!(sp.start_offset(), 1);
+    assert!(sp.acquire("a", &[(0, 0)], 100, now).is_empty());
+    // A release at the limit archives as well.
+    sp.acquire("a", &[(1, 1)], 100, now);
+    for _ in 0..2 {
+        sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+        sp.acquire("a", &[(1, 1)], 100, now);
+    }
+    assert_eq!(sp.state_of(1), Some((RecordState::Acquired, 3)));
+    sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+    assert_eq!(sp.state_of(1), None);
+    assert_eq!(sp.start_offset(), 2);
+}
+
+#[test]
+fn rejected_records_never_come_back() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 2)], 100, now);
+    sp.acknowledge("a", 1, 1, &[AckType::Reject]).unwrap();
+    sp.expire_locks(now + Duration::from_secs(60));
+    let again = sp.acquire("b", &[(0, 2)], 100, now + Duration::from_secs(60));
+    assert_eq!(again, vec![run(0, 0, 2), run(2, 2, 2)]);
+}
+
+#[test]
+fn the_in_flight_window_is_bounded() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(
+        0,
+        ShareLimits {
+            max_in_flight: 4,
+            ..limits()
+        },
+    );
+    assert_eq!(sp.acquire("a", &[(0, 9)], 100, now), vec![run(0, 3, 1)]);
+    assert!(sp.acquire("b", &[(0, 9)], 100, now).is_empty());
+    sp.acknowledge("a", 0, 1, &[AckType::Accept]).unwrap();
+    assert_eq!(sp.acquire("b", &[(0, 9)], 100, now), vec![run(4, 5, 1)]);
+}
+
+#[test]
+fn a_closed_session_releases_what_its_member_held() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(5, limits());
+    assert!(sp.acquire("a", &[(0, 6)], 100, now) == vec![run(5, 6, 1)]);
+    sp.acquire("b", &[(7, 7)], 100, now);
+    assert!(sp.release_member("a"));
+    assert_eq!(sp.state_of(5), Some((RecordState::Available, 1)));
+    assert_eq!(sp.state_of(7), Some((RecordState::Acquired, 1)));
+}
+
+#[test]
+fn gaps_are_archived_and_skipped_offsets_hold_no_record() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    // Offsets 3-4 were compacted away: the batches skip them.
+    assert_eq!(
+        sp.acquire("a", &[(0, 2), (5, 6)], 100, now),
+        vec![run(0, 2, 1), run(5, 6, 1)]
+    );
+    sp.acknowledge(
+        "a",
+        0,
+        6,
+        &[
+            AckType::Accept,
+            AckType::Accept,
+            AckType::Gap,
+            AckType::Gap,
+            AckType::Gap,
+            AckType::Accept,
+            AckType::Accept,
+        ],
+    )
+    .unwrap();
+    assert_eq!((sp.start_offset(), sp.end_offset()), (7, 7));
+}
+
+#[test]
+fn the_log_start_moving_drops_records_below_it() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 9)], 100, now);
+    sp.log_start_moved(6);
+    assert_eq!(sp.start_offset(), 6);
+    assert_eq!(sp.counts(), (4, 4));
+}
+
+#[test]
+fn the_snapshot_keeps_what_is_finished_and_frees_what_was_locked() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 9)], 100, now);
+    sp.acknowledge("a", 2, 4, &[AckType::Accept]).unwrap();
+    sp.acknowledge("a", 5, 5, &[AckType::Reject]).unwrap();
+    sp.acknowledge("a", 6, 6, &[AckType::Release]).unwrap();
+    let (start, batches) = sp.snapshot();
+    assert_eq!(start, 0);
+    let states: Vec<(i64, i64, i8, i16)> = batches
+        .iter()
+        .map(|b| (b.first, b.last, b.state, b.delivery_count))
+        .collect();
+    assert_eq!(
+        states,
+        vec![(0, 1, 0, 1), (2, 4, 2, 1), (5, 5, 4, 1), (6, 9, 0, 1)]
+    );
+    let mut restored = SharePartition::from_snapshot(start, &batches, limits());
+    assert_eq!((restored.start_offset(), restored.end_offset()), (0, 10));
+    // Accepted and rejected records are not handed out again; the rest are.
+    assert_eq!(
+        restored.acquire("b", &[(0, 14)], 100, now),
+        vec![run(0, 1, 2), run(6, 9, 2), run(10, 14, 1)]
+    );
+}

@@ -22,6 +22,7 @@ BEHIND_KAFKA_4_2 = {
     28: 4,   # TxnOffsetCommit v5: TV2 (KIP-890)
     78: 1,   # ShareFetch v2: ShareAcquireMode, the RENEW acknowledgement (KIP-1206, KIP-1222)
     79: 1,   # ShareAcknowledge v2: the RENEW acknowledgement (KIP-1222)
+    85: 0,   # WriteShareGroupState v1 (between brokers; tidelog's nodes speak v0)
 }
 # Advertised although a stock Kafka 4.2 (no telemetry receiver configured) leaves them out.
 BEYOND_STOCK_KAFKA = {71, 72}

@@ -297,3 +297,67 @@ def test_accepted_records_are_not_delivered_again_after_a_kill_9(broker_factory)
         assert sorted(after) == [v for v in values if v not in accepted]
     finally:
         c.close()
+
+
+def list_groups_of_type(bootstrap, group_type):
+    """ListGroups v5 filtered by type: [(group id, protocol type, state, type)]."""
+    import kafka_wire
+
+    body = kafka_wire.compact_array([]) + kafka_wire.compact_array([kafka_wire.compact_string(group_type)])
+    with kafka_wire.Connection.to(bootstrap) as conn:
+        r = conn.flexible_call(16, 5, body)
+    r.i32()
+    assert r.i16() == 0
+
+    def group():
+        listed = (r.compact_string(), r.compact_string(), r.compact_string(), r.compact_string())
+        r.skip_tags()
+        return listed
+
+    return r.compact_array(group)
+
+
+def test_a_share_group_reads_its_own_configs_and_is_listed_as_share(broker_factory):
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    broker = broker_factory({})
+    bootstrap = broker.bootstrap
+    topic, group = unique("share-configs"), unique("sg")
+    create_topic(bootstrap, topic, partitions=1)
+    # Before any member: with the broker's `latest` these would never be delivered.
+    produce_values(bootstrap, topic, [b"old-0", b"old-1", b"old-2"])
+    configs = [
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.delivery.count.limit", "2", incremental_operation=AlterConfigOpType.SET),
+    ]
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    futures = client.incremental_alter_configs(
+        [ConfigResource(ResourceType.GROUP, group, incremental_configs=configs)], request_timeout=15)
+    for f in futures.values():
+        f.result(timeout=20)
+    c = share_consumer(bootstrap, group, topic, explicit=True)
+    try:
+        got = []
+        wait_until(lambda: got.extend(records_of(c.poll(0.5))) or len(got) >= 3, 30,
+                   "the records written before the group existed (earliest)")
+        assert [m.value() for m in got] == [b"old-0", b"old-1", b"old-2"]
+        assert [m.offset() for m in got] == [0, 1, 2]
+        listed = list_groups_of_type(bootstrap, "share")
+        assert (group, "share", "Stable", "share") in listed, listed
+        assert all(g[3] == "share" for g in listed)
+        assert group not in [g[0] for g in list_groups_of_type(bootstrap, "consumer")]
+        for m in got:
+            c.acknowledge(m, AcknowledgeType.RELEASE if m.value() == b"old-0" else AcknowledgeType.ACCEPT)
+        c.commit_sync(10)
+        again = []
+        wait_until(lambda: again.extend(records_of(c.poll(0.5))) or again, 20, "old-0 released once")
+        assert [(m.value(), m.delivery_count()) for m in again] == [(b"old-0", 2)]
+        c.acknowledge(again[0], AcknowledgeType.RELEASE)
+        c.commit_sync(10)
+        # The group's delivery limit is 2 (the broker's is 5): released a second time,
+        # old-0 is archived and never delivered a third time.
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert not records_of(c.poll(0.3)), "delivered beyond the group's delivery limit"
+    finally:
+        c.close()

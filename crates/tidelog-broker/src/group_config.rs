@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tidelog_controller::topic_config::ConfigType;
 use tidelog_controller::MetadataImage;
@@ -239,43 +240,57 @@ pub(crate) fn doc(name: &str) -> Option<&'static str> {
     def(name).map(|d| d.doc)
 }
 
-/// Java's `Duration.parse` shape, non-negative: `PnDTnHnMn.nS`, each part optional
-/// but at least one present, and a `T` only before a time part.
-fn is_iso_duration(text: &str) -> bool {
+/// An ISO-8601 duration as Kafka's `share.auto.offset.reset=by_duration:` takes it
+/// (`PnDTnHnMn.nS`, any case, each part optional but one), or `None`.
+pub(crate) fn parse_iso_duration(text: &str) -> Option<Duration> {
     let upper = text.to_ascii_uppercase();
-    let Some(rest) = upper.strip_prefix('P') else {
-        return false;
-    };
+    let rest = upper.strip_prefix('P')?;
     let (days, time) = match rest.split_once('T') {
         Some((d, t)) if !t.is_empty() => (d, Some(t)),
-        Some(_) => return false,
+        Some(_) => return None,
         None => (rest, None),
     };
-    let whole = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let days_ok = days.is_empty() || days.strip_suffix('D').is_some_and(whole);
-    let time_ok = time.is_none_or(|t| {
+    if days.is_empty() && time.is_none() {
+        return None;
+    }
+    let whole = |s: &str| -> Option<u64> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    };
+    let secs = |n: u64, unit: u64| n.checked_mul(unit).map(Duration::from_secs);
+    let mut total = Duration::ZERO;
+    if !days.is_empty() {
+        total = total.checked_add(secs(whole(days.strip_suffix('D')?)?, 86_400)?)?;
+    }
+    if let Some(t) = time {
         let mut left = t;
         let mut any = false;
-        for unit in ['H', 'M'] {
+        for (unit, seconds) in [('H', 3_600), ('M', 60)] {
             if let Some((n, after)) = left.split_once(unit) {
-                if !whole(n) {
-                    return false;
-                }
+                total = total.checked_add(secs(whole(n)?, seconds)?)?;
                 left = after;
                 any = true;
             }
         }
-        if let Some(secs) = left.strip_suffix('S') {
-            let (int, frac) = secs.split_once('.').unwrap_or((secs, "0"));
-            if !whole(int) || !whole(frac) {
-                return false;
-            }
+        if let Some(s) = left.strip_suffix('S') {
+            let (int, frac) = s.split_once('.').unwrap_or((s, "0"));
+            whole(frac)?;
+            let nanos: u32 = format!("{frac:0<9}").get(..9)?.parse().ok()?;
+            total = total.checked_add(Duration::new(whole(int)?, nanos))?;
             left = "";
             any = true;
         }
-        any && left.is_empty()
-    });
-    days_ok && time_ok && !(days.is_empty() && time.is_none())
+        if !any || !left.is_empty() {
+            return None;
+        }
+    }
+    Some(total)
+}
+
+fn is_iso_duration(text: &str) -> bool {
+    parse_iso_duration(text).is_some()
 }
 
 /// The value of `name` as its type, or Kafka's `ConfigDef` message.
@@ -475,15 +490,46 @@ impl GroupConfigs {
         &self.defaults
     }
 
-    fn int(&self, group_id: &str, name: &str) -> i64 {
-        let value = match &self.images {
+    /// The group's effective value of `name`.
+    fn text(&self, group_id: &str, name: &str) -> String {
+        match &self.images {
             Some(images) => {
                 let image = images.borrow();
                 self.defaults.resolve(image.group_configs(group_id), name).0
             }
             None => self.defaults.resolve(None, name).0,
-        };
-        value.parse().unwrap_or(0)
+        }
+    }
+
+    fn int(&self, group_id: &str, name: &str) -> i64 {
+        self.text(group_id, name).trim().parse().unwrap_or(0)
+    }
+
+    /// The group's `share.session.timeout.ms`.
+    pub(crate) fn share_session_timeout_ms(&self, group_id: &str) -> i64 {
+        self.int(group_id, SHARE_SESSION_TIMEOUT_MS)
+    }
+
+    /// The group's `share.heartbeat.interval.ms`.
+    pub(crate) fn share_heartbeat_interval_ms(&self, group_id: &str) -> i32 {
+        i32::try_from(self.int(group_id, SHARE_HEARTBEAT_INTERVAL_MS)).unwrap_or(i32::MAX)
+    }
+
+    /// The group's `share.record.lock.duration.ms`, `share.delivery.count.limit` and
+    /// `share.partition.max.record.locks`.
+    pub(crate) fn share_limits(&self, group_id: &str) -> (i64, i64, i64) {
+        (
+            self.int(group_id, SHARE_RECORD_LOCK_DURATION_MS),
+            self.int(group_id, SHARE_DELIVERY_COUNT_LIMIT),
+            self.int(group_id, SHARE_PARTITION_MAX_RECORD_LOCKS),
+        )
+    }
+
+    /// The group's `share.auto.offset.reset`, lower case.
+    pub(crate) fn share_auto_offset_reset(&self, group_id: &str) -> String {
+        self.text(group_id, SHARE_AUTO_OFFSET_RESET)
+            .trim()
+            .to_ascii_lowercase()
     }
 
     /// The group's `consumer.session.timeout.ms`.

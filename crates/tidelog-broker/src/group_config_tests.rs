@@ -170,3 +170,67 @@ fn the_lookup_reads_the_groups_own_value_else_the_brokers() {
         ConfigSource::Default
     )));
 }
+
+#[test]
+fn iso_durations_read_as_javas_duration_parse_reads_them() {
+    let secs = |s: u64| Some(Duration::from_secs(s));
+    assert_eq!(parse_iso_duration("PT1H"), secs(3_600));
+    assert_eq!(parse_iso_duration("p2dt3m"), secs(2 * 86_400 + 180));
+    assert_eq!(
+        parse_iso_duration("PT1.5S"),
+        Some(Duration::from_millis(1_500))
+    );
+    assert_eq!(
+        parse_iso_duration("PT0.000000001S"),
+        Some(Duration::from_nanos(1))
+    );
+    assert_eq!(parse_iso_duration("P1D"), secs(86_400));
+    assert_eq!(parse_iso_duration("PT1M1H"), None, "hours before minutes");
+    assert_eq!(parse_iso_duration("PT"), None);
+    assert_eq!(
+        parse_iso_duration("P99999999999999999999D"),
+        None,
+        "overflow"
+    );
+}
+
+#[test]
+fn share_groups_read_their_own_configs_else_the_brokers_share_defaults() {
+    let d = BrokerGroupDefaults::from_settings(|name| match name {
+        "group.share.record.lock.duration.ms" => Some("2000".into()),
+        "group.share.heartbeat.interval.ms" => Some("500".into()),
+        _ => None,
+    });
+    let mut image = MetadataImage::new("c");
+    for (offset, (name, value)) in [
+        (SHARE_RECORD_LOCK_DURATION_MS, "20000"),
+        (SHARE_DELIVERY_COUNT_LIMIT, "3"),
+        (SHARE_AUTO_OFFSET_RESET, "EARLIEST"),
+        (SHARE_HEARTBEAT_INTERVAL_MS, "6000"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        image.replay(
+            offset as u64 + 1,
+            &tidelog_controller::MetadataRecord::Config {
+                resource: tidelog_controller::ConfigResource::Group("sg".into()),
+                name: name.into(),
+                value: Some(value.into()),
+            },
+        );
+    }
+    let (_tx, rx) = watch::channel(Arc::new(image));
+    let lookup = GroupConfigs::new(d).with_images(rx);
+    assert_eq!(lookup.share_limits("sg"), (20_000, 3, 2_000));
+    assert_eq!(lookup.share_auto_offset_reset("sg"), "earliest");
+    assert_eq!(lookup.share_heartbeat_interval_ms("sg"), 6_000);
+    assert_eq!(
+        lookup.share_limits("other"),
+        (2_000, 5, 2_000),
+        "the broker's"
+    );
+    assert_eq!(lookup.share_auto_offset_reset("other"), "latest");
+    assert_eq!(lookup.share_heartbeat_interval_ms("other"), 500);
+    assert_eq!(lookup.share_session_timeout_ms("other"), 45_000);
+}

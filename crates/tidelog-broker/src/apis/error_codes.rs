@@ -30,6 +30,7 @@ use kafka_protocol::messages::{
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
 use kafka_protocol::messages::{CreateAclsResponse, DeleteAclsResponse, DescribeAclsResponse};
+use kafka_protocol::messages::{ReadShareGroupStateResponse, WriteShareGroupStateResponse};
 use kafka_protocol::messages::{
     ShareAcknowledgeResponse, ShareFetchResponse, ShareGroupDescribeResponse,
     ShareGroupHeartbeatResponse,
@@ -285,6 +286,20 @@ error_codes! {
     ShareAcknowledgeResponse => |r, f| {
         f(r.error_code);
         for t in &r.responses {
+            for p in &t.partitions {
+                f(p.error_code);
+            }
+        }
+    }
+    ReadShareGroupStateResponse => |r, f| {
+        for t in &r.results {
+            for p in &t.partitions {
+                f(p.error_code);
+            }
+        }
+    }
+    WriteShareGroupStateResponse => |r, f| {
+        for t in &r.results {
             for p in &t.partitions {
                 f(p.error_code);
             }

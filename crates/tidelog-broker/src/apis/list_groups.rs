@@ -1,5 +1,6 @@
 //! ListGroups: every group this node coordinates, optionally filtered by state (v4+)
-//! and type (v5+: "classic" or "consumer", the KIP-848 groups); COORDINATOR_LOAD_IN_PROGRESS
+//! and type (v5+: "classic", "consumer" (KIP-848) or "share" (KIP-932));
+//! COORDINATOR_LOAD_IN_PROGRESS
 //! while an offsets partition is still loading.
 
 use kafka_protocol::error::ResponseError;

@@ -59,6 +59,7 @@ mod partition_outcome;
 mod per_partition;
 mod produce;
 mod push_telemetry;
+mod read_share_group_state;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod share_acknowledge;
@@ -67,6 +68,7 @@ mod share_group_describe;
 mod share_group_heartbeat;
 mod sync_group;
 mod txn_offset_commit;
+mod write_share_group_state;
 mod write_txn_markers;
 
 use std::net::SocketAddr;
@@ -222,6 +224,8 @@ apis! {
     ShareGroupDescribe => share_group_describe,
     ShareFetch => share_fetch,
     ShareAcknowledge => share_acknowledge,
+    ReadShareGroupState => read_share_group_state,
+    WriteShareGroupState => write_share_group_state,
     LeaveGroup => leave_group,
     OffsetCommit => offset_commit,
     OffsetFetch => offset_fetch,

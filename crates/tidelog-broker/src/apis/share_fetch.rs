@@ -157,7 +157,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         ctx.shares.release(&group, &member, &partitions);
     }
     let lock_ms = i32::try_from(
-        group_share_config(&ctx.settings(), &group)
+        group_share_config(&ctx.groups.config.group_configs, &group)
             .limits
             .lock_duration
             .as_millis(),

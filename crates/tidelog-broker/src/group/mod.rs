@@ -86,8 +86,6 @@ pub(crate) struct GroupConfig {
     /// Server-side assignors by their short names, the default first.
     pub(crate) consumer_assignors: Vec<String>,
     pub(crate) consumer_max_size: usize,
-    pub(crate) share_session_timeout_ms: i64,
-    pub(crate) share_heartbeat_interval_ms: i32,
     pub(crate) share_max_size: usize,
 }
 
@@ -134,8 +132,6 @@ impl GroupConfig {
             consumer_stats: Arc::default(),
             consumer_assignors: assignor_names(&config.get(settings::GROUP_CONSUMER_ASSIGNORS)),
             consumer_max_size: config.count(settings::GROUP_CONSUMER_MAX_SIZE),
-            share_session_timeout_ms: config.get(settings::GROUP_SHARE_SESSION_TIMEOUT_MS),
-            share_heartbeat_interval_ms: config.count(settings::GROUP_SHARE_HEARTBEAT_INTERVAL_MS),
             share_max_size: config.count(settings::GROUP_SHARE_MAX_SIZE),
         }
     }
@@ -159,14 +155,14 @@ pub(crate) fn test_config() -> GroupConfig {
                 "group.consumer.heartbeat.interval.ms" => Some("100".into()),
                 "group.consumer.min.session.timeout.ms" => Some("1".into()),
                 "group.consumer.min.heartbeat.interval.ms" => Some("1".into()),
+                "group.share.session.timeout.ms" => Some("1000".into()),
+                "group.share.heartbeat.interval.ms" => Some("100".into()),
                 _ => None,
             }),
         ),
         consumer_stats: Arc::default(),
         consumer_assignors: vec!["uniform".into(), "range".into()],
         consumer_max_size: 4,
-        share_session_timeout_ms: 1000,
-        share_heartbeat_interval_ms: 100,
         share_max_size: 4,
     }
 }

@@ -236,7 +236,13 @@ impl GroupShard {
             state: g.state_name(),
             group_type: "consumer",
         });
-        classic.chain(consumer).collect()
+        let share = self.share_groups.iter().map(|(id, g)| ListedGroup {
+            group_id: id.clone(),
+            protocol_type: "share".to_string(),
+            state: g.state_name(),
+            group_type: "share",
+        });
+        classic.chain(consumer).chain(share).collect()
     }
 
     pub(crate) fn describe(&self, group_id: &str) -> DescribedGroup {

@@ -184,7 +184,10 @@ impl GroupShard {
                 member_id,
             );
         }
-        let interval = self.config.share_heartbeat_interval_ms;
+        let interval = self
+            .config
+            .group_configs
+            .share_heartbeat_interval_ms(&req.group_id);
         let max_size = self.config.share_max_size;
         if req.member_epoch == -1 {
             if let Some(g) = self.share_groups.get_mut(&req.group_id) {
@@ -294,9 +297,11 @@ impl GroupShard {
     /// (the others' assignments do not change: each has every partition it subscribes
     /// to; the group epoch moves on).
     pub(crate) fn expire_share_members(&mut self, now: Now) {
-        let session =
-            Duration::from_millis(u64::try_from(self.config.share_session_timeout_ms).unwrap_or(0));
+        let configs = &self.config.group_configs;
         self.share_groups.retain(|id, g| {
+            let session = Duration::from_millis(
+                u64::try_from(configs.share_session_timeout_ms(id)).unwrap_or(0),
+            );
             let before = g.members.len();
             g.members.retain(|member, m| {
                 let alive = now.at.saturating_duration_since(m.last_heartbeat) <= session;

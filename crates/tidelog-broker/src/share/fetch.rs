@@ -7,7 +7,6 @@
 //! offset ranges (the client drops the batches' other records). Control batches hold
 //! no record a consumer sees: they are never acquired.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -57,7 +56,7 @@ async fn share_partition(
     if p.role() != Role::Leader {
         return Err(ResponseError::NotLeaderOrFollower);
     }
-    let config = group_share_config(&ctx.settings(), group);
+    let config = group_share_config(&ctx.groups.config.group_configs, group);
     let key = (group.to_string(), topic_id, partition);
     let epoch = p.leader_epoch();
     if let Some(entry) = ctx.shares.current(&key, epoch) {
@@ -65,18 +64,30 @@ async fn share_partition(
         return Ok((p, entry));
     }
     let stored = match ctx.share_state.ensure_topic(ctx).await {
-        Ok(()) => ctx.share_state.read(key.clone()).await,
+        Ok(()) => ctx.share_state.read(key.clone(), epoch).await,
         Err(e) => Err(e),
     };
     let stored = match stored {
         Ok(s) => s,
-        Err(ShareStateError::Remote) => None,
         Err(e) => {
             tracing::warn!(group, %topic_id, partition, error = %e, "share state not readable yet");
             return Err(state_error(&e));
         }
     };
     let offsets = p.offsets().map_err(|_| ResponseError::UnknownServerError)?;
+    // by_duration: the first record no older than the duration, found before the
+    // share partition is made (the lookup reads the time index).
+    let by_duration = match config.auto_offset_reset {
+        AutoOffsetReset::ByDuration(age) if stored.is_none() => {
+            let since = crate::context::now_ms()
+                .saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX));
+            p.with_log(|log| log.offset_for_timestamp(since))
+                .ok()
+                .flatten()
+                .map(|(offset, _)| offset.min(offsets.high_watermark))
+        }
+        _ => None,
+    };
     let restored = stored.is_some();
     let (entry, created) = ctx
         .shares
@@ -89,6 +100,7 @@ async fn share_partition(
                 let start = match config.auto_offset_reset {
                     AutoOffsetReset::Earliest => offsets.log_start,
                     AutoOffsetReset::Latest => offsets.high_watermark,
+                    AutoOffsetReset::ByDuration(_) => by_duration.unwrap_or(offsets.high_watermark),
                 };
                 tracing::info!(group, %topic_id, partition, start, "share partition initialised");
                 SharePartition::new(start, config.limits)
@@ -101,29 +113,29 @@ async fn share_partition(
     Ok((p, entry))
 }
 
+/// What a share fetch answers when the state cannot be read or written: a leader a
+/// newer one has fenced is no longer the leader, as far as the client is concerned.
 fn state_error(e: &ShareStateError) -> ResponseError {
     match e {
-        ShareStateError::Coordinator(c) => {
-            ResponseError::try_from_code(c.code()).unwrap_or(ResponseError::UnknownServerError)
-        }
-        _ => ResponseError::CoordinatorNotAvailable,
+        ShareStateError::FencedLeaderEpoch(_) => ResponseError::NotLeaderOrFollower,
+        e => ResponseError::try_from_code(e.code()).unwrap_or(ResponseError::UnknownServerError),
     }
 }
 
-/// Writes the share partition's state to the share coordinator, answered once it is
-/// replicated (in memory only when the coordinator is another node).
+/// Writes the share partition's state to the share coordinator (here or on another
+/// node), answered once it is replicated.
 async fn persist(ctx: &Ctx, key: &ShareKey, entry: &ShareEntry) -> Result<(), ResponseError> {
     let _turn = entry.writes.lock().await;
     let (start_offset, batches) = entry.lock().snapshot();
     let snapshot = ShareSnapshot {
-        snapshot_epoch: entry.snapshot_epoch.fetch_add(1, Ordering::Relaxed),
+        snapshot_epoch: 0,
         state_epoch: 0,
         leader_epoch: entry.leader_epoch,
         start_offset,
         batches,
     };
     match ctx.share_state.write(key.clone(), snapshot).await {
-        Ok(()) | Err(ShareStateError::Remote) => Ok(()),
+        Ok(()) => Ok(()),
         Err(e) => {
             tracing::warn!(group = %key.0, topic_id = %key.1, partition = key.2, error = %e, "share state write failed");
             Err(state_error(&e))

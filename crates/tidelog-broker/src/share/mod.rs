@@ -21,8 +21,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use uuid::Uuid;
 
-use crate::config::BrokerConfig;
-use crate::settings;
+use crate::group_config::GroupConfigs;
 use partition::{ShareLimits, SharePartition};
 
 /// Share partitions one node keeps at most (group x partition); beyond it a fetch for a
@@ -32,10 +31,24 @@ const MAX_SHARE_PARTITIONS: usize = 100_000;
 /// Where a share partition with no state starts (`share.auto.offset.reset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AutoOffsetReset {
-    // Chosen by a group's `share.auto.offset.reset=earliest` once groups have configs.
-    #[allow(dead_code)]
     Earliest,
     Latest,
+    /// The first record at most this old (the log end if none is).
+    ByDuration(Duration),
+}
+
+impl AutoOffsetReset {
+    /// From a checked group config value (anything else reads as Kafka's default,
+    /// `latest`).
+    pub(crate) fn parse(value: &str) -> AutoOffsetReset {
+        match value {
+            "earliest" => AutoOffsetReset::Earliest,
+            v => v
+                .strip_prefix("by_duration:")
+                .and_then(crate::group_config::parse_iso_duration)
+                .map_or(AutoOffsetReset::Latest, AutoOffsetReset::ByDuration),
+        }
+    }
 }
 
 /// What a share group works with. One function decides it for a group id
@@ -46,21 +59,19 @@ pub(crate) struct ShareGroupConfig {
     pub(crate) auto_offset_reset: AutoOffsetReset,
 }
 
-/// The share settings of `group_id`: the broker's defaults (KIP-932's group configs
+/// The share settings of `group_id`: its own group configs (KIP-932's
 /// `share.record.lock.duration.ms`, `share.delivery.count.limit`,
-/// `share.auto.offset.reset` are to be read here once groups have configs).
-pub(crate) fn group_share_config(config: &BrokerConfig, _group_id: &str) -> ShareGroupConfig {
-    let lock_ms = config.get(settings::GROUP_SHARE_RECORD_LOCK_DURATION_MS);
+/// `share.partition.max.record.locks`, `share.auto.offset.reset`) where it has them,
+/// else the broker's `group.share.*` defaults.
+pub(crate) fn group_share_config(configs: &GroupConfigs, group_id: &str) -> ShareGroupConfig {
+    let (lock_ms, delivery_limit, max_locks) = configs.share_limits(group_id);
     ShareGroupConfig {
         limits: ShareLimits {
             lock_duration: Duration::from_millis(u64::try_from(lock_ms).unwrap_or(30_000)),
-            delivery_limit: i16::try_from(config.get(settings::GROUP_SHARE_DELIVERY_COUNT_LIMIT))
-                .unwrap_or(i16::MAX),
-            max_in_flight: config
-                .get(settings::GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS)
-                .max(1),
+            delivery_limit: i16::try_from(delivery_limit).unwrap_or(i16::MAX),
+            max_in_flight: max_locks.max(1),
         },
-        auto_offset_reset: AutoOffsetReset::Latest,
+        auto_offset_reset: AutoOffsetReset::parse(&configs.share_auto_offset_reset(group_id)),
     }
 }
 
@@ -76,8 +87,6 @@ pub(crate) struct ShareEntry {
     /// Writes of the state go one at a time, each taking the state when its turn
     /// comes, so the last write carries the newest state.
     pub(crate) writes: tokio::sync::Mutex<()>,
-    /// Kafka's snapshot epoch: one more per write.
-    pub(crate) snapshot_epoch: std::sync::atomic::AtomicU16,
 }
 
 impl ShareEntry {
@@ -146,7 +155,6 @@ impl ShareManager {
             state: Mutex::new(start()),
             waiters: Mutex::new(Vec::new()),
             writes: tokio::sync::Mutex::new(()),
-            snapshot_epoch: std::sync::atomic::AtomicU16::new(0),
         });
         if let Some(old) = map.insert(key.clone(), Arc::clone(&e)) {
             old.wake();

@@ -238,3 +238,19 @@ fn the_snapshot_keeps_what_is_finished_and_frees_what_was_locked() {
         vec![run(0, 1, 2), run(6, 9, 2), run(10, 14, 1)]
     );
 }
+
+#[test]
+fn auto_offset_reset_reads_kafkas_strategies() {
+    use super::AutoOffsetReset;
+    use std::time::Duration;
+    assert_eq!(
+        AutoOffsetReset::parse("earliest"),
+        AutoOffsetReset::Earliest
+    );
+    assert_eq!(AutoOffsetReset::parse("latest"), AutoOffsetReset::Latest);
+    assert_eq!(
+        AutoOffsetReset::parse("by_duration:pt10m"),
+        AutoOffsetReset::ByDuration(Duration::from_secs(600))
+    );
+    assert_eq!(AutoOffsetReset::parse("nonsense"), AutoOffsetReset::Latest);
+}

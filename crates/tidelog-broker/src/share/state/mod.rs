@@ -6,16 +6,21 @@
 //! it answers an acknowledgement, and reads it back when it starts the share partition,
 //! so a restart or a new leader does not deliver an accepted record again.
 //!
-//! The leader reaches the coordinator by an in-process call. When the coordinator is
-//! another node (a cluster), the share partition keeps its state in memory only: the
-//! Read/WriteShareGroupState APIs between nodes are not there yet.
+//! The leader reaches the coordinator by an in-process call when it is the same node,
+//! else with Kafka's ReadShareGroupState / WriteShareGroupState over the inter-broker
+//! listener (`remote`). Either way the coordinator fences a leader older than the one
+//! whose state it holds (FENCED_LEADER_EPOCH), so a deposed leader cannot overwrite its
+//! successor's state.
 
+mod prune;
 pub(crate) mod records;
+pub(crate) mod remote;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use tidelog_controller::MetadataImage;
 use tidelog_env::clock::Clock;
 use tokio::sync::{mpsc, watch};
@@ -109,33 +114,79 @@ impl Shard for ShareStateShard {
 }
 
 impl ShareStateShard {
+    /// The snapshot epoch is the coordinator's: one more than the stored snapshot's.
     fn write(
         &mut self,
         key: StateKey,
-        snapshot: ShareSnapshot,
-    ) -> Outcome<Self, Result<(), CoordinatorError>> {
-        if !self.states.contains_key(&key) && self.states.len() >= MAX_STATES {
-            return Outcome::answer(Err(CoordinatorError::NotAvailable(
-                "too many share partitions on this share-state partition".into(),
-            )));
+        mut snapshot: ShareSnapshot,
+    ) -> Outcome<Self, Result<(), ShareStateError>> {
+        match self.states.get(&key) {
+            Some(stored) if stored.leader_epoch > snapshot.leader_epoch => {
+                return Outcome::answer(Err(ShareStateError::FencedLeaderEpoch(
+                    stored.leader_epoch,
+                )));
+            }
+            Some(stored) => snapshot.snapshot_epoch = stored.snapshot_epoch.wrapping_add(1),
+            None if self.states.len() >= MAX_STATES => {
+                return Outcome::answer(Err(CoordinatorError::NotAvailable(
+                    "too many share partitions on this share-state partition".into(),
+                )
+                .into()));
+            }
+            None => snapshot.snapshot_epoch = 0,
         }
         Outcome::records(
             vec![ShareStateRecord::Snapshot(key, Some(snapshot))],
             Ok(()),
         )
     }
+
+    /// The stored state of `key`, unless a newer leader than `leader_epoch`'s wrote it.
+    fn read(
+        &self,
+        key: &StateKey,
+        leader_epoch: i32,
+    ) -> Result<Option<ShareSnapshot>, ShareStateError> {
+        match self.states.get(key) {
+            Some(stored) if stored.leader_epoch > leader_epoch => {
+                Err(ShareStateError::FencedLeaderEpoch(stored.leader_epoch))
+            }
+            stored => Ok(stored.cloned()),
+        }
+    }
 }
 
 /// Why the state could not be read or written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum ShareStateError {
-    /// The coordinator of the key is another node: state stays with the leader.
-    #[error("the share coordinator of this share partition is another node")]
-    Remote,
+    /// A leader of a newer epoch (this one) wrote the state.
+    #[error("the share partition's state belongs to leader epoch {0}")]
+    FencedLeaderEpoch(i32),
+    /// The coordinator on another node could not be asked.
+    #[error("the share coordinator on node {node} could not be asked: {why}")]
+    Unreachable { node: i32, why: String },
+    /// The coordinator on another node answered this Kafka error code.
+    #[error("the share coordinator on node {node} answered error {code}")]
+    Refused { node: i32, code: i16 },
     #[error(transparent)]
     Coordinator(#[from] CoordinatorError),
     #[error(transparent)]
     Unavailable(#[from] CoordinatorUnavailable),
+}
+
+impl ShareStateError {
+    /// Kafka's error code for it, as ReadShareGroupState / WriteShareGroupState answer
+    /// and a share fetch passes on (clients retry a coordinator that is not available).
+    pub(crate) fn code(&self) -> i16 {
+        match self {
+            ShareStateError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch.code(),
+            ShareStateError::Refused { code, .. } => *code,
+            ShareStateError::Coordinator(c) => c.code(),
+            ShareStateError::Unreachable { .. } | ShareStateError::Unavailable(_) => {
+                ResponseError::CoordinatorNotAvailable.code()
+            }
+        }
+    }
 }
 
 pub(crate) struct ShareStateCoordinator {
@@ -144,11 +195,23 @@ pub(crate) struct ShareStateCoordinator {
     node_id: i32,
     replicas: Arc<ReplicaManager>,
     prunes: std::sync::Mutex<Option<mpsc::Receiver<(i32, Prune)>>>,
+    remote: remote::Coordinators,
 }
 
-/// Kafka's coordinator key of a share partition.
-fn coordinator_key(key: &StateKey) -> String {
-    format!("{}:{}:{}", key.0, key.1, key.2)
+/// Where a share partition's state is kept.
+enum Home {
+    /// This node leads this `__share_group_state` partition.
+    Here(i32),
+    /// The node that leads it.
+    Node(i32),
+}
+
+/// Kafka's coordinator key of a share partition, `group:topic id:partition` with the
+/// topic id in Kafka's text form (so a key lands on the partition Kafka's would).
+pub(crate) fn coordinator_key(key: &StateKey) -> String {
+    use base64::Engine;
+    let topic_id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key.1.as_bytes());
+    format!("{}:{topic_id}:{}", key.0, key.2)
 }
 
 impl ShareStateCoordinator {
@@ -183,6 +246,7 @@ impl ShareStateCoordinator {
             node_id,
             replicas,
             prunes: std::sync::Mutex::new(Some(prunes)),
+            remote: remote::Coordinators::new(node_id),
         }
     }
 
@@ -207,7 +271,7 @@ impl ShareStateCoordinator {
         Ok(())
     }
 
-    fn partition_of(&self, key: &StateKey) -> Result<i32, ShareStateError> {
+    fn home(&self, key: &StateKey) -> Result<Home, ShareStateError> {
         let image = self.images.borrow();
         let Some(topic) = image.topic(SHARE_STATE_TOPIC) else {
             return Err(
@@ -216,94 +280,112 @@ impl ShareStateCoordinator {
         };
         let partition = partition_for(&coordinator_key(key), topic.partition_count());
         match topic.partitions.get(&partition) {
-            Some(p) if p.leader == self.node_id => Ok(partition),
-            Some(p) if p.leader >= 0 => Err(ShareStateError::Remote),
-            _ => Err(CoordinatorError::NotCoordinator.into()),
+            Some(p) if p.leader == self.node_id => Ok(Home::Here(partition)),
+            Some(p) if p.leader >= 0 => Ok(Home::Node(p.leader)),
+            _ => Err(CoordinatorError::NotAvailable(format!(
+                "{SHARE_STATE_TOPIC}-{partition} has no leader"
+            ))
+            .into()),
         }
     }
 
-    /// The stored state of a share partition (ReadShareGroupState).
+    /// The stored state of a share partition, read by its leader of `leader_epoch`
+    /// wherever the coordinator is.
     pub(crate) async fn read(
         &self,
         key: StateKey,
+        leader_epoch: i32,
     ) -> Result<Option<ShareSnapshot>, ShareStateError> {
-        let partition = self.partition_of(&key)?;
-        Ok(self
-            .runtime
-            .read(partition, move |shard| shard.states.get(&key).cloned())
-            .await?)
+        match self.home(&key)? {
+            Home::Here(partition) => self.read_at(partition, key, leader_epoch).await,
+            Home::Node(node) => {
+                let image = Arc::clone(&self.images.borrow());
+                self.remote
+                    .read(&self.replicas, &image, node, &key, leader_epoch)
+                    .await
+            }
+        }
     }
 
-    /// Stores a share partition's state, answered once replicated (WriteShareGroupState).
+    /// Stores a share partition's state, answered once replicated.
     pub(crate) async fn write(
         &self,
         key: StateKey,
         snapshot: ShareSnapshot,
     ) -> Result<(), ShareStateError> {
-        let partition = self.partition_of(&key)?;
+        match self.home(&key)? {
+            Home::Here(partition) => self.write_at(partition, key, snapshot).await,
+            Home::Node(node) => {
+                let image = Arc::clone(&self.images.borrow());
+                self.remote
+                    .write(&self.replicas, &image, node, &key, &snapshot)
+                    .await
+            }
+        }
+    }
+
+    /// ReadShareGroupState from another node: only this node's own partitions.
+    pub(crate) async fn read_here(
+        &self,
+        key: StateKey,
+        leader_epoch: i32,
+    ) -> Result<Option<ShareSnapshot>, ShareStateError> {
+        match self.home(&key)? {
+            Home::Here(partition) => self.read_at(partition, key, leader_epoch).await,
+            Home::Node(_) => Err(CoordinatorError::NotCoordinator.into()),
+        }
+    }
+
+    /// WriteShareGroupState from another node: only this node's own partitions.
+    pub(crate) async fn write_here(
+        &self,
+        key: StateKey,
+        snapshot: ShareSnapshot,
+    ) -> Result<(), ShareStateError> {
+        match self.home(&key)? {
+            Home::Here(partition) => self.write_at(partition, key, snapshot).await,
+            Home::Node(_) => Err(CoordinatorError::NotCoordinator.into()),
+        }
+    }
+
+    async fn read_at(
+        &self,
+        partition: i32,
+        key: StateKey,
+        leader_epoch: i32,
+    ) -> Result<Option<ShareSnapshot>, ShareStateError> {
+        self.runtime
+            .read(partition, move |shard| shard.read(&key, leader_epoch))
+            .await?
+    }
+
+    async fn write_at(
+        &self,
+        partition: i32,
+        key: StateKey,
+        snapshot: ShareSnapshot,
+    ) -> Result<(), ShareStateError> {
         self.runtime
             .write(partition, move |shard, _now| shard.write(key, snapshot))
-            .await??;
-        Ok(())
+            .await?
     }
 
     /// Follows the image (which partitions are led here) and prunes superseded
     /// snapshots until `shutdown`.
     pub(crate) async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
         let prunes = self.prunes.lock().unwrap_or_else(|p| p.into_inner()).take();
-        let pruner = prunes
-            .map(|rx| tokio::spawn(prune_loop(Arc::clone(&self.replicas), rx, shutdown.clone())));
+        let pruner = prunes.map(|rx| {
+            tokio::spawn(prune::prune_loop(
+                Arc::clone(&self.replicas),
+                rx,
+                shutdown.clone(),
+            ))
+        });
         Arc::clone(&self.runtime)
             .run(self.images.clone(), self.node_id, shutdown)
             .await;
         if let Some(pruner) = pruner {
             let _ = pruner.await;
-        }
-    }
-}
-
-/// Moves the log start of `__share_group_state` partitions past what no share partition
-/// needs any more (on a blocking thread: it writes the log-start checkpoint).
-async fn prune_loop(
-    replicas: Arc<ReplicaManager>,
-    mut prunes: mpsc::Receiver<(i32, Prune)>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let (partition, Prune(offset)) = tokio::select! {
-            job = prunes.recv() => match job {
-                Some(job) => job,
-                None => return,
-            },
-            _ = shutdown.changed() => return,
-        };
-        let Some(p) = replicas.get(SHARE_STATE_TOPIC, partition) else {
-            continue;
-        };
-        let pruned = tokio::task::spawn_blocking(move || {
-            let moved = p.with_log(|log| {
-                let target = offset.min(log.high_watermark());
-                if target > log.log_start_offset() {
-                    log.delete_records_before(target)?;
-                    return Ok(true);
-                }
-                Ok(false)
-            })?;
-            if moved {
-                p.durability()
-                    .write_checkpoints()
-                    .map_err(crate::replica::PartitionError::Storage)?;
-                p.log_start_moved();
-            }
-            Ok::<_, crate::replica::PartitionError>(())
-        })
-        .await;
-        match pruned {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(partition, error = %e, "pruning {SHARE_STATE_TOPIC} failed")
-            }
-            Err(e) => tracing::warn!(partition, error = %e, "pruning {SHARE_STATE_TOPIC} panicked"),
         }
     }
 }
@@ -350,5 +432,82 @@ mod tests {
         shard.commit(4);
         let pruned: Vec<i64> = shard.tick(now).effects.iter().map(|p| p.0).collect();
         assert_eq!(pruned, vec![2]);
+    }
+
+    fn written(
+        outcome: Outcome<ShareStateShard, Result<(), ShareStateError>>,
+    ) -> Option<ShareSnapshot> {
+        let Ok(()) = outcome.response else {
+            return None;
+        };
+        match outcome.write {
+            crate::coordinator::Write::Records { mut records, .. } => match records.pop() {
+                Some(ShareStateRecord::Snapshot(_, value)) => value,
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_leader_older_than_the_states_is_fenced_and_snapshot_epochs_are_the_coordinators() {
+        let mut shard = ShareStateShard {
+            states: HashMap::new(),
+            latest: HashMap::new(),
+            committed: 0,
+            pruned_to: 0,
+        };
+        let key = ("g".to_string(), Uuid::from_u128(7), 0);
+        let at = |leader_epoch, start_offset| ShareSnapshot {
+            snapshot_epoch: 99,
+            leader_epoch,
+            start_offset,
+            ..ShareSnapshot::default()
+        };
+        assert_eq!(shard.read(&key, 0), Ok(None));
+        let first = written(shard.write(key.clone(), at(3, 10))).unwrap();
+        assert_eq!(
+            first.snapshot_epoch, 0,
+            "the first snapshot is epoch 0, whatever was sent"
+        );
+        shard.replay(
+            0,
+            None,
+            ShareStateRecord::Snapshot(key.clone(), Some(first)),
+        );
+        let second = written(shard.write(key.clone(), at(3, 12))).unwrap();
+        assert_eq!(second.snapshot_epoch, 1);
+        shard.replay(
+            1,
+            None,
+            ShareStateRecord::Snapshot(key.clone(), Some(second)),
+        );
+        // A new leader (epoch 4) reads and writes; the deposed one (3) cannot any more.
+        assert_eq!(shard.read(&key, 4).unwrap().unwrap().start_offset, 12);
+        let newer = written(shard.write(key.clone(), at(4, 15))).unwrap();
+        shard.replay(
+            2,
+            None,
+            ShareStateRecord::Snapshot(key.clone(), Some(newer)),
+        );
+        assert_eq!(
+            shard.write(key.clone(), at(3, 20)).response,
+            Err(ShareStateError::FencedLeaderEpoch(4))
+        );
+        assert_eq!(
+            shard.read(&key, 3),
+            Err(ShareStateError::FencedLeaderEpoch(4))
+        );
+        assert_eq!(ShareStateError::FencedLeaderEpoch(4).code(), 74);
+    }
+
+    #[test]
+    fn the_coordinator_key_names_the_topic_id_as_kafka_does() {
+        let id = Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        // Kafka's Uuid.toString: unpadded URL-safe base64 of the 16 bytes.
+        assert_eq!(
+            coordinator_key(&("g:1".to_string(), id, 3)),
+            "g:1:ASNFZ4mrze8BI0VniavN7w:3"
+        );
     }
 }

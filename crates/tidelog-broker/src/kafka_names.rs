@@ -181,24 +181,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("group.share.enable", Ignored(SHARE_GROUPS)),
     ("group.share.max.groups", Ignored(SHARE_GROUPS)),
     (
-        "group.share.max.heartbeat.interval.ms",
-        Ignored(SHARE_GROUPS),
-    ),
-    (
-        "group.share.max.record.lock.duration.ms",
-        Ignored(SHARE_GROUPS),
-    ),
-    ("group.share.max.session.timeout.ms", Ignored(SHARE_GROUPS)),
-    (
-        "group.share.min.heartbeat.interval.ms",
-        Ignored(SHARE_GROUPS),
-    ),
-    (
-        "group.share.min.record.lock.duration.ms",
-        Ignored(SHARE_GROUPS),
-    ),
-    ("group.share.min.session.timeout.ms", Ignored(SHARE_GROUPS)),
-    (
         "group.share.persister.class.name",
         Refused {
             off: &[""],
@@ -558,18 +540,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ),
     (
         "share.coordinator.state.topic.min.isr",
-        Ignored(SHARE_GROUPS),
-    ),
-    (
-        "share.coordinator.state.topic.num.partitions",
-        Ignored(SHARE_GROUPS),
-    ),
-    (
-        "share.coordinator.state.topic.replication.factor",
-        Ignored(SHARE_GROUPS),
-    ),
-    (
-        "share.coordinator.state.topic.segment.bytes",
         Ignored(SHARE_GROUPS),
     ),
     ("share.coordinator.threads", Ignored(THREADS)),

@@ -57,6 +57,19 @@ const AT_LEAST: &[(&str, i64)] = &[
     ("group.share.delivery.count.limit", 2),
     ("group.share.partition.max.record.locks", 100),
     ("group.share.max.share.sessions", 1),
+    ("group.share.min.session.timeout.ms", 1),
+    ("group.share.max.session.timeout.ms", 1),
+    ("group.share.min.heartbeat.interval.ms", 1),
+    ("group.share.max.heartbeat.interval.ms", 1),
+    ("group.share.min.record.lock.duration.ms", 1000),
+    ("group.share.max.record.lock.duration.ms", 1000),
+    ("group.share.min.delivery.count.limit", 2),
+    ("group.share.max.delivery.count.limit", 2),
+    ("group.share.min.partition.max.record.locks", 100),
+    ("group.share.max.partition.max.record.locks", 100),
+    ("share.coordinator.state.topic.num.partitions", 1),
+    ("share.coordinator.state.topic.replication.factor", 1),
+    ("share.coordinator.state.topic.segment.bytes", 1),
     ("replica.lag.time.max.ms", 0),
     ("replica.fetch.max.bytes", 0),
     ("replica.fetch.response.max.bytes", 0),
@@ -116,6 +129,47 @@ pub(crate) const ORDERED: &[(settings::Setting<i64>, settings::Setting<i64>)] = 
     (
         settings::GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS,
         settings::GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS,
+    ),
+    // Kafka's ShareGroupConfig: the same for share groups.
+    (
+        settings::GROUP_SHARE_MIN_SESSION_TIMEOUT_MS,
+        settings::GROUP_SHARE_SESSION_TIMEOUT_MS,
+    ),
+    (
+        settings::GROUP_SHARE_SESSION_TIMEOUT_MS,
+        settings::GROUP_SHARE_MAX_SESSION_TIMEOUT_MS,
+    ),
+    (
+        settings::GROUP_SHARE_MIN_HEARTBEAT_INTERVAL_MS,
+        settings::GROUP_SHARE_HEARTBEAT_INTERVAL_MS,
+    ),
+    (
+        settings::GROUP_SHARE_HEARTBEAT_INTERVAL_MS,
+        settings::GROUP_SHARE_MAX_HEARTBEAT_INTERVAL_MS,
+    ),
+    (
+        settings::GROUP_SHARE_MIN_RECORD_LOCK_DURATION_MS,
+        settings::GROUP_SHARE_RECORD_LOCK_DURATION_MS,
+    ),
+    (
+        settings::GROUP_SHARE_RECORD_LOCK_DURATION_MS,
+        settings::GROUP_SHARE_MAX_RECORD_LOCK_DURATION_MS,
+    ),
+    (
+        settings::GROUP_SHARE_MIN_DELIVERY_COUNT_LIMIT,
+        settings::GROUP_SHARE_DELIVERY_COUNT_LIMIT,
+    ),
+    (
+        settings::GROUP_SHARE_DELIVERY_COUNT_LIMIT,
+        settings::GROUP_SHARE_MAX_DELIVERY_COUNT_LIMIT,
+    ),
+    (
+        settings::GROUP_SHARE_MIN_PARTITION_MAX_RECORD_LOCKS,
+        settings::GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS,
+    ),
+    (
+        settings::GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS,
+        settings::GROUP_SHARE_MAX_PARTITION_MAX_RECORD_LOCKS,
     ),
     (
         settings::REPLICA_FETCH_WAIT_MAX_MS,

@@ -167,6 +167,29 @@ settings! {
     GROUP_SHARE_DELIVERY_COUNT_LIMIT: i64 = "group.share.delivery.count.limit", "5";
     GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS: i64 = "group.share.partition.max.record.locks", "2000";
     GROUP_SHARE_MAX_SHARE_SESSIONS: i64 = "group.share.max.share.sessions", "2000";
+    // The bounds a share group's own configs are held to (Kafka's ShareGroupConfig).
+    GROUP_SHARE_MIN_SESSION_TIMEOUT_MS: i64 = "group.share.min.session.timeout.ms", "45000";
+    GROUP_SHARE_MAX_SESSION_TIMEOUT_MS: i64 = "group.share.max.session.timeout.ms", "60000";
+    GROUP_SHARE_MIN_HEARTBEAT_INTERVAL_MS: i64 =
+        "group.share.min.heartbeat.interval.ms", "5000";
+    GROUP_SHARE_MAX_HEARTBEAT_INTERVAL_MS: i64 =
+        "group.share.max.heartbeat.interval.ms", "15000";
+    GROUP_SHARE_MIN_RECORD_LOCK_DURATION_MS: i64 =
+        "group.share.min.record.lock.duration.ms", "15000";
+    GROUP_SHARE_MAX_RECORD_LOCK_DURATION_MS: i64 =
+        "group.share.max.record.lock.duration.ms", "60000";
+    GROUP_SHARE_MIN_DELIVERY_COUNT_LIMIT: i64 = "group.share.min.delivery.count.limit", "2";
+    GROUP_SHARE_MAX_DELIVERY_COUNT_LIMIT: i64 = "group.share.max.delivery.count.limit", "10";
+    GROUP_SHARE_MIN_PARTITION_MAX_RECORD_LOCKS: i64 =
+        "group.share.min.partition.max.record.locks", "100";
+    GROUP_SHARE_MAX_PARTITION_MAX_RECORD_LOCKS: i64 =
+        "group.share.max.partition.max.record.locks", "10000";
+    SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS: i64 =
+        "share.coordinator.state.topic.num.partitions", "50";
+    SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR: i64 =
+        "share.coordinator.state.topic.replication.factor", "3";
+    SHARE_COORDINATOR_STATE_TOPIC_SEGMENT_BYTES: i64 =
+        "share.coordinator.state.topic.segment.bytes", "104857600";
     OFFSETS_RETENTION_MINUTES: i64 = "offsets.retention.minutes", "10080";
     BROKER_RACK: String = "broker.rack", "";
     ADVERTISED_HOST: String = "advertised.host", "";

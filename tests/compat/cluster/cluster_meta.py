@@ -112,3 +112,13 @@ def elect_preferred(cluster, topic, index, timeout=30):
     errors = {str(tp): err for tp, err in outcome.items()
               if err is not None and code(err) != KafkaError.ELECTION_NOT_NEEDED}
     assert not errors, f"preferred leader election failed: {errors}"
+
+
+def coordinator_partition(key, partitions=5):
+    """The internal-topic partition of a coordinator key (ASCII): Java's String.hashCode
+    with its sign bit cleared, as Kafka's Utils.abs does, modulo the partition count (the
+    cluster tests run with 5 partitions per internal topic)."""
+    h = 0
+    for ch in key:
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions

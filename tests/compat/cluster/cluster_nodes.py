@@ -35,6 +35,7 @@ TEST_SETTINGS = {
     "group.initial.rebalance.delay.ms": "300",
     "offsets.topic.num.partitions": "5",
     "transaction.state.log.num.partitions": "5",
+    "share.coordinator.state.topic.num.partitions": "5",
 }
 
 LIVE_CLUSTERS = []

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import cluster_wire
 from cluster_load import read_log, values_of
-from cluster_meta import WIRE_ERRORS, create_topic, elect_preferred, partition, wait_partition
+from cluster_meta import WIRE_ERRORS, coordinator_partition, create_topic, elect_preferred, partition, wait_partition
 from compat_helpers import (
     TRANSIENT_CONSUMER_ERRORS, DeliveryLog, client_logger, produce_all, producer, unique, wait_until,
 )
@@ -252,16 +252,6 @@ def open_copy_transaction(cluster, group, txn_id, source, sink, name):
         consumer.close()
         raise
     return consumer, prod, got
-
-
-def coordinator_partition(key, partitions=5):
-    """The internal-topic partition of a group or transactional id (ASCII): Java's
-    String.hashCode with its sign bit cleared, as Kafka's Utils.abs does, modulo the
-    partition count (the cluster tests run with 5 partitions per internal topic)."""
-    h = 0
-    for ch in key:
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    return (h & 0x7FFFFFFF) % partitions
 
 
 def test_transaction_offsets_follow_the_group_when_its_coordinator_moves(cluster):

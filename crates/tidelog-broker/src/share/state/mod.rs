@@ -33,13 +33,10 @@ use crate::internal_topic::{
     create_if_missing, partition_for, CoordinatorUnavailable, Creation, TopicSpec,
 };
 use crate::replica::ReplicaManager;
+use crate::settings;
 use records::{ShareSnapshot, ShareStateRecord, StateKey};
 
 pub(crate) const SHARE_STATE_TOPIC: &str = "__share_group_state";
-/// Kafka's defaults: `share.coordinator.state.topic.num.partitions` and
-/// `.replication.factor`.
-const PARTITIONS: i32 = 50;
-const REPLICATION: i64 = 3;
 const TICK: Duration = Duration::from_secs(1);
 const QUEUE: usize = 4096;
 /// Share partitions one coordinator partition keeps state for at most.
@@ -255,9 +252,17 @@ impl ShareStateCoordinator {
     pub(crate) async fn ensure_topic(&self, ctx: &BrokerContext) -> Result<(), ShareStateError> {
         let spec = TopicSpec {
             name: SHARE_STATE_TOPIC,
-            partitions: PARTITIONS,
-            replication: REPLICATION,
-            segment_bytes: "104857600".to_string(),
+            partitions: ctx
+                .config
+                .count(settings::SHARE_COORDINATOR_STATE_TOPIC_NUM_PARTITIONS),
+            replication: ctx
+                .config
+                .get(settings::SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR)
+                .max(1),
+            segment_bytes: ctx
+                .config
+                .get(settings::SHARE_COORDINATOR_STATE_TOPIC_SEGMENT_BYTES)
+                .to_string(),
             // Kafka's: snapshots, not compaction, bound the topic; nothing expires.
             cleanup_policy: "delete",
             retention_ms: Some("-1"),

@@ -1,0 +1,144 @@
+"""KIP-932 share state across a leader's kill -9 on a 3-node cluster (confluent-kafka's
+ShareConsumer).
+
+A 3-partition topic, RF 3, led by three different nodes. A share group (starting at
+`earliest`, a group config) accepts about half the records, each batch acknowledged
+and committed before the next poll. Then the leader of a partition whose share
+coordinator (the `__share_group_state` partition its key hashes to) is another node is
+killed: its share state was written to that node with WriteShareGroupState, and the new
+leader must read it back (ReadShareGroupState, or in-process if it is the coordinator).
+Afterwards every record not accepted before the kill is delivered, and no accepted one
+is delivered again.
+"""
+
+import time
+
+from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from cluster_meta import coordinator_partition, create_topic, leaders, view, wait_partition
+from compat_helpers import admin, producer, unique, wait_until
+
+PARTITIONS = 3
+PER_PARTITION = 100
+SHARE_STATE_TOPIC = "__share_group_state"
+
+
+def share_consumer(bootstrap, group, topic):
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
+                       "share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    return c
+
+
+def topic_id(cluster, topic):
+    client = admin(cluster.bootstrap)
+    from confluent_kafka import TopicCollection
+
+    (future,) = client.describe_topics(TopicCollection([topic]), request_timeout=15).values()
+    return str(future.result(timeout=20).topic_id)
+
+
+def start_earliest(cluster, group):
+    client = admin(cluster.bootstrap)
+    entry = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    futures = client.incremental_alter_configs(
+        [ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])], request_timeout=15)
+    for f in futures.values():
+        f.result(timeout=20)
+
+
+def state_leaders(cluster):
+    """{partition: leader} of the share-state topic, once every partition has one."""
+    def ask():
+        v = view(cluster, [SHARE_STATE_TOPIC])
+        found = v and v.topics.get(SHARE_STATE_TOPIC)
+        if not found or not found[1] or any(s.leader < 0 for s in found[1].values()):
+            return None
+        return {index: s.leader for index, s in found[1].items()}
+
+    return wait_until(ask, 30, f"{SHARE_STATE_TOPIC} with a leader for every partition")
+
+
+def create_state_topic(cluster, topic):
+    """A throwaway share group's first fetch creates the share-state topic."""
+    c = share_consumer(cluster.bootstrap, unique("sg-first"), topic)
+    try:
+        wait_until(lambda: c.poll(0.5) is not None and view(cluster, [SHARE_STATE_TOPIC])
+                   and SHARE_STATE_TOPIC in view(cluster, [SHARE_STATE_TOPIC]).topics, 30,
+                   f"{SHARE_STATE_TOPIC} created by a share fetch")
+    finally:
+        c.close()
+
+
+def group_with_a_remote_coordinator(cluster, tid, led):
+    """A group name one of whose share partitions has its coordinator on a node other
+    than the partition's leader: (group, that partition)."""
+    states = state_leaders(cluster)
+    for _ in range(200):
+        group = unique("sg")
+        for p, leader in enumerate(led):
+            if states[coordinator_partition(f"{group}:{tid}:{p}", len(states))] != leader:
+                return group, p
+    raise AssertionError("no group name puts a share coordinator away from its partition's leader")
+
+
+def accept_some(c, want, seen, accepted, timeout):
+    """Polls, accepting every record and committing each batch, until `want` are accepted."""
+    deadline = time.monotonic() + timeout
+    while len(accepted) < want:
+        assert time.monotonic() < deadline, f"only {len(accepted)} of {want} accepted"
+        batch = [m for m in c.poll(0.5) if m.error() is None]
+        for m in batch:
+            seen.append((m.partition(), m.offset()))
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        if batch:
+            results = c.commit_sync(10)
+            if all(e is None for e in results.values()):
+                accepted.update((m.partition(), m.offset()) for m in batch)
+
+
+def test_accepted_records_stay_accepted_across_a_leaders_kill_9(cluster_factory):
+    cluster = cluster_factory(settings={"group.share.heartbeat.interval.ms": "500",
+                                        "group.share.min.heartbeat.interval.ms": "500"})
+    topic = unique("share-failover")
+    create_topic(cluster, topic, assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]],
+                 config={"min.insync.replicas": "2"})
+    create_state_topic(cluster, topic)
+    led = leaders(cluster, topic, PARTITIONS)
+    group, remote = group_with_a_remote_coordinator(cluster, topic_id(cluster, topic), led)
+    start_earliest(cluster, group)
+    prod = producer(cluster.bootstrap, **{"enable.idempotence": True, "acks": "all"})
+    for p in range(PARTITIONS):
+        for i in range(PER_PARTITION):
+            prod.produce(topic, value=b"p%d-%03d" % (p, i), partition=p)
+    assert prod.flush(60) == 0
+    everything = {(p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION)}
+
+    c = share_consumer(cluster.bootstrap, group, topic)
+    seen, accepted = [], set()
+    try:
+        accept_some(c, len(everything) // 2, seen, accepted, 60)
+    finally:
+        c.close()
+
+    victim = led[remote]
+    cluster.node(victim).kill9()
+    for p in range(PARTITIONS):
+        wait_partition(cluster, topic, p, lambda s: s.leader >= 0 and s.leader != victim, 15,
+                       f"a leader other than killed node {victim}", exclude=(victim,))
+
+    c = share_consumer(cluster.serving(exclude=(victim,))[0].bootstrap, group, topic)
+    after, after_accepted = [], set()
+    try:
+        rest = len(everything - accepted)
+        accept_some(c, rest, after, after_accepted, 90)
+        # Anything accepted before the kill would show up now if its state was lost.
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            after.extend((m.partition(), m.offset()) for m in c.poll(0.3) if m.error() is None)
+    finally:
+        c.close()
+    again = accepted & set(after)
+    assert not again, f"{len(again)} records accepted before the kill were delivered again: {sorted(again)[:10]}"
+    assert accepted | after_accepted == everything, "every record accepted exactly once across the kill"

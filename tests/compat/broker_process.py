@@ -8,7 +8,6 @@ directory.
 import atexit
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time

@@ -7,7 +7,7 @@ import sys
 import time
 import uuid
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.partitioner import murmur2
 
@@ -123,6 +123,17 @@ def consumer(bootstrap, **extra):
     }
     conf.update(extra)
     return Consumer(conf, logger=client_logger("consumer"))
+
+
+def share_consumer(bootstrap, group, topic, explicit=False):
+    """A KIP-932 ShareConsumer of `group` subscribed to `topic` (explicit: records are
+    acknowledged one by one, else implicitly on the next poll)."""
+    conf = {"bootstrap.servers": bootstrap, "group.id": group}
+    if explicit:
+        conf["share.acknowledgement.mode"] = "explicit"
+    c = ShareConsumer(conf)
+    c.subscribe([topic])
+    return c
 
 
 class DeliveryLog:

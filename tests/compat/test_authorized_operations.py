@@ -1,7 +1,7 @@
 """Authorized-operations bitfields (KIP-430) through confluent-kafka's AdminClient, as a
 Kafka broker without an authorizer answers: every operation the resource supports."""
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection
+from confluent_kafka import TopicCollection
 from confluent_kafka.admin import AclOperation
 
 from compat_helpers import admin, consumer, create_topic, unique, wait_until

@@ -27,8 +27,8 @@ from confluent_kafka.admin import (
 )
 
 import kafka_wire
-from compat_helpers import create_topic, unique
-from test_consumer_protocol import MEMBER_SCRIPT, Ownership, close_all, settle
+from compat_helpers import create_topic, unique, wait_until
+from consumer_group_members import MEMBER_SCRIPT, Ownership, close_all, settle
 
 BROKER_SESSION_MS = 4000
 GROUP_SESSION_MS = 10000
@@ -234,7 +234,9 @@ def test_a_group_follows_its_own_session_timeout_and_heartbeat_interval(broker):
         assert value(text, "tidelog_consumer_group_revocations_total") >= max(revoked, 1)
         assert value(text, "tidelog_consumer_group_rebalances_total") >= 4
         assert value(text, "tidelog_consumer_group_reconciliation_seconds_count") >= 1
-        assert value(text, 'tidelog_consumer_groups{state="Stable"}') >= 1
+        # The coordinator publishes its groups' states on its tick (every second).
+        wait_until(lambda: value(metrics(broker), 'tidelog_consumer_groups{state="Stable"}') >= 1, 5,
+                   "the settled group counted as Stable")
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)

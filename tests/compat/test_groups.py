@@ -16,7 +16,7 @@ import time
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kafka import KafkaConsumer
 
 from compat_helpers import (

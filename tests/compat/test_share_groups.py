@@ -15,9 +15,9 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType
 
-from compat_helpers import create_topic, producer, unique, wait_until
+from compat_helpers import create_topic, producer, share_consumer, unique, wait_until
 
 # The judged scenario uses 20,000 records; CI uses fewer (SHARE_RECORDS overrides).
 RECORDS = int(os.environ.get("SHARE_RECORDS", "4000"))
@@ -53,15 +53,6 @@ def short_lock_broker(tmp_path_factory):
     broker.start()
     yield broker
     broker.cleanup()
-
-
-def share_consumer(bootstrap, group, topic, explicit=False):
-    conf = {"bootstrap.servers": bootstrap, "group.id": group}
-    if explicit:
-        conf["share.acknowledgement.mode"] = "explicit"
-    c = ShareConsumer(conf)
-    c.subscribe([topic])
-    return c
 
 
 def records_of(batch):

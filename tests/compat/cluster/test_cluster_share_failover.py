@@ -13,22 +13,15 @@ is delivered again.
 
 import time
 
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from cluster_meta import coordinator_partition, create_topic, leaders, view, wait_partition
-from compat_helpers import admin, producer, unique, wait_until
+from compat_helpers import admin, producer, share_consumer, unique, wait_until
 
 PARTITIONS = 3
 PER_PARTITION = 100
 SHARE_STATE_TOPIC = "__share_group_state"
-
-
-def share_consumer(bootstrap, group, topic):
-    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
-                       "share.acknowledgement.mode": "explicit"})
-    c.subscribe([topic])
-    return c
 
 
 def topic_id(cluster, topic):
@@ -62,7 +55,7 @@ def state_leaders(cluster):
 
 def create_state_topic(cluster, topic):
     """A throwaway share group's first fetch creates the share-state topic."""
-    c = share_consumer(cluster.bootstrap, unique("sg-first"), topic)
+    c = share_consumer(cluster.bootstrap, unique("sg-first"), topic, explicit=True)
     try:
         wait_until(lambda: c.poll(0.5) is not None and view(cluster, [SHARE_STATE_TOPIC])
                    and SHARE_STATE_TOPIC in view(cluster, [SHARE_STATE_TOPIC]).topics, 30,
@@ -115,7 +108,7 @@ def test_accepted_records_stay_accepted_across_a_leaders_kill_9(cluster_factory)
     assert prod.flush(60) == 0
     everything = {(p, o) for p in range(PARTITIONS) for o in range(PER_PARTITION)}
 
-    c = share_consumer(cluster.bootstrap, group, topic)
+    c = share_consumer(cluster.bootstrap, group, topic, explicit=True)
     seen, accepted = [], set()
     try:
         accept_some(c, len(everything) // 2, seen, accepted, 60)
@@ -128,7 +121,7 @@ def test_accepted_records_stay_accepted_across_a_leaders_kill_9(cluster_factory)
         wait_partition(cluster, topic, p, lambda s: s.leader >= 0 and s.leader != victim, 15,
                        f"a leader other than killed node {victim}", exclude=(victim,))
 
-    c = share_consumer(cluster.serving(exclude=(victim,))[0].bootstrap, group, topic)
+    c = share_consumer(cluster.serving(exclude=(victim,))[0].bootstrap, group, topic, explicit=True)
     after, after_accepted = [], set()
     try:
         rest = len(everything - accepted)

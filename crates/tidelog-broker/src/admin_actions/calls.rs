@@ -15,7 +15,7 @@ use kafka_protocol::messages::{ApiKey, BrokerId, TopicName};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::Refusal;
-use crate::metrics::NodeView;
+use crate::metrics::{error_name, NodeView};
 use crate::replica::Peer;
 
 /// Bound of one exchange (connect, send, answer); DeleteRecords' own wait is shorter.
@@ -112,6 +112,50 @@ pub(super) async fn leader_offsets(
 }
 
 const LIST_OFFSETS_VERSION: i16 = 7;
+
+/// The log start and end of partitions, asked of their leaders: two ListOffsets, as
+/// Kafka refuses a request that names a partition twice.
+pub(super) struct LogBounds {
+    starts: BTreeMap<i32, Result<i64, i16>>,
+    ends: BTreeMap<i32, Result<i64, i16>>,
+}
+
+impl LogBounds {
+    pub(super) async fn ask(
+        node: &NodeView,
+        topic: &str,
+        partitions: &[i32],
+    ) -> Result<LogBounds, Refusal> {
+        Ok(LogBounds {
+            starts: leader_offsets(node, topic, partitions, EARLIEST).await?,
+            ends: leader_offsets(node, topic, partitions, LATEST).await?,
+        })
+    }
+
+    /// (log start, log end) of `partition`, or the leader's refusal.
+    pub(super) fn of(&self, topic: &str, partition: i32) -> Result<(i64, i64), Refusal> {
+        Ok((
+            known(topic, partition, &self.starts)?,
+            known(topic, partition, &self.ends)?,
+        ))
+    }
+}
+
+/// A partition's offset from its leader's answer, or the leader's error.
+pub(super) fn known(
+    topic: &str,
+    partition: i32,
+    offsets: &BTreeMap<i32, Result<i64, i16>>,
+) -> Result<i64, Refusal> {
+    match offsets.get(&partition) {
+        Some(Ok(offset)) => Ok(*offset),
+        Some(Err(code)) => Err(Refusal::kafka(
+            *code,
+            format!("{topic}-{partition}: {}", error_name(*code)),
+        )),
+        None => Err(unknown_topic(topic)),
+    }
+}
 
 /// `partitions` of `topic` by the node that leads them; a partition without a leader
 /// refuses the whole action (retriable).

@@ -26,8 +26,7 @@ use kafka_protocol::messages::{ApiKey, GroupId};
 use kafka_protocol::protocol::StrBytes;
 use serde::Deserialize;
 
-use super::calls::{call, leader_offsets, partitions_of, topic_name, EARLIEST, LATEST};
-use super::records::known;
+use super::calls::{call, known, leader_offsets, partitions_of, topic_name, LogBounds};
 use super::{parse, ActionAnswer, Refusal};
 use crate::metrics::{error_name, NodeView};
 
@@ -87,15 +86,14 @@ pub(super) async fn reset(
         ));
     }
     let committed = committed_offsets(node, coordinator, group, topic, &partitions).await?;
-    let starts = leader_offsets(node, topic, &partitions, EARLIEST).await?;
-    let ends = leader_offsets(node, topic, &partitions, LATEST).await?;
+    let bounds = LogBounds::ask(node, topic, &partitions).await?;
     let at_time = match action.to {
         ResetTo::Timestamp => Some(leader_offsets(node, topic, &partitions, value).await?),
         _ => None,
     };
     let mut plan = Vec::with_capacity(partitions.len());
     for p in &partitions {
-        let (start, end) = (known(topic, *p, &starts)?, known(topic, *p, &ends)?);
+        let (start, end) = bounds.of(topic, *p)?;
         let current = committed.iter().find(|(q, _)| q == p).and_then(|(_, o)| *o);
         let new = match action.to {
             ResetTo::Earliest => start,

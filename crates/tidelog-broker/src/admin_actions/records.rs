@@ -13,7 +13,7 @@ use kafka_protocol::messages::delete_records_response::DeleteRecordsResponse;
 use kafka_protocol::messages::ApiKey;
 use serde::Deserialize;
 
-use super::calls::{self, by_leader, call, leader_offsets, topic_name, EARLIEST, LATEST};
+use super::calls::{by_leader, call, topic_name, LogBounds, LATEST};
 use super::{parse, ActionAnswer, Refusal};
 use crate::metrics::{error_name, NodeView};
 
@@ -46,12 +46,10 @@ pub(super) async fn delete(
         )));
     }
     let partitions: Vec<i32> = action.offsets.keys().copied().collect();
-    let starts = leader_offsets(node, topic, &partitions, EARLIEST).await?;
-    let ends = leader_offsets(node, topic, &partitions, LATEST).await?;
+    let bounds = LogBounds::ask(node, topic, &partitions).await?;
     let mut plan = Vec::with_capacity(partitions.len());
     for (p, wanted) in &action.offsets {
-        let start = known(topic, *p, &starts)?;
-        let end = known(topic, *p, &ends)?;
+        let (start, end) = bounds.of(topic, *p)?;
         let before = if *wanted == LATEST { end } else { *wanted };
         if before > end {
             return Err(Refusal::kafka(
@@ -118,22 +116,6 @@ pub(super) async fn delete(
     Ok(ActionAnswer::ok(serde_json::json!({
         "topic": topic, "dry_run": false, "partitions": plan,
     })))
-}
-
-/// A partition's offset from its leader's answer, or the leader's error.
-pub(super) fn known(
-    topic: &str,
-    partition: i32,
-    offsets: &BTreeMap<i32, Result<i64, i16>>,
-) -> Result<i64, Refusal> {
-    match offsets.get(&partition) {
-        Some(Ok(offset)) => Ok(*offset),
-        Some(Err(code)) => Err(Refusal::kafka(
-            *code,
-            format!("{topic}-{partition}: {}", error_name(*code)),
-        )),
-        None => Err(calls::unknown_topic(topic)),
-    }
 }
 
 #[cfg(test)]

@@ -73,21 +73,26 @@ pub(crate) fn refuse_resource_type(resource_type: i8) -> (i16, String) {
     )
 }
 
+/// The entries of a BROKER or GROUP resource as the config managers take them.
+fn ops_of(resource: &AlterConfigsResource) -> Vec<Op> {
+    resource
+        .configs
+        .iter()
+        .map(|c| Op {
+            name: c.name.to_string(),
+            op: c.config_operation,
+            value: c.value.as_ref().map(|v| v.to_string()),
+        })
+        .collect()
+}
+
 async fn alter(
     ctx: &Ctx,
     resource: &AlterConfigsResource,
     validate_only: bool,
 ) -> Result<(), (i16, String)> {
     if resource.resource_type == RESOURCE_BROKER {
-        let ops: Vec<Op> = resource
-            .configs
-            .iter()
-            .map(|c| Op {
-                name: c.name.to_string(),
-                op: c.config_operation,
-                value: c.value.as_ref().map(|v| v.to_string()),
-            })
-            .collect();
+        let ops = ops_of(resource);
         return broker_configs::alter_incremental(
             ctx,
             resource.resource_name.as_str(),
@@ -97,15 +102,7 @@ async fn alter(
         .await;
     }
     if resource.resource_type == RESOURCE_GROUP {
-        let ops: Vec<Op> = resource
-            .configs
-            .iter()
-            .map(|c| Op {
-                name: c.name.to_string(),
-                op: c.config_operation,
-                value: c.value.as_ref().map(|v| v.to_string()),
-            })
-            .collect();
+        let ops = ops_of(resource);
         return group_configs::alter_incremental(
             ctx,
             resource.resource_name.as_str(),

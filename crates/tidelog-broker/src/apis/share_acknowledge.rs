@@ -61,11 +61,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 let batches: Vec<AckBatch> = p
                     .acknowledgement_batches
                     .iter()
-                    .map(|b| AckBatch {
-                        first: b.first_offset,
-                        last: b.last_offset,
-                        types: b.acknowledge_types.clone(),
-                    })
+                    .map(|b| AckBatch::new(b.first_offset, b.last_offset, &b.acknowledge_types))
                     .collect();
                 fetch::acknowledge(
                     ctx,

@@ -22,11 +22,22 @@ use super::{group_share_config, AutoOffsetReset, ShareEntry, ShareKey};
 use crate::context::Ctx;
 use crate::replica::{Partition, Role};
 
-/// One acknowledgement batch as the wire carries it.
+/// One acknowledgement batch as the wire carries it (ShareFetch and ShareAcknowledge
+/// have the same fields in two types).
 pub(crate) struct AckBatch {
     pub(crate) first: i64,
     pub(crate) last: i64,
     pub(crate) types: Vec<i8>,
+}
+
+impl AckBatch {
+    pub(crate) fn new(first: i64, last: i64, types: &[i8]) -> AckBatch {
+        AckBatch {
+            first,
+            last,
+            types: types.to_vec(),
+        }
+    }
 }
 
 /// What one partition's fetch produced.

@@ -111,6 +111,15 @@ impl Shard for ShareStateShard {
 }
 
 impl ShareStateShard {
+    fn empty() -> ShareStateShard {
+        ShareStateShard {
+            states: HashMap::new(),
+            latest: HashMap::new(),
+            committed: 0,
+            pruned_to: 0,
+        }
+    }
+
     /// The snapshot epoch is the coordinator's: one more than the stored snapshot's.
     fn write(
         &mut self,
@@ -229,12 +238,7 @@ impl ShareStateCoordinator {
             },
             logs,
             clock,
-            |_partition, _epoch| ShareStateShard {
-                states: HashMap::new(),
-                latest: HashMap::new(),
-                committed: 0,
-                pruned_to: 0,
-            },
+            |_partition, _epoch| ShareStateShard::empty(),
             effects,
         ));
         ShareStateCoordinator {
@@ -405,12 +409,7 @@ mod tests {
 
     #[test]
     fn superseded_snapshots_are_pruned_up_to_the_oldest_still_needed() {
-        let mut shard = ShareStateShard {
-            states: HashMap::new(),
-            latest: HashMap::new(),
-            committed: 0,
-            pruned_to: 0,
-        };
+        let mut shard = ShareStateShard::empty();
         let a = ("g".to_string(), Uuid::from_u128(1), 0);
         let b = ("g".to_string(), Uuid::from_u128(1), 1);
         let snap = |start| {
@@ -456,12 +455,7 @@ mod tests {
 
     #[test]
     fn a_leader_older_than_the_states_is_fenced_and_snapshot_epochs_are_the_coordinators() {
-        let mut shard = ShareStateShard {
-            states: HashMap::new(),
-            latest: HashMap::new(),
-            committed: 0,
-            pruned_to: 0,
-        };
+        let mut shard = ShareStateShard::empty();
         let key = ("g".to_string(), Uuid::from_u128(7), 0);
         let at = |leader_epoch, start_offset| ShareSnapshot {
             snapshot_epoch: 99,

@@ -192,27 +192,63 @@ impl Coordinators {
     }
 }
 
+/// The two wire forms of a state batch: ReadShareGroupState's answer and
+/// WriteShareGroupState's request.
+trait WireBatch {
+    fn batch(&self) -> StateBatch;
+}
+
+impl WireBatch for read_response::StateBatch {
+    fn batch(&self) -> StateBatch {
+        StateBatch {
+            first: self.first_offset,
+            last: self.last_offset,
+            state: self.delivery_state,
+            delivery_count: self.delivery_count,
+        }
+    }
+}
+
+impl WireBatch for write_request::StateBatch {
+    fn batch(&self) -> StateBatch {
+        StateBatch {
+            first: self.first_offset,
+            last: self.last_offset,
+            state: self.delivery_state,
+            delivery_count: self.delivery_count,
+        }
+    }
+}
+
+/// A snapshot from the wire (its snapshot epoch is the coordinator's to give).
+fn snapshot(
+    state_epoch: i32,
+    leader_epoch: i32,
+    start_offset: i64,
+    batches: &[impl WireBatch],
+) -> ShareSnapshot {
+    ShareSnapshot {
+        snapshot_epoch: 0,
+        state_epoch,
+        leader_epoch,
+        start_offset,
+        batches: batches.iter().map(WireBatch::batch).collect(),
+    }
+}
+
 /// A share partition's state as ReadShareGroupState answers it (`None`: never written,
 /// Kafka's start offset -1).
 pub(crate) fn snapshot_of_read(
     p: &read_response::PartitionResult,
     leader_epoch: i32,
 ) -> Option<ShareSnapshot> {
-    (p.start_offset >= 0).then(|| ShareSnapshot {
-        snapshot_epoch: 0,
-        state_epoch: p.state_epoch,
-        leader_epoch,
-        start_offset: p.start_offset,
-        batches: p
-            .state_batches
-            .iter()
-            .map(|b| StateBatch {
-                first: b.first_offset,
-                last: b.last_offset,
-                state: b.delivery_state,
-                delivery_count: b.delivery_count,
-            })
-            .collect(),
+    (p.start_offset >= 0).then(|| {
+        snapshot(
+            p.state_epoch,
+            leader_epoch,
+            p.start_offset,
+            &p.state_batches,
+        )
     })
 }
 
@@ -284,22 +320,12 @@ pub(crate) fn snapshot_of_write(p: &WritePartition) -> Result<ShareSnapshot, Str
         }
         below = b.last_offset.saturating_add(1);
     }
-    Ok(ShareSnapshot {
-        snapshot_epoch: 0,
-        state_epoch: p.state_epoch,
-        leader_epoch: p.leader_epoch,
-        start_offset: p.start_offset,
-        batches: p
-            .state_batches
-            .iter()
-            .map(|b| StateBatch {
-                first: b.first_offset,
-                last: b.last_offset,
-                state: b.delivery_state,
-                delivery_count: b.delivery_count,
-            })
-            .collect(),
-    })
+    Ok(snapshot(
+        p.state_epoch,
+        p.leader_epoch,
+        p.start_offset,
+        &p.state_batches,
+    ))
 }
 
 #[cfg(test)]

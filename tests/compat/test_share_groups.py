@@ -13,6 +13,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import AcknowledgeType
@@ -341,6 +342,16 @@ def test_a_share_group_reads_its_own_configs_and_is_listed_as_share(broker_facto
         assert (group, "share", "Stable", "share") in listed, listed
         assert all(g[3] == "share" for g in listed)
         assert group not in [g[0] for g in list_groups_of_type(bootstrap, "consumer")]
+        # The admin API (and the console's groups view) show it too, published on the
+        # coordinator's one-second tick.
+        def on_admin_port():
+            url = f"http://127.0.0.1:{broker.admin_port}/v1/groups"
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                groups = json.load(resp)["groups"]
+            return next((g for g in groups if g["group"] == group), None)
+
+        shown = wait_until(on_admin_port, 5, "the share group in /v1/groups")
+        assert (shown["group_type"], shown["state"], shown["members"]) == ("share", "Stable", 1)
         for m in got:
             c.acknowledge(m, AcknowledgeType.RELEASE if m.value() == b"old-0" else AcknowledgeType.ACCEPT)
         c.commit_sync(10)

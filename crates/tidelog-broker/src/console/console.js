@@ -190,9 +190,11 @@ async function groupsView() {
   const [{ groups }, history] = await Promise.all([api("/v1/groups"), api("/v1/lag-history")]);
   const risk = new Map(history.groups.map((h) => [h.group, h]));
   return [
-    el("h2", {}, `Consumer groups (${groups.length})`),
-    groups.length === 0 ? el("p", {}, "No group is coordinated by this node.") : table("Consumer groups", [
+    el("h2", {}, `Groups (${groups.length})`),
+    groups.length === 0 ? el("p", {}, "No group is coordinated by this node.") : table("Groups", [
       ["Group", (g) => el("a", { href: `#group/${encodeURIComponent(g.group)}` }, g.group)],
+      // classic, consumer (KIP-848) or share (KIP-932: no committed offsets, so no lag here).
+      ["Type", (g) => g.group_type || "classic"],
       ["State", (g) => g.state],
       ["Members", (g) => g.members, true],
       ["Generation", (g) => g.generation, true],

@@ -109,6 +109,16 @@ impl GroupShard {
             };
             summaries.insert(g.id.clone(), summary);
         }
+        for (id, g) in &self.share_groups {
+            let summary = GroupSummary {
+                group_type: "share",
+                state: g.state_name(),
+                protocol_type: "share".to_string(),
+                generation: g.epoch,
+                members: g.members.len(),
+            };
+            summaries.insert(id.clone(), summary);
+        }
         self.published
             .write()
             .unwrap_or_else(|p| p.into_inner())

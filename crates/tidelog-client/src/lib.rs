@@ -51,6 +51,7 @@ mod quotas;
 mod records;
 mod sasl;
 mod scram_admin;
+pub mod sink;
 mod tls;
 mod versions;
 

@@ -138,6 +138,14 @@ impl ConsumerConfig {
                 .map(Duration::from_millis)
                 .map_err(|_| bad())
         };
+        let positive = || -> Result<i32> {
+            value
+                .trim()
+                .parse::<i32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(bad)
+        };
         match name {
             "group.id" => self.group_id = Some(value.to_owned()),
             "group.instance.id" => self.group_instance_id = Some(value.to_owned()),
@@ -175,6 +183,9 @@ impl ConsumerConfig {
                 }
             }
             "fetch.max.wait.ms" => self.fetch.max_wait = ms()?,
+            "fetch.min.bytes" => self.fetch.min_bytes = positive()?,
+            "fetch.max.bytes" => self.fetch.max_bytes = positive()?,
+            "max.partition.fetch.bytes" => self.fetch.partition_max_bytes = positive()?,
             _ => {
                 return Err(ClientError::InvalidArgument(format!(
                     "unknown consumer setting {name}"
@@ -222,6 +233,8 @@ mod tests {
             )
             .unwrap()
             .set("session.timeout.ms", "6000")
+            .unwrap()
+            .set("max.partition.fetch.bytes", "65536")
             .unwrap();
         assert_eq!(c.group_id.as_deref(), Some("g"));
         assert_eq!(c.auto_offset_reset, OffsetReset::Earliest);
@@ -232,6 +245,8 @@ mod tests {
             vec![AssignmentStrategy::RoundRobin, AssignmentStrategy::Range]
         );
         assert_eq!(c.session_timeout, Duration::from_secs(6));
+        assert_eq!(c.fetch.partition_max_bytes, 65536);
+        assert!(c.set("fetch.max.bytes", "-1").is_err());
         assert!(c.set("max.poll.records", "0").is_err());
         assert!(c
             .set("partition.assignment.strategy", "cooperative-sticky")

@@ -187,3 +187,37 @@ async fn an_asynchronous_commit_reaches_the_coordinator() {
     assert_eq!(committed.get(&tp), Some(&0));
     consumer.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_returns_within_its_timeout_while_a_rebalance_waits_for_others() {
+    let node = setup("turns", 4).await;
+    let c = config("turn-takers");
+    let mut first = Consumer::new(client(&node).await, c.clone()).unwrap();
+    first.subscribe(&["turns"]).unwrap();
+    poll_until(&mut first, |c| c.assignment().len() == 4).await;
+    let mut second = Consumer::new(client(&node).await, c).unwrap();
+    second.subscribe(&["turns"]).unwrap();
+    // One task polls both in turn: the second's join is held by the coordinator until
+    // the first rejoins, which only happens if the second's poll gives the turn back.
+    timeout(LIMIT, async {
+        while !(first.assignment().len() == 2 && second.assignment().len() == 2) {
+            for consumer in [&mut first, &mut second] {
+                let started = std::time::Instant::now();
+                consumer.poll(Duration::from_millis(100)).await.unwrap();
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "{:?}",
+                    started.elapsed()
+                );
+            }
+        }
+    })
+    .await
+    .expect("the group splits while both are polled from one task");
+    let mut all = first.assignment();
+    all.extend(second.assignment());
+    all.sort();
+    assert_eq!(all, tps("turns", &[0, 1, 2, 3]));
+    first.close().await.unwrap();
+    second.close().await.unwrap();
+}

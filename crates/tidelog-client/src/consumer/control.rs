@@ -224,6 +224,12 @@ impl Consumer {
         }
         self.assigned.clear();
         if let Some(mut g) = self.group.take() {
+            if g.pending.take().is_some() {
+                // The unfinished join (aborted now) held the connection: leave over a new one.
+                if let Some(group) = self.config.group_id.as_deref() {
+                    g.conn = self.client.coordinator(group).await.ok();
+                }
+            }
             let is_static = self.config.group_instance_id.is_some();
             if let (Some(conn), Some(group), false, true) = (
                 g.conn.as_mut(),

@@ -55,11 +55,31 @@ fn millis(d: Duration) -> i32 {
     i32::try_from(d.as_millis()).unwrap_or(i32::MAX)
 }
 
+/// Where the leader learns partition counts: the caller's client, or one connected when
+/// first needed (the join task of a [`crate::Consumer`] has none of its own).
+pub(crate) enum Metadata<'a> {
+    Client(&'a mut Client),
+    Connect(Box<crate::client::ClientConfig>, Option<Box<Client>>),
+}
+
+impl Metadata<'_> {
+    async fn partition_count(&mut self, topic: &str) -> Result<i32> {
+        let client = match self {
+            Metadata::Client(client) => &mut **client,
+            Metadata::Connect(config, slot) => match slot {
+                Some(client) => client,
+                None => slot.insert(Box::new(Client::connect((**config).clone()).await?)),
+            },
+        };
+        client.partition_count(topic, false).await
+    }
+}
+
 /// Joins (or rejoins) the group and returns this generation's assignment. `member_id`
 /// is kept across calls: the coordinator hands it out first (MEMBER_ID_REQUIRED) and
 /// forgets it when the session expired (UNKNOWN_MEMBER_ID).
 pub(crate) async fn join_and_sync(
-    client: &mut Client,
+    metadata: &mut Metadata<'_>,
     conn: &mut RawConnection,
     p: &JoinParams<'_>,
     member_id: &mut String,
@@ -135,7 +155,7 @@ pub(crate) async fn join_and_sync(
             for topic in members.iter().flat_map(|m| &m.topics) {
                 if !counts.contains_key(topic) {
                     // A subscribed topic that does not exist yet is simply not assigned.
-                    if let Ok(n) = client.partition_count(topic, false).await {
+                    if let Ok(n) = metadata.partition_count(topic).await {
                         counts.insert(topic.clone(), n);
                     }
                 }

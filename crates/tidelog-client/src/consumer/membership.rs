@@ -8,14 +8,42 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::coordinator::{self, Command, JoinParams, Session, Shared, TaskSettings};
+use super::coordinator::{
+    self, Command, JoinParams, Joined, Metadata, Session, Shared, TaskSettings,
+};
+use super::AssignmentStrategy;
 use super::{Consumer, GroupState, OffsetReset};
 use crate::error::{ClientError, Result};
+use crate::groups::RawConnection;
 use crate::partition_admin::TopicPartition;
+
+/// A JoinGroup + SyncGroup under way in its own task; aborted when dropped.
+pub(super) struct PendingJoin {
+    began: Instant,
+    task: tokio::task::JoinHandle<(RawConnection, String, Result<Joined>)>,
+}
+
+impl Drop for PendingJoin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What the join task needs, owned.
+struct JoinRequest {
+    group: String,
+    instance_id: Option<String>,
+    topics: Vec<String>,
+    strategies: Vec<AssignmentStrategy>,
+    session_timeout: std::time::Duration,
+    rebalance_timeout: std::time::Duration,
+}
 
 impl Consumer {
     /// Joins when subscribed and not (or no longer) a member of the current generation.
-    pub(super) async fn ensure_group(&mut self) -> Result<()> {
+    /// Waits for a join under way at most until `deadline` (the caller's poll then
+    /// returns what it has, maybe nothing).
+    pub(super) async fn ensure_group(&mut self, deadline: Instant) -> Result<()> {
         let Some(group_id) = self.config.group_id.clone() else {
             return Ok(());
         };
@@ -40,53 +68,46 @@ impl Consumer {
                 shared,
                 commands,
                 task,
+                pending: None,
             });
         }
-        let needs_join = self
-            .group
-            .as_ref()
-            .is_some_and(|g| g.generation < 0 || g.shared.rejoin_needed.load(Ordering::Relaxed));
-        if !needs_join {
+        let Some(g) = self.group.as_mut() else {
             return Ok(());
-        }
-        let began = Instant::now();
-        self.revoke_all().await;
-        let mut attempts = 0;
-        let joined = loop {
-            self.connect_coordinator(&group_id).await?;
-            let Some(g) = self.group.as_mut() else {
-                return Err(ClientError::Protocol("group state vanished".into()));
-            };
-            let _ = g
-                .commands
-                .send(Command::Session(Session {
-                    member_id: g.member_id.clone(),
-                    generation: -1,
-                }))
-                .await;
-            g.generation = -1;
-            let Some(conn) = g.conn.as_mut() else {
-                continue;
-            };
-            let params = JoinParams {
-                group: &group_id,
-                instance_id: self.config.group_instance_id.as_deref(),
-                topics: &self.subscription,
-                strategies: &self.config.assignment_strategies,
-                session_timeout: self.config.session_timeout,
-                rebalance_timeout: self.config.max_poll_interval,
-            };
-            match coordinator::join_and_sync(&mut self.client, conn, &params, &mut g.member_id)
-                .await
-            {
-                Ok(joined) => break joined,
-                Err(e) if attempts < 10 && coordinator_moved(&e) => {
-                    attempts += 1;
-                    g.conn = None;
-                    tokio::time::sleep(self.client.config().backoff(attempts)).await;
-                }
-                Err(e) => return Err(e),
+        };
+        if g.pending.is_none() {
+            let needs_join = g.generation < 0 || g.shared.rejoin_needed.load(Ordering::Relaxed);
+            if !needs_join {
+                return Ok(());
             }
+            self.revoke_all().await;
+            self.start_join(&group_id).await?;
+        }
+        let Some(g) = self.group.as_mut() else {
+            return Ok(());
+        };
+        let Some(pending) = g.pending.as_mut() else {
+            return Ok(());
+        };
+        // Wait for the join only until this poll's deadline; the next poll waits again.
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let Ok(finished) = tokio::time::timeout(remaining, &mut pending.task).await else {
+            return Ok(());
+        };
+        let began = pending.began;
+        g.pending = None;
+        let (conn, member_id, result) =
+            finished.map_err(|e| ClientError::Protocol(format!("the join task failed: {e}")))?;
+        g.conn = Some(conn);
+        g.member_id = member_id;
+        let joined = match result {
+            Ok(joined) => joined,
+            Err(e) if coordinator_moved(&e) => {
+                // Found again by the next poll's join.
+                tracing::debug!(error = %e, "the coordinator moved during the join");
+                g.conn = None;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
         };
         let Some(g) = self.group.as_mut() else {
             return Err(ClientError::Protocol("group state vanished".into()));
@@ -117,6 +138,55 @@ impl Consumer {
         if let Some(listener) = self.listener.as_mut() {
             listener.on_assigned(&assigned);
         }
+        Ok(())
+    }
+
+    /// Sends JoinGroup + SyncGroup from a task of their own: the coordinator holds
+    /// JoinGroup until every member rejoined, which may be longer than a poll's timeout.
+    async fn start_join(&mut self, group_id: &str) -> Result<()> {
+        self.connect_coordinator(group_id).await?;
+        let config = self.client.config().clone();
+        let Some(g) = self.group.as_mut() else {
+            return Ok(());
+        };
+        let _ = g
+            .commands
+            .send(Command::Session(Session {
+                member_id: g.member_id.clone(),
+                generation: -1,
+            }))
+            .await;
+        g.generation = -1;
+        let Some(mut conn) = g.conn.take() else {
+            return Err(ClientError::Protocol("no coordinator connection".into()));
+        };
+        let request = JoinRequest {
+            group: group_id.to_owned(),
+            instance_id: self.config.group_instance_id.clone(),
+            topics: self.subscription.clone(),
+            strategies: self.config.assignment_strategies.clone(),
+            session_timeout: self.config.session_timeout,
+            rebalance_timeout: self.config.max_poll_interval,
+        };
+        let mut member_id = g.member_id.clone();
+        let task = tokio::spawn(async move {
+            let params = JoinParams {
+                group: &request.group,
+                instance_id: request.instance_id.as_deref(),
+                topics: &request.topics,
+                strategies: &request.strategies,
+                session_timeout: request.session_timeout,
+                rebalance_timeout: request.rebalance_timeout,
+            };
+            let mut metadata = Metadata::Connect(Box::new(config), None);
+            let result =
+                coordinator::join_and_sync(&mut metadata, &mut conn, &params, &mut member_id).await;
+            (conn, member_id, result)
+        });
+        g.pending = Some(PendingJoin {
+            began: Instant::now(),
+            task,
+        });
         Ok(())
     }
 

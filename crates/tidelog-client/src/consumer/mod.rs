@@ -1,7 +1,8 @@
 //! A native consumer: subscribe with the classic group protocol (or assign partitions by
 //! hand), `poll` for records, commit, seek, pause. Heartbeats, asynchronous commits and
 //! the `max.poll.interval.ms` check run in one background task per consumer (see
-//! `coordinator.rs`), which ends when the consumer is closed or dropped.
+//! `coordinator.rs`), which ends when the consumer is closed or dropped; a join runs in
+//! a task of its own that `poll` waits for only until its timeout (`membership.rs`).
 //!
 //! Rebalances are eager: every partition is revoked (after an automatic commit when
 //! `enable.auto.commit` is on), the member rejoins, and the new assignment starts from
@@ -102,6 +103,8 @@ struct GroupState {
     shared: Arc<Shared>,
     commands: mpsc::Sender<Command>,
     task: tokio::task::JoinHandle<()>,
+    /// A join under way (`poll` waits for it only until its own deadline).
+    pending: Option<membership::PendingJoin>,
 }
 
 /// A Kafka consumer. See the module docs for an example.
@@ -223,7 +226,7 @@ impl Consumer {
             if let Some(g) = &self.group {
                 g.shared.polled();
             }
-            self.ensure_group().await?;
+            self.ensure_group(deadline).await?;
             self.maybe_auto_commit().await;
             self.resolve_positions().await?;
             let records = self.drain();

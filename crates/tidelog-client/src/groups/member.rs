@@ -62,8 +62,13 @@ impl Client {
             session_timeout: SESSION_TIMEOUT,
             rebalance_timeout: REBALANCE_TIMEOUT,
         };
-        let joined =
-            coordinator::join_and_sync(self, &mut m.conn, &params, &mut m.member_id).await?;
+        let joined = coordinator::join_and_sync(
+            &mut coordinator::Metadata::Client(self),
+            &mut m.conn,
+            &params,
+            &mut m.member_id,
+        )
+        .await?;
         m.generation = joined.generation;
         m.partitions = joined
             .assignment

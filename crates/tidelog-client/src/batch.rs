@@ -25,18 +25,20 @@ fn codec_of(compression: Compression) -> Codec {
 }
 
 /// Decodes one complete batch (`batch.len() >= HEADER_LEN`, length already checked by the
-/// caller) into data records at or after `from_offset`. Control batches yield nothing.
+/// caller) into data records at or after `from_offset`. Control batches yield no records;
+/// their producer id comes back instead (a read_committed consumer needs to know where an
+/// aborted transaction ends).
 pub(crate) fn read_batch(
     batch: Bytes,
     partition: i32,
     from_offset: i64,
-) -> Result<Vec<ConsumedRecord>> {
+) -> Result<(Vec<ConsumedRecord>, Option<i64>)> {
     let h = BatchHeader::new(&batch).map_err(|e| ClientError::Protocol(e.to_string()))?;
     let corrupt =
         |what: &str| ClientError::Protocol(format!("batch at offset {}: {what}", h.base_offset()));
     check_batch(&batch).map_err(|e| corrupt(&e.to_string()))?;
     if h.is_control() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Some(h.producer_id())));
     }
     let block = match h.codec() {
         Some(Codec::None) => batch.slice(HEADER_LEN..),
@@ -70,9 +72,10 @@ pub(crate) fn read_batch(
             key: r.key.map(|k| block.slice_ref(k)),
             value: r.value.map(|v| block.slice_ref(v)),
             headers,
+            producer_id: h.producer_id(),
         });
     }
-    Ok(out)
+    Ok((out, None))
 }
 
 /// Writes `records` as one RecordBatch v2 as a non-idempotent producer sends it: base

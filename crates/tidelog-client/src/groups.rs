@@ -11,7 +11,7 @@
 mod lag;
 mod member;
 mod rates;
-mod raw;
+pub(crate) mod raw;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,7 +33,7 @@ use kafka_protocol::protocol::StrBytes;
 pub use lag::{LagWindow, PartitionLag};
 pub use member::Membership;
 pub use rates::{CommitRates, Sample};
-use raw::RawConnection;
+pub(crate) use raw::RawConnection;
 
 use crate::client::Client;
 use crate::cluster::retrying;
@@ -116,7 +116,7 @@ impl Client {
         Ok(out)
     }
 
-    async fn coordinator(&mut self, group: &str) -> Result<RawConnection> {
+    pub(crate) async fn coordinator(&mut self, group: &str) -> Result<RawConnection> {
         let request = FindCoordinatorRequest::default()
             .with_key(text(group))
             .with_key_type(0);
@@ -316,7 +316,7 @@ fn retriable(e: &ClientError) -> bool {
     })
 }
 
-fn text(s: &str) -> StrBytes {
+pub(crate) fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
@@ -344,7 +344,7 @@ pub fn parse_assignment(bytes: &Bytes) -> Vec<(String, Vec<i32>)> {
     out
 }
 
-struct Cursor<'a>(&'a [u8]);
+pub(crate) struct Cursor<'a>(pub(crate) &'a [u8]);
 
 impl Cursor<'_> {
     fn take(&mut self, n: usize) -> Option<&[u8]> {
@@ -356,16 +356,16 @@ impl Cursor<'_> {
         Some(head)
     }
 
-    fn i16(&mut self) -> Option<i16> {
+    pub(crate) fn i16(&mut self) -> Option<i16> {
         self.take(2).map(|b| i16::from_be_bytes([b[0], b[1]]))
     }
 
-    fn i32(&mut self) -> Option<i32> {
+    pub(crate) fn i32(&mut self) -> Option<i32> {
         self.take(4)
             .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    fn string(&mut self) -> Option<String> {
+    pub(crate) fn string(&mut self) -> Option<String> {
         let len = usize::try_from(self.i16()?).ok()?;
         self.take(len)
             .map(|b| String::from_utf8_lossy(b).into_owned())

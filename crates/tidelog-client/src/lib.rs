@@ -37,6 +37,7 @@ mod batch;
 mod client;
 mod cluster;
 mod connection;
+pub mod consumer;
 mod error;
 mod facade;
 mod fetch;
@@ -50,6 +51,7 @@ mod quotas;
 mod records;
 mod sasl;
 mod scram_admin;
+pub mod sink;
 mod tls;
 mod versions;
 
@@ -58,6 +60,10 @@ pub use admin::{ConfigEntry, ConfigOp, NewTopic};
 pub use client::{Client, ClientConfig};
 pub use cluster::{ClusterBroker, ClusterDescription, QuorumInfo, QuorumReplica, METADATA_TOPIC};
 pub use connection::{Connection, ConnectionConfig};
+pub use consumer::{
+    AssignmentStrategy, Consumer, ConsumerConfig, ConsumerLag, ConsumerRecord, IsolationLevel,
+    OffsetReset, PendingCommit, RebalanceListener,
+};
 pub use error::{kafka_error_name, ClientError, Result};
 pub use facade::SimpleLog;
 pub use fetch::{FetchOptions, FetchedPartition, OffsetSpec};

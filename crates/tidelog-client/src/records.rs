@@ -60,6 +60,9 @@ pub struct ConsumedRecord {
     pub value: Option<Bytes>,
     /// The headers in order, repeated keys included.
     pub headers: Vec<(String, Option<Bytes>)>,
+    /// The producer id of its batch (-1 for a producer that is not idempotent): with an
+    /// idempotency key from the headers, the record's identity (see [`crate::sink`]).
+    pub producer_id: i64,
 }
 
 /// Encodes `records` as exactly one RecordBatch v2 (baseOffset 0, no producer id), as a
@@ -85,6 +88,8 @@ pub struct DecodedRecords {
     /// The offset to fetch next: one past the last complete batch (or the fetch offset when
     /// no complete batch was returned).
     pub next_offset: i64,
+    /// (producer id, offset) of each control batch (transaction marker) passed over.
+    pub control_batches: Vec<(i64, i64)>,
 }
 
 /// Decodes the `records` bytes of one partition of a fetch response. A batch cut short at
@@ -98,6 +103,7 @@ pub fn decode_fetched(
     let mut out = DecodedRecords {
         records: Vec::new(),
         next_offset: fetch_offset,
+        control_batches: Vec::new(),
     };
     while data.len() >= crate::batch::HEADER_LEN {
         let header = BatchHeader::new(&data).map_err(|e| ClientError::Protocol(e.to_string()))?;
@@ -114,9 +120,13 @@ pub fn decode_fetched(
             )));
         }
         let after = header.last_offset().saturating_add(1);
+        let base = header.base_offset();
         let batch = data.split_to(total);
-        out.records
-            .extend(crate::batch::read_batch(batch, partition, fetch_offset)?);
+        let (records, control) = crate::batch::read_batch(batch, partition, fetch_offset)?;
+        out.records.extend(records);
+        if let Some(producer_id) = control {
+            out.control_batches.push((producer_id, base));
+        }
         out.next_offset = out.next_offset.max(after);
     }
     Ok(out)
@@ -311,6 +321,7 @@ mod tests {
         let got = decode_fetched(control, 0, 30).unwrap();
         assert!(got.records.is_empty());
         assert_eq!(got.next_offset, 32);
+        assert_eq!(got.control_batches, vec![(-1, 30)]);
     }
 
     #[test]
@@ -320,7 +331,8 @@ mod tests {
             decode_fetched(Bytes::new(), 0, 7).unwrap(),
             DecodedRecords {
                 records: vec![],
-                next_offset: 7
+                next_offset: 7,
+                control_batches: vec![],
             }
         );
     }

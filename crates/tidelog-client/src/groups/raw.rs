@@ -15,7 +15,7 @@ use crate::error::{ClientError, Result};
 
 const RESPONSE_LIMIT: usize = 100 * 1024 * 1024;
 
-pub(super) struct RawConnection {
+pub(crate) struct RawConnection {
     addr: String,
     stream: TcpStream,
     correlation_id: i32,
@@ -24,7 +24,7 @@ pub(super) struct RawConnection {
 }
 
 impl RawConnection {
-    pub(super) async fn connect(addr: &str, client: &Client) -> Result<RawConnection> {
+    pub(crate) async fn connect(addr: &str, client: &Client) -> Result<RawConnection> {
         let limit = client.config().connection.request_timeout;
         let io = |source| ClientError::Io {
             addr: addr.to_string(),
@@ -50,7 +50,7 @@ impl RawConnection {
         })
     }
 
-    pub(super) async fn call<R: Request>(
+    pub(crate) async fn call<R: Request>(
         &mut self,
         request: &R,
         version: i16,
@@ -100,8 +100,22 @@ impl RawConnection {
         Ok(response)
     }
 
+    /// Like [`RawConnection::call`] with another response deadline: JoinGroup is held by
+    /// the coordinator for up to the rebalance timeout.
+    pub(crate) async fn call_for<R: Request>(
+        &mut self,
+        request: &R,
+        version: i16,
+        limit: Duration,
+    ) -> Result<R::Response> {
+        let usual = std::mem::replace(&mut self.limit, limit);
+        let response = self.call(request, version).await;
+        self.limit = usual;
+        response
+    }
+
     /// Retries while the coordinator is loading (bounded: about 5 s).
-    pub(super) async fn call_retrying<R: Request>(
+    pub(crate) async fn call_retrying<R: Request>(
         &mut self,
         request: &R,
         version: i16,

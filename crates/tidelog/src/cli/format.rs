@@ -120,6 +120,7 @@ mod tests {
                 ("a".into(), Some(Bytes::from_static(b"1"))),
                 ("b".into(), None),
             ],
+            producer_id: -1,
         }
     }
 

@@ -1,0 +1,355 @@
+//! A native consumer: subscribe with the classic group protocol (or assign partitions by
+//! hand), `poll` for records, commit, seek, pause. Heartbeats, asynchronous commits and
+//! the `max.poll.interval.ms` check run in one background task per consumer (see
+//! `coordinator.rs`), which ends when the consumer is closed or dropped; a join runs in
+//! a task of its own that `poll` waits for only until its timeout (`membership.rs`).
+//!
+//! Rebalances are eager: every partition is revoked (after an automatic commit when
+//! `enable.auto.commit` is on), the member rejoins, and the new assignment starts from
+//! the group's committed offsets, or `auto.offset.reset` where there are none. The
+//! cooperative-sticky protocol is not implemented yet.
+//!
+//! ```no_run
+//! # async fn demo() -> tidelog_client::Result<()> {
+//! use std::time::Duration;
+//! use tidelog_client::{Client, Consumer, ConsumerConfig, OffsetReset};
+//!
+//! let client = Client::connect_to("127.0.0.1:9092").await?;
+//! let mut config = ConsumerConfig::for_group("billing");
+//! config.auto_offset_reset = OffsetReset::Earliest;
+//! let mut consumer = Consumer::new(client, config)?;
+//! consumer.subscribe(&["payments"])?;
+//! for _ in 0..10 {
+//!     for record in consumer.poll(Duration::from_secs(1)).await? {
+//!         println!("{}-{}@{}: {:?}", record.topic, record.partition, record.offset, record.value);
+//!     }
+//! }
+//! consumer.close().await?; // commits, then leaves the group
+//! # Ok(())
+//! # }
+//! ```
+
+mod assignors;
+mod config;
+mod control;
+pub(crate) mod coordinator;
+mod fetcher;
+mod membership;
+mod storm;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+pub use config::{AssignmentStrategy, ConsumerConfig, IsolationLevel, OffsetReset};
+pub use control::{ConsumerLag, PendingCommit};
+
+use crate::client::Client;
+use crate::error::{ClientError, Result};
+use crate::groups::RawConnection;
+use crate::partition_admin::TopicPartition;
+use crate::records::ConsumedRecord;
+use coordinator::{Command, Shared};
+
+/// Told when partitions leave and join this member's assignment (Kafka's
+/// `ConsumerRebalanceListener`). Called from inside `poll`, on the caller's task.
+pub trait RebalanceListener: Send {
+    /// Before a rebalance takes `partitions` away; with `enable.auto.commit` their
+    /// positions have just been committed. Finish (or abandon) work on them here.
+    fn on_revoked(&mut self, partitions: &[TopicPartition]);
+    /// After the new generation's assignment, before any of its records are returned.
+    fn on_assigned(&mut self, partitions: &[TopicPartition]);
+}
+
+/// A record as `poll` returns it: the record and the topic it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerRecord {
+    /// The topic.
+    pub topic: String,
+    /// Partition, offset, key, value, headers, producer id.
+    pub record: ConsumedRecord,
+}
+
+impl std::ops::Deref for ConsumerRecord {
+    type Target = ConsumedRecord;
+    fn deref(&self) -> &ConsumedRecord {
+        &self.record
+    }
+}
+
+/// Per assigned partition.
+#[derive(Debug, Default)]
+struct PartitionState {
+    /// Offset of the next record handed to the application; `None` until resolved from
+    /// the committed offset or `auto.offset.reset`.
+    position: Option<i64>,
+    /// Where the next fetch starts (ahead of `position` while records are buffered).
+    fetch_offset: i64,
+    /// Fetched records not yet returned; at most one fetch response's worth, because a
+    /// partition with buffered records is not fetched again.
+    buffered: VecDeque<ConsumedRecord>,
+    high_watermark: i64,
+    last_stable_offset: i64,
+}
+
+/// The group side of a subscribed consumer.
+struct GroupState {
+    conn: Option<RawConnection>,
+    member_id: String,
+    generation: i32,
+    shared: Arc<Shared>,
+    commands: mpsc::Sender<Command>,
+    task: tokio::task::JoinHandle<()>,
+    /// A join under way (`poll` waits for it only until its own deadline).
+    pending: Option<membership::PendingJoin>,
+}
+
+/// A Kafka consumer. See the module docs for an example.
+pub struct Consumer {
+    client: Client,
+    config: ConsumerConfig,
+    subscription: Vec<String>,
+    listener: Option<Box<dyn RebalanceListener>>,
+    group: Option<GroupState>,
+    assigned: BTreeMap<TopicPartition, PartitionState>,
+    paused: BTreeSet<TopicPartition>,
+    last_auto_commit: Instant,
+    storm: storm::StormGuard,
+    /// Longest join + sync + offset load measured so far (for the sink's dedup window).
+    rebalance_time: Duration,
+    /// Where the last drain stopped, so every partition gets its turn.
+    drain_from: usize,
+}
+
+impl Consumer {
+    /// A consumer over `client`'s cluster; nothing is sent until `subscribe` or `assign`.
+    pub fn new(client: Client, config: ConsumerConfig) -> Result<Consumer> {
+        config.validate()?;
+        Ok(Consumer {
+            client,
+            config,
+            subscription: Vec::new(),
+            listener: None,
+            group: None,
+            assigned: BTreeMap::new(),
+            paused: BTreeSet::new(),
+            last_auto_commit: Instant::now(),
+            storm: storm::StormGuard::default(),
+            rebalance_time: Duration::ZERO,
+            drain_from: 0,
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ConsumerConfig {
+        &self.config
+    }
+
+    /// Installs the rebalance listener.
+    pub fn set_rebalance_listener(&mut self, listener: Box<dyn RebalanceListener>) {
+        self.listener = Some(listener);
+    }
+
+    /// Subscribes to `topics` as a member of `group.id`; the group is joined in the next
+    /// `poll`.
+    pub fn subscribe(&mut self, topics: &[&str]) -> Result<()> {
+        if self.config.group_id.is_none() {
+            return Err(ClientError::InvalidArgument(
+                "subscribe needs a group.id".into(),
+            ));
+        }
+        if topics.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "subscribe to at least one topic".into(),
+            ));
+        }
+        let mut topics: Vec<String> = topics.iter().map(|t| (*t).to_owned()).collect();
+        topics.sort();
+        topics.dedup();
+        self.subscription = topics;
+        if let Some(g) = &self.group {
+            g.shared.rejoin_needed.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Reads exactly `partitions`, outside any group membership (commits, when a
+    /// `group.id` is set, are made as a non-member, as Kafka's `assign` does).
+    pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        if !self.subscription.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "assign and subscribe cannot be mixed on one consumer".into(),
+            ));
+        }
+        let wanted: BTreeSet<&TopicPartition> = partitions.iter().collect();
+        self.assigned.retain(|tp, _| wanted.contains(tp));
+        for tp in partitions {
+            self.assigned.entry(tp.clone()).or_default();
+        }
+        self.paused.retain(|tp| wanted.contains(tp));
+        Ok(())
+    }
+
+    /// The partitions currently assigned.
+    pub fn assignment(&self) -> Vec<TopicPartition> {
+        self.assigned.keys().cloned().collect()
+    }
+
+    /// This member's generation and member id in its group (`None` before it joined).
+    pub fn generation(&self) -> Option<(i32, &str)> {
+        self.group
+            .as_ref()
+            .filter(|g| g.generation >= 0)
+            .map(|g| (g.generation, g.member_id.as_str()))
+    }
+
+    /// Longest rebalance this member measured (join, sync and loading committed
+    /// offsets): with `session.timeout.ms`, what sizes the sink's dedup window.
+    pub fn measured_rebalance_time(&self) -> Duration {
+        self.rebalance_time
+    }
+
+    /// Up to `max.poll.records` records, waiting at most `timeout` for some to arrive.
+    /// Joins or rejoins the group when needed and auto-commits when due.
+    pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
+        let started = Instant::now();
+        self.storm.on_poll(
+            started,
+            self.config.max_poll_records,
+            self.config.max_poll_interval,
+        );
+        let deadline = started + timeout;
+        let records = loop {
+            if let Some(g) = &self.group {
+                g.shared.polled();
+            }
+            self.ensure_group(deadline).await?;
+            self.maybe_auto_commit().await;
+            self.resolve_positions().await?;
+            let records = self.drain();
+            let now = Instant::now();
+            if !records.is_empty() || now >= deadline {
+                break records;
+            }
+            let wait = (deadline - now).min(self.config.fetch.max_wait);
+            self.fetch_once(wait).await?;
+        };
+        self.storm.on_return(Instant::now(), records.len());
+        Ok(records)
+    }
+
+    /// Takes up to `max.poll.records` buffered records, partition by partition in turn.
+    fn drain(&mut self) -> Vec<ConsumerRecord> {
+        let limit = self.config.max_poll_records;
+        let mut out = Vec::new();
+        let count = self.assigned.len();
+        let start = self.drain_from % count.max(1);
+        let order: Vec<TopicPartition> = self
+            .assigned
+            .keys()
+            .cycle()
+            .skip(start)
+            .take(count)
+            .cloned()
+            .collect();
+        for (i, tp) in order.iter().enumerate() {
+            if out.len() >= limit {
+                self.drain_from = start + i;
+                break;
+            }
+            if self.paused.contains(tp) {
+                continue;
+            }
+            let Some(state) = self.assigned.get_mut(tp) else {
+                continue;
+            };
+            while out.len() < limit {
+                let Some(record) = state.buffered.pop_front() else {
+                    break;
+                };
+                state.position = Some(record.offset + 1);
+                out.push(ConsumerRecord {
+                    topic: tp.0.clone(),
+                    record,
+                });
+            }
+            if state.buffered.is_empty() {
+                // Control batches and aborted records advance the position too.
+                state.position = Some(state.fetch_offset);
+            }
+        }
+        if out.len() < limit {
+            self.drain_from = start + 1;
+        }
+        out
+    }
+
+    /// One fetch of every assigned, unpaused partition whose buffer is empty.
+    async fn fetch_once(&mut self, wait: Duration) -> Result<()> {
+        let positions: Vec<(TopicPartition, i64)> = self
+            .assigned
+            .iter()
+            .filter(|(tp, s)| {
+                !self.paused.contains(*tp) && s.buffered.is_empty() && s.position.is_some()
+            })
+            .map(|(tp, s)| (tp.clone(), s.fetch_offset))
+            .collect();
+        if positions.is_empty() {
+            tokio::time::sleep(wait.min(Duration::from_millis(100))).await;
+            return Ok(());
+        }
+        let mut options = self.config.fetch.clone();
+        options.max_wait = wait;
+        let fetched = fetcher::fetch_round(
+            &mut self.client,
+            &positions,
+            &options,
+            self.config.isolation_level,
+        )
+        .await?;
+        let mut leaderless = false;
+        for p in fetched {
+            match p.error {
+                None => {}
+                Some(kafka_protocol::ResponseError::OffsetOutOfRange) => {
+                    let offset = self.reset_offset(&p.tp).await?;
+                    tracing::warn!(topic = %p.tp.0, partition = p.tp.1, from = p.fetch_offset,
+                        to = offset, "fetch offset out of range; reset by auto.offset.reset");
+                    if let Some(state) = self.assigned.get_mut(&p.tp) {
+                        state.position = Some(offset);
+                        state.fetch_offset = offset;
+                    }
+                    continue;
+                }
+                Some(e) if crate::client::is_leadership_error(e) => {
+                    leaderless = true;
+                    continue;
+                }
+                Some(error) => {
+                    return Err(ClientError::Broker {
+                        context: format!("fetch {}-{}", p.tp.0, p.tp.1),
+                        error,
+                        message: None,
+                    })
+                }
+            }
+            let Some(state) = self.assigned.get_mut(&p.tp) else {
+                continue;
+            };
+            if state.fetch_offset != p.fetch_offset {
+                continue;
+            }
+            state.high_watermark = p.high_watermark;
+            state.last_stable_offset = p.last_stable_offset;
+            state.fetch_offset = p.next_offset;
+            state.buffered.extend(p.records);
+        }
+        if leaderless {
+            tokio::time::sleep(self.client.config().retry_backoff).await;
+        }
+        Ok(())
+    }
+}

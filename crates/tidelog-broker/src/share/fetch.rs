@@ -22,6 +22,11 @@ use super::{group_share_config, AutoOffsetReset, ShareEntry, ShareKey};
 use crate::context::Ctx;
 use crate::replica::{Partition, Role};
 
+/// How often, and how far apart, a share partition's start asks a share coordinator
+/// that is loading or moving (3 s in all, within a fetch's usual wait).
+const STATE_READ_ATTEMPTS: usize = 15;
+const STATE_READ_BACKOFF: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// One acknowledgement batch as the wire carries it (ShareFetch and ShareAcknowledge
 /// have the same fields in two types).
 pub(crate) struct AckBatch {
@@ -74,10 +79,25 @@ async fn share_partition(
         entry.lock().set_limits(config.limits);
         return Ok((p, entry));
     }
-    let stored = match ctx.share_state.ensure_topic(ctx).await {
-        Ok(()) => ctx.share_state.read(key.clone(), epoch).await,
-        Err(e) => Err(e),
-    };
+    // A share partition's start waits (bounded) for a share coordinator that is still
+    // loading or moving, as Kafka's waits for its persister, rather than failing the
+    // fetch: librdkafka's ShareConsumer surfaces such a partition error to the app.
+    let mut stored = Err(ShareStateError::Unreachable {
+        node: -1,
+        why: "not asked".into(),
+    });
+    for _ in 0..STATE_READ_ATTEMPTS {
+        stored = match ctx.share_state.ensure_topic(ctx).await {
+            Ok(()) => ctx.share_state.read(key.clone(), epoch).await,
+            Err(e) => Err(e),
+        };
+        match &stored {
+            Err(e) if state_error(e) == ResponseError::LeaderNotAvailable => {
+                tokio::time::sleep(STATE_READ_BACKOFF).await;
+            }
+            _ => break,
+        }
+    }
     let stored = match stored {
         Ok(s) => s,
         Err(e) => {
@@ -124,12 +144,22 @@ async fn share_partition(
     Ok((p, entry))
 }
 
-/// What a share fetch answers when the state cannot be read or written: a leader a
-/// newer one has fenced is no longer the leader, as far as the client is concerned.
+/// What a share fetch answers when the state cannot be read or written, as Kafka's
+/// share partition maps its persister's errors: a coordinator that is loading, moving
+/// or missing is LEADER_NOT_AVAILABLE (retriable: clients fetch again), a leader a newer
+/// one has fenced is NOT_LEADER_OR_FOLLOWER.
 fn state_error(e: &ShareStateError) -> ResponseError {
-    match e {
-        ShareStateError::FencedLeaderEpoch(_) => ResponseError::NotLeaderOrFollower,
-        e => ResponseError::try_from_code(e.code()).unwrap_or(ResponseError::UnknownServerError),
+    if let ShareStateError::FencedLeaderEpoch(_) = e {
+        return ResponseError::NotLeaderOrFollower;
+    }
+    match ResponseError::try_from_code(e.code()) {
+        Some(
+            ResponseError::CoordinatorNotAvailable
+            | ResponseError::CoordinatorLoadInProgress
+            | ResponseError::NotCoordinator,
+        ) => ResponseError::LeaderNotAvailable,
+        Some(other) => other,
+        None => ResponseError::UnknownServerError,
     }
 }
 

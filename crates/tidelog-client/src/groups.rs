@@ -23,11 +23,8 @@ use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
 use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
 use kafka_protocol::messages::find_coordinator_request::FindCoordinatorRequest;
 use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
-use kafka_protocol::messages::{GroupId, TopicName};
+use kafka_protocol::messages::GroupId;
 use kafka_protocol::protocol::StrBytes;
 
 pub use lag::{LagWindow, PartitionLag};
@@ -220,45 +217,12 @@ impl Client {
         group: &str,
         offsets: &[(String, i32, i64)],
     ) -> Result<()> {
-        let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
-        for (topic, partition, offset) in offsets {
-            by_topic.entry(topic).or_default().push(
-                OffsetCommitRequestPartition::default()
-                    .with_partition_index(*partition)
-                    .with_committed_offset(*offset)
-                    .with_committed_leader_epoch(-1)
-                    .with_committed_metadata(Some(text(""))),
-            );
-        }
-        let request = OffsetCommitRequest::default()
-            .with_group_id(GroupId(text(group)))
-            .with_generation_id_or_member_epoch(-1)
-            .with_member_id(text(""))
-            .with_retention_time_ms(-1)
-            .with_topics(
-                by_topic
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        OffsetCommitRequestTopic::default()
-                            .with_name(TopicName(text(t)))
-                            .with_partitions(ps)
-                    })
-                    .collect(),
-            );
+        let offsets: Vec<_> = offsets
+            .iter()
+            .map(|(topic, partition, offset)| ((topic.clone(), *partition), *offset))
+            .collect();
         let mut conn = self.coordinator(group).await?;
-        let response = conn.call(&request, 7).await?;
-        for t in response.topics {
-            for p in t.partitions {
-                ClientError::check(p.error_code, None, || {
-                    format!(
-                        "commit {}-{} for group {group}",
-                        t.name.0.as_str(),
-                        p.partition_index
-                    )
-                })?;
-            }
-        }
-        Ok(())
+        crate::consumer::coordinator::commit(&mut conn, group, "", -1, &offsets).await
     }
 
     /// Deletes a group without members, with its committed offsets.

@@ -3,7 +3,7 @@
 //! old topic's records, while directories of an earlier release (no file) are adopted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! the same partitions, and asynchronous commits.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

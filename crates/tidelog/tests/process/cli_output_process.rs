@@ -4,7 +4,7 @@
 //! page are generated.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::cli_run::tidelog;

@@ -5,7 +5,7 @@
 //! both; each ends at the log end (past both markers).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

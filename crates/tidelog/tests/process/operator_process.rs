@@ -3,7 +3,7 @@
 //! text writes them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};

@@ -3,7 +3,7 @@
 //! about themselves when brokers stop and the quorum is lost.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::os::unix::process::CommandExt;

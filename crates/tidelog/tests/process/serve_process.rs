@@ -1,7 +1,7 @@
 //! Process tests of `tidelog serve`: real binary, real sockets, real disk.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

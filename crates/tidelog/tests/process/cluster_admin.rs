@@ -3,7 +3,7 @@
 //! add-broker`, on a cluster of one and on three `--quorum` nodes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! comes back, byte for byte, from the new leader.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::future::Future;
 use std::net::SocketAddr;

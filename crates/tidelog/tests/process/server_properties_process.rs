@@ -3,7 +3,7 @@
 //! and the settings tidelog cannot honour stopping start-up with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};

@@ -4,10 +4,10 @@
 //! exactly once, and the restart sees the redelivered ones as duplicates.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../tidelog-client/examples/payments.rs"]
+#[path = "../../../tidelog-client/examples/payments.rs"]
 mod payments;
 
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! docs/operations.md.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

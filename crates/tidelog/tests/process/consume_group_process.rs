@@ -3,7 +3,7 @@
 //! printed, and leaves, so the next member goes on where it stopped.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use support::cli_run::tidelog;
 use support::Node;

@@ -3,7 +3,7 @@
 //! placed across the brokers, and metadata changes need a majority of the voters.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! time (lag / consumed rate).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! seek-to-time lands on the right record, and pause stops only the paused partition.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};

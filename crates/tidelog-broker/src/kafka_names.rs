@@ -163,10 +163,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
         Ignored(PURGATORY),
     ),
     (
-        "group.consumer.migration.policy",
-        Ignored(CONSUMER_PROTOCOL),
-    ),
-    (
         "group.consumer.regex.refresh.interval.ms",
         Ignored(CONSUMER_PROTOCOL),
     ),

@@ -91,6 +91,9 @@ pub(crate) fn check(name: &str, value: &str) -> Result<(), String> {
     if name == settings::AUTHORIZER_CLASS_NAME.name {
         return crate::auth::check_authorizer_class(value);
     }
+    if name == settings::GROUP_CONSUMER_MIGRATION_POLICY.name {
+        return crate::group::migration_policy_allows_upgrade(value).map(|_| ());
+    }
     if let Some(topic) = topic_config::topic_default_for_broker_key(name) {
         return topic_config::validate(topic, value).map_err(|e| match e {
             tidelog_controller::TopicError::InvalidConfig(why) => why,

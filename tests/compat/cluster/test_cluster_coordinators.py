@@ -5,7 +5,9 @@ with the committed state intact.
 
 - A group of two members consumes a topic, committing as it goes; the group
   coordinator's broker dies; every record is still consumed, committed offsets never go
-  back, and the group ends with everything committed.
+  back, and the group ends with everything committed. Once with the classic protocol,
+  once with KIP-848's (`group.protocol=consumer`): the new coordinator must also load
+  the consumer group's members and epochs from the log.
 - A consume-transform-produce copier (transactions with send_offsets_to_transaction)
   runs while the transaction coordinator's broker dies; the copier is restarted if it
   gives up; read_committed output equals the input exactly once, per partition, in order.
@@ -22,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import cluster_wire
@@ -74,11 +77,21 @@ def committed(cluster, group, topic, tolerate_errors=False, partitions=PARTITION
         c.close()
 
 
-def group_member(cluster, group, topic, name):
+# The consumer protocol's timings are the broker's: short ones, within bounds lowered to allow them.
+KIP848_SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": "500",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.min.session.timeout.ms": "1000",
+    "group.consumer.min.heartbeat.interval.ms": "100",
+}
+
+
+def group_member(cluster, group, topic, name, protocol="classic"):
+    timings = ({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500} if protocol == "classic"
+               else {"group.protocol": "consumer"})
     c = Consumer({
         "bootstrap.servers": cluster.bootstrap, "group.id": group, "client.id": name,
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+        "enable.auto.commit": False, "auto.offset.reset": "earliest", **timings,
     }, logger=client_logger(name))
     c.subscribe([topic])
     return c
@@ -111,7 +124,9 @@ def commit_and_note(member, acknowledged):
             acknowledged[tp.partition] = max(acknowledged.get(tp.partition, -1), tp.offset)
 
 
-def test_group_consumes_everything_with_the_coordinators_broker_killed(cluster):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_consumes_everything_with_the_coordinators_broker_killed(cluster_factory, protocol):
+    cluster = cluster_factory(settings=KIP848_SETTINGS if protocol == "consumer" else None)
     topic = create_topic(cluster, unique("grp"), PARTITIONS, 3, {"min.insync.replicas": "2"})
     acked = fill(cluster, topic, 20_000)
     expected = {(p, o) for p, o, _ in acked.values()}
@@ -119,7 +134,7 @@ def test_group_consumes_everything_with_the_coordinators_broker_killed(cluster):
     group = unique("g")
     seen = set()
     acknowledged = {}
-    members = [group_member(cluster, group, topic, f"m{i}") for i in range(2)]
+    members = [group_member(cluster, group, topic, f"m{i}", protocol) for i in range(2)]
     killed = None
     try:
         deadline = time.monotonic() + 150

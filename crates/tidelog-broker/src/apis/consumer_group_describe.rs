@@ -92,8 +92,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                                 )
                                 .with_assignment(assignment(&m.current.assigned, &topics))
                                 .with_target_assignment(assignment(&m.target, &topics))
-                                // 1: a member of the consumer protocol (0: classic).
-                                .with_member_type(1)
+                                // 0: a classic member (JoinGroup), 1: the consumer protocol.
+                                .with_member_type(if m.metadata.classic.is_some() { 0 } else { 1 })
                         })
                         .collect(),
                 ),

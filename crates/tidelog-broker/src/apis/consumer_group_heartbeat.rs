@@ -65,6 +65,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         owned,
         client_id: req.client_id(),
         client_host: format!("/{}", req.peer.ip()),
+        classic: None,
     };
     let response = match ctx.groups.consumer_heartbeat(heartbeat).await {
         Ok(r) => r,

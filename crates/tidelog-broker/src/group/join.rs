@@ -12,6 +12,8 @@ use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::consumer::offsets::consumer_group_tombstones;
+use super::consumer::TopicsView;
 use super::rebalance::{check_member, current_outcome, maybe_complete_join, millis, Waiting};
 use super::records::GroupRecord;
 use super::shard::GroupShard;
@@ -40,7 +42,7 @@ pub(crate) struct JoinRequest {
 pub(super) const MAX_NAME_BYTES: u16 = 32_767;
 
 /// `client_id-uuid`, as Kafka forms member ids, with the client id cut to 200 bytes.
-fn new_member_id(client_id: &str) -> String {
+pub(crate) fn new_member_id(client_id: &str) -> String {
     let mut end = client_id.len().min(200);
     while !client_id.is_char_boundary(end) {
         end -= 1;
@@ -48,7 +50,7 @@ fn new_member_id(client_id: &str) -> String {
     format!("{}-{}", &client_id[..end], Uuid::new_v4())
 }
 
-fn join_error(error: ResponseError, member_id: &str) -> Waiting<JoinOutcome> {
+pub(crate) fn join_error(error: ResponseError, member_id: &str) -> Waiting<JoinOutcome> {
     Waiting::Now(JoinOutcome {
         error: error.code(),
         generation: -1,
@@ -63,6 +65,7 @@ impl GroupShard {
     pub(crate) fn join(
         &mut self,
         req: JoinRequest,
+        topics: &TopicsView,
         now: Now,
     ) -> Outcome<Self, Waiting<JoinOutcome>> {
         let config = std::sync::Arc::clone(&self.config);
@@ -88,8 +91,17 @@ impl GroupShard {
         {
             return Outcome::answer(join_error(ResponseError::InvalidRequest, ""));
         }
+        let mut records = Vec::new();
+        if let Some(consumer) = self.consumer_groups.get(&req.group_id) {
+            if !consumer.members.is_empty() {
+                return self.classic_join(req, topics, now);
+            }
+            // An empty consumer group gives way to a classic one; its offsets stay.
+            records.extend(consumer_group_tombstones(&req.group_id));
+        }
         let (reply, record) = self.join_locked(req, now);
-        Outcome::records(record.into_iter().collect(), reply)
+        records.extend(record);
+        Outcome::records(records, reply)
     }
 
     pub(super) fn join_locked(

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use tokio::sync::oneshot;
 
+use super::consumer::TopicsView;
 use super::rebalance::{check_member, maybe_complete_join, millis, Waiting};
 use super::shard::GroupShard;
 use super::state::{Group, GroupState, SyncOutcome};
@@ -46,8 +47,12 @@ impl GroupShard {
     pub(crate) fn sync(
         &mut self,
         req: SyncRequest,
+        topics: &TopicsView,
         now: Now,
     ) -> Outcome<Self, Waiting<SyncOutcome>> {
+        if self.consumer_groups.contains_key(&req.group_id) {
+            return Outcome::answer(Waiting::Now(self.classic_sync(&req, topics, now)));
+        }
         let SyncRequest {
             group_id,
             member_id,
@@ -170,6 +175,9 @@ impl GroupShard {
         generation: i32,
         now: Now,
     ) -> i16 {
+        if self.consumer_groups.contains_key(group_id) {
+            return self.classic_heartbeat(group_id, member_id, instance_id, generation, now);
+        }
         let Some(group) = self.groups.map.get_mut(group_id) else {
             return ResponseError::UnknownMemberId.code();
         };
@@ -195,8 +203,12 @@ impl GroupShard {
         &mut self,
         group_id: &str,
         leaving: Vec<(String, Option<String>)>,
+        topics: &TopicsView,
         now: Now,
     ) -> Outcome<Self, Vec<LeaveResult>> {
+        if self.consumer_groups.contains_key(group_id) {
+            return self.classic_leave(group_id, leaving, topics, now);
+        }
         let config = std::sync::Arc::clone(&self.config);
         let Some(group) = self.groups.map.get_mut(group_id) else {
             let results = leaving

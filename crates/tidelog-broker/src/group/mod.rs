@@ -86,6 +86,8 @@ pub(crate) struct GroupConfig {
     /// Server-side assignors by their short names, the default first.
     pub(crate) consumer_assignors: Vec<String>,
     pub(crate) consumer_max_size: usize,
+    /// `group.consumer.migration.policy` lets a classic group become a consumer group.
+    pub(crate) consumer_upgrade: bool,
     pub(crate) share_max_size: usize,
 }
 
@@ -107,6 +109,16 @@ fn assignor_names(setting: &str) -> Vec<String> {
         names.push(consumer::assignor::UNIFORM.to_string());
     }
     names
+}
+
+/// Whether Kafka's `group.consumer.migration.policy` value lets a classic group upgrade
+/// (Kafka reads it case-insensitively); an error names the values it takes.
+pub(crate) fn migration_policy_allows_upgrade(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "bidirectional" | "upgrade" => Ok(true),
+        "downgrade" | "disabled" => Ok(false),
+        _ => Err("expected one of disabled, downgrade, upgrade, bidirectional".into()),
+    }
 }
 
 impl GroupConfig {
@@ -132,6 +144,10 @@ impl GroupConfig {
             consumer_stats: Arc::default(),
             consumer_assignors: assignor_names(&config.get(settings::GROUP_CONSUMER_ASSIGNORS)),
             consumer_max_size: config.count(settings::GROUP_CONSUMER_MAX_SIZE),
+            consumer_upgrade: migration_policy_allows_upgrade(
+                &config.get(settings::GROUP_CONSUMER_MIGRATION_POLICY),
+            )
+            .unwrap_or(true),
             share_max_size: config.count(settings::GROUP_SHARE_MAX_SIZE),
         }
     }
@@ -163,6 +179,7 @@ pub(crate) fn test_config() -> GroupConfig {
         consumer_stats: Arc::default(),
         consumer_assignors: vec!["uniform".into(), "range".into()],
         consumer_max_size: 4,
+        consumer_upgrade: true,
         share_max_size: 4,
     }
 }
@@ -286,17 +303,19 @@ impl GroupCoordinator {
 
     pub(crate) async fn join(&self, req: JoinRequest) -> Result<Waiting<JoinOutcome>, GroupError> {
         let partition = self.partition_of(&req.group_id)?;
+        let topics = self.topics_view();
         Ok(self
             .runtime
-            .write(partition, move |shard, now| shard.join(req, now))
+            .write(partition, move |shard, now| shard.join(req, &topics, now))
             .await?)
     }
 
     pub(crate) async fn sync(&self, req: SyncRequest) -> Result<Waiting<SyncOutcome>, GroupError> {
         let partition = self.partition_of(&req.group_id)?;
+        let topics = self.topics_view();
         Ok(self
             .runtime
-            .write(partition, move |shard, now| shard.sync(req, now))
+            .write(partition, move |shard, now| shard.sync(req, &topics, now))
             .await?)
     }
 
@@ -388,10 +407,11 @@ impl GroupCoordinator {
         leaving: Vec<(String, Option<String>)>,
     ) -> Result<Vec<LeaveResult>, GroupError> {
         let partition = self.partition_of(&group)?;
+        let topics = self.topics_view();
         Ok(self
             .runtime
             .write(partition, move |shard, now| {
-                shard.leave(&group, leaving, now)
+                shard.leave(&group, leaving, &topics, now)
             })
             .await?)
     }

@@ -267,12 +267,14 @@ impl Shard for GroupShard {
                     // A tombstone of a group already gone (compaction keeps them a while).
                     return;
                 }
-                // An empty classic entry (one made for offsets) gives way.
-                if self
-                    .groups
-                    .map
-                    .get(&id)
-                    .is_some_and(|g| g.members.is_empty() && g.pending.is_empty())
+                // An empty classic entry (one made for offsets) gives way to a group
+                // being written; a tombstone leaves a classic group taking over alone.
+                if value.is_some()
+                    && self
+                        .groups
+                        .map
+                        .get(&id)
+                        .is_some_and(|g| g.members.is_empty() && g.pending.is_empty())
                 {
                     self.groups.map.remove(&id);
                 }

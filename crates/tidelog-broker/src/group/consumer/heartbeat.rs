@@ -16,8 +16,8 @@ use super::reconcile::reconcile;
 pub(crate) use super::topics::group_assignor;
 use super::topics::{compile_regex, group_topics, member_topics};
 use super::{
-    Assignment, ConsumerGroup, ConsumerKey, ConsumerMember, ConsumerValue, CurrentAssignment,
-    TopicsView, STATIC_LEFT_EPOCH,
+    Assignment, ClassicProtocols, ConsumerGroup, ConsumerKey, ConsumerMember, ConsumerValue,
+    CurrentAssignment, TopicsView, STATIC_LEFT_EPOCH,
 };
 use crate::coordinator::{Now, Outcome};
 use crate::group::records::{GroupRecord, RecordKey, RecordValue};
@@ -39,6 +39,8 @@ pub(crate) struct HeartbeatRequest {
     pub(crate) owned: Option<Assignment>,
     pub(crate) client_id: String,
     pub(crate) client_host: String,
+    /// A classic member's JoinGroup (see `classic`), else None.
+    pub(crate) classic: Option<ClassicProtocols>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -190,6 +192,12 @@ impl GroupShard {
         let member_id = req.member_id.clone();
         match self.heartbeat_records(req, topics, now) {
             Ok((records, response)) => {
+                if self.consumer_groups.get(&response.1).is_none() {
+                    // An upgraded classic group: whoever waits on it rejoins.
+                    if let Some(classic) = self.groups.map.remove(&response.1) {
+                        super::classic::fail_waiters(classic);
+                    }
+                }
                 if let Some(m) = self
                     .consumer_groups
                     .get_mut(&response.1)
@@ -222,10 +230,18 @@ impl GroupShard {
             }
             if let Some(classic) = self.groups.map.get(&req.group_id) {
                 if !classic.members.is_empty() || !classic.pending.is_empty() {
-                    return Err(Refused(
-                        ResponseError::GroupIdNotFound,
-                        format!("Group {} is not a consumer group.", req.group_id),
-                    ));
+                    // A classic group with members moves to this protocol when its
+                    // first consumer-protocol member joins (KIP-848's online upgrade).
+                    let upgraded = (req.member_epoch == 0)
+                        .then(|| super::classic::upgrade(classic, topics, config, now.at))
+                        .flatten();
+                    let Some((group, records)) = upgraded else {
+                        return Err(Refused(
+                            ResponseError::GroupIdNotFound,
+                            format!("Group {} is not a consumer group.", req.group_id),
+                        ));
+                    };
+                    return self.step(req, topics, now, Some(group), records);
                 }
                 if classic.stored {
                     // An empty classic group becomes a consumer group: its offsets stay.
@@ -247,9 +263,21 @@ impl GroupShard {
                 ));
             }
         }
-        let mut group = existing
-            .cloned()
-            .unwrap_or_else(|| ConsumerGroup::new(req.group_id.clone()));
+        self.step(req, topics, now, existing.cloned(), records)
+    }
+
+    /// The heartbeat's step on `group` (None: a new one), after `records`.
+    fn step(
+        &self,
+        req: HeartbeatRequest,
+        topics: &TopicsView,
+        now: Now,
+        group: Option<ConsumerGroup>,
+        records: Vec<GroupRecord>,
+    ) -> Result<(Vec<GroupRecord>, (HeartbeatResponse, String)), Refused> {
+        let config = &self.config;
+        let existing = self.consumer_groups.get(&req.group_id);
+        let mut group = group.unwrap_or_else(|| ConsumerGroup::new(req.group_id.clone()));
         let mut w = Writer {
             group: &mut group,
             records,
@@ -268,7 +296,7 @@ impl GroupShard {
     }
 }
 
-fn join_or_heartbeat(
+pub(super) fn join_or_heartbeat(
     w: &mut Writer<'_>,
     req: &HeartbeatRequest,
     topics: &TopicsView,
@@ -292,7 +320,9 @@ fn join_or_heartbeat(
         match by_instance {
             Some(old) if old != member_id => {
                 let old_member = &w.group.members[&old];
-                if old_member.current.member_epoch != STATIC_LEFT_EPOCH {
+                // A classic static member takes its instance over at once, as in a
+                // classic group; a consumer-protocol one only once it was released.
+                if old_member.current.member_epoch != STATIC_LEFT_EPOCH && req.classic.is_none() {
                     return Err(Refused(
                         ResponseError::UnreleasedInstanceId,
                         format!(
@@ -373,6 +403,9 @@ fn join_or_heartbeat(
     }
     if let Some(a) = &req.server_assignor {
         meta.server_assignor = Some(a.clone()).filter(|a| !a.is_empty());
+    }
+    if req.classic.is_some() || req.member_epoch == 0 {
+        meta.classic = req.classic.clone();
     }
     let subscription_changed = is_new
         || meta.subscribed_topic_names != old_meta.subscribed_topic_names

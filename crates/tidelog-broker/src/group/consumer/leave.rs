@@ -16,14 +16,18 @@ impl GroupShard {
     pub(crate) fn expire_consumer_members(&self, now: Now) -> Vec<GroupRecord> {
         let mut records = Vec::new();
         for g in self.consumer_groups.values() {
-            let session = std::time::Duration::from_millis(
-                u64::try_from(self.config.group_configs.consumer_session_timeout_ms(&g.id))
-                    .unwrap_or(0),
-            );
+            let group_session = self.config.group_configs.consumer_session_timeout_ms(&g.id);
             let expired: Vec<String> = g
                 .members
                 .values()
                 .filter(|m| {
+                    // A classic member's session is its own JoinGroup's.
+                    let ms = m
+                        .metadata
+                        .classic
+                        .as_ref()
+                        .map_or(group_session, |c| i64::from(c.session_timeout_ms));
+                    let session = std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
                     now.at.saturating_duration_since(m.last_heartbeat) > session
                         || m.revoke_by.is_some_and(|by| now.at > by)
                 })

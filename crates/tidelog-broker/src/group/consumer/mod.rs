@@ -12,6 +12,9 @@
 //! coordinator gives every member a full session from the moment it loads.
 
 pub(crate) mod assignor;
+pub(crate) mod classic;
+#[cfg(test)]
+mod classic_tests;
 pub(crate) mod describe;
 pub(crate) mod heartbeat;
 mod leave;
@@ -65,6 +68,23 @@ pub(crate) struct MemberMetadata {
     pub(crate) subscribed_topic_regex: Option<String>,
     pub(crate) rebalance_timeout_ms: i32,
     pub(crate) server_assignor: Option<String>,
+    /// Set for a member of the classic protocol (JoinGroup, SyncGroup, Heartbeat).
+    pub(crate) classic: Option<ClassicProtocols>,
+}
+
+/// What a classic member joined with (Kafka's `ClassicMemberMetadata`): its session
+/// timeout, and its protocols (name, embedded subscription) in its order of preference.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ClassicProtocols {
+    pub(crate) session_timeout_ms: i32,
+    pub(crate) protocols: Vec<(String, bytes::Bytes)>,
+}
+
+impl ClassicProtocols {
+    /// The protocol a classic member is told it joined with: its first.
+    pub(crate) fn chosen(&self) -> &str {
+        self.protocols.first().map_or("", |(name, _)| name.as_str())
+    }
 }
 
 /// A member's place in the reconciliation (Kafka's current member assignment value).

@@ -9,14 +9,15 @@
 //! Values are `i16 version=0` then a flexible struct: compact strings and arrays
 //! (unsigned varint length + 1, 0 = null), 16-byte uuids, and a tagged-field section
 //! at the end of every struct (we write tag 0 of the group metadata, its metadata hash,
-//! and skip every tag we do not know when reading).
+//! and tag 0 of a classic member's metadata, its `ClassicMemberMetadata`; we skip every
+//! tag we do not know when reading).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{BufMut, BytesMut};
 use uuid::Uuid;
 
-use super::{Assignment, CurrentAssignment, MemberMetadata, MemberState};
+use super::{Assignment, ClassicProtocols, CurrentAssignment, MemberMetadata, MemberState};
 use crate::group::records::{put_string, FormatError, Reader};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +136,17 @@ pub(crate) fn encode_value(value: &ConsumerValue, buf: &mut BytesMut) {
             put_compact_nullable(buf, m.subscribed_topic_regex.as_deref());
             buf.put_i32(m.rebalance_timeout_ms);
             put_compact_nullable(buf, m.server_assignor.as_deref());
-            put_varint(buf, 0);
+            match &m.classic {
+                None => put_varint(buf, 0),
+                Some(classic) => {
+                    let mut field = BytesMut::new();
+                    put_classic(&mut field, classic);
+                    put_varint(buf, 1);
+                    put_varint(buf, 0);
+                    put_varint(buf, field.len() as u64);
+                    buf.put_slice(&field);
+                }
+            }
         }
         ConsumerValue::TargetMetadata { assignment_epoch } => {
             buf.put_i32(*assignment_epoch);
@@ -195,7 +206,19 @@ pub(crate) fn decode_value(key: &ConsumerKey, bytes: &[u8]) -> Result<ConsumerVa
             let subscribed_topic_regex = r.compact_nullable()?;
             let rebalance_timeout_ms = r.i32()?;
             let server_assignor = r.compact_nullable()?;
-            r.tagged(|_, _| {})?;
+            let mut classic = None;
+            let mut malformed = None;
+            r.tagged(|tag, data| {
+                if tag == 0 {
+                    match Reader(data).classic() {
+                        Ok(c) => classic = c,
+                        Err(e) => malformed = Some(e),
+                    }
+                }
+            })?;
+            if let Some(e) = malformed {
+                return Err(e);
+            }
             ConsumerValue::Member(MemberMetadata {
                 instance_id,
                 rack_id,
@@ -205,6 +228,7 @@ pub(crate) fn decode_value(key: &ConsumerKey, bytes: &[u8]) -> Result<ConsumerVa
                 subscribed_topic_regex,
                 rebalance_timeout_ms,
                 server_assignor,
+                classic,
             })
         }
         ConsumerKey::TargetMetadata { .. } => {
@@ -253,6 +277,21 @@ fn put_compact_nullable(buf: &mut BytesMut, s: Option<&str>) {
         Some(s) => put_compact(buf, s),
         None => put_varint(buf, 0),
     }
+}
+
+/// A nullable struct: a presence byte (1), the session timeout, `[]ClassicProtocol`
+/// (compact name, compact bytes, tags) and the struct's own tags.
+fn put_classic(buf: &mut BytesMut, c: &ClassicProtocols) {
+    buf.put_i8(1);
+    buf.put_i32(c.session_timeout_ms);
+    put_varint(buf, c.protocols.len() as u64 + 1);
+    for (name, metadata) in &c.protocols {
+        put_compact(buf, name);
+        put_varint(buf, metadata.len() as u64 + 1);
+        buf.put_slice(metadata);
+        put_varint(buf, 0);
+    }
+    put_varint(buf, 0);
 }
 
 /// `[]TopicPartitions`: topic id, partitions, and an empty tagged section per topic.
@@ -324,6 +363,27 @@ impl Reader<'_> {
         Ok(())
     }
 
+    fn classic(&mut self) -> Result<Option<ClassicProtocols>, FormatError> {
+        if self.take(1)?[0] as i8 == -1 {
+            return Ok(None);
+        }
+        let session_timeout_ms = self.i32()?;
+        let count = self.array_len()?;
+        let mut protocols = Vec::with_capacity(count.min(self.0.len()));
+        for _ in 0..count {
+            let name = self.compact()?;
+            let len = self.compact_len()?.ok_or(FormatError::NegativeLength)?;
+            let metadata = bytes::Bytes::copy_from_slice(self.take(len)?);
+            self.tagged(|_, _| {})?;
+            protocols.push((name, metadata));
+        }
+        self.tagged(|_, _| {})?;
+        Ok(Some(ClassicProtocols {
+            session_timeout_ms,
+            protocols,
+        }))
+    }
+
     fn assignment(&mut self) -> Result<Assignment, FormatError> {
         let topics = self.array_len()?;
         let mut out: Assignment = BTreeMap::new();
@@ -385,6 +445,27 @@ mod tests {
                 subscribed_topic_regex: Some("t.*".into()),
                 rebalance_timeout_ms: 300_000,
                 server_assignor: Some("uniform".into()),
+                classic: None,
+            }),
+        );
+        roundtrip(
+            ConsumerKey::Member {
+                group: group.clone(),
+                member: member.clone(),
+            },
+            ConsumerValue::Member(MemberMetadata {
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                subscribed_topic_names: vec!["a".into()],
+                rebalance_timeout_ms: 60_000,
+                classic: Some(ClassicProtocols {
+                    session_timeout_ms: 45_000,
+                    protocols: vec![
+                        ("range".into(), bytes::Bytes::from_static(&[0, 1, 2])),
+                        ("roundrobin".into(), bytes::Bytes::new()),
+                    ],
+                }),
+                ..MemberMetadata::default()
             }),
         );
         roundtrip(
@@ -419,6 +500,7 @@ mod tests {
                 subscribed_topic_regex: None,
                 rebalance_timeout_ms: 1,
                 server_assignor: None,
+                classic: None,
             }),
             &mut v,
         );

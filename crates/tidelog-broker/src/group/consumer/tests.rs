@@ -14,7 +14,7 @@ use crate::coordinator::{Now, Outcome, Shard, Write};
 use crate::group::records::GroupRecord;
 use crate::group::shard::{GroupShard, PublishedGroups};
 
-const TOPIC: Uuid = Uuid::from_u128(42);
+pub(super) const TOPIC: Uuid = Uuid::from_u128(42);
 
 fn shard() -> GroupShard {
     GroupShard::new(
@@ -23,21 +23,21 @@ fn shard() -> GroupShard {
     )
 }
 
-fn topics(partitions: i32) -> TopicsView {
+pub(super) fn topics(partitions: i32) -> TopicsView {
     let mut view = TopicsView::default();
     view.insert("t", TOPIC, partitions);
     view
 }
 
-struct Driver {
-    shard: GroupShard,
+pub(super) struct Driver {
+    pub(super) shard: GroupShard,
     offset: i64,
-    log: Vec<GroupRecord>,
+    pub(super) log: Vec<GroupRecord>,
     start: Instant,
 }
 
 impl Driver {
-    fn new() -> Driver {
+    pub(super) fn new() -> Driver {
         Driver {
             shard: shard(),
             offset: 0,
@@ -46,14 +46,14 @@ impl Driver {
         }
     }
 
-    fn now(&self, ms: u64) -> Now {
+    pub(super) fn now(&self, ms: u64) -> Now {
         Now {
             at: self.start + Duration::from_millis(ms),
             ms: ms as i64,
         }
     }
 
-    fn apply<R>(&mut self, outcome: Outcome<GroupShard, R>) -> R {
+    pub(super) fn apply<R>(&mut self, outcome: Outcome<GroupShard, R>) -> R {
         if let Write::Records { records, .. } = outcome.write {
             for r in records {
                 self.log.push(r.clone());
@@ -65,20 +65,25 @@ impl Driver {
         outcome.response
     }
 
-    fn beat(&mut self, req: HeartbeatRequest, partitions: i32, ms: u64) -> HeartbeatResponse {
+    pub(super) fn beat(
+        &mut self,
+        req: HeartbeatRequest,
+        partitions: i32,
+        ms: u64,
+    ) -> HeartbeatResponse {
         let now = self.now(ms);
         let outcome = self.shard.consumer_heartbeat(req, &topics(partitions), now);
         self.apply(outcome)
     }
 
-    fn tick(&mut self, ms: u64) {
+    pub(super) fn tick(&mut self, ms: u64) {
         let now = self.now(ms);
         let outcome = self.shard.tick(now);
         self.apply(outcome);
     }
 }
 
-fn join(member: &str) -> HeartbeatRequest {
+pub(super) fn join(member: &str) -> HeartbeatRequest {
     HeartbeatRequest {
         group_id: "g".into(),
         member_id: member.into(),
@@ -91,7 +96,7 @@ fn join(member: &str) -> HeartbeatRequest {
     }
 }
 
-fn beat(member: &str, epoch: i32, owned: Option<&Assignment>) -> HeartbeatRequest {
+pub(super) fn beat(member: &str, epoch: i32, owned: Option<&Assignment>) -> HeartbeatRequest {
     HeartbeatRequest {
         group_id: "g".into(),
         member_id: member.into(),
@@ -103,7 +108,7 @@ fn beat(member: &str, epoch: i32, owned: Option<&Assignment>) -> HeartbeatReques
     }
 }
 
-fn partitions(a: &Option<Assignment>) -> Vec<i32> {
+pub(super) fn partitions(a: &Option<Assignment>) -> Vec<i32> {
     a.as_ref()
         .and_then(|a| a.get(&TOPIC))
         .map(|p| p.iter().copied().collect())

@@ -8,6 +8,9 @@
 - A consumer-protocol member joins a classic group with members: the group becomes a
   consumer group with the classic members in it, holding what they held, and the new
   member gets its share once they give it up.
+- The last consumer-protocol member leaves a group whose other members are classic:
+  the group becomes a classic group again, its members rejoin it and share every
+  partition, and every record is still consumed once.
 """
 
 import pytest
@@ -123,6 +126,40 @@ def test_a_consumer_member_upgrades_a_classic_group(migration_broker):
         desc = describe(bootstrap, group)
         assert desc.type == ConsumerGroupType.CONSUMER
         assert len(desc.members) == 3
+        consume_all_once(bootstrap, topic, own, consumers, 40)
+        assert not own.violations
+    finally:
+        close_all(consumers)
+
+
+def test_the_last_consumer_member_leaving_downgrades_the_group(migration_broker):
+    bootstrap = migration_broker.bootstrap
+    topic = create_topic(bootstrap, unique("migrate-down"), partitions=4)
+    group = unique("g")
+    own = Ownership()
+    consumers = {"new": own.member("new", bootstrap, group)}
+    try:
+        own.subscribe("new", consumers["new"], topic)
+        settle(own, consumers, {"new": 4})
+        for name in ("c1", "c2"):
+            consumers[name] = own.member(name, bootstrap, group, **classic("range"))
+            own.subscribe(name, consumers[name], topic)
+        wait_until(
+            lambda: poll_all(consumers, 0.2) or sum(len(own.held[n]) for n in consumers) == 4
+            and all(own.held[n] for n in consumers),
+            30,
+            "the three members sharing the four partitions",
+        )
+        assert describe(bootstrap, group).type == ConsumerGroupType.CONSUMER
+
+        consumers.pop("new").close()
+        settle(own, consumers, {"c1": 2, "c2": 2})
+        assert not own.violations, f"partitions with two owners: {own.violations}"
+        desc = describe(bootstrap, group)
+        assert desc.type == ConsumerGroupType.CLASSIC, "the group is classic again"
+        assert sorted(m.member_id for m in desc.members) == sorted(
+            c.memberid() for c in consumers.values()
+        )
         consume_all_once(bootstrap, topic, own, consumers, 40)
         assert not own.violations
     finally:

@@ -92,7 +92,7 @@ pub(crate) fn check(name: &str, value: &str) -> Result<(), String> {
         return crate::auth::check_authorizer_class(value);
     }
     if name == settings::GROUP_CONSUMER_MIGRATION_POLICY.name {
-        return crate::group::migration_policy_allows_upgrade(value).map(|_| ());
+        return crate::group::migration_policy(value).map(|_| ());
     }
     if let Some(topic) = topic_config::topic_default_for_broker_key(name) {
         return topic_config::validate(topic, value).map_err(|e| match e {

@@ -159,8 +159,10 @@ settings! {
         "group.consumer.max.heartbeat.interval.ms", "15000";
     GROUP_CONSUMER_ASSIGNORS: String = "group.consumer.assignors", "uniform,range";
     GROUP_CONSUMER_MAX_SIZE: i64 = "group.consumer.max.size", "2147483647";
-    // Whether a classic group with members becomes a consumer group when a member of
-    // the consumer protocol joins it (KIP-848): disabled, downgrade, upgrade, bidirectional.
+    // KIP-848's online migration: whether a classic group with members becomes a consumer
+    // group when a consumer-protocol member joins it (upgrade), and a consumer group of
+    // classic members a classic group when its last consumer-protocol member goes
+    // (downgrade): disabled, downgrade, upgrade, bidirectional.
     GROUP_CONSUMER_MIGRATION_POLICY: String = "group.consumer.migration.policy", "bidirectional";
     // KIP-932 share groups (crate::share, crate::group::share).
     GROUP_SHARE_SESSION_TIMEOUT_MS: i64 = "group.share.session.timeout.ms", "45000";

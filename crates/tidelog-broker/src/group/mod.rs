@@ -81,13 +81,17 @@ pub(crate) struct GroupConfig {
     /// Each group's session timeout and heartbeat interval (its group configs, else
     /// the broker's `group.consumer.*` defaults).
     pub(crate) group_configs: crate::group_config::GroupConfigs,
+    /// The cluster's topics, for steps the clock takes (None in unit tests: no topics).
+    pub(crate) images: Option<watch::Receiver<Arc<MetadataImage>>>,
     /// What the consumer-group steps count for the metrics, shared by the shards.
     pub(crate) consumer_stats: consumer::stats::SharedStats,
     /// Server-side assignors by their short names, the default first.
     pub(crate) consumer_assignors: Vec<String>,
     pub(crate) consumer_max_size: usize,
-    /// `group.consumer.migration.policy` lets a classic group become a consumer group.
+    /// `group.consumer.migration.policy` lets a classic group become a consumer group...
     pub(crate) consumer_upgrade: bool,
+    /// ...and a consumer group whose last consumer-protocol member left become classic.
+    pub(crate) consumer_downgrade: bool,
     pub(crate) share_max_size: usize,
 }
 
@@ -111,18 +115,35 @@ fn assignor_names(setting: &str) -> Vec<String> {
     names
 }
 
-/// Whether Kafka's `group.consumer.migration.policy` value lets a classic group upgrade
+/// What Kafka's `group.consumer.migration.policy` value allows, (upgrade, downgrade)
 /// (Kafka reads it case-insensitively); an error names the values it takes.
-pub(crate) fn migration_policy_allows_upgrade(value: &str) -> Result<bool, String> {
+pub(crate) fn migration_policy(value: &str) -> Result<(bool, bool), String> {
     match value.trim().to_ascii_lowercase().as_str() {
-        "bidirectional" | "upgrade" => Ok(true),
-        "downgrade" | "disabled" => Ok(false),
+        "bidirectional" => Ok((true, true)),
+        "upgrade" => Ok((true, false)),
+        "downgrade" => Ok((false, true)),
+        "disabled" => Ok((false, false)),
         _ => Err("expected one of disabled, downgrade, upgrade, bidirectional".into()),
     }
 }
 
 impl GroupConfig {
+    /// The topics of the newest image.
+    pub(crate) fn topics_view(&self) -> consumer::TopicsView {
+        let mut view = consumer::TopicsView::default();
+        if let Some(images) = &self.images {
+            let image = images.borrow();
+            for t in image.topics() {
+                view.insert(&t.name, t.topic_id, t.partition_count());
+            }
+        }
+        view
+    }
+
     pub(crate) fn from_broker(config: &BrokerConfig) -> GroupConfig {
+        // The setting is checked when the configuration is read; bidirectional is the default.
+        let migration = migration_policy(&config.get(settings::GROUP_CONSUMER_MIGRATION_POLICY))
+            .unwrap_or((true, true));
         GroupConfig {
             min_session_timeout_ms: config.count(settings::GROUP_MIN_SESSION_TIMEOUT_MS),
             max_session_timeout_ms: config.count(settings::GROUP_MAX_SESSION_TIMEOUT_MS),
@@ -138,16 +159,15 @@ impl GroupConfig {
             commit_timeout: config
                 .duration(settings::OFFSETS_COMMIT_TIMEOUT_MS)
                 .max(Duration::from_millis(1)),
+            images: None,
             group_configs: crate::group_config::GroupConfigs::new(
                 crate::group_config::BrokerGroupDefaults::from_broker(config),
             ),
             consumer_stats: Arc::default(),
             consumer_assignors: assignor_names(&config.get(settings::GROUP_CONSUMER_ASSIGNORS)),
             consumer_max_size: config.count(settings::GROUP_CONSUMER_MAX_SIZE),
-            consumer_upgrade: migration_policy_allows_upgrade(
-                &config.get(settings::GROUP_CONSUMER_MIGRATION_POLICY),
-            )
-            .unwrap_or(true),
+            consumer_upgrade: migration.0,
+            consumer_downgrade: migration.1,
             share_max_size: config.count(settings::GROUP_SHARE_MAX_SIZE),
         }
     }
@@ -165,6 +185,7 @@ pub(crate) fn test_config() -> GroupConfig {
         retention_check_every: Duration::from_secs(1),
         metadata_max_bytes: 4096,
         commit_timeout: Duration::from_secs(5),
+        images: None,
         group_configs: crate::group_config::GroupConfigs::new(
             crate::group_config::BrokerGroupDefaults::from_settings(|name| match name {
                 "group.consumer.session.timeout.ms" => Some("1000".into()),
@@ -180,6 +201,7 @@ pub(crate) fn test_config() -> GroupConfig {
         consumer_assignors: vec!["uniform".into(), "range".into()],
         consumer_max_size: 4,
         consumer_upgrade: true,
+        consumer_downgrade: true,
         share_max_size: 4,
     }
 }
@@ -233,6 +255,7 @@ impl GroupCoordinator {
     ) -> GroupCoordinator {
         let mut config = config;
         config.group_configs = config.group_configs.clone().with_images(images.clone());
+        config.images = Some(images.clone());
         let config = Arc::new(config);
         let shard_config = Arc::clone(&config);
         let published: Published = Arc::default();
@@ -378,12 +401,7 @@ impl GroupCoordinator {
 
     /// The topics of the current image as a consumer-group step sees them.
     fn topics_view(&self) -> consumer::TopicsView {
-        let image = self.images.borrow();
-        let mut view = consumer::TopicsView::default();
-        for t in image.topics() {
-            view.insert(&t.name, t.topic_id, t.partition_count());
-        }
-        view
+        self.config.topics_view()
     }
 
     pub(crate) async fn heartbeat(

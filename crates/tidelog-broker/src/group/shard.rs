@@ -314,10 +314,19 @@ impl Shard for GroupShard {
 
     fn tick(&mut self, now: Now) -> Outcome<Self, ()> {
         let mut records = self.expire_members(now);
-        records.extend(self.expire_consumer_members(now));
+        let (fenced, downgraded) = self.expire_consumer_members(now);
+        records.extend(fenced);
         self.expire_share_members(now);
         self.publish_groups();
-        Outcome::records(records, ())
+        let outcome = Outcome::records(records, ());
+        if downgraded.is_empty() {
+            return outcome;
+        }
+        outcome.then(move |shard, written| {
+            if written.is_ok() {
+                shard.rebalance_downgraded(&downgraded, now);
+            }
+        })
     }
 
     fn unload(&mut self) {

@@ -43,7 +43,7 @@ use crate::group::state::{Group, JoinOutcome, SyncOutcome};
 use crate::group::GroupConfig;
 
 /// The embedded protocol's type: the only one a consumer group accepts.
-const CONSUMER_PROTOCOL: &str = "consumer";
+pub(super) const CONSUMER_PROTOCOL: &str = "consumer";
 
 /// The newest ConsumerProtocolSubscription / ConsumerProtocolAssignment version known;
 /// a newer one is read as this one (Kafka's `ConsumerProtocol` does the same).
@@ -63,18 +63,17 @@ fn subscription(protocols: &[(String, Bytes)]) -> Option<ConsumerProtocolSubscri
     ConsumerProtocolSubscription::decode(&mut buf, version.min(NEWEST_EMBEDDED_VERSION)).ok()
 }
 
-/// The assignment in the embedded protocol, at the version the member subscribed with.
-fn encode_assignment(
-    classic: &ClassicProtocols,
-    assigned: &Assignment,
-    topics: &TopicsView,
-) -> Bytes {
-    let version = classic
-        .protocols
-        .first()
-        .and_then(|(_, m)| m.get(..2))
+/// The version of an embedded subscription, as far as it is known.
+pub(super) fn embedded_version(metadata: &[u8]) -> i16 {
+    metadata
+        .get(..2)
         .map_or(0, |v| i16::from_be_bytes([v[0], v[1]]))
-        .clamp(0, NEWEST_EMBEDDED_VERSION);
+        .clamp(0, NEWEST_EMBEDDED_VERSION)
+}
+
+/// The assignment in the embedded protocol at `version` (the one the member subscribed
+/// with, as Kafka's `ConsumerProtocol` answers).
+pub(super) fn encode_assignment(version: i16, assigned: &Assignment, topics: &TopicsView) -> Bytes {
     let assigned_partitions = assigned
         .iter()
         .filter_map(|(id, partitions)| {
@@ -467,7 +466,11 @@ impl GroupShard {
             error: 0,
             protocol_type: Some(CONSUMER_PROTOCOL.to_string()),
             protocol: Some(classic.chosen().to_string()),
-            assignment: encode_assignment(classic, &member.current.assigned, topics),
+            assignment: encode_assignment(
+                embedded_version(classic.protocols.first().map_or(&[][..], |(_, m)| m)),
+                &member.current.assigned,
+                topics,
+            ),
         };
         let id = member.id.clone();
         if let Some(m) = group.members.get_mut(&id) {

@@ -19,7 +19,7 @@ use crate::group::rebalance::Waiting;
 use crate::group::shard::GroupShard;
 use crate::group::state::JoinOutcome;
 
-const PARTITIONS: i32 = 4;
+pub(super) const PARTITIONS: i32 = 4;
 
 /// ConsumerProtocolSubscription v1 of topic `t`, owning `owned` of it.
 fn subscription(owned: &[i32]) -> Bytes {
@@ -38,7 +38,7 @@ fn subscription(owned: &[i32]) -> Bytes {
     buf.freeze()
 }
 
-fn join_request(member: &str, owned: &[i32]) -> JoinRequest {
+pub(super) fn join_request(member: &str, owned: &[i32]) -> JoinRequest {
     JoinRequest {
         group_id: "g".into(),
         member_id: member.into(),
@@ -53,7 +53,7 @@ fn join_request(member: &str, owned: &[i32]) -> JoinRequest {
     }
 }
 
-fn classic_join(d: &mut Driver, req: JoinRequest, ms: u64) -> JoinOutcome {
+pub(super) fn classic_join(d: &mut Driver, req: JoinRequest, ms: u64) -> JoinOutcome {
     let now = d.now(ms);
     let outcome = d.shard.join(req, &topics(PARTITIONS), now);
     match d.apply(outcome) {
@@ -63,7 +63,12 @@ fn classic_join(d: &mut Driver, req: JoinRequest, ms: u64) -> JoinOutcome {
 }
 
 /// The partitions of topic `t` SyncGroup hands the member.
-fn classic_sync(d: &mut Driver, member: &str, generation: i32, ms: u64) -> (i16, Vec<i32>) {
+pub(super) fn classic_sync(
+    d: &mut Driver,
+    member: &str,
+    generation: i32,
+    ms: u64,
+) -> (i16, Vec<i32>) {
     let now = d.now(ms);
     let req = SyncRequest {
         group_id: "g".into(),
@@ -96,13 +101,13 @@ fn classic_sync(d: &mut Driver, member: &str, generation: i32, ms: u64) -> (i16,
     (0, out)
 }
 
-fn classic_heartbeat(d: &mut Driver, member: &str, generation: i32, ms: u64) -> i16 {
+pub(super) fn classic_heartbeat(d: &mut Driver, member: &str, generation: i32, ms: u64) -> i16 {
     let now = d.now(ms);
     d.shard.heartbeat("g", member, None, generation, now)
 }
 
 /// A classic member joins (MEMBER_ID_REQUIRED, then with its id): its id and answer.
-fn join_new_classic(d: &mut Driver, ms: u64) -> (String, JoinOutcome) {
+pub(super) fn join_new_classic(d: &mut Driver, ms: u64) -> (String, JoinOutcome) {
     let first = classic_join(d, join_request("", &[]), ms);
     assert_eq!(first.error, ResponseError::MemberIdRequired.code());
     let id = first.member_id.clone();
@@ -159,11 +164,15 @@ fn a_classic_member_joins_a_consumer_group_and_reconciles_through_rejoins() {
 
 #[test]
 fn a_classic_member_revokes_by_rejoining_with_fewer_owned_partitions() {
-    let mut d = Driver::new();
+    let mut d = Driver::with_config(crate::group::GroupConfig {
+        consumer_downgrade: false,
+        ..crate::group::test_config()
+    });
     let (id, joined) = {
         let a = d.beat(join("a"), PARTITIONS, 0);
         let owned_a = a.assignment.clone().unwrap_or_default();
-        // a leaves: the group has only the classic member once it joins.
+        // a leaves: the group has only the classic member once it joins (and stays a
+        // consumer group: the downgrade is off).
         let (id, joined) = join_new_classic(&mut d, 10);
         let _ = d.beat(beat("a", 1, Some(&owned_a)), PARTITIONS, 20);
         let _ = d.beat(beat("a", -1, None), PARTITIONS, 30);

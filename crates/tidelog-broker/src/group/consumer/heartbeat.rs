@@ -6,7 +6,7 @@
 //! member's reconciliation) sees exactly the state the records will make; the runtime
 //! then replays the same records into the shard.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
@@ -52,6 +52,13 @@ pub(crate) struct HeartbeatResponse {
     pub(crate) heartbeat_interval_ms: i32,
     pub(crate) assignment: Option<Assignment>,
 }
+
+/// A heartbeat step's answer, its group, and the generation of the classic group the
+/// step turned it into, if it did.
+type Stepped = (HeartbeatResponse, String, Option<i32>);
+
+/// The member epoch of a member leaving for good.
+const LEAVE_EPOCH: i32 = -1;
 
 pub(super) struct Refused(pub(super) ResponseError, pub(super) String);
 
@@ -191,8 +198,17 @@ impl GroupShard {
     ) -> Outcome<Self, HeartbeatResponse> {
         let member_id = req.member_id.clone();
         match self.heartbeat_records(req, topics, now) {
+            Ok((records, (response, group, Some(generation)))) => {
+                // The last consumer-protocol member left: the group went classic.
+                let downgraded = vec![(group, generation)];
+                Outcome::records(records, response).then(move |shard: &mut GroupShard, written| {
+                    if written.is_ok() {
+                        shard.rebalance_downgraded(&downgraded, now);
+                    }
+                })
+            }
             Ok((records, response)) => {
-                if self.consumer_groups.get(&response.1).is_none() {
+                if !self.consumer_groups.contains_key(&response.1) {
                     // An upgraded classic group: whoever waits on it rejoins.
                     if let Some(classic) = self.groups.map.remove(&response.1) {
                         super::classic::fail_waiters(classic);
@@ -216,7 +232,7 @@ impl GroupShard {
         req: HeartbeatRequest,
         topics: &TopicsView,
         now: Now,
-    ) -> Result<(Vec<GroupRecord>, (HeartbeatResponse, String)), Refused> {
+    ) -> Result<(Vec<GroupRecord>, Stepped), Refused> {
         let config = &self.config;
         validate(&req, config)?;
         let existing = self.consumer_groups.get(&req.group_id);
@@ -274,10 +290,30 @@ impl GroupShard {
         now: Now,
         group: Option<ConsumerGroup>,
         records: Vec<GroupRecord>,
-    ) -> Result<(Vec<GroupRecord>, (HeartbeatResponse, String)), Refused> {
+    ) -> Result<(Vec<GroupRecord>, Stepped), Refused> {
         let config = &self.config;
         let existing = self.consumer_groups.get(&req.group_id);
         let mut group = group.unwrap_or_else(|| ConsumerGroup::new(req.group_id.clone()));
+        let mut records = records;
+        if req.member_epoch == LEAVE_EPOCH && group.members.contains_key(&req.member_id) {
+            let leaving = BTreeSet::from([req.member_id.clone()]);
+            let downgraded = config
+                .downgrades(&group, &leaving)
+                .then(|| super::downgrade::downgrade(&group, &leaving, topics, now.at, now.ms))
+                .flatten();
+            if let Some(more) = downgraded {
+                records.extend(more);
+                for id in group.members.keys() {
+                    config.consumer_stats.forget(&group.id, id);
+                }
+                let response = HeartbeatResponse {
+                    member_id: req.member_id.clone(),
+                    member_epoch: LEAVE_EPOCH,
+                    ..HeartbeatResponse::default()
+                };
+                return Ok((records, (response, req.group_id, Some(group.epoch))));
+            }
+        }
         let mut w = Writer {
             group: &mut group,
             records,
@@ -292,7 +328,7 @@ impl GroupShard {
         config
             .consumer_stats
             .observe(existing, &group, Some(&response.member_id), now.at);
-        Ok((records, (response, req.group_id)))
+        Ok((records, (response, req.group_id, None)))
     }
 }
 

@@ -1,6 +1,8 @@
 //! Members going: a leave heartbeat (epoch -1, or -2 for a static member that will
 //! come back), and the clock fencing members whose session or revocation time ran out.
 
+use std::collections::BTreeSet;
+
 use kafka_protocol::error::ResponseError;
 
 use super::heartbeat::{HeartbeatRequest, HeartbeatResponse, Refused, Writer};
@@ -12,12 +14,18 @@ use crate::group::shard::GroupShard;
 
 impl GroupShard {
     /// The clock: members whose session ran out, or who did not revoke within their
-    /// rebalance timeout, are fenced; their partitions go to the others.
-    pub(crate) fn expire_consumer_members(&self, now: Now) -> Vec<GroupRecord> {
+    /// rebalance timeout, are fenced; their partitions go to the others. Also returns
+    /// the groups this turned classic, each with its classic generation.
+    pub(crate) fn expire_consumer_members(
+        &self,
+        now: Now,
+    ) -> (Vec<GroupRecord>, Vec<(String, i32)>) {
         let mut records = Vec::new();
+        let mut downgraded = Vec::new();
+        let mut topics = None;
         for g in self.consumer_groups.values() {
             let group_session = self.config.group_configs.consumer_session_timeout_ms(&g.id);
-            let expired: Vec<String> = g
+            let expired: BTreeSet<String> = g
                 .members
                 .values()
                 .filter(|m| {
@@ -34,6 +42,23 @@ impl GroupShard {
                 .map(|m| m.id.clone())
                 .collect();
             if expired.is_empty() {
+                continue;
+            }
+            let classic = self
+                .config
+                .downgrades(g, &expired)
+                .then(|| {
+                    let topics = topics.get_or_insert_with(|| self.config.topics_view());
+                    super::downgrade::downgrade(g, &expired, topics, now.at, now.ms)
+                })
+                .flatten();
+            if let Some(more) = classic {
+                tracing::info!(group = %g.id, members = ?expired, "consumer group members fenced: session or rebalance timeout; the classic members stay");
+                records.extend(more);
+                for id in g.members.keys() {
+                    self.config.consumer_stats.forget(&g.id, id);
+                }
+                downgraded.push((g.id.clone(), g.epoch));
                 continue;
             }
             let mut group = g.clone();
@@ -54,7 +79,7 @@ impl GroupShard {
                 .consumer_stats
                 .observe(Some(g), &group, None, now.at);
         }
-        records
+        (records, downgraded)
     }
 }
 

@@ -16,6 +16,9 @@ pub(crate) mod classic;
 #[cfg(test)]
 mod classic_tests;
 pub(crate) mod describe;
+mod downgrade;
+#[cfg(test)]
+mod downgrade_tests;
 pub(crate) mod heartbeat;
 mod leave;
 pub(crate) mod offsets;

@@ -38,8 +38,15 @@ pub(super) struct Driver {
 
 impl Driver {
     pub(super) fn new() -> Driver {
+        Driver::with_config(crate::group::test_config())
+    }
+
+    pub(super) fn with_config(config: crate::group::GroupConfig) -> Driver {
         Driver {
-            shard: shard(),
+            shard: GroupShard::new(
+                Arc::new(config),
+                Arc::new(RwLock::new(PublishedGroups::default())),
+            ),
             offset: 0,
             log: Vec::new(),
             start: Instant::now(),
@@ -61,6 +68,9 @@ impl Driver {
                 self.offset += 1;
             }
             self.shard.commit(self.offset);
+        }
+        if let Some(then) = outcome.then {
+            then(&mut self.shard, Ok(()));
         }
         outcome.response
     }

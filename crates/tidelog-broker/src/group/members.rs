@@ -33,6 +33,20 @@ pub(crate) struct LeaveResult {
     pub(crate) error: i16,
 }
 
+impl LeaveResult {
+    /// Each leaving member refused as unknown (the group is not there).
+    pub(crate) fn all_unknown(leaving: Vec<(String, Option<String>)>) -> Vec<LeaveResult> {
+        leaving
+            .into_iter()
+            .map(|(member_id, instance_id)| LeaveResult {
+                member_id,
+                instance_id,
+                error: ResponseError::UnknownMemberId.code(),
+            })
+            .collect()
+    }
+}
+
 fn sync_error(error: ResponseError) -> Waiting<SyncOutcome> {
     Waiting::Now(SyncOutcome {
         error: error.code(),
@@ -211,15 +225,7 @@ impl GroupShard {
         }
         let config = std::sync::Arc::clone(&self.config);
         let Some(group) = self.groups.map.get_mut(group_id) else {
-            let results = leaving
-                .into_iter()
-                .map(|(member_id, instance_id)| LeaveResult {
-                    member_id,
-                    instance_id,
-                    error: ResponseError::UnknownMemberId.code(),
-                })
-                .collect();
-            return Outcome::answer(results);
+            return Outcome::answer(LeaveResult::all_unknown(leaving));
         };
         let mut results = Vec::with_capacity(leaving.len());
         for (member_id, instance_id) in leaving {

@@ -521,15 +521,7 @@ impl GroupShard {
         now: Now,
     ) -> Outcome<Self, Vec<LeaveResult>> {
         let Some(existing) = self.consumer_groups.get(group_id) else {
-            let unknown = leaving
-                .into_iter()
-                .map(|(member_id, instance_id)| LeaveResult {
-                    member_id,
-                    instance_id,
-                    error: ResponseError::UnknownMemberId.code(),
-                })
-                .collect();
-            return Outcome::answer(unknown);
+            return Outcome::answer(LeaveResult::all_unknown(leaving));
         };
         let mut group = existing.clone();
         let mut w = Writer {

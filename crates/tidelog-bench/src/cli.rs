@@ -60,6 +60,32 @@ pub(crate) enum Command {
     Omb(OmbArgs),
     /// The targets table (T1–T10) with verdicts.
     Targets(TargetsArgs),
+    /// A group of N members absorbing one more: classic eager, cooperative, KIP-848.
+    Rebalance(RebalanceArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct RebalanceArgs {
+    /// Members before the new one joins.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) members: usize,
+    /// Partitions of the group's topic (at least members + 1).
+    #[arg(long, default_value_t = 400)]
+    pub(crate) partitions: i32,
+    /// Runs of each protocol, interleaved; the table reports medians.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: usize,
+    /// Heartbeat interval of every protocol (classic members' `heartbeat.interval.ms`;
+    /// with --spawn also the broker's `group.consumer.heartbeat.interval.ms`).
+    #[arg(long, default_value_t = 3000)]
+    pub(crate) heartbeat_ms: u64,
+    /// How long each member's revoke callback takes (the application's commit and
+    /// flush before it gives partitions up).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) revoke_ms: u64,
+    /// The longest a group may take to settle.
+    #[arg(long, default_value_t = 180.0)]
+    pub(crate) timeout_secs: f64,
 }
 
 #[derive(clap::Args, Debug, Clone)]

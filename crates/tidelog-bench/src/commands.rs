@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context};
 use crate::broker::{self, SpawnOptions, SpawnedBroker};
 use crate::ceilings::{self, CeilingSizes, Ceilings};
 use crate::cli::{Args, Command, OmbPreset, ScaleName};
-use crate::load::{self, admin, consume, e2e, produce};
+use crate::load::{self, admin, consume, e2e, produce, rebalance};
 use crate::report::{self, Figure};
 use crate::stats::LatencySummary;
 use crate::targets::{self, Scale};
@@ -39,7 +39,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             binary,
             work_root: work_root.clone(),
             cpu: pin.then_some(0),
-            settings: args.broker_set.clone(),
+            settings: spawn_settings(&args),
             nofile: args.broker_nofile,
         })
     } else {
@@ -147,6 +147,20 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 o.duration_secs,
             )?;
             e2e_figures(name, &spec, &ceilings)?
+        }
+        Command::Rebalance(r) => {
+            let topic = load::fresh_topic("rebalance");
+            admin::create_topic(&bootstrap, &topic, r.partitions, 1, &[])?;
+            let spec = rebalance::RebalanceSpec {
+                bootstrap: bootstrap.clone(),
+                topic,
+                partitions: r.partitions,
+                members: r.members,
+                heartbeat: Duration::from_millis(r.heartbeat_ms),
+                on_revoke: Duration::from_millis(r.revoke_ms),
+                timeout: Duration::from_secs_f64(r.timeout_secs),
+            };
+            (rebalance::figures(&spec, r.runs)?, Vec::new())
         }
         Command::Targets(t) => {
             let mut scale = match t.scale {
@@ -349,4 +363,21 @@ fn load_average() -> String {
         .ok()
         .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The spawned broker's settings: the caller's, and for `rebalance` a KIP-848 heartbeat
+/// interval equal to the classic members' (unless the caller set one).
+fn spawn_settings(args: &Args) -> Vec<String> {
+    let mut settings = args.broker_set.clone();
+    if let Command::Rebalance(r) = &args.command {
+        for name in [
+            "group.consumer.heartbeat.interval.ms",
+            "group.consumer.min.heartbeat.interval.ms",
+        ] {
+            if !settings.iter().any(|s| s.starts_with(&format!("{name}="))) {
+                settings.push(format!("{name}={}", r.heartbeat_ms));
+            }
+        }
+    }
+    settings
 }

@@ -16,6 +16,41 @@ fn tidelog_binary(bench: &Path) -> Option<PathBuf> {
     sibling.is_file().then_some(sibling)
 }
 
+/// Runs `bench` with `args` against a spawned `tidelog` (working in `dir`), waiting at
+/// most 120 s; its stdout, once it succeeded.
+fn run_bench(bench: &Path, tidelog: &Path, dir: &Path, args: &[std::ffi::OsString]) -> String {
+    let mut child = Command::new(bench)
+        .args(args)
+        .arg("--work-dir")
+        .arg(dir)
+        .arg("--tidelog-bin")
+        .arg(tidelog)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("tidelog-bench {args:?} did not finish in 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        status.success(),
+        "bench failed: {status}\n{stdout}\n{stderr}"
+    );
+    stdout
+}
+
 #[test]
 fn tiny_targets_run_writes_every_target() {
     let bench = PathBuf::from(env!("CARGO_BIN_EXE_tidelog-bench"));
@@ -29,38 +64,12 @@ fn tiny_targets_run_writes_every_target() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("targets.json");
     let svg = dir.path().join("latency.svg");
-    let mut child = Command::new(&bench)
-        .args(["targets", "--spawn", "--scale", "tiny", "--json"])
-        .arg(&json)
-        .arg("--svg")
-        .arg(&svg)
-        .arg("--work-dir")
-        .arg(dir.path())
-        .arg("--tidelog-bin")
-        .arg(&tidelog)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("tidelog-bench did not finish in 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        status.success(),
-        "bench failed: {status}\n{stdout}\n{stderr}"
-    );
+    let mut args: Vec<std::ffi::OsString> = ["targets", "--spawn", "--scale", "tiny", "--json"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    args.extend([json.clone().into(), "--svg".into(), svg.clone().into()]);
+    let stdout = run_bench(&bench, &tidelog, dir.path(), &args);
 
     let figures: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -107,5 +116,69 @@ fn tiny_targets_run_writes_every_target() {
     assert!(
         plot.starts_with("<svg") && plot.contains("<polyline"),
         "{plot}"
+    );
+}
+
+/// A group of two absorbing a third, under each protocol: the eager rebalance takes
+/// every partition from both members, the cooperative ones only the one that moves.
+#[test]
+fn a_small_rebalance_run_revokes_only_what_moves_except_when_eager() {
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_tidelog-bench"));
+    let Some(tidelog) = tidelog_binary(&bench) else {
+        eprintln!("SKIPPED: no tidelog binary beside {}", bench.display());
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("rebalance.json");
+    let args: Vec<std::ffi::OsString> = [
+        "--spawn",
+        "--quick-ceilings",
+        "--json",
+        json.to_str().unwrap(),
+        "rebalance",
+        "--members",
+        "2",
+        "--partitions",
+        "4",
+        "--runs",
+        "1",
+        "--heartbeat-ms",
+        "300",
+        "--timeout-secs",
+        "40",
+    ]
+    .iter()
+    .map(Into::into)
+    .collect();
+    run_bench(&bench, &tidelog, dir.path(), &args);
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = figures.as_array().expect("a JSON array");
+    assert_eq!(rows.len(), 6, "two figures per protocol: {figures}");
+    for row in rows {
+        assert_eq!(row["id"], "rebalance");
+        let value = row["value"].as_f64().unwrap();
+        assert!(value.is_finite() && value >= 0.0, "{row}");
+    }
+    let note = |protocol: &str| {
+        rows.iter()
+            .find(|r| r["workload"].as_str().unwrap().contains(protocol) && r["unit"] == "s")
+            .map(|r| r["note"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    assert!(
+        note("eager").contains("2 members revoked"),
+        "{}",
+        note("eager")
+    );
+    assert!(
+        note("cooperative").contains("1 members revoked"),
+        "{}",
+        note("cooperative")
+    );
+    assert!(
+        note("KIP-848").contains("1 members revoked"),
+        "{}",
+        note("KIP-848")
     );
 }

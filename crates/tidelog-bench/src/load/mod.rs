@@ -9,6 +9,7 @@ pub(crate) mod native;
 pub(crate) mod native_consume;
 pub(crate) mod native_produce;
 pub(crate) mod produce;
+pub(crate) mod rebalance;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

@@ -142,6 +142,36 @@ def test_group_configs_are_described_altered_validated_and_kept(broker):
     assert configs["share.isolation.level"].value == "read_committed"
 
 
+
+def test_legacy_alter_configs_replaces_a_groups_whole_set(broker):
+    """AlterConfigs (the whole-set form) takes the GROUP resource as Kafka 4.x does: what
+    it names is the group's set afterwards, the rest goes back to the broker's default."""
+    bootstrap = broker.bootstrap
+    group = unique("cfg-legacy")
+    SET = AlterConfigOpType.SET
+    alter(bootstrap, group, [("consumer.session.timeout.ms", SET, "7000"),
+                             ("share.isolation.level", SET, "read_committed")])
+
+    def legacy(configs):
+        resource = ConfigResource(ResourceType.GROUP, group, set_config=configs)
+        client = admin(bootstrap)  # kept alive until the answer is in
+        (f,) = client.alter_configs([resource], request_timeout=15).values()
+        return f.result(timeout=20)
+
+    legacy({"consumer.heartbeat.interval.ms": "500"})
+    configs = describe(bootstrap, group)
+    assert configs["consumer.heartbeat.interval.ms"].value == "500"
+    assert configs["consumer.heartbeat.interval.ms"].source == ConfigSource.GROUP_CONFIG.value
+    for name in ("consumer.session.timeout.ms", "share.isolation.level"):
+        assert configs[name].source == ConfigSource.DEFAULT_CONFIG.value, name
+    assert configs["consumer.session.timeout.ms"].value == str(BROKER_SESSION_MS)
+
+    with pytest.raises(KafkaException) as caught:
+        legacy({"consumer.session.timeout.ms": "70000"})
+    assert caught.value.args[0].name() == "INVALID_CONFIG"
+    assert describe(bootstrap, group)["consumer.heartbeat.interval.ms"].value == "500"
+
+
 def heartbeat_interval_given(bootstrap, group, topic):
     """Joins `group` with one raw ConsumerGroupHeartbeat v0 and leaves again; returns the
     heartbeat interval the broker answered."""

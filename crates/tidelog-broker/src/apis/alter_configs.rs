@@ -1,5 +1,6 @@
 //! AlterConfigs (the legacy, whole-set form): the given settings replace every
-//! override the topic had, or every dynamic config of the broker resource.
+//! override the topic had, every dynamic config of the broker resource, or every
+//! config of the group.
 
 use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
 use kafka_protocol::messages::alter_configs_response::{
@@ -12,6 +13,7 @@ use tidelog_protocol::ProtocolError;
 
 use super::broker_configs::{self, Op, SET};
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::group_configs::{self, RESOURCE_GROUP};
 use super::incremental_alter_configs::refuse_resource_type;
 use super::Request;
 use crate::context::Ctx;
@@ -37,8 +39,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             response
                 .with_error_code(code)
                 .with_error_message(Some(StrBytes::from_string(message)))
-        } else if resource.resource_type == RESOURCE_BROKER {
-            let ops: Vec<Op> = resource
+        } else if resource.resource_type == RESOURCE_BROKER
+            || resource.resource_type == RESOURCE_GROUP
+        {
+            let sets: Vec<Op> = resource
                 .configs
                 .iter()
                 .map(|c| Op {
@@ -47,13 +51,12 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     value: c.value.as_ref().map(|v| v.to_string()),
                 })
                 .collect();
-            let outcome = broker_configs::alter_whole(
-                ctx,
-                resource.resource_name.as_str(),
-                &ops,
-                request.validate_only,
-            )
-            .await;
+            let name = resource.resource_name.as_str();
+            let outcome = if resource.resource_type == RESOURCE_BROKER {
+                broker_configs::alter_whole(ctx, name, &sets, request.validate_only).await
+            } else {
+                group_configs::alter_whole(ctx, name, &sets, request.validate_only).await
+            };
             match outcome {
                 Ok(()) => response,
                 Err((code, message)) => response

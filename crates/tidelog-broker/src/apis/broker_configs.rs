@@ -24,6 +24,7 @@ fn invalid_request(message: String) -> Refusal {
 }
 
 /// One entry of a request: name, operation (SET for AlterConfigs), value.
+#[derive(Clone)]
 pub(crate) struct Op {
     pub(crate) name: String,
     pub(crate) op: i8,

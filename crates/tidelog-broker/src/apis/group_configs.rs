@@ -100,6 +100,34 @@ pub(crate) async fn alter_incremental(
         .map_err(|e| (e.error_code(), e.to_string()))
 }
 
+/// AlterConfigs (the legacy, whole-set form) of one GROUP resource: the given configs
+/// replace every one the group had (Kafka takes GROUP there too).
+pub(crate) async fn alter_whole(
+    ctx: &Ctx,
+    group_id: &str,
+    sets: &[Op],
+    validate_only: bool,
+) -> Result<(), Refusal> {
+    broker_configs::precheck_ops(sets)?;
+    let current = ctx
+        .metadata
+        .image()
+        .group_configs(group_id)
+        .cloned()
+        .unwrap_or_default();
+    let mut ops: Vec<Op> = current
+        .keys()
+        .filter(|k| !sets.iter().any(|o| &o.name == *k))
+        .map(|k| Op {
+            name: k.clone(),
+            op: DELETE,
+            value: None,
+        })
+        .collect();
+    ops.extend(sets.iter().cloned());
+    alter_incremental(ctx, group_id, &ops, validate_only).await
+}
+
 /// Every group config of `group_id` as DescribeConfigs reports it: the group's own
 /// value (GROUP_CONFIG) or the broker's default (DEFAULT_CONFIG).
 pub(crate) fn describe(ctx: &Ctx, group_id: &str) -> Result<Vec<BrokerEntry>, Refusal> {

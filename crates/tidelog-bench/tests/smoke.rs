@@ -3,6 +3,9 @@
 //! has one well-formed object per target.
 //! Figures at tiny sizes mean nothing; only the shape is checked.
 
+// Helpers outside #[test] fns: a failed unwrap there is the test failing.
+#![allow(clippy::unwrap_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

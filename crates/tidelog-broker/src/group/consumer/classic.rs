@@ -338,12 +338,13 @@ impl GroupShard {
                 &member_id,
             ));
         };
-        let held_by_another = req
+        let replaced = req
             .instance_id
             .as_ref()
             .and_then(|i| existing.static_members.get(i))
-            .is_some_and(|holder| *holder != member_id);
-        if held_by_another && !req.member_id.is_empty() {
+            .filter(|holder| **holder != member_id)
+            .cloned();
+        if replaced.is_some() && !req.member_id.is_empty() {
             // Only a static member with no id yet takes an instance over.
             return Outcome::answer(join_error(ResponseError::FencedInstanceId, &member_id));
         }
@@ -398,6 +399,37 @@ impl GroupShard {
             }
         };
         let records = w.records;
+        let downgraded = replaced
+            .filter(|old| self.config.downgrades_replacing(existing, old))
+            .and_then(|_| {
+                let classic = super::downgrade::classic_group(
+                    &group,
+                    &BTreeSet::new(),
+                    topics,
+                    now.at,
+                    now.ms,
+                )?;
+                Some((super::downgrade::tombstones(existing, now.at), classic))
+            });
+        if let Some((tombstones, classic_group)) = downgraded {
+            // The last consumer-protocol member was replaced: the group goes classic.
+            for id in existing.members.keys() {
+                self.config.consumer_stats.forget(&req.group_id, id);
+            }
+            let mut records = tombstones;
+            records.push(classic_group.metadata_record(now.ms));
+            let outcome = JoinOutcome {
+                error: 0,
+                generation: classic_group.generation,
+                protocol_type: Some(CONSUMER_PROTOCOL.to_string()),
+                protocol: classic_group.protocol.clone(),
+                leader: String::new(),
+                member_id,
+                skip_assignment: false,
+                members: Vec::new(),
+            };
+            return Outcome::records(records, Waiting::Now(outcome));
+        }
         self.config
             .consumer_stats
             .observe(Some(existing), &group, Some(&member_id), now.at);

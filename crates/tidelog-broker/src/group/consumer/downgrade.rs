@@ -9,7 +9,9 @@
 //! assignment in the embedded protocol. Once that is committed the classic group
 //! prepares a rebalance, so the members hear REBALANCE_IN_PROGRESS on their next
 //! heartbeat and rejoin it as any classic group's members do. A member that leaves
-//! with LeaveGroup only goes, as in Kafka.
+//! with LeaveGroup only goes, as in Kafka. A classic static member that takes over the
+//! instance of the last consumer-protocol member turns the group classic too, holding
+//! the replaced member's target; nothing else moves, so no rebalance follows.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -43,6 +45,18 @@ impl GroupConfig {
         });
         self.consumer_downgrade && some_stay && all_classic && count <= self.max_size
     }
+
+    /// Whether a classic static member taking `replaced`'s instance turns `group`
+    /// classic (Kafka's `validateOnlineDowngradeWithReplacedMemberId`): every other
+    /// member is classic, the policy allows it, and they fit a classic group.
+    pub(super) fn downgrades_replacing(&self, group: &ConsumerGroup, replaced: &str) -> bool {
+        self.consumer_downgrade
+            && group.members.len() <= self.max_size
+            && group
+                .members
+                .values()
+                .all(|m| m.id == replaced || m.metadata.classic.is_some())
+    }
 }
 
 /// The records that turn `group` classic without the `leaving` members; None when the
@@ -55,6 +69,21 @@ pub(super) fn downgrade(
     now: Instant,
     now_ms: i64,
 ) -> Option<Vec<GroupRecord>> {
+    let classic = classic_group(group, leaving, topics, now, now_ms)?;
+    let mut records = tombstones(group, now);
+    records.push(classic.metadata_record(now_ms));
+    Some(records)
+}
+
+/// The classic group `group` becomes without `leaving`: at the group epoch, Stable,
+/// each member with the protocols it joined with and its target assignment.
+pub(super) fn classic_group(
+    group: &ConsumerGroup,
+    leaving: &BTreeSet<String>,
+    topics: &TopicsView,
+    now: Instant,
+    now_ms: i64,
+) -> Option<Group> {
     let mut classic = Group::new(group.id.clone(), now_ms);
     classic.protocol_type = Some(CONSUMER_PROTOCOL.to_string());
     classic.generation = group.epoch;
@@ -76,6 +105,11 @@ pub(super) fn downgrade(
                 sync_waiter: None,
             },
         );
+        if let Some(instance) = &m.metadata.instance_id {
+            classic
+                .static_members
+                .insert(instance.clone(), m.id.clone());
+        }
     }
     let protocol = select_protocol(&classic)?;
     for (id, member) in classic.members.iter_mut() {
@@ -85,7 +119,11 @@ pub(super) fn downgrade(
     }
     classic.protocol = Some(protocol);
     classic.state = GroupState::Stable;
+    Some(classic)
+}
 
+/// The tombstones of every record of `group`, its metadata's last.
+pub(super) fn tombstones(group: &ConsumerGroup, now: Instant) -> Vec<GroupRecord> {
     let mut gone = group.clone();
     let mut w = Writer {
         group: &mut gone,
@@ -97,8 +135,7 @@ pub(super) fn downgrade(
     }
     let mut records = w.records;
     records.extend(consumer_group_tombstones(&group.id));
-    records.push(classic.metadata_record(now_ms));
-    Some(records)
+    records
 }
 
 impl GroupShard {

@@ -8,7 +8,7 @@ use kafka_protocol::messages::consumer_protocol_assignment::ConsumerProtocolAssi
 use kafka_protocol::protocol::Decodable;
 
 use super::classic_tests::{
-    classic_heartbeat, classic_join, join_new_classic, join_request, PARTITIONS,
+    classic_heartbeat, classic_join, classic_sync, join_new_classic, join_request, PARTITIONS,
 };
 use super::tests::{beat, join, topics, Driver, TOPIC};
 use crate::coordinator::Shard;
@@ -135,4 +135,41 @@ fn a_consumer_member_staying_keeps_the_group_a_consumer_group() {
     d.beat(beat("a", -1, None), PARTITIONS, 40);
     assert!(d.shard.consumer_groups["g"].members.contains_key("b"));
     assert!(!d.shard.groups.map.contains_key("g"));
+}
+
+#[test]
+fn a_classic_static_member_replacing_the_last_consumer_member_turns_the_group_classic() {
+    let mut d = Driver::new();
+    let mut a = join("a");
+    a.instance_id = Some("instance".into());
+    let joined = d.beat(a, PARTITIONS, 0);
+    assert_eq!(joined.error, 0);
+    let epoch = d.shard.consumer_groups["g"].epoch;
+
+    let mut takeover = join_request("", &[]);
+    takeover.instance_id = Some("instance".into());
+    let answer = classic_join(&mut d, takeover, 10);
+    assert_eq!(answer.error, 0);
+    assert_ne!(answer.member_id, "a");
+    assert_eq!(answer.generation, epoch);
+    assert!(!d.shard.consumer_groups.contains_key("g"));
+    let classic = &d.shard.groups.map["g"];
+    assert_eq!(
+        classic.state,
+        GroupState::Stable,
+        "nothing moves: no rebalance"
+    );
+    assert_eq!(
+        classic.members.keys().collect::<Vec<_>>(),
+        vec![&answer.member_id]
+    );
+    assert_eq!(
+        classic.static_members.get("instance"),
+        Some(&answer.member_id)
+    );
+    // It syncs to what the member it replaced held.
+    assert_eq!(
+        classic_sync(&mut d, &answer.member_id, answer.generation, 20),
+        (0, vec![0, 1, 2, 3])
+    );
 }

@@ -11,6 +11,9 @@
 - The last consumer-protocol member leaves a group whose other members are classic:
   the group becomes a classic group again, its members rejoin it and share every
   partition, and every record is still consumed once.
+- A classic static member takes over the instance of the last consumer-protocol member
+  (which closed, keeping its slot): the group becomes classic with it holding what the
+  closed member held.
 """
 
 import pytest
@@ -162,5 +165,40 @@ def test_the_last_consumer_member_leaving_downgrades_the_group(migration_broker)
         )
         consume_all_once(bootstrap, topic, own, consumers, 40)
         assert not own.violations
+    finally:
+        close_all(consumers)
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades(migration_broker):
+    bootstrap = migration_broker.bootstrap
+    topic = create_topic(bootstrap, unique("migrate-static"), partitions=4)
+    group = unique("g")
+    instance = unique("instance")
+    own = Ownership()
+    consumers = {"new": own.member("new", bootstrap, group, **{"group.instance.id": instance})}
+    try:
+        own.subscribe("new", consumers["new"], topic)
+        settle(own, consumers, {"new": 4})
+        consumers["c1"] = own.member("c1", bootstrap, group, **classic("cooperative-sticky"))
+        own.subscribe("c1", consumers["c1"], topic)
+        settle(own, consumers, {"new": 2, "c1": 2})
+        held_by_new = set(own.held["new"])
+
+        # A static member's close keeps its slot (epoch -2) for its session.
+        consumers.pop("new").close()
+        own.held["new"] = set()
+        for p in held_by_new:
+            own.owner.pop(p, None)
+        replacement = classic("cooperative-sticky")
+        replacement["group.instance.id"] = instance
+        consumers["old"] = own.member("old", bootstrap, group, **replacement)
+        own.subscribe("old", consumers["old"], topic)
+        settle(own, consumers, {"c1": 2, "old": 2})
+        assert own.held["old"] == held_by_new, "it holds what the member it replaced held"
+        assert not own.violations, f"partitions with two owners: {own.violations}"
+        desc = describe(bootstrap, group)
+        assert desc.type == ConsumerGroupType.CLASSIC, "the group is classic again"
+        assert len(desc.members) == 2
+        consume_all_once(bootstrap, topic, own, consumers, 40)
     finally:
         close_all(consumers)

@@ -88,8 +88,18 @@ async fn three_members_split_six_partitions_and_handle_every_record_once() {
             while !stop.load(Ordering::Relaxed) {
                 let records = consumer.poll(Duration::from_millis(200)).await.unwrap();
                 let mut s = s.lock().unwrap();
-                let (generation, _) = *consumer.generation().as_ref().unwrap();
-                s.generation = Some((generation, consumer.assignment()));
+                // Between a rebalance's announcement and its rejoin the member has no
+                // generation; what it returned then was fetched in the one before.
+                let generation = match consumer.generation() {
+                    Some((generation, _)) => {
+                        s.generation = Some((generation, consumer.assignment()));
+                        generation
+                    }
+                    None => match &s.generation {
+                        Some((generation, _)) => *generation,
+                        None => continue,
+                    },
+                };
                 for r in records {
                     s.records
                         .push((generation, r.topic.clone(), r.partition, r.offset));

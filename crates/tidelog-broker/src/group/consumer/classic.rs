@@ -413,9 +413,7 @@ impl GroupShard {
             });
         if let Some((tombstones, classic_group)) = downgraded {
             // The last consumer-protocol member was replaced: the group goes classic.
-            for id in existing.members.keys() {
-                self.config.consumer_stats.forget(&req.group_id, id);
-            }
+            self.config.forget_members(existing);
             let mut records = tombstones;
             records.push(classic_group.metadata_record(now.ms));
             let outcome = JoinOutcome {

@@ -28,10 +28,34 @@ use crate::group::state::{Group, GroupState, Member};
 use crate::group::GroupConfig;
 
 impl GroupConfig {
+    /// The records that turn `group` classic when fencing `leaving` is a downgrade
+    /// (see [`GroupConfig::downgrades`] and [`downgrade`]); the stats forget its members.
+    pub(super) fn downgrade_fencing(
+        &self,
+        group: &ConsumerGroup,
+        leaving: &BTreeSet<String>,
+        topics: &TopicsView,
+        now: Now,
+    ) -> Option<Vec<GroupRecord>> {
+        if !self.downgrades(group, leaving) {
+            return None;
+        }
+        let records = downgrade(group, leaving, topics, now.at, now.ms)?;
+        self.forget_members(group);
+        Some(records)
+    }
+
+    /// The reconciliation stats of a group that stops being a consumer group.
+    pub(super) fn forget_members(&self, group: &ConsumerGroup) {
+        for id in group.members.keys() {
+            self.consumer_stats.forget(&group.id, id);
+        }
+    }
+
     /// Whether fencing `leaving` turns `group` classic (Kafka's
     /// `validateOnlineDowngradeWithFencedMember`): members stay, all of them classic,
     /// the policy allows it, and they fit a classic group.
-    pub(super) fn downgrades(&self, group: &ConsumerGroup, leaving: &BTreeSet<String>) -> bool {
+    fn downgrades(&self, group: &ConsumerGroup, leaving: &BTreeSet<String>) -> bool {
         let mut staying = group
             .members
             .values()
@@ -62,7 +86,7 @@ impl GroupConfig {
 /// The records that turn `group` classic without the `leaving` members; None when the
 /// members share no protocol (Kafka refuses the downgrade then, and the members simply
 /// go).
-pub(super) fn downgrade(
+fn downgrade(
     group: &ConsumerGroup,
     leaving: &BTreeSet<String>,
     topics: &TopicsView,

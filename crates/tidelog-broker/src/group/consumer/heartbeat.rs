@@ -297,15 +297,8 @@ impl GroupShard {
         let mut records = records;
         if req.member_epoch == LEAVE_EPOCH && group.members.contains_key(&req.member_id) {
             let leaving = BTreeSet::from([req.member_id.clone()]);
-            let downgraded = config
-                .downgrades(&group, &leaving)
-                .then(|| super::downgrade::downgrade(&group, &leaving, topics, now.at, now.ms))
-                .flatten();
-            if let Some(more) = downgraded {
+            if let Some(more) = config.downgrade_fencing(&group, &leaving, topics, now) {
                 records.extend(more);
-                for id in group.members.keys() {
-                    config.consumer_stats.forget(&group.id, id);
-                }
                 let response = HeartbeatResponse {
                     member_id: req.member_id.clone(),
                     member_epoch: LEAVE_EPOCH,

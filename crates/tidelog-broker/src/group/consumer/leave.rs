@@ -44,20 +44,11 @@ impl GroupShard {
             if expired.is_empty() {
                 continue;
             }
-            let classic = self
-                .config
-                .downgrades(g, &expired)
-                .then(|| {
-                    let topics = topics.get_or_insert_with(|| self.config.topics_view());
-                    super::downgrade::downgrade(g, &expired, topics, now.at, now.ms)
-                })
-                .flatten();
-            if let Some(more) = classic {
+            // Members rarely expire: the topics are read only when some did.
+            let topics = topics.get_or_insert_with(|| self.config.topics_view());
+            if let Some(more) = self.config.downgrade_fencing(g, &expired, topics, now) {
                 tracing::info!(group = %g.id, members = ?expired, "consumer group members fenced: session or rebalance timeout; the classic members stay");
                 records.extend(more);
-                for id in g.members.keys() {
-                    self.config.consumer_stats.forget(&g.id, id);
-                }
                 downgraded.push((g.id.clone(), g.epoch));
                 continue;
             }

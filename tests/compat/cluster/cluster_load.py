@@ -7,8 +7,10 @@ was served. `read_log` reads a topic to its high watermarks afterwards, and
 `check_acknowledged` / `check_reader` compare the three.
 """
 
+import sys
 import threading
 import time
+import traceback
 from collections import Counter
 
 from confluent_kafka import KafkaError, Producer, TopicPartition
@@ -119,6 +121,7 @@ class TailReader:
         self.backwards = []
         self.problems = []
         self._stop = threading.Event()
+        self.phase = "starting"  # what the thread is doing, for a reader that will not stop
         self._thread = threading.Thread(target=self._run, daemon=True, name=f"reader-{topic}")
 
     def start(self):
@@ -130,6 +133,7 @@ class TailReader:
         cons.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
         try:
             while not self._stop.is_set():
+                self.phase = "consuming"
                 for msg in cons.consume(num_messages=1000, timeout=0.2):
                     err = msg.error()
                     if err is not None:
@@ -142,7 +146,9 @@ class TailReader:
                         self.backwards.append((p, got[-1][0], o))
                     got.append((o, msg.value()))
         finally:
+            self.phase = f"closing since {time.monotonic():.1f}"
             cons.close()
+            self.phase = "closed"
 
     def stop(self):
         """Never raises (for a `finally`); `check_reader` asserts it stopped."""
@@ -154,6 +160,12 @@ class TailReader:
 
     def running(self):
         return self._thread.is_alive()
+
+    def where(self):
+        """The phase and stack of a reader thread that is still running."""
+        frame = sys._current_frames().get(self._thread.ident)
+        stack = "".join(traceback.format_stack(frame)) if frame else "(no frame)"
+        return f"phase {self.phase} (now {time.monotonic():.1f}):\n{stack}"
 
 
 def read_log(bootstrap, topic, partitions, timeout=90, isolation="read_uncommitted", at_least=None):
@@ -221,7 +233,7 @@ def check_acknowledged(prod, log, may_be_lost=()):
 
 def check_reader(reader, log):
     """The reader never went backwards and every record it was served is in the final log."""
-    assert not reader.running(), "reader thread did not stop"
+    assert not reader.running(), f"reader thread did not stop: {reader.where()}"
     assert not reader.backwards, f"offsets went backwards for a reader: {reader.backwards[:5]}"
     assert not reader.problems, f"the reader got errors: {reader.problems[:5]}"
     diverged = [(p, o, v, log[p].get(o)) for p, got in reader.seen.items() for o, v in got if log[p].get(o) != v]

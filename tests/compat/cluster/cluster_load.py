@@ -151,9 +151,11 @@ class TailReader:
             self.phase = "closed"
 
     def stop(self):
-        """Never raises (for a `finally`); `check_reader` asserts it stopped."""
+        """Never raises (for a `finally`); `check_reader` asserts it stopped. The wait
+        outlasts librdkafka's socket.timeout.ms (60 s): its close waits for a request in
+        flight to a node that was killed to time out."""
         self._stop.set()
-        self._thread.join(30)
+        self._thread.join(75)
 
     def count(self):
         return sum(len(v) for v in self.seen.values())

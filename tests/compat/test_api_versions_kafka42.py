@@ -23,6 +23,8 @@ BEHIND_KAFKA_4_2 = {
     78: 1,   # ShareFetch v2: ShareAcquireMode, the RENEW acknowledgement (KIP-1206, KIP-1222)
     79: 1,   # ShareAcknowledge v2: the RENEW acknowledgement (KIP-1222)
     85: 0,   # WriteShareGroupState v1 (between brokers; tidelog's nodes speak v0)
+    87: 0,   # ReadShareGroupStateSummary v1: the delivery-complete count (KIP-1226)
+    90: 0,   # DescribeShareGroupOffsets v1: lag (KIP-1226)
 }
 # Advertised although a stock Kafka 4.2 (no telemetry receiver configured) leaves them out.
 BEYOND_STOCK_KAFKA = {71, 72}

@@ -26,6 +26,11 @@ use kafka_protocol::messages::{
     GetTelemetrySubscriptionsResponse, ListConfigResourcesResponse, PushTelemetryResponse,
 };
 use kafka_protocol::messages::{
+    AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsResponse, DeleteShareGroupStateResponse,
+    DescribeShareGroupOffsetsResponse, InitializeShareGroupStateResponse,
+    ReadShareGroupStateSummaryResponse,
+};
+use kafka_protocol::messages::{
     AlterUserScramCredentialsResponse, DescribeUserScramCredentialsResponse,
     SaslAuthenticateResponse, SaslHandshakeResponse,
 };
@@ -303,6 +308,51 @@ error_codes! {
             for p in &t.partitions {
                 f(p.error_code);
             }
+        }
+    }
+    InitializeShareGroupStateResponse => |r, f| {
+        for t in &r.results {
+            for p in &t.partitions {
+                f(p.error_code);
+            }
+        }
+    }
+    DeleteShareGroupStateResponse => |r, f| {
+        for t in &r.results {
+            for p in &t.partitions {
+                f(p.error_code);
+            }
+        }
+    }
+    ReadShareGroupStateSummaryResponse => |r, f| {
+        for t in &r.results {
+            for p in &t.partitions {
+                f(p.error_code);
+            }
+        }
+    }
+    DescribeShareGroupOffsetsResponse => |r, f| {
+        for g in &r.groups {
+            f(g.error_code);
+            for t in &g.topics {
+                for p in &t.partitions {
+                    f(p.error_code);
+                }
+            }
+        }
+    }
+    AlterShareGroupOffsetsResponse => |r, f| {
+        f(r.error_code);
+        for t in &r.responses {
+            for p in &t.partitions {
+                f(p.error_code);
+            }
+        }
+    }
+    DeleteShareGroupOffsetsResponse => |r, f| {
+        f(r.error_code);
+        for t in &r.responses {
+            f(t.error_code);
         }
     }
     ConsumerGroupDescribeResponse => |r, f| {

@@ -8,6 +8,7 @@ mod add_partitions_to_txn;
 mod alter_client_quotas;
 mod alter_configs;
 mod alter_partition_reassignments;
+mod alter_share_group_offsets;
 mod alter_user_scram_credentials;
 pub(crate) mod api_versions;
 mod authorized_operations;
@@ -21,6 +22,8 @@ mod create_topics;
 mod delete_acls;
 mod delete_groups;
 mod delete_records;
+mod delete_share_group_offsets;
+mod delete_share_group_state;
 mod delete_topics;
 mod describe_acls;
 mod describe_client_quotas;
@@ -30,6 +33,7 @@ mod describe_groups;
 mod describe_log_dirs;
 mod describe_producers;
 mod describe_quorum;
+mod describe_share_group_offsets;
 mod describe_topic_partitions;
 mod describe_transactions;
 mod describe_user_scram_credentials;
@@ -43,6 +47,7 @@ mod group_configs;
 mod heartbeat;
 mod incremental_alter_configs;
 mod init_producer_id;
+mod initialize_share_group_state;
 mod join_group;
 mod leave_group;
 mod list_config_resources;
@@ -60,6 +65,7 @@ mod per_partition;
 mod produce;
 mod push_telemetry;
 mod read_share_group_state;
+mod read_share_group_state_summary;
 mod sasl_authenticate;
 mod sasl_handshake;
 mod share_acknowledge;
@@ -226,6 +232,12 @@ apis! {
     ShareAcknowledge => share_acknowledge,
     ReadShareGroupState => read_share_group_state,
     WriteShareGroupState => write_share_group_state,
+    InitializeShareGroupState => initialize_share_group_state,
+    DeleteShareGroupState => delete_share_group_state,
+    ReadShareGroupStateSummary => read_share_group_state_summary,
+    DescribeShareGroupOffsets => describe_share_group_offsets,
+    AlterShareGroupOffsets => alter_share_group_offsets,
+    DeleteShareGroupOffsets => delete_share_group_offsets,
     LeaveGroup => leave_group,
     OffsetCommit => offset_commit,
     OffsetFetch => offset_fetch,

@@ -117,6 +117,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         &mut replaced,
     );
     ctx.shares.release(&group, &member, &replaced);
+    if epoch == 0 {
+        for (topic_id, partition) in &add {
+            fetch::revalidate(ctx, &group, *topic_id, *partition).await;
+        }
+    }
     let (fetch_from, closed) = match step {
         Ok(SessionStep::Open(partitions)) => (Some(partitions), None),
         Ok(SessionStep::Closed(partitions)) => (None, Some(partitions)),

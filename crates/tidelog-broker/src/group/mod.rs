@@ -25,6 +25,8 @@ mod rebalance;
 pub(crate) mod records;
 mod shard;
 pub(crate) mod share;
+pub(crate) mod share_offsets;
+pub(crate) mod share_records;
 #[cfg(test)]
 mod share_tests;
 mod state;

@@ -33,6 +33,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::consumer::records as consumer_records;
 use super::consumer::{ConsumerKey, ConsumerValue};
+use super::share_records::{self, ShareKey, ShareValue};
 
 /// A key of `__consumer_offsets`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub(crate) enum RecordKey {
     },
     /// A consumer-protocol group's record (key types 3 to 8).
     Consumer(ConsumerKey),
+    /// A share group's record (key types 11 and 15).
+    Share(ShareKey),
 }
 
 impl RecordKey {
@@ -55,6 +58,7 @@ impl RecordKey {
         match self {
             RecordKey::Offset { group, .. } | RecordKey::Group { group } => group,
             RecordKey::Consumer(key) => key.group(),
+            RecordKey::Share(key) => key.group(),
         }
     }
 }
@@ -98,6 +102,7 @@ pub(crate) enum RecordValue {
     Offset(OffsetValue),
     Group(GroupValue),
     Consumer(ConsumerValue),
+    Share(ShareValue),
 }
 
 /// One record of `__consumer_offsets`.
@@ -138,6 +143,7 @@ impl GroupRecord {
                 put_string(&mut buf, group);
             }
             RecordKey::Consumer(key) => consumer_records::encode_key(key, &mut buf),
+            RecordKey::Share(key) => share_records::encode_key(key, &mut buf),
         }
         buf.freeze()
     }
@@ -146,6 +152,7 @@ impl GroupRecord {
         let mut buf = BytesMut::new();
         match self.value.as_ref()? {
             RecordValue::Consumer(v) => consumer_records::encode_value(v, &mut buf),
+            RecordValue::Share(v) => share_records::encode_value(v, &mut buf),
             RecordValue::Offset(v) => {
                 buf.put_i16(3);
                 buf.put_i64(v.offset);
@@ -186,6 +193,9 @@ impl GroupRecord {
             },
             2 => RecordKey::Group { group: k.string()? },
             kind @ 3..=8 => RecordKey::Consumer(consumer_records::decode_key(kind, k.0)?),
+            kind @ (share_records::METADATA_KEY | share_records::PARTITION_METADATA_KEY) => {
+                RecordKey::Share(share_records::decode_key(kind, k.0)?)
+            }
             version => {
                 return Err(FormatError::Version {
                     what: "key",
@@ -203,11 +213,18 @@ impl GroupRecord {
                 value: Some(value),
             });
         }
+        if let RecordKey::Share(k) = &key {
+            let value = RecordValue::Share(share_records::decode_value(k, value)?);
+            return Ok(GroupRecord {
+                key,
+                value: Some(value),
+            });
+        }
         let mut v = Reader(value);
         let version = v.i16()?;
         let value = match &key {
             RecordKey::Offset { .. } => RecordValue::Offset(decode_offset(&mut v, version)?),
-            RecordKey::Group { .. } | RecordKey::Consumer(_) => {
+            RecordKey::Group { .. } | RecordKey::Consumer(_) | RecordKey::Share(_) => {
                 RecordValue::Group(decode_group(&mut v, version)?)
             }
         };

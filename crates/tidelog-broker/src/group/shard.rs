@@ -283,6 +283,13 @@ impl Shard for GroupShard {
                     .or_insert_with(|| ConsumerGroup::new(id))
                     .replay(&key, value, now);
             }
+            (RecordKey::Share(key), value) => {
+                let value = match value {
+                    Some(RecordValue::Share(v)) => Some(v),
+                    _ => None,
+                };
+                self.replay_share(key, value);
+            }
             // A value of the other kind cannot be decoded for a key (see records.rs).
             _ => {}
         }

@@ -8,9 +8,12 @@
 //! subscribes to, so every member fetches from every partition and each leader's share
 //! partition decides who gets which record.
 //!
-//! Membership is transient in this step, like a classic group's members: a new
-//! coordinator starts the group empty and its members re-join (the heartbeat of an
-//! unknown member answers UNKNOWN_MEMBER_ID, on which the client joins again).
+//! Membership is transient, like a classic group's members: a new coordinator starts
+//! the group empty and its members re-join (the heartbeat of an unknown member answers
+//! UNKNOWN_MEMBER_ID, on which the client joins again). What must outlive the members is
+//! durable (`share_records`): that the group exists, with its epoch, and which share
+//! partitions have state, so an empty group can have its offsets described, altered
+//! and deleted (`share_offsets`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -19,7 +22,9 @@ use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
 use super::consumer::{Assignment, TopicsView};
+use super::records::{GroupRecord, RecordKey, RecordValue};
 use super::shard::GroupShard;
+use super::share_records::{ShareKey, ShareTopics, ShareValue};
 use crate::coordinator::{Now, Outcome};
 
 /// A ShareGroupHeartbeat as the coordinator sees it.
@@ -63,18 +68,24 @@ pub(crate) struct ShareGroup {
     pub(crate) members: BTreeMap<String, ShareMember>,
     /// The subscribed topics (id, partition count) the assignment was computed for.
     subscribed: BTreeMap<Uuid, i32>,
+    /// A ShareGroupMetadata record of the group is in the log: it exists while empty.
+    pub(crate) stored: bool,
+    /// The share partitions with state, as last written.
+    pub(crate) initialized: ShareTopics,
 }
 
 /// The assignor's name, as ShareGroupDescribe shows it (Kafka's default share assignor).
 pub(crate) const SHARE_ASSIGNOR: &str = "simple";
 
 impl ShareGroup {
-    fn new() -> ShareGroup {
+    pub(crate) fn new() -> ShareGroup {
         ShareGroup {
             epoch: 0,
             assignment_epoch: 0,
             members: BTreeMap::new(),
             subscribed: BTreeMap::new(),
+            stored: false,
+            initialized: ShareTopics::new(),
         }
     }
 
@@ -138,7 +149,19 @@ impl GroupShard {
         topics: &TopicsView,
         now: Now,
     ) -> Outcome<Self, ShareHeartbeatResponse> {
-        Outcome::answer(self.share_heartbeat_answer(req, topics, now.at))
+        let (group_id, member_id) = (req.group_id.clone(), req.member_id.clone());
+        let response = self.share_heartbeat_answer(req, topics, now.at);
+        let records = match self.share_groups.get(&group_id) {
+            Some(g) if response.error == 0 && response.member_epoch >= 0 => {
+                durable_records(&group_id, g, g.members.get(&member_id), topics)
+            }
+            _ => Vec::new(),
+        };
+        if records.is_empty() {
+            Outcome::answer(response)
+        } else {
+            Outcome::records(records, response)
+        }
     }
 
     fn share_heartbeat_answer(
@@ -195,7 +218,7 @@ impl GroupShard {
                     g.epoch = g.epoch.saturating_add(1);
                     g.assignment_epoch = g.epoch;
                 }
-                if g.members.is_empty() {
+                if g.members.is_empty() && !g.stored {
                     self.share_groups.remove(&req.group_id);
                 }
             }
@@ -314,11 +337,94 @@ impl GroupShard {
                 g.epoch = g.epoch.saturating_add(1);
                 g.assignment_epoch = g.epoch;
             }
-            !g.members.is_empty()
+            !g.members.is_empty() || g.stored
         });
+    }
+
+    /// A share group's durable record replayed (a tombstone when `value` is `None`).
+    pub(crate) fn replay_share(&mut self, key: ShareKey, value: Option<ShareValue>) {
+        let id = key.group().to_string();
+        match (key, value) {
+            (ShareKey::Metadata { .. }, Some(ShareValue::Metadata { epoch })) => {
+                let g = self.share_groups.entry(id).or_insert_with(ShareGroup::new);
+                g.stored = true;
+                g.epoch = g.epoch.max(epoch);
+            }
+            (
+                ShareKey::PartitionMetadata { .. },
+                Some(ShareValue::PartitionMetadata { initialized }),
+            ) => {
+                self.share_groups
+                    .entry(id)
+                    .or_insert_with(ShareGroup::new)
+                    .initialized = initialized;
+            }
+            (ShareKey::Metadata { .. }, None) => {
+                if let Some(g) = self.share_groups.get_mut(&id) {
+                    g.stored = false;
+                    if g.members.is_empty() {
+                        self.share_groups.remove(&id);
+                    }
+                }
+            }
+            (ShareKey::PartitionMetadata { .. }, None) => {
+                if let Some(g) = self.share_groups.get_mut(&id) {
+                    g.initialized.clear();
+                }
+            }
+            // A value of the other kind cannot be decoded for a key (share_records.rs).
+            _ => {}
+        }
     }
 
     pub(crate) fn describe_share(&self, group_id: &str) -> Option<ShareGroup> {
         self.share_groups.get(group_id).cloned()
     }
+}
+
+/// One share-group record of `__consumer_offsets`.
+pub(crate) fn share_record(key: ShareKey, value: Option<ShareValue>) -> GroupRecord {
+    GroupRecord {
+        key: RecordKey::Share(key),
+        value: value.map(RecordValue::Share),
+    }
+}
+
+/// What a heartbeat of `member` must make durable: the group, when it is new, and the
+/// partitions of the member's topics that have no recorded state yet (each leader
+/// initializes a share partition's state when it first serves it).
+fn durable_records(
+    group_id: &str,
+    group: &ShareGroup,
+    member: Option<&ShareMember>,
+    topics: &TopicsView,
+) -> Vec<GroupRecord> {
+    let mut records = Vec::new();
+    if !group.stored {
+        records.push(share_record(
+            ShareKey::Metadata {
+                group: group_id.to_string(),
+            },
+            Some(ShareValue::Metadata { epoch: group.epoch }),
+        ));
+    }
+    let mut initialized = group.initialized.clone();
+    for name in member.map_or(&[][..], |m| &m.subscribed_topic_names[..]) {
+        if let Some((id, count)) = topics.by_name.get(name) {
+            let entry = initialized
+                .entry(*id)
+                .or_insert_with(|| (name.clone(), BTreeSet::new()));
+            entry.0.clone_from(name);
+            entry.1.extend(0..*count);
+        }
+    }
+    if initialized != group.initialized {
+        records.push(share_record(
+            ShareKey::PartitionMetadata {
+                group: group_id.to_string(),
+            },
+            Some(ShareValue::PartitionMetadata { initialized }),
+        ));
+    }
+    records
 }

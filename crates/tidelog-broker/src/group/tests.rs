@@ -406,7 +406,7 @@ fn retention_expires_offsets_only_after_the_group_emptied_long_enough() {
                 match r.key {
                     RecordKey::Offset { .. } => entry.0 += 1,
                     RecordKey::Group { .. } => entry.1 = true,
-                    RecordKey::Consumer(_) => {}
+                    RecordKey::Consumer(_) | RecordKey::Share(_) => {}
                 }
             }
         }

@@ -120,9 +120,10 @@ async fn share_partition(
         _ => None,
     };
     let restored = stored.is_some();
+    let state_epoch = stored.as_ref().map_or(0, |s| s.state_epoch);
     let (entry, created) = ctx
         .shares
-        .entry(&key, epoch, || match stored {
+        .entry(&key, epoch, state_epoch, || match stored {
             Some(s) => {
                 tracing::info!(group, %topic_id, partition, start = s.start_offset, "share partition restored");
                 SharePartition::from_snapshot(s.start_offset, &s.batches, config.limits)
@@ -149,7 +150,7 @@ async fn share_partition(
 /// or missing is LEADER_NOT_AVAILABLE (retriable: clients fetch again), a leader a newer
 /// one has fenced is NOT_LEADER_OR_FOLLOWER.
 fn state_error(e: &ShareStateError) -> ResponseError {
-    if let ShareStateError::FencedLeaderEpoch(_) = e {
+    if let ShareStateError::FencedLeaderEpoch(_) | ShareStateError::FencedStateEpoch(_) = e {
         return ResponseError::NotLeaderOrFollower;
     }
     match ResponseError::try_from_code(e.code()) {
@@ -165,12 +166,12 @@ fn state_error(e: &ShareStateError) -> ResponseError {
 
 /// Writes the share partition's state to the share coordinator (here or on another
 /// node), answered once it is replicated.
-async fn persist(ctx: &Ctx, key: &ShareKey, entry: &ShareEntry) -> Result<(), ResponseError> {
+async fn persist(ctx: &Ctx, key: &ShareKey, entry: &Arc<ShareEntry>) -> Result<(), ResponseError> {
     let _turn = entry.writes.lock().await;
     let (start_offset, batches) = entry.lock().snapshot();
     let snapshot = ShareSnapshot {
         snapshot_epoch: 0,
-        state_epoch: 0,
+        state_epoch: entry.state_epoch,
         leader_epoch: entry.leader_epoch,
         start_offset,
         batches,
@@ -179,8 +180,33 @@ async fn persist(ctx: &Ctx, key: &ShareKey, entry: &ShareEntry) -> Result<(), Re
         Ok(()) => Ok(()),
         Err(e) => {
             tracing::warn!(group = %key.0, topic_id = %key.1, partition = key.2, error = %e, "share state write failed");
+            if let ShareStateError::FencedStateEpoch(_) = e {
+                ctx.shares.forget(key, entry);
+            }
             Err(state_error(&e))
         }
+    }
+}
+
+/// A new share session of a member: a share partition kept here whose stored state
+/// was reset (AlterShareGroupOffsets, a newer state epoch) or deleted
+/// (DeleteShareGroupOffsets) while the group was empty is dropped, so it starts again
+/// from the store. Offsets change only while a group is empty, so a member's first
+/// fetch is where a leader can meet a change.
+pub(crate) async fn revalidate(ctx: &Ctx, group: &str, topic_id: Uuid, partition: i32) {
+    let key = (group.to_string(), topic_id, partition);
+    let Some(entry) = ctx.shares.existing(&key) else {
+        return;
+    };
+    let stale = match ctx.share_state.summary(key.clone()).await {
+        Ok(Some(stored)) => stored.state_epoch > entry.state_epoch,
+        Ok(None) => true,
+        // Unknown: the write of the next acknowledgement is fenced if it is stale.
+        Err(_) => false,
+    };
+    if stale {
+        tracing::info!(group, %topic_id, partition, "share partition state changed while the group was empty; starting again from the store");
+        ctx.shares.forget(&key, &entry);
     }
 }
 

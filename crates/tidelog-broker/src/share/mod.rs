@@ -82,6 +82,9 @@ pub(crate) type ShareKey = (String, Uuid, i32);
 pub(crate) struct ShareEntry {
     /// The leader epoch the state belongs to: a new leadership starts it again.
     pub(crate) leader_epoch: i32,
+    /// The state epoch of the stored state it started from: an alteration of the
+    /// group's offsets stores a newer one, and this state is then dropped.
+    pub(crate) state_epoch: i32,
     pub(crate) state: Mutex<SharePartition>,
     waiters: Mutex<Vec<Weak<Notify>>>,
     /// Writes of the state go one at a time, each taking the state when its turn
@@ -141,6 +144,7 @@ impl ShareManager {
         &self,
         key: &ShareKey,
         leader_epoch: i32,
+        state_epoch: i32,
         start: impl FnOnce() -> SharePartition,
     ) -> Option<(Arc<ShareEntry>, bool)> {
         let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
@@ -152,6 +156,7 @@ impl ShareManager {
         }
         let e = Arc::new(ShareEntry {
             leader_epoch,
+            state_epoch,
             state: Mutex::new(start()),
             waiters: Mutex::new(Vec::new()),
             writes: tokio::sync::Mutex::new(()),
@@ -169,6 +174,18 @@ impl ShareManager {
             .unwrap_or_else(|p| p.into_inner())
             .get(key)
             .cloned()
+    }
+
+    /// Drops `entry` (if it is still the one of `key`): its stored state was reset or
+    /// deleted, so the next fetch starts the share partition again from the store.
+    /// Fetches parked on it wake and find the new one.
+    pub(crate) fn forget(&self, key: &ShareKey, entry: &Arc<ShareEntry>) {
+        let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+            map.remove(key);
+        }
+        drop(map);
+        entry.wake();
     }
 
     /// A member's session ended: what it held in `partitions` of `group` goes back.

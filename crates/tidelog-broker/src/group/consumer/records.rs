@@ -267,7 +267,7 @@ pub(crate) fn put_varint(buf: &mut BytesMut, mut v: u64) {
     buf.put_u8(v as u8);
 }
 
-fn put_compact(buf: &mut BytesMut, s: &str) {
+pub(crate) fn put_compact(buf: &mut BytesMut, s: &str) {
     put_varint(buf, s.len() as u64 + 1);
     buf.put_slice(s.as_bytes());
 }
@@ -349,7 +349,7 @@ impl Reader<'_> {
             .map_err(|_| FormatError::Utf8)
     }
 
-    fn compact(&mut self) -> Result<String, FormatError> {
+    pub(crate) fn compact(&mut self) -> Result<String, FormatError> {
         self.compact_nullable()?.ok_or(FormatError::NegativeLength)
     }
 

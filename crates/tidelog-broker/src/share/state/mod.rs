@@ -12,9 +12,11 @@
 //! whose state it holds (FENCED_LEADER_EPOCH), so a deposed leader cannot overwrite its
 //! successor's state.
 
+mod admin;
 mod prune;
 pub(crate) mod records;
 pub(crate) mod remote;
+mod remote_admin;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -132,6 +134,10 @@ impl ShareStateShard {
                     stored.leader_epoch,
                 )));
             }
+            // The group's offsets were altered since this leader read the state.
+            Some(stored) if stored.state_epoch > snapshot.state_epoch => {
+                return Outcome::answer(Err(ShareStateError::FencedStateEpoch(stored.state_epoch)));
+            }
             Some(stored) => snapshot.snapshot_epoch = stored.snapshot_epoch.wrapping_add(1),
             None if self.states.len() >= MAX_STATES => {
                 return Outcome::answer(Err(CoordinatorError::NotAvailable(
@@ -168,6 +174,9 @@ pub(crate) enum ShareStateError {
     /// A leader of a newer epoch (this one) wrote the state.
     #[error("the share partition's state belongs to leader epoch {0}")]
     FencedLeaderEpoch(i32),
+    /// The group's offsets were set again, at this state epoch.
+    #[error("the share partition's state was reset at state epoch {0}")]
+    FencedStateEpoch(i32),
     /// The coordinator on another node could not be asked.
     #[error("the share coordinator on node {node} could not be asked: {why}")]
     Unreachable { node: i32, why: String },
@@ -186,6 +195,7 @@ impl ShareStateError {
     pub(crate) fn code(&self) -> i16 {
         match self {
             ShareStateError::FencedLeaderEpoch(_) => ResponseError::FencedLeaderEpoch.code(),
+            ShareStateError::FencedStateEpoch(_) => ResponseError::FencedStateEpoch.code(),
             ShareStateError::Refused { code, .. } => *code,
             ShareStateError::Coordinator(c) => c.code(),
             ShareStateError::Unreachable { .. } | ShareStateError::Unavailable(_) => {
@@ -498,6 +508,71 @@ mod tests {
             Err(ShareStateError::FencedLeaderEpoch(4))
         );
         assert_eq!(ShareStateError::FencedLeaderEpoch(4).code(), 74);
+    }
+
+    #[test]
+    fn a_reset_at_a_newer_state_epoch_fences_the_leaders_state_and_a_retry_is_a_no_op() {
+        let mut shard = ShareStateShard::empty();
+        let key = ("g".to_string(), Uuid::from_u128(7), 0);
+        let leader = |state_epoch, start_offset| ShareSnapshot {
+            state_epoch,
+            leader_epoch: 2,
+            start_offset,
+            ..ShareSnapshot::default()
+        };
+        let stored = written(shard.write(key.clone(), leader(0, 10))).unwrap();
+        shard.replay(
+            0,
+            None,
+            ShareStateRecord::Snapshot(key.clone(), Some(stored)),
+        );
+        // AlterShareGroupOffsets at group epoch 3: start 4, nothing in flight, the
+        // leader epoch kept.
+        let reset = written(shard.initialize(key.clone(), 3, 4)).unwrap();
+        assert_eq!(
+            (
+                reset.state_epoch,
+                reset.leader_epoch,
+                reset.start_offset,
+                reset.snapshot_epoch
+            ),
+            (3, 2, 4, 1)
+        );
+        assert!(reset.batches.is_empty());
+        shard.replay(
+            1,
+            None,
+            ShareStateRecord::Snapshot(key.clone(), Some(reset)),
+        );
+        // The leader's state from before the reset is fenced; a retry of the reset
+        // changes nothing; an older reset is fenced.
+        assert_eq!(
+            shard.write(key.clone(), leader(0, 11)).response,
+            Err(ShareStateError::FencedStateEpoch(3))
+        );
+        assert_eq!(ShareStateError::FencedStateEpoch(3).code(), 124);
+        let retry = shard.initialize(key.clone(), 3, 9);
+        assert!(matches!(retry.write, crate::coordinator::Write::Nothing));
+        assert_eq!(retry.response, Ok(()));
+        assert_eq!(
+            shard.initialize(key.clone(), 2, 0).response,
+            Err(ShareStateError::FencedStateEpoch(3))
+        );
+        // A leader that read the reset state writes at its epoch.
+        assert!(written(shard.write(key.clone(), leader(3, 6))).is_some());
+        // Deleted: a tombstone, then nothing to delete.
+        let tombstone = shard.delete(key.clone());
+        assert!(matches!(
+            tombstone.write,
+            crate::coordinator::Write::Records { ref records, .. }
+                if records == &vec![ShareStateRecord::Snapshot(key.clone(), None)]
+        ));
+        shard.replay(2, None, ShareStateRecord::Snapshot(key.clone(), None));
+        assert_eq!(shard.summary(&key), None);
+        assert!(matches!(
+            shard.delete(key).write,
+            crate::coordinator::Write::Nothing
+        ));
     }
 
     #[test]

@@ -140,7 +140,7 @@ impl Coordinators {
     }
 
     /// One exchange with `node`'s listener, on its kept connection or a new one.
-    async fn call<Req: Encodable, Resp: Decodable>(
+    pub(super) async fn call<Req: Encodable, Resp: Decodable>(
         &self,
         replicas: &ReplicaManager,
         image: &MetadataImage,

@@ -1,0 +1,155 @@
+//! The group coordinator's requests to a share coordinator on another node:
+//! ReadShareGroupStateSummary, InitializeShareGroupState and DeleteShareGroupState v0,
+//! on the same kept connection as the leaders' reads and writes (`remote`).
+
+use kafka_protocol::messages::delete_share_group_state_request::{
+    DeleteShareGroupStateRequest, DeleteStateData, PartitionData as DeletePartition,
+};
+use kafka_protocol::messages::delete_share_group_state_response::DeleteShareGroupStateResponse;
+use kafka_protocol::messages::initialize_share_group_state_request::{
+    InitializeShareGroupStateRequest, InitializeStateData, PartitionData as InitializePartition,
+};
+use kafka_protocol::messages::initialize_share_group_state_response::InitializeShareGroupStateResponse;
+use kafka_protocol::messages::read_share_group_state_summary_request::{
+    PartitionData as SummaryPartition, ReadShareGroupStateSummaryRequest, ReadStateSummaryData,
+};
+use kafka_protocol::messages::read_share_group_state_summary_response::ReadShareGroupStateSummaryResponse;
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::StrBytes;
+use tidelog_controller::MetadataImage;
+
+use super::records::{ShareSnapshot, StateKey};
+use super::remote::Coordinators;
+use super::ShareStateError;
+use crate::replica::ReplicaManager;
+
+const VERSION: i16 = 0;
+
+fn unnamed(node: i32) -> ShareStateError {
+    ShareStateError::Unreachable {
+        node,
+        why: "the answer does not name the share partition".into(),
+    }
+}
+
+fn outcome(node: i32, code: Option<i16>) -> Result<(), ShareStateError> {
+    match code {
+        Some(0) => Ok(()),
+        Some(code) => Err(ShareStateError::Refused { node, code }),
+        None => Err(unnamed(node)),
+    }
+}
+
+impl Coordinators {
+    pub(super) async fn summary(
+        &self,
+        replicas: &ReplicaManager,
+        image: &MetadataImage,
+        node: i32,
+        key: &StateKey,
+    ) -> Result<Option<ShareSnapshot>, ShareStateError> {
+        let request = ReadShareGroupStateSummaryRequest::default()
+            .with_group_id(StrBytes::from_string(key.0.clone()))
+            .with_topics(vec![ReadStateSummaryData::default()
+                .with_topic_id(key.1)
+                .with_partitions(vec![SummaryPartition::default()
+                    .with_partition(key.2)
+                    .with_leader_epoch(-1)])]);
+        let response: ReadShareGroupStateSummaryResponse = self
+            .call(
+                replicas,
+                image,
+                node,
+                ApiKey::ReadShareGroupStateSummary,
+                VERSION,
+                &request,
+            )
+            .await?;
+        let found = response
+            .results
+            .iter()
+            .filter(|r| r.topic_id == key.1)
+            .flat_map(|r| r.partitions.iter())
+            .find(|p| p.partition == key.2)
+            .ok_or_else(|| unnamed(node))?;
+        outcome(node, Some(found.error_code))?;
+        Ok((found.start_offset >= 0).then(|| ShareSnapshot {
+            snapshot_epoch: 0,
+            state_epoch: found.state_epoch,
+            leader_epoch: found.leader_epoch,
+            start_offset: found.start_offset,
+            batches: Vec::new(),
+        }))
+    }
+
+    pub(super) async fn initialize(
+        &self,
+        replicas: &ReplicaManager,
+        image: &MetadataImage,
+        node: i32,
+        key: &StateKey,
+        state_epoch: i32,
+        start_offset: i64,
+    ) -> Result<(), ShareStateError> {
+        let request = InitializeShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_string(key.0.clone()))
+            .with_topics(vec![InitializeStateData::default()
+                .with_topic_id(key.1)
+                .with_partitions(vec![InitializePartition::default()
+                    .with_partition(key.2)
+                    .with_state_epoch(state_epoch)
+                    .with_start_offset(start_offset)])]);
+        let response: InitializeShareGroupStateResponse = self
+            .call(
+                replicas,
+                image,
+                node,
+                ApiKey::InitializeShareGroupState,
+                VERSION,
+                &request,
+            )
+            .await?;
+        let code = response
+            .results
+            .iter()
+            .filter(|r| r.topic_id == key.1)
+            .flat_map(|r| r.partitions.iter())
+            .find(|p| p.partition == key.2)
+            .map(|p| p.error_code);
+        outcome(node, code)
+    }
+
+    pub(super) async fn delete(
+        &self,
+        replicas: &ReplicaManager,
+        image: &MetadataImage,
+        node: i32,
+        key: &StateKey,
+    ) -> Result<(), ShareStateError> {
+        let request = DeleteShareGroupStateRequest::default()
+            .with_group_id(StrBytes::from_string(key.0.clone()))
+            .with_topics(vec![DeleteStateData::default()
+                .with_topic_id(key.1)
+                .with_partitions(vec![
+                    DeletePartition::default().with_partition(key.2)
+                ])]);
+        let response: DeleteShareGroupStateResponse = self
+            .call(
+                replicas,
+                image,
+                node,
+                ApiKey::DeleteShareGroupState,
+                VERSION,
+                &request,
+            )
+            .await?;
+        let code = response
+            .results
+            .iter()
+            .filter(|r| r.topic_id == key.1)
+            .flat_map(|r| r.partitions.iter())
+            .find(|p| p.partition == key.2)
+            .map(|p| p.error_code);
+        outcome(node, code)
+    }
+}

@@ -135,3 +135,73 @@ def test_accepted_records_stay_accepted_across_a_leaders_kill_9(cluster_factory)
     again = accepted & set(after)
     assert not again, f"{len(again)} records accepted before the kill were delivered again: {sorted(again)[:10]}"
     assert accepted | after_accepted == everything, "every record accepted exactly once across the kill"
+
+
+def test_share_group_offsets_reset_where_the_share_coordinator_is_another_node(cluster_factory):
+    """AlterShareGroupOffsets, DescribeShareGroupOffsets and DeleteShareGroupOffsets at
+    the group's coordinator, for share partitions whose state is kept by other nodes
+    (InitializeShareGroupState, ReadShareGroupStateSummary, DeleteShareGroupState between
+    nodes): a new member starts exactly at the reset offsets."""
+    import share_offsets_wire as wire
+    from cluster_wire import find_coordinator
+
+    cluster = cluster_factory(settings={"group.share.heartbeat.interval.ms": "500",
+                                        "group.share.min.heartbeat.interval.ms": "500"})
+    topic = unique("share-reset")
+    create_topic(cluster, topic, assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    create_state_topic(cluster, topic)
+    tid, states = topic_id(cluster, topic), state_leaders(cluster)
+    any_node = cluster.serving()[0].bootstrap
+    for _ in range(200):
+        group = unique("sg")
+        error, coordinator = find_coordinator(any_node, group, 0)
+        assert error == 0
+        homes = [states[coordinator_partition(f"{group}:{tid}:{p}", len(states))] for p in range(PARTITIONS)]
+        if any(home != coordinator for home in homes):
+            break
+    else:
+        raise AssertionError("no group name keeps a share partition's state away from its group coordinator")
+    at = cluster.node(coordinator).bootstrap
+    start_earliest(cluster, group)
+    prod = producer(cluster.bootstrap, **{"enable.idempotence": True, "acks": "all"})
+    for p in range(PARTITIONS):
+        for i in range(PER_PARTITION):
+            prod.produce(topic, value=b"p%d-%03d" % (p, i), partition=p)
+    assert prod.flush(60) == 0
+
+    c = share_consumer(cluster.bootstrap, group, topic, explicit=True)
+    try:
+        accept_some(c, PARTITIONS * PER_PARTITION, [], set(), 60)
+    finally:
+        c.close()
+    described = wire.describe(at, group)
+    assert {p: v[0] for p, v in described["topics"][topic].items()} == {p: PER_PARTITION for p in range(PARTITIONS)}
+
+    reset = {p: 60 + 10 * p for p in range(PARTITIONS)}
+
+    def altered():
+        result = wire.alter(at, group, {topic: reset})
+        return result if result[0] != 68 else None  # NON_EMPTY_GROUP: the leave is trailing
+
+    error, message, partitions = wait_until(altered, 15, "the group empty")
+    assert (error, partitions) == (0, {topic: {p: 0 for p in range(PARTITIONS)}}), message
+    assert {p: v[0] for p, v in wire.describe(at, group)["topics"][topic].items()} == reset
+
+    c = share_consumer(cluster.bootstrap, group, topic, explicit=True)
+    seen, accepted = [], set()
+    want = {(p, o) for p, start in reset.items() for o in range(start, PER_PARTITION)}
+    try:
+        accept_some(c, len(want), seen, accepted, 60)
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            seen.extend((m.partition(), m.offset()) for m in c.poll(0.3) if m.error() is None)
+    finally:
+        c.close()
+    assert sorted(seen) == sorted(want), "exactly the records from the reset offsets on, once each"
+
+    error, message, topics = wait_until(lambda: (lambda r: r if r[0] != 68 else None)(wire.delete(at, group, [topic])),
+                                        15, "the group empty again")
+    assert (error, topics) == (0, {topic: 0}), message
+    assert wire.describe(at, group)["topics"] == {}
+    after = wire.describe(at, group, {topic: list(range(PARTITIONS))})["topics"][topic]
+    assert all(v == (-1, -1, 0) for v in after.values()), after

@@ -118,6 +118,37 @@ def test_describe_alter_and_delete_share_group_offsets(broker_factory):
     got = consume_all(bootstrap, group, topic, len(VALUES))
     assert [(o, v, n) for o, v, n in got] == [(o, v, 1) for o, v in enumerate(VALUES)]
 
+    # DeleteGroups: refused while a member is in; once empty, the group's records and
+    # its share partitions' state go (a group made again does not start at 5).
+    error, message, _ = when_empty(bootstrap, group, lambda: wire.alter(bootstrap, group, {topic: {0: 5}}))
+    assert error == NONE, message
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    c = share_consumer(bootstrap, group, topic)
+    try:
+        wait_until(lambda: records_of(c.poll(0.5)), 30, "a member in the group")
+        refused = client.delete_consumer_groups([group], request_timeout=15)[group].exception(timeout=20)
+        assert refused is not None and refused.args[0].code() == NON_EMPTY_GROUP, refused
+    finally:
+        c.close()
+
+    def deleted():
+        return client.delete_consumer_groups([group], request_timeout=15)[group].exception(timeout=20) is None
+
+    wait_until(deleted, 15, "the share group deleted once empty")
+    assert wire.describe(bootstrap, group)["error"] == GROUP_ID_NOT_FOUND
+    assert wire.alter(bootstrap, group, {topic: {0: 5}})[0] == GROUP_ID_NOT_FOUND
+    c = share_consumer(bootstrap, group, topic)
+    try:
+        def started():
+            c.poll(0.5)
+            d = wire.describe(bootstrap, group, {topic: [0]})
+            return d["error"] == NONE and d["topics"][topic][0][0] >= 0 and d["topics"][topic][0][0]
+
+        start = wait_until(started, 30, "the group made again, its share partition started")
+        assert start in (0, 10), f"the deleted state (5) came back: {start}"
+    finally:
+        c.close()
+
 
 def test_share_group_offsets_refusals(broker):
     bootstrap = broker.bootstrap

@@ -294,6 +294,14 @@ impl GroupShard {
 
     /// DeleteGroups: an empty group goes with all its offsets.
     pub(crate) fn delete_group(&mut self, group_id: &str) -> Outcome<Self, i16> {
+        // A share group's share-partition state is deleted first (DeleteGroups does it
+        // through the share coordinator); here go its own records.
+        if let Some(g) = self.share_groups.get(group_id) {
+            if !g.members.is_empty() {
+                return Outcome::answer(ResponseError::NonEmptyGroup.code());
+            }
+            return Outcome::records(super::share::share_group_tombstones(group_id), 0);
+        }
         if let Some(g) = self.consumer_groups.get(group_id) {
             if !g.members.is_empty() {
                 return Outcome::answer(ResponseError::NonEmptyGroup.code());

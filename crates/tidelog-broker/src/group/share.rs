@@ -390,6 +390,20 @@ pub(crate) fn share_record(key: ShareKey, value: Option<ShareValue>) -> GroupRec
     }
 }
 
+/// The tombstones of a deleted share group's records.
+pub(crate) fn share_group_tombstones(group_id: &str) -> Vec<GroupRecord> {
+    let group = group_id.to_string();
+    vec![
+        share_record(
+            ShareKey::PartitionMetadata {
+                group: group.clone(),
+            },
+            None,
+        ),
+        share_record(ShareKey::Metadata { group }, None),
+    ]
+}
+
 /// What a heartbeat of `member` must make durable: the group, when it is new, and the
 /// partitions of the member's topics that have no recorded state yet (each leader
 /// initializes a share partition's state when it first serves it).

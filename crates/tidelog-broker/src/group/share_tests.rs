@@ -244,3 +244,23 @@ fn offsets_change_only_in_an_empty_share_group_and_move_the_epoch_on() {
         Err(ResponseError::GroupIdNotFound)
     );
 }
+
+#[test]
+fn an_empty_share_group_is_deleted_with_tombstones_for_its_records() {
+    let start = Instant::now();
+    let mut s = shard();
+    beat(&mut s, "a", 0, 0, start);
+    let busy = s.delete_group("sg").response;
+    assert_eq!(busy, ResponseError::NonEmptyGroup.code());
+    beat(&mut s, "a", -1, 10, start);
+    let outcome = s.delete_group("sg");
+    let (code, written) = apply(&mut s, outcome);
+    assert_eq!(code, 0);
+    assert!(written.iter().all(|r| r.value.is_none()), "tombstones only");
+    assert_eq!(written.len(), 2);
+    assert!(s.describe_share("sg").is_none());
+    assert_eq!(
+        s.share_offsets_topics("sg").map_err(|e| e.error),
+        Err(ResponseError::GroupIdNotFound)
+    );
+}

@@ -5,6 +5,8 @@ partition's leader still holds the state from before; offsets change only while 
 group is empty; the empty group and its offsets survive a restart; deleted offsets
 start the group again from share.auto.offset.reset."""
 
+import json
+import subprocess
 import time
 
 from confluent_kafka import AcknowledgeType, Consumer, TopicPartition
@@ -187,3 +189,71 @@ def test_share_group_offsets_refusals(broker):
     create_topic(bootstrap, other, partitions=1)
     error, _, topics = wire.delete(bootstrap, group, [other, "no-such-topic"])
     assert (error, topics) == (NONE, {other: UNKNOWN_TOPIC_OR_PARTITION, "no-such-topic": UNKNOWN_TOPIC_OR_PARTITION})
+
+
+def cli(broker, *args, ok=True):
+    done = subprocess.run([str(broker.binary), *args, "--bootstrap", broker.bootstrap],
+                          capture_output=True, text=True, timeout=60)
+    if ok is not None:
+        assert (done.returncode == 0) == ok, (done.stdout, done.stderr)
+    return done
+
+
+def test_the_share_group_cli_lists_describes_resets_and_deletes(broker_factory):
+    broker = broker_factory(FAST_HEARTBEATS)
+    bootstrap = broker.bootstrap
+    topic, group = unique("share-cli"), unique("sg")
+    create_topic(bootstrap, topic, partitions=2)
+    produce_values(bootstrap, topic, VALUES)
+    earliest(bootstrap, group)
+    consume_all(bootstrap, group, topic, len(VALUES))
+
+    def listed():
+        shown = json.loads(cli(broker, "share-group", "list", "--output", "json").stdout)
+        return next((g for g in shown["groups"] if g["group"] == group), None)
+
+    assert wait_until(lambda: (lambda g: g if g and g["state"] == "Empty" else None)(listed()), 15,
+                      "the group listed as Empty")
+    shown = json.loads(cli(broker, "share-group", "describe", group, "--output", "json").stdout)
+    assert shown["state"] == "Empty" and shown["members"] == []
+    by_partition = {p["partition"]: p for p in shown["partitions"]}
+    ends = {p: by_partition[p]["log_end"] for p in (0, 1)}
+    assert sum(ends.values()) == len(VALUES)
+    assert all(by_partition[p]["start_offset"] == ends[p] and by_partition[p]["lag"] == 0 for p in (0, 1)), shown
+
+    # --dry-run changes nothing; a reset to the earliest puts every record back.
+    dry = cli(broker, "share-group", "reset-offsets", group, "--topic", topic, "--to-earliest", "--dry-run")
+    assert "dry run" in dry.stdout
+    assert json.loads(cli(broker, "share-group", "describe", group, "--output", "json").stdout)["partitions"] == \
+        shown["partitions"]
+    cli(broker, "share-group", "reset-offsets", group, "--topic", topic, "--to-earliest")
+    shown = json.loads(cli(broker, "share-group", "describe", group, "--output", "json").stdout)
+    assert sorted((p["partition"], p["start_offset"], p["lag"]) for p in shown["partitions"]) == \
+        [(0, 0, ends[0]), (1, 0, ends[1])]
+    assert len(consume_all(bootstrap, group, topic, len(VALUES))) == len(VALUES)
+
+    # A member in the group: resets and deletion are refused with Kafka's reason.
+    c = share_consumer(bootstrap, group, topic)
+    try:
+        wait_until(lambda: json.loads(cli(broker, "share-group", "describe", group, "--output", "json").stdout)
+                   ["members"], 30, "the member in the describe output")
+        refused = cli(broker, "share-group", "delete-offsets", group, "--topic", topic, ok=False)
+        assert "not empty" in refused.stderr.lower() or "members" in refused.stderr, refused.stderr
+        refused = cli(broker, "share-group", "delete", group, ok=False)
+        assert "has 1 members" in refused.stderr, refused.stderr
+    finally:
+        c.close()
+
+    wait_until(lambda: cli(broker, "share-group", "delete-offsets", group, "--topic", topic, ok=None).returncode == 0,
+               15, "the offsets deleted once the group is empty")
+    assert json.loads(cli(broker, "share-group", "describe", group, "--output", "json").stdout)["partitions"] == []
+    cli(broker, "share-group", "delete", group)
+    assert cli(broker, "share-group", "describe", group, ok=False).returncode != 0
+    # `delete` refuses a group that is not a share group.
+    classic = unique("classic")
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": classic, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        c.close()
+    assert "not a share group" in cli(broker, "share-group", "delete", classic, ok=False).stderr

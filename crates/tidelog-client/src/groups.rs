@@ -12,6 +12,7 @@ mod lag;
 mod member;
 mod rates;
 pub(crate) mod raw;
+mod share;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -31,6 +32,7 @@ pub use lag::{LagWindow, PartitionLag};
 pub use member::Membership;
 pub use rates::{CommitRates, Sample};
 pub(crate) use raw::RawConnection;
+pub use share::{ShareGroupDescription, ShareGroupMember, SharePartitionOffset};
 
 use crate::client::Client;
 use crate::cluster::retrying;

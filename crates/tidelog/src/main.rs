@@ -31,6 +31,8 @@ enum Command {
     Consume(cli::consume::ConsumeArgs),
     /// List, describe (lag), reset offsets of, and delete consumer groups.
     Group(cli::group::GroupArgs),
+    /// List, describe (start offsets, lag), reset offsets of, and delete share groups (KIP-932).
+    ShareGroup(cli::share_group::ShareGroupArgs),
     /// Controller quorum, brokers and partition health; plan moves onto a new broker.
     Cluster(cli::cluster::ClusterArgs),
     /// Reassign partitions, list moves in progress, elect leaders.
@@ -88,6 +90,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Produce(args) => cli::produce::run(args),
         Command::Consume(args) => cli::consume::run(args),
         Command::Group(args) => cli::group::run(args),
+        Command::ShareGroup(args) => cli::share_group::run(args),
         Command::Cluster(args) => cli::cluster::run(args),
         Command::Partition(args) => cli::partition::run(args),
         Command::User(args) => cli::user::run(args),

@@ -53,10 +53,17 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         );
         groups.push(match ctx.groups.share_describe(name.clone()).await {
             Err(e) => group.with_error_code(e.code()),
-            Ok((None, _)) => DescribedGroup::default()
-                .with_group_id(GroupId(str_bytes(&name)))
-                .with_error_code(ResponseError::GroupIdNotFound.code())
-                .with_error_message(Some(str_bytes(&format!("Group {name} not found.")))),
+            Ok((None, _)) => {
+                // Kafka's message tells a group of another kind from no group at all.
+                let message = match ctx.groups.share_offsets_topics(name.clone()).await {
+                    Ok(Err(refusal)) => refusal.message,
+                    _ => format!("Group {name} not found."),
+                };
+                DescribedGroup::default()
+                    .with_group_id(GroupId(str_bytes(&name)))
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(&message)))
+            }
             Ok((Some(g), topics)) => group
                 .with_group_state(str_bytes(g.state_name()))
                 .with_group_epoch(g.epoch)

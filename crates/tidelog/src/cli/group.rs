@@ -73,7 +73,7 @@ enum GroupCommand {
 
 #[derive(clap::Args)]
 #[group(required = true, multiple = false)]
-struct ResetTarget {
+pub(super) struct ResetTarget {
     /// The log start of each partition.
     #[arg(long)]
     to_earliest: bool,
@@ -172,32 +172,13 @@ async fn reset(
             d.members.len()
         );
     }
-    let to_time = to.to_time;
     let partitions = client.partition_count(topic, false).await?;
     let committed = client.committed_offsets(group).await?;
     let mut plan = Vec::new();
     let mut out = std::io::stdout().lock();
     writeln!(out, "TOPIC\tPARTITION\tOLD\tNEW")?;
     for p in 0..partitions {
-        let earliest = client.list_offsets(topic, p, OffsetSpec::Earliest).await?;
-        let latest = client.list_offsets(topic, p, OffsetSpec::Latest).await?;
-        let target = if to.to_earliest {
-            earliest
-        } else if to.to_latest {
-            latest
-        } else if let Some(n) = to.to_offset {
-            n.clamp(earliest, latest)
-        } else if let Some(ms) = to_time {
-            match client
-                .list_offsets(topic, p, OffsetSpec::Timestamp(ms))
-                .await?
-            {
-                -1 => latest,
-                found => found,
-            }
-        } else {
-            bail!("give one of --to-earliest, --to-latest, --to-offset, --to-time");
-        };
+        let target = target_offset(client, topic, p, to).await?;
         let old = committed
             .get(&(topic.to_string(), p))
             .map_or("-".to_string(), i64::to_string);
@@ -211,4 +192,32 @@ async fn reset(
         writeln!(out, "committed {} offsets for group {group}", plan.len())?;
     }
     Ok(())
+}
+
+/// Where `to` puts partition `p` of `topic`, within what its log holds.
+pub(super) async fn target_offset(
+    client: &mut Client,
+    topic: &str,
+    p: i32,
+    to: &ResetTarget,
+) -> anyhow::Result<i64> {
+    let earliest = client.list_offsets(topic, p, OffsetSpec::Earliest).await?;
+    let latest = client.list_offsets(topic, p, OffsetSpec::Latest).await?;
+    Ok(if to.to_earliest {
+        earliest
+    } else if to.to_latest {
+        latest
+    } else if let Some(n) = to.to_offset {
+        n.clamp(earliest, latest)
+    } else if let Some(ms) = to.to_time {
+        match client
+            .list_offsets(topic, p, OffsetSpec::Timestamp(ms))
+            .await?
+        {
+            -1 => latest,
+            found => found,
+        }
+    } else {
+        bail!("give one of --to-earliest, --to-latest, --to-offset, --to-time");
+    })
 }

@@ -13,6 +13,7 @@ pub(crate) mod produce;
 pub(crate) mod progress;
 pub(crate) mod quota;
 mod reassign_wait;
+pub(crate) mod share_group;
 pub(crate) mod topic;
 pub(crate) mod user;
 mod when;

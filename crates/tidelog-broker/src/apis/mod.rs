@@ -72,6 +72,7 @@ mod share_acknowledge;
 mod share_fetch;
 mod share_group_describe;
 mod share_group_heartbeat;
+mod share_state_each;
 mod sync_group;
 mod txn_offset_commit;
 mod write_share_group_state;

@@ -10,6 +10,7 @@ use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
+use super::share_state_each::{by_topic, partitions_of};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -24,32 +25,32 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .require_cluster(AclOperation::ClusterAction)
         .err();
     let group = request.group_id.as_str().to_string();
-    let mut results = Vec::with_capacity(request.topics.len());
-    for topic in &request.topics {
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
-        for p in &topic.partitions {
-            let answer = match refused {
-                Some(code) => PartitionResult::default()
-                    .with_partition(p.partition)
-                    .with_error_code(code),
-                None => {
-                    let key = (group.clone(), topic.topic_id, p.partition);
-                    match ctx.share_state.read_here(key, p.leader_epoch).await {
-                        Ok(stored) => read_result(p.partition, stored.as_ref()),
-                        Err(e) => PartitionResult::default()
-                            .with_partition(p.partition)
-                            .with_error_code(e.code())
-                            .with_error_message(Some(e.to_string().into())),
-                    }
+    let mut answers = Vec::new();
+    for (topic_id, p) in partitions_of(&request.topics, |t| (t.topic_id, &t.partitions[..])) {
+        let answer = match refused {
+            Some(code) => PartitionResult::default()
+                .with_partition(p.partition)
+                .with_error_code(code),
+            None => {
+                let key = (group.clone(), topic_id, p.partition);
+                match ctx.share_state.read_here(key, p.leader_epoch).await {
+                    Ok(stored) => read_result(p.partition, stored.as_ref()),
+                    Err(e) => PartitionResult::default()
+                        .with_partition(p.partition)
+                        .with_error_code(e.code())
+                        .with_error_message(Some(e.to_string().into())),
                 }
-            };
-            partitions.push(answer);
-        }
-        results.push(
-            ReadStateResult::default()
-                .with_topic_id(topic.topic_id)
-                .with_partitions(partitions),
-        );
+            }
+        };
+        answers.push((topic_id, answer));
     }
+    let results = by_topic(answers)
+        .into_iter()
+        .map(|(id, partitions)| {
+            ReadStateResult::default()
+                .with_topic_id(id)
+                .with_partitions(partitions)
+        })
+        .collect();
     req.respond(&ReadShareGroupStateResponse::default().with_results(results))
 }

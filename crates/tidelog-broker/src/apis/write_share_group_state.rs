@@ -12,6 +12,7 @@ use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
+use super::share_state_each::{by_topic, partitions_of};
 use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
@@ -26,33 +27,33 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         .require_cluster(AclOperation::ClusterAction)
         .err();
     let group = request.group_id.as_str().to_string();
-    let mut results = Vec::with_capacity(request.topics.len());
-    for topic in &request.topics {
-        let mut partitions = Vec::with_capacity(topic.partitions.len());
-        for p in &topic.partitions {
-            let result = PartitionResult::default().with_partition(p.partition);
-            let answer = match (refused, snapshot_of_write(p)) {
-                (Some(code), _) => result.with_error_code(code),
-                (None, Err(why)) => result
-                    .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(Some(why.into())),
-                (None, Ok(snapshot)) => {
-                    let key = (group.clone(), topic.topic_id, p.partition);
-                    match ctx.share_state.write_here(key, snapshot).await {
-                        Ok(()) => result,
-                        Err(e) => result
-                            .with_error_code(e.code())
-                            .with_error_message(Some(e.to_string().into())),
-                    }
+    let mut answers = Vec::new();
+    for (topic_id, p) in partitions_of(&request.topics, |t| (t.topic_id, &t.partitions[..])) {
+        let result = PartitionResult::default().with_partition(p.partition);
+        let answer = match (refused, snapshot_of_write(p)) {
+            (Some(code), _) => result.with_error_code(code),
+            (None, Err(why)) => result
+                .with_error_code(ResponseError::InvalidRequest.code())
+                .with_error_message(Some(why.into())),
+            (None, Ok(snapshot)) => {
+                let key = (group.clone(), topic_id, p.partition);
+                match ctx.share_state.write_here(key, snapshot).await {
+                    Ok(()) => result,
+                    Err(e) => result
+                        .with_error_code(e.code())
+                        .with_error_message(Some(e.to_string().into())),
                 }
-            };
-            partitions.push(answer);
-        }
-        results.push(
-            WriteStateResult::default()
-                .with_topic_id(topic.topic_id)
-                .with_partitions(partitions),
-        );
+            }
+        };
+        answers.push((topic_id, answer));
     }
+    let results = by_topic(answers)
+        .into_iter()
+        .map(|(id, partitions)| {
+            WriteStateResult::default()
+                .with_topic_id(id)
+                .with_partitions(partitions)
+        })
+        .collect();
     req.respond(&WriteShareGroupStateResponse::default().with_results(results))
 }

@@ -40,6 +40,13 @@ fn outcome(node: i32, code: Option<i16>) -> Result<(), ShareStateError> {
     }
 }
 
+/// The error code the answer gives `key`'s partition, if it names it.
+fn code_of(key: &StateKey, mut codes: impl Iterator<Item = (uuid::Uuid, i32, i16)>) -> Option<i16> {
+    codes
+        .find(|(topic, partition, _)| *topic == key.1 && *partition == key.2)
+        .map(|(_, _, code)| code)
+}
+
 impl Coordinators {
     pub(super) async fn summary(
         &self,
@@ -109,14 +116,12 @@ impl Coordinators {
                 &request,
             )
             .await?;
-        let code = response
-            .results
-            .iter()
-            .filter(|r| r.topic_id == key.1)
-            .flat_map(|r| r.partitions.iter())
-            .find(|p| p.partition == key.2)
-            .map(|p| p.error_code);
-        outcome(node, code)
+        let codes = response.results.iter().flat_map(|r| {
+            r.partitions
+                .iter()
+                .map(move |p| (r.topic_id, p.partition, p.error_code))
+        });
+        outcome(node, code_of(key, codes))
     }
 
     pub(super) async fn delete(
@@ -143,13 +148,11 @@ impl Coordinators {
                 &request,
             )
             .await?;
-        let code = response
-            .results
-            .iter()
-            .filter(|r| r.topic_id == key.1)
-            .flat_map(|r| r.partitions.iter())
-            .find(|p| p.partition == key.2)
-            .map(|p| p.error_code);
-        outcome(node, code)
+        let codes = response.results.iter().flat_map(|r| {
+            r.partitions
+                .iter()
+                .map(move |p| (r.topic_id, p.partition, p.error_code))
+        });
+        outcome(node, code_of(key, codes))
     }
 }

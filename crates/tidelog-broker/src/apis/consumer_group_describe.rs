@@ -1,6 +1,7 @@
 //! ConsumerGroupDescribe (KIP-848): a consumer group's state, epochs, assignor, and per
 //! member its epoch, subscription, current and target assignment. A classic group or
-//! an unknown id is GROUP_ID_NOT_FOUND, as in Kafka.
+//! an unknown id is GROUP_ID_NOT_FOUND, as in Kafka; so is a group whose topics the
+//! principal may not all describe TOPIC_AUTHORIZATION_FAILED.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_describe_request::ConsumerGroupDescribeRequest;
@@ -14,9 +15,10 @@ use tidelog_protocol::ProtocolError;
 
 use super::authorized_operations::if_requested;
 use super::Request;
+use crate::auth::Access;
 use crate::context::Ctx;
 use crate::group::consumer::describe::ConsumerDescribe;
-use crate::group::consumer::{self, TopicsView};
+use crate::group::consumer::{self, ConsumerMember, TopicsView};
 use crate::group::str_bytes;
 use crate::net::Reply;
 
@@ -34,6 +36,27 @@ fn assignment(a: &consumer::Assignment, topics: &TopicsView) -> Assignment {
             })
             .collect(),
     )
+}
+
+/// Whether the principal may describe every topic the members are assigned or target.
+fn describes_all(access: &Access, topics: &TopicsView, members: &[ConsumerMember]) -> bool {
+    members
+        .iter()
+        .flat_map(|m| m.current.assigned.keys().chain(m.target.keys()))
+        .filter_map(|id| topics.names.get(id))
+        .all(|name| access.topic(AclOperation::Describe, name))
+}
+
+/// Why a group is described without its members (KAFKA-18813).
+pub(crate) const HIDDEN_TOPICS: &str =
+    "The group has assigned topics that the client is not authorized to describe.";
+
+/// A group whose topics the principal may not all describe is answered with
+/// TOPIC_AUTHORIZATION_FAILED and without its members.
+fn hidden_topics(group: DescribedGroup) -> DescribedGroup {
+    group
+        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+        .with_error_message(Some(str_bytes(HIDDEN_TOPICS)))
 }
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
@@ -62,6 +85,11 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             Ok((ConsumerDescribe::NotFound, _)) => not_found(format!("Group {name} not found.")),
             Ok((ConsumerDescribe::NotConsumer, _)) => {
                 not_found(format!("Group {name} is not a consumer group."))
+            }
+            Ok((ConsumerDescribe::Group(g), topics))
+                if !describes_all(&access, &topics, &g.members) =>
+            {
+                hidden_topics(group)
             }
             Ok((ConsumerDescribe::Group(g), topics)) => group
                 .with_group_state(str_bytes(g.state))

@@ -4,17 +4,21 @@
 
 use std::collections::BTreeMap;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
 use kafka_protocol::messages::consumer_group_heartbeat_response::{
     Assignment, ConsumerGroupHeartbeatResponse, TopicPartitions,
 };
+use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::{AclOperation, ResourceType};
 use tidelog_protocol::ProtocolError;
 
 use super::Request;
+use crate::auth::Access;
 use crate::context::Ctx;
 use crate::group::consumer::heartbeat::HeartbeatRequest;
+use crate::group::consumer::TopicFilter;
 use crate::group::str_bytes;
 use crate::net::Reply;
 
@@ -23,12 +27,16 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ConsumerGroupHeartbeatRequest = req.decode()?;
     let group = request.group_id.0.to_string();
-    if let Some(code) = req
-        .access(ctx)
-        .refused(AclOperation::Read, ResourceType::Group, &group)
-    {
+    let access = req.access(ctx);
+    if let Some(code) = access.refused(AclOperation::Read, ResourceType::Group, &group) {
         return req.respond(&ConsumerGroupHeartbeatResponse::default().with_error_code(code));
     }
+    // KAFKA-18813: a member names only topics it may describe, and its regex resolves
+    // to those alone, so membership never reveals a topic's id or partitions.
+    if let Some(code) = undescribable_topics(&access, request.subscribed_topic_names.as_deref()) {
+        return req.respond(&ConsumerGroupHeartbeatResponse::default().with_error_code(code));
+    }
+    let describable = describable_topics(access);
     let owned = request.topic_partitions.as_ref().map(|topics| {
         let mut owned = BTreeMap::new();
         for t in topics {
@@ -67,7 +75,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         client_host: format!("/{}", req.peer.ip()),
         classic: None,
     };
-    let response = match ctx.groups.consumer_heartbeat(heartbeat).await {
+    let response = match ctx.groups.consumer_heartbeat(heartbeat, describable).await {
         Ok(r) => r,
         Err(e) => {
             return req
@@ -95,4 +103,22 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .with_heartbeat_interval_ms(response.heartbeat_interval_ms)
             .with_assignment(assignment),
     )
+}
+
+/// TOPIC_AUTHORIZATION_FAILED when the principal may not describe one of the topics a
+/// group member subscribes to by name (KafkaApis' check before the coordinator).
+pub(crate) fn undescribable_topics(access: &Access, names: Option<&[TopicName]>) -> Option<i16> {
+    names?
+        .iter()
+        .any(|name| !access.topic(AclOperation::Describe, name))
+        .then(|| ResponseError::TopicAuthorizationFailed.code())
+}
+
+/// The topics the principal may describe, as the group coordinator asks it.
+fn describable_topics(access: Access) -> TopicFilter {
+    if access.enabled() {
+        TopicFilter::new(move |topic| access.topic(AclOperation::Describe, topic))
+    } else {
+        TopicFilter::default()
+    }
 }

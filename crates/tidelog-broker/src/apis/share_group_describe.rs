@@ -1,6 +1,7 @@
 //! ShareGroupDescribe (KIP-932): a share group's state, epochs, assignor, and per member
 //! its epoch, subscription and assignment. Another kind of group, or an unknown id, is
-//! GROUP_ID_NOT_FOUND, as in Kafka.
+//! GROUP_ID_NOT_FOUND, as in Kafka; a group whose topics the principal may not all
+//! describe is TOPIC_AUTHORIZATION_FAILED.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_group_describe_request::ShareGroupDescribeRequest;
@@ -63,6 +64,21 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     .with_group_id(GroupId(str_bytes(&name)))
                     .with_error_code(ResponseError::GroupIdNotFound.code())
                     .with_error_message(Some(str_bytes(&message)))
+            }
+            Ok((Some(g), topics))
+                if !g
+                    .members
+                    .values()
+                    .flat_map(|m| m.assignment.keys())
+                    .filter_map(|id| topics.names.get(id))
+                    .all(|topic| access.topic(AclOperation::Describe, topic)) =>
+            {
+                // As ConsumerGroupDescribe (KAFKA-18813): no members, no topic names.
+                group
+                    .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(str_bytes(
+                        super::consumer_group_describe::HIDDEN_TOPICS,
+                    )))
             }
             Ok((Some(g), topics)) => group
                 .with_group_state(str_bytes(g.state_name()))

@@ -25,6 +25,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     if let Some(code) = access.refused(AclOperation::Read, ResourceType::Group, &group) {
         return req.respond(&ShareGroupHeartbeatResponse::default().with_error_code(code));
     }
+    let names = request.subscribed_topic_names.as_deref();
+    if let Some(code) = super::consumer_group_heartbeat::undescribable_topics(&access, names) {
+        return req.respond(&ShareGroupHeartbeatResponse::default().with_error_code(code));
+    }
     let heartbeat = ShareHeartbeat {
         group_id: group,
         member_id: request.member_id.to_string(),

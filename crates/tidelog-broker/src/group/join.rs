@@ -97,7 +97,7 @@ impl GroupShard {
                 return self.classic_join(req, topics, now);
             }
             // An empty consumer group gives way to a classic one; its offsets stay.
-            records.extend(consumer_group_tombstones(&req.group_id));
+            records.extend(consumer_group_tombstones(consumer));
         }
         let (reply, record) = self.join_locked(req, now);
         records.extend(record);

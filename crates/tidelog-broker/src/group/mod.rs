@@ -132,9 +132,15 @@ pub(crate) fn migration_policy(value: &str) -> Result<(bool, bool), String> {
 impl GroupConfig {
     /// The topics of the newest image.
     pub(crate) fn topics_view(&self) -> consumer::TopicsView {
-        let mut view = consumer::TopicsView::default();
+        let mut view = consumer::TopicsView {
+            taken_ms: crate::context::now_ms(),
+            ..consumer::TopicsView::default()
+        };
         if let Some(images) = &self.images {
             let image = images.borrow();
+            view.version = image
+                .last_offset()
+                .map_or(-1, |o| i64::try_from(o).unwrap_or(i64::MAX));
             for t in image.topics() {
                 view.insert(&t.name, t.topic_id, t.partition_count());
             }
@@ -345,12 +351,18 @@ impl GroupCoordinator {
     }
 
     /// ConsumerGroupHeartbeat (KIP-848), answered once its records are replicated.
+    /// ConsumerGroupHeartbeat (KIP-848); a regex the step resolves matches only the
+    /// topics `describable` lets the member's principal see.
     pub(crate) async fn consumer_heartbeat(
         &self,
         req: consumer::heartbeat::HeartbeatRequest,
+        describable: consumer::TopicFilter,
     ) -> Result<consumer::heartbeat::HeartbeatResponse, GroupError> {
         let partition = self.partition_of(&req.group_id)?;
-        let topics = self.topics_view();
+        let topics = consumer::TopicsView {
+            describable,
+            ..self.topics_view()
+        };
         Ok(self
             .runtime
             .write(partition, move |shard, now| {

@@ -307,7 +307,7 @@ impl GroupShard {
                 return Outcome::answer(ResponseError::NonEmptyGroup.code());
             }
             let mut records = self.tombstones(group_id, |_, _| true, false);
-            records.extend(consumer_group_tombstones(group_id));
+            records.extend(consumer_group_tombstones(g));
             return Outcome::records(records, 0);
         }
         let Some(g) = self.groups.map.get(group_id) else {
@@ -421,7 +421,7 @@ impl GroupShard {
                 .count();
             records.extend(self.tombstones(&g.id, expired, false));
             if empty && remaining == 0 {
-                records.extend(consumer_group_tombstones(&g.id));
+                records.extend(consumer_group_tombstones(g));
             }
         }
         for id in forget {

@@ -10,7 +10,7 @@
 //! - **offset commit key**, version 0 or 1: `i16 version, string group, string topic,
 //!   i32 partition`. We write version 1.
 //! - **group metadata key**, version 2: `i16 version, string group`.
-//! - keys 3 to 8: a consumer-protocol group's records (see `consumer::records`).
+//! - keys 3 to 8 and 16: a consumer-protocol group's records (see `consumer::records`).
 //!
 //! Values:
 //! - **offset commit value**, we write version 3: `i16 version=3, i64 offset,
@@ -192,7 +192,9 @@ impl GroupRecord {
                 partition: k.i32()?,
             },
             2 => RecordKey::Group { group: k.string()? },
-            kind @ 3..=8 => RecordKey::Consumer(consumer_records::decode_key(kind, k.0)?),
+            kind @ (3..=8 | consumer_records::REGEX_KEY) => {
+                RecordKey::Consumer(consumer_records::decode_key(kind, k.0)?)
+            }
             kind @ (share_records::METADATA_KEY | share_records::PARTITION_METADATA_KEY) => {
                 RecordKey::Share(share_records::decode_key(kind, k.0)?)
             }

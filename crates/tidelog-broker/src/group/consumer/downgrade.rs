@@ -158,7 +158,7 @@ pub(super) fn tombstones(group: &ConsumerGroup, now: Instant) -> Vec<GroupRecord
         w.remove_member(id);
     }
     let mut records = w.records;
-    records.extend(consumer_group_tombstones(&group.id));
+    records.extend(consumer_group_tombstones(group));
     records
 }
 

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::assignor::{self, AssignMember};
 use super::reconcile::reconcile;
 pub(crate) use super::topics::group_assignor;
-use super::topics::{compile_regex, group_topics, member_topics};
+use super::topics::{compile_regex, group_topics, member_topics, refresh_regexes};
 use super::{
     Assignment, ClassicProtocols, ConsumerGroup, ConsumerKey, ConsumerMember, ConsumerValue,
     CurrentAssignment, TopicsView, STATIC_LEFT_EPOCH,
@@ -90,7 +90,28 @@ impl Writer<'_> {
         });
     }
 
+    /// Removes `member`, and the regex it subscribed with once nobody else uses it.
     pub(super) fn remove_member(&mut self, member: &str) {
+        let regex = self
+            .group
+            .members
+            .get(member)
+            .and_then(|m| m.metadata.subscribed_topic_regex.clone());
+        self.remove_member_records(member);
+        if let Some(regex) = regex {
+            let still_used = self
+                .group
+                .members
+                .values()
+                .any(|m| m.metadata.subscribed_topic_regex.as_ref() == Some(&regex));
+            if !still_used && self.group.regexes.contains_key(&regex) {
+                let group = self.group.id.clone();
+                self.emit(ConsumerKey::Regex { group, regex }, None);
+            }
+        }
+    }
+
+    fn remove_member_records(&mut self, member: &str) {
         let (group, member) = (self.group.id.clone(), member.to_string());
         self.emit(
             ConsumerKey::CurrentAssignment {
@@ -475,6 +496,7 @@ pub(super) fn join_or_heartbeat(
         );
     }
 
+    refresh_regexes(w, topics);
     let (subscribed, hash) = group_topics(w.group, topics);
     if subscription_changed || hash != w.group.metadata_hash {
         w.bump_epoch(hash);
@@ -534,7 +556,7 @@ fn update_target(
         .values()
         .map(|m| AssignMember {
             id: m.id.clone(),
-            topics: member_topics(&m.metadata, topics),
+            topics: member_topics(&m.metadata, &w.group.regexes, topics),
             previous: m.target.clone(),
         })
         .collect();

@@ -24,6 +24,8 @@ mod leave;
 pub(crate) mod offsets;
 pub(crate) mod reconcile;
 pub(crate) mod records;
+#[cfg(test)]
+mod regex_tests;
 pub(crate) mod stats;
 #[cfg(test)]
 mod tests;
@@ -100,6 +102,16 @@ pub(crate) struct CurrentAssignment {
     pub(crate) pending_revocation: Assignment,
 }
 
+/// A subscription regex of the group resolved to topic names (Kafka's
+/// ConsumerGroupRegularExpression value): the names it matched that the member whose
+/// heartbeat resolved it may describe, as of the metadata image at `version`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ResolvedRegex {
+    pub(crate) topics: BTreeSet<String>,
+    pub(crate) version: i64,
+    pub(crate) timestamp_ms: i64,
+}
+
 /// The member epoch of a static member that left and may come back.
 pub(crate) const STATIC_LEFT_EPOCH: i32 = -2;
 
@@ -139,6 +151,8 @@ pub(crate) struct ConsumerGroup {
     pub(crate) static_members: HashMap<String, String>,
     /// (topic id, partition) -> member id owning it (assigned or pending revocation).
     pub(crate) owners: HashMap<(Uuid, i32), String>,
+    /// The subscription regexes of its members, resolved (see `topics`).
+    pub(crate) regexes: BTreeMap<String, ResolvedRegex>,
     /// Whether any record of the group is in the log (its metadata key to delete).
     pub(crate) stored: bool,
 }
@@ -153,6 +167,7 @@ impl ConsumerGroup {
             members: BTreeMap::new(),
             static_members: HashMap::new(),
             owners: HashMap::new(),
+            regexes: BTreeMap::new(),
             stored: false,
         }
     }
@@ -263,6 +278,12 @@ impl ConsumerGroup {
                     m.current = current;
                 }
             }
+            (ConsumerKey::Regex { regex, .. }, Some(ConsumerValue::Regex(resolved))) => {
+                self.regexes.insert(regex.clone(), resolved);
+            }
+            (ConsumerKey::Regex { regex, .. }, None) => {
+                self.regexes.remove(regex);
+            }
             // Kafka's old subscription metadata, and tombstones of group-level keys
             // (the group itself goes with its metadata tombstone, see the shard).
             _ => {}
@@ -280,11 +301,44 @@ impl ConsumerGroup {
     }
 }
 
-/// The topics a heartbeat can see: name -> (id, partition count), and back.
+/// The topics a heartbeat can see: name -> (id, partition count), and back; the
+/// offset of the metadata image they come from; and which of them the heartbeat's
+/// principal may describe (what a regex it resolves may match).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TopicsView {
     pub(crate) by_name: BTreeMap<String, (Uuid, i32)>,
     pub(crate) names: HashMap<Uuid, String>,
+    pub(crate) version: i64,
+    /// When the view was taken, in milliseconds since the Unix epoch.
+    pub(crate) taken_ms: i64,
+    pub(crate) describable: TopicFilter,
+}
+
+/// Whether a topic (by name) passes.
+type TopicCheck = dyn Fn(&str) -> bool + Send + Sync;
+
+/// Which topics a principal may describe: every topic when no authorizer is on.
+#[derive(Clone, Default)]
+pub(crate) struct TopicFilter(Option<std::sync::Arc<TopicCheck>>);
+
+impl TopicFilter {
+    pub(crate) fn new(allows: impl Fn(&str) -> bool + Send + Sync + 'static) -> TopicFilter {
+        TopicFilter(Some(std::sync::Arc::new(allows)))
+    }
+
+    pub(crate) fn allows(&self, topic: &str) -> bool {
+        self.0.as_ref().is_none_or(|allows| allows(topic))
+    }
+}
+
+impl std::fmt::Debug for TopicFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "TopicFilter(authorizer)"
+        } else {
+            "TopicFilter(everything)"
+        })
+    }
 }
 
 impl TopicsView {

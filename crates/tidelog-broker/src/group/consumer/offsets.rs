@@ -7,21 +7,24 @@ use super::{ConsumerGroup, ConsumerKey};
 use crate::group::offsets::CommitRequest;
 use crate::group::records::{GroupRecord, RecordKey};
 
-/// The records that delete a consumer group without members.
-pub(crate) fn consumer_group_tombstones(group: &str) -> [GroupRecord; 2] {
-    let group = group.to_string();
-    [
-        GroupRecord {
-            key: RecordKey::Consumer(ConsumerKey::TargetMetadata {
-                group: group.clone(),
-            }),
+/// The records that delete a consumer group without members: its resolved regexes,
+/// then its target assignment metadata, and its metadata last.
+pub(crate) fn consumer_group_tombstones(group: &ConsumerGroup) -> Vec<GroupRecord> {
+    let id = &group.id;
+    let regexes = group.regexes.keys().map(|regex| ConsumerKey::Regex {
+        group: id.clone(),
+        regex: regex.clone(),
+    });
+    regexes
+        .chain([
+            ConsumerKey::TargetMetadata { group: id.clone() },
+            ConsumerKey::Metadata { group: id.clone() },
+        ])
+        .map(|key| GroupRecord {
+            key: RecordKey::Consumer(key),
             value: None,
-        },
-        GroupRecord {
-            key: RecordKey::Consumer(ConsumerKey::Metadata { group }),
-            value: None,
-        },
-    ]
+        })
+        .collect()
 }
 
 /// Kafka's commit rules for a consumer-protocol group: a member commits at its current

@@ -4,7 +4,8 @@
 //! - 3 group metadata `(group)`; 4 partition metadata `(group)` (Kafka before 4.1; read
 //!   and ignored, never written); 5 member metadata `(group, member)`; 6 target
 //!   assignment metadata `(group)`; 7 target assignment member `(group, member)`;
-//!   8 current member assignment `(group, member)`.
+//!   8 current member assignment `(group, member)`; 16 a resolved subscription regex
+//!   `(group, regular expression)` (Kafka's ConsumerGroupRegularExpression).
 //!
 //! Values are `i16 version=0` then a flexible struct: compact strings and arrays
 //! (unsigned varint length + 1, 0 = null), 16-byte uuids, and a tagged-field section
@@ -17,7 +18,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::{BufMut, BytesMut};
 use uuid::Uuid;
 
-use super::{Assignment, ClassicProtocols, CurrentAssignment, MemberMetadata, MemberState};
+use super::{
+    Assignment, ClassicProtocols, CurrentAssignment, MemberMetadata, MemberState, ResolvedRegex,
+};
 use crate::group::records::{put_string, FormatError, Reader};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +31,11 @@ pub(crate) enum ConsumerKey {
     TargetMetadata { group: String },
     TargetMember { group: String, member: String },
     CurrentAssignment { group: String, member: String },
+    Regex { group: String, regex: String },
 }
+
+/// Kafka's key type of a resolved subscription regex.
+pub(crate) const REGEX_KEY: i16 = 16;
 
 impl ConsumerKey {
     pub(crate) fn group(&self) -> &str {
@@ -38,7 +45,8 @@ impl ConsumerKey {
             | ConsumerKey::TargetMetadata { group }
             | ConsumerKey::Member { group, .. }
             | ConsumerKey::TargetMember { group, .. }
-            | ConsumerKey::CurrentAssignment { group, .. } => group,
+            | ConsumerKey::CurrentAssignment { group, .. }
+            | ConsumerKey::Regex { group, .. } => group,
         }
     }
 }
@@ -58,6 +66,7 @@ pub(crate) enum ConsumerValue {
     },
     TargetMember(Assignment),
     CurrentAssignment(CurrentAssignment),
+    Regex(ResolvedRegex),
 }
 
 pub(crate) fn encode_key(key: &ConsumerKey, buf: &mut BytesMut) {
@@ -68,6 +77,7 @@ pub(crate) fn encode_key(key: &ConsumerKey, buf: &mut BytesMut) {
         ConsumerKey::TargetMetadata { group } => (6, group, None),
         ConsumerKey::TargetMember { group, member } => (7, group, Some(member)),
         ConsumerKey::CurrentAssignment { group, member } => (8, group, Some(member)),
+        ConsumerKey::Regex { group, regex } => (REGEX_KEY, group, Some(regex)),
     };
     buf.put_i16(kind);
     put_string(buf, group);
@@ -76,7 +86,7 @@ pub(crate) fn encode_key(key: &ConsumerKey, buf: &mut BytesMut) {
     }
 }
 
-/// The key of type `kind` (3..=8) from the bytes after the type.
+/// The key of type `kind` (3..=8, 16) from the bytes after the type.
 pub(crate) fn decode_key(kind: i16, bytes: &[u8]) -> Result<ConsumerKey, FormatError> {
     let mut r = Reader(bytes);
     let group = r.string()?;
@@ -95,6 +105,10 @@ pub(crate) fn decode_key(kind: i16, bytes: &[u8]) -> Result<ConsumerKey, FormatE
         8 => ConsumerKey::CurrentAssignment {
             group,
             member: r.string()?,
+        },
+        REGEX_KEY => ConsumerKey::Regex {
+            group,
+            regex: r.string()?,
         },
         version => {
             return Err(FormatError::Version {
@@ -162,6 +176,15 @@ pub(crate) fn encode_value(value: &ConsumerValue, buf: &mut BytesMut) {
             buf.put_i8(c.state as i8);
             put_assignment(buf, &c.assigned);
             put_assignment(buf, &c.pending_revocation);
+            put_varint(buf, 0);
+        }
+        ConsumerValue::Regex(resolved) => {
+            put_varint(buf, resolved.topics.len() as u64 + 1);
+            for t in &resolved.topics {
+                put_compact(buf, t);
+            }
+            buf.put_i64(resolved.version);
+            buf.put_i64(resolved.timestamp_ms);
             put_varint(buf, 0);
         }
     }
@@ -254,6 +277,21 @@ pub(crate) fn decode_value(key: &ConsumerKey, bytes: &[u8]) -> Result<ConsumerVa
                 state,
                 assigned,
                 pending_revocation,
+            })
+        }
+        ConsumerKey::Regex { .. } => {
+            let count = r.array_len()?;
+            let mut topics = BTreeSet::new();
+            for _ in 0..count {
+                topics.insert(r.compact()?);
+            }
+            let version = r.i64()?;
+            let timestamp_ms = r.i64()?;
+            r.tagged(|_, _| {})?;
+            ConsumerValue::Regex(ResolvedRegex {
+                topics,
+                version,
+                timestamp_ms,
             })
         }
     })
@@ -485,6 +523,30 @@ mod tests {
                 pending_revocation: assigned,
             }),
         );
+    }
+
+    #[test]
+    fn a_resolved_regex_is_kafkas_layout_and_round_trips() {
+        let key = ConsumerKey::Regex {
+            group: "g".into(),
+            regex: "t.*".into(),
+        };
+        let value = ConsumerValue::Regex(ResolvedRegex {
+            topics: ["t1".to_string()].into(),
+            version: 7,
+            timestamp_ms: 9,
+        });
+        roundtrip(key.clone(), value.clone());
+        let mut k = BytesMut::new();
+        encode_key(&key, &mut k);
+        assert_eq!(k.as_ref(), &[0, 16, 0, 1, b'g', 0, 3, b't', b'.', b'*']);
+        let mut v = BytesMut::new();
+        encode_value(&value, &mut v);
+        let mut expected = vec![0, 0, 2, 3, b't', b'1'];
+        expected.extend(7i64.to_be_bytes());
+        expected.extend(9i64.to_be_bytes());
+        expected.push(0);
+        assert_eq!(v.as_ref(), expected.as_slice());
     }
 
     #[test]

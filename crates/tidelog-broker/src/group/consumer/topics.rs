@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex_automata::meta::Regex;
 use uuid::Uuid;
 
-use super::{assignor, ConsumerGroup, MemberMetadata, TopicsView};
+use super::heartbeat::Writer;
+use super::{
+    assignor, ConsumerGroup, ConsumerKey, ConsumerValue, MemberMetadata, ResolvedRegex, TopicsView,
+};
 use crate::group::GroupConfig;
 
 /// Longest subscription regex accepted (its compiled size is bounded too).
@@ -25,26 +28,83 @@ pub(crate) fn compile_regex(pattern: &str) -> Result<Regex, String> {
         .map_err(|e| e.to_string())
 }
 
-/// The topics `meta` subscribes to that exist: by name, and by regex among the
-/// non-internal topics.
-pub(crate) fn member_topics(meta: &MemberMetadata, topics: &TopicsView) -> BTreeSet<Uuid> {
-    let mut out: BTreeSet<Uuid> = meta
-        .subscribed_topic_names
-        .iter()
-        .filter_map(|name| topics.by_name.get(name).map(|(id, _)| *id))
-        .collect();
-    if let Some(re) = meta
+/// The topics `meta` subscribes to that exist: by name, and by its regex as the group
+/// resolved it (see [`refresh_regexes`]).
+pub(crate) fn member_topics(
+    meta: &MemberMetadata,
+    regexes: &BTreeMap<String, ResolvedRegex>,
+    topics: &TopicsView,
+) -> BTreeSet<Uuid> {
+    let resolved = meta
         .subscribed_topic_regex
-        .as_deref()
-        .and_then(|p| compile_regex(p).ok())
-    {
-        for (name, (id, _)) in &topics.by_name {
-            if !name.starts_with("__") && re.is_match(name.as_str()) {
-                out.insert(*id);
-            }
-        }
+        .as_ref()
+        .and_then(|regex| regexes.get(regex))
+        .into_iter()
+        .flat_map(|r| r.topics.iter());
+    meta.subscribed_topic_names
+        .iter()
+        .chain(resolved)
+        .filter_map(|name| topics.by_name.get(name).map(|(id, _)| *id))
+        .collect()
+}
+
+/// Kafka's resolution of subscription regexes (KIP-848, with KAFKA-18813's check): a
+/// regex a member subscribes with is resolved when it is new to the group, and again
+/// once the metadata image has moved past the one it was resolved at, to the
+/// non-internal topics it matches that the principal of the heartbeat resolving it may
+/// describe. The result is a record, so every member of the group, a later coordinator
+/// and a replay see the same topics whoever heartbeats next. A regex no member uses any
+/// more is deleted.
+pub(super) fn refresh_regexes(w: &mut Writer<'_>, topics: &TopicsView) {
+    let in_use: BTreeSet<String> = w
+        .group
+        .members
+        .values()
+        .filter_map(|m| m.metadata.subscribed_topic_regex.clone())
+        .collect();
+    let group = w.group.id.clone();
+    let unused: Vec<String> = w
+        .group
+        .regexes
+        .keys()
+        .filter(|regex| !in_use.contains(*regex))
+        .cloned()
+        .collect();
+    for regex in unused {
+        let group = group.clone();
+        w.emit(ConsumerKey::Regex { group, regex }, None);
     }
-    out
+    for regex in in_use {
+        let stored = w.group.regexes.get(&regex);
+        if stored.is_some_and(|r| r.version >= topics.version) {
+            continue;
+        }
+        // Checked when a member sent it; one that no longer compiles matches nothing.
+        let matched: BTreeSet<String> = match compile_regex(&regex) {
+            Ok(compiled) => topics
+                .by_name
+                .keys()
+                .filter(|name| !name.starts_with("__") && compiled.is_match(name.as_str()))
+                .filter(|name| topics.describable.allows(name))
+                .cloned()
+                .collect(),
+            Err(_) => BTreeSet::new(),
+        };
+        // Same topics at a newer image: nothing to write (the next heartbeat looks again).
+        if stored.is_some_and(|r| r.topics == matched) {
+            continue;
+        }
+        let resolved = ResolvedRegex {
+            topics: matched,
+            version: topics.version,
+            timestamp_ms: topics.taken_ms,
+        };
+        let group = group.clone();
+        w.emit(
+            ConsumerKey::Regex { group, regex },
+            Some(ConsumerValue::Regex(resolved)),
+        );
+    }
 }
 
 /// Every topic the group subscribes to (id -> partition count) and a hash of their
@@ -55,7 +115,7 @@ pub(crate) fn group_topics(
 ) -> (BTreeMap<Uuid, i32>, i64) {
     let mut subscribed = BTreeMap::new();
     for m in group.members.values() {
-        for id in member_topics(&m.metadata, topics) {
+        for id in member_topics(&m.metadata, &group.regexes, topics) {
             if let Some(name) = topics.names.get(&id) {
                 if let Some((_, count)) = topics.by_name.get(name) {
                     subscribed.insert(id, *count);

@@ -1,4 +1,5 @@
 //! Lints deploy/: the systemd unit passes `systemd-analyze verify` (where systemd-analyze
+//! exists), the alert rules pass promtool's check and unit tests (where promtool
 //! exists), the YAML files parse (where Python's yaml module exists), the Grafana
 //! dashboard is JSON, the compose file runs the README's three-node flags, the image
 //! runs as non-root with the data dir as a volume, and every metric the dashboard and
@@ -78,6 +79,29 @@ fn alert_rules_use_documented_metrics() {
         "deploy/prometheus/tidelog-rules.test.yml",
     ] {
         assert_documented(file, &metric_names(&read(file)));
+    }
+}
+
+/// `promtool check rules` and the rules' own unit tests (`promtool test rules`), where
+/// promtool exists (scripts/test installs Debian's prometheus package for it).
+#[test]
+fn alert_rules_pass_promtool() {
+    let dir = repo().join("deploy/prometheus");
+    for args in [
+        ["check", "rules", "tidelog-rules.yml"],
+        ["test", "rules", "tidelog-rules.test.yml"],
+    ] {
+        let Ok(out) = Command::new("promtool").args(args).current_dir(&dir).output() else {
+            eprintln!("skipped: no promtool (Debian's prometheus package)");
+            return;
+        };
+        assert!(
+            out.status.success(),
+            "promtool {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

@@ -22,6 +22,7 @@ mod group_config;
 mod internal_topic;
 pub mod kafka_names;
 pub mod listeners;
+pub mod log_levels;
 mod metadata;
 mod metrics;
 mod net;

@@ -23,6 +23,8 @@ pub(crate) enum ConfigSource {
     Broker = 4,
     /// Nobody set it (DEFAULT_CONFIG).
     Default = 5,
+    /// A logger's level (DYNAMIC_BROKER_LOGGER_CONFIG).
+    DynamicBrokerLogger = 6,
     /// Set on the group (GROUP_CONFIG, KIP-848).
     Group = 8,
 }

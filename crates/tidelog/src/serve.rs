@@ -242,16 +242,40 @@ async fn wait_for_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The subscriber, with its filter behind a reload handle so that Kafka's
+/// BROKER_LOGGER configs (`tidelog_broker::log_levels`) change levels while it runs.
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TIDELOG_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::EnvFilter;
+
+    let (directives, filter) = match std::env::var("TIDELOG_LOG")
+        .ok()
+        .and_then(|d| EnvFilter::try_new(&d).ok().map(|f| (d, f)))
+    {
+        Some(taken) => taken,
+        None => {
+            let d = tidelog_broker::log_levels::DEFAULT_FILTER;
+            (d.to_owned(), EnvFilter::new(d))
+        }
+    };
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     // Colour only for a person at a terminal, never into log files.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_target(false)
-        .with_ansi(ansi)
-        .try_init();
+        .with_ansi(ansi);
+    if tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
+        .try_init()
+        .is_ok()
+    {
+        tidelog_broker::log_levels::install(&directives, move |d| {
+            let filter = EnvFilter::try_new(d).map_err(|e| e.to_string())?;
+            handle.reload(filter).map_err(|e| e.to_string())
+        });
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! override the topic had, every dynamic config of the broker resource, or every
 //! config of the group.
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_request::AlterConfigsRequest;
 use kafka_protocol::messages::alter_configs_response::{
     AlterConfigsResourceResponse, AlterConfigsResponse,
@@ -12,7 +13,7 @@ use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::broker_configs::{self, Op, SET};
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
 use super::group_configs::{self, RESOURCE_GROUP};
 use super::incremental_alter_configs::refuse_resource_type;
 use super::Request;
@@ -64,7 +65,15 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     .with_error_message(Some(StrBytes::from_string(message))),
             }
         } else if resource.resource_type != RESOURCE_TOPIC {
-            let (code, message) = refuse_resource_type(resource.resource_type);
+            let (code, message) = if resource.resource_type == RESOURCE_BROKER_LOGGER {
+                (
+                    ResponseError::InvalidRequest.code(),
+                    "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER"
+                        .to_owned(),
+                )
+            } else {
+                refuse_resource_type(resource.resource_type)
+            };
             response
                 .with_error_code(code)
                 .with_error_message(Some(StrBytes::from_string(message)))

@@ -1,6 +1,6 @@
 //! DescribeConfigs: a topic's effective settings with where each came from, a
 //! broker's settings (`crate::dynamic_config::describe_broker`), or a group's
-//! (`super::group_configs`).
+//! (`super::group_configs`), or this node's log levels (`crate::log_levels`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsRequest;
@@ -18,6 +18,7 @@ use super::Request;
 use crate::context::Ctx;
 use crate::dynamic_config::{self, BrokerEntry};
 use crate::group_config;
+use crate::log_levels;
 use crate::net::Reply;
 use crate::topic_config::{effective, ConfigSource};
 
@@ -25,6 +26,7 @@ pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 4 };
 
 pub(crate) const RESOURCE_TOPIC: i8 = 2;
 pub(crate) const RESOURCE_BROKER: i8 = 4;
+pub(crate) const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: DescribeConfigsRequest = req.decode()?;
@@ -120,6 +122,20 @@ fn describe(ctx: &Ctx, resource_type: i8, name: &str) -> Result<Entries, (i16, S
         RESOURCE_BROKER => dynamic_config::describe_broker(&ctx.config, &image, name)
             .map_err(|message| (ResponseError::InvalidRequest.code(), message)),
         super::group_configs::RESOURCE_GROUP => super::group_configs::describe(ctx, name),
+        RESOURCE_BROKER_LOGGER => {
+            log_levels::check_resource_name(name, ctx.node_id())?;
+            Ok(log_levels::process()
+                .describe()
+                .into_iter()
+                .map(|(logger, level)| BrokerEntry {
+                    name: logger,
+                    value: level,
+                    source: ConfigSource::DynamicBrokerLogger,
+                    read_only: false,
+                    synonyms: Vec::new(),
+                })
+                .collect())
+        }
         other => Err((
             ResponseError::InvalidRequest.code(),
             format!("resource type {other} has no configs here"),

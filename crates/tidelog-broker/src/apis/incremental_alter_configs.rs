@@ -1,6 +1,6 @@
 //! IncrementalAlterConfigs: set, delete, append to or subtract from single settings of
 //! a topic, of a broker's dynamic configs (`super::broker_configs`), or of a group
-//! (`super::group_configs`).
+//! (`super::group_configs`), or this node's log levels (`crate::log_levels`).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -15,10 +15,11 @@ use tidelog_controller::acl::AclOperation;
 use tidelog_protocol::ProtocolError;
 
 use super::broker_configs::{self, Op, APPEND, DELETE, SET, SUBTRACT};
-use super::describe_configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::describe_configs::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
 use super::group_configs::{self, RESOURCE_GROUP};
 use super::Request;
 use crate::context::Ctx;
+use crate::log_levels::{self, LevelChange};
 use crate::net::Reply;
 use crate::topic_config::effective;
 
@@ -110,6 +111,19 @@ async fn alter(
             validate_only,
         )
         .await;
+    }
+    if resource.resource_type == RESOURCE_BROKER_LOGGER {
+        log_levels::check_resource_name(&resource.resource_name, ctx.node_id())?;
+        let changes: Vec<LevelChange> = resource
+            .configs
+            .iter()
+            .map(|c| LevelChange {
+                logger: c.name.to_string(),
+                op: c.config_operation,
+                level: c.value.as_ref().map(|v| v.to_string()),
+            })
+            .collect();
+        return log_levels::process().alter(&changes, validate_only);
     }
     if resource.resource_type != RESOURCE_TOPIC {
         return Err(refuse_resource_type(resource.resource_type));

@@ -91,7 +91,11 @@ fn alert_rules_pass_promtool() {
         ["check", "rules", "tidelog-rules.yml"],
         ["test", "rules", "tidelog-rules.test.yml"],
     ] {
-        let Ok(out) = Command::new("promtool").args(args).current_dir(&dir).output() else {
+        let Ok(out) = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+        else {
             eprintln!("skipped: no promtool (Debian's prometheus package)");
             return;
         };

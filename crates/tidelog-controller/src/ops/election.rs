@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::partition::{
     change_record, complete_if_caught_up, is_live, leader_candidates, unclean_allowed,
-    ElectionKind, PartitionError, PartitionResults, TopicPartition,
+    ElectionKind, PartitionError, PartitionResults, TopicPartition, UncleanDefault,
 };
 use super::Plan;
 use crate::image::{MetadataImage, PartitionImage};
@@ -24,7 +24,11 @@ use crate::record::MetadataRecord;
 /// Brings every partition in line with broker liveness in `image` (plan against an
 /// image where the fencing / registration being written is already applied, see
 /// [`super::image_with`]). Writes nothing when everything is in order.
-pub fn plan_leader_repairs(image: &MetadataImage, unclean_default: bool) -> Vec<MetadataRecord> {
+pub fn plan_leader_repairs(
+    image: &MetadataImage,
+    unclean_default: impl Into<UncleanDefault>,
+) -> Vec<MetadataRecord> {
+    let unclean_default = unclean_default.into();
     let live = |b: i32| is_live(image, b);
     let mut records = Vec::new();
     for topic in image.topics() {

@@ -121,6 +121,55 @@ fn unclean_election_takes_any_live_replica_when_enabled_by_default_or_by_topic()
     assert_eq!(later.partition("t", 0).leader, 2);
 }
 
+/// Kafka's order for a topic without its own setting: the active controller's node
+/// config, then the cluster-wide default, then the static setting.
+#[test]
+fn the_controllers_node_config_beats_the_cluster_default_which_beats_the_static_setting() {
+    use crate::record::ConfigResource;
+    let config = |resource: ConfigResource, value: &str| MetadataRecord::Config {
+        resource,
+        name: UNCLEAN_LEADER_ELECTION.into(),
+        value: Some(value.into()),
+    };
+    let offline = || {
+        let mut images = three_way(&[1], 1);
+        let fence = images.fence_record(1);
+        fence_then_repair(&mut images, fence, false);
+        assert_eq!(images.partition("t", 0).leader, -1);
+        images
+    };
+    let on_node_2 = UncleanDefault {
+        controller_id: Some(2),
+        configured: false,
+    };
+    let on_node_3 = UncleanDefault {
+        controller_id: Some(3),
+        ..on_node_2
+    };
+
+    // Node 2's own config counts only while node 2 is the controller.
+    let mut images = offline();
+    images.apply(&[config(ConfigResource::Broker(2), "true")]);
+    assert!(plan_leader_repairs(&images.image, on_node_3).is_empty());
+    let repairs = plan_leader_repairs(&images.image, on_node_2);
+    images.apply(&repairs);
+    assert_eq!(images.partition("t", 0).leader, 2);
+
+    // The node's "false" beats the cluster's "true".
+    let mut images = offline();
+    images.apply(&[
+        config(ConfigResource::Cluster, "true"),
+        config(ConfigResource::Broker(2), "false"),
+    ]);
+    assert!(plan_leader_repairs(&images.image, on_node_2).is_empty());
+    assert!(!plan_leader_repairs(&images.image, on_node_3).is_empty());
+
+    // The cluster's "false" beats the static "true".
+    let mut images = offline();
+    images.apply(&[config(ConfigResource::Cluster, "false")]);
+    assert!(plan_leader_repairs(&images.image, true).is_empty());
+}
+
 #[test]
 fn controlled_shutdown_moves_leaders_and_leaves_isrs_but_keeps_sole_leaderships() {
     let mut images = Images::new().brokers(&[1, 2, 3]).topic(

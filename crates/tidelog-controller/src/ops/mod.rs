@@ -34,7 +34,7 @@ pub use election::{
 pub use internal_topics::{is_protected, plan_create_internal_topic, METADATA_TOPIC};
 pub use partition::{
     image_with, AlterPartition, ElectionKind, PartitionError, PartitionResults, Reassignment,
-    TopicPartition, UNCLEAN_LEADER_ELECTION,
+    TopicPartition, UncleanDefault, UNCLEAN_LEADER_ELECTION,
 };
 pub use reassign::{list_reassignments, plan_alter_reassignments};
 

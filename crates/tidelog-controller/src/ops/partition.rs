@@ -100,14 +100,45 @@ pub(crate) fn is_live(image: &MetadataImage, broker_id: i32) -> bool {
     image.is_broker_live(broker_id)
 }
 
+/// Where `unclean.leader.election.enable` comes from for a topic that does not set it,
+/// in the order of Kafka's `ConfigurationControlManager.getTopicConfig`: the dynamic
+/// config of the controller's own node, then the cluster-wide dynamic default, then
+/// the controller's static setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UncleanDefault {
+    /// The node whose dynamic broker config counts (the active controller's).
+    pub controller_id: Option<i32>,
+    /// The static setting.
+    pub configured: bool,
+}
+
+impl From<bool> for UncleanDefault {
+    /// The static setting alone (no node's dynamic config consulted).
+    fn from(configured: bool) -> Self {
+        UncleanDefault {
+            controller_id: None,
+            configured,
+        }
+    }
+}
+
 /// Whether a replica outside the ISR may be elected: the topic's config, else the
-/// cluster's dynamic config, else the controller's default.
-pub(crate) fn unclean_allowed(image: &MetadataImage, topic: &TopicImage, default: bool) -> bool {
+/// controller node's dynamic config, else the cluster's, else the static setting.
+pub(crate) fn unclean_allowed(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    default: UncleanDefault,
+) -> bool {
+    let node = default
+        .controller_id
+        .and_then(|id| image.broker_configs.get(&id))
+        .and_then(|configs| configs.get(UNCLEAN_LEADER_ELECTION));
     topic
         .configs
         .get(UNCLEAN_LEADER_ELECTION)
+        .or(node)
         .or_else(|| image.cluster_configs().get(UNCLEAN_LEADER_ELECTION))
-        .map_or(default, |v| v.eq_ignore_ascii_case("true"))
+        .map_or(default.configured, |v| v.eq_ignore_ascii_case("true"))
 }
 
 /// Replicas in the order they should be tried as leader: the target replicas first

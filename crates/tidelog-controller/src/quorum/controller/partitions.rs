@@ -127,10 +127,19 @@ impl QuorumController {
         Ok(())
     }
 
+    /// Where unclean election is decided for topics that do not set it: this (the
+    /// active) controller's own dynamic config, the cluster's, then the static setting.
+    pub(super) fn unclean_default(&self) -> ops::UncleanDefault {
+        ops::UncleanDefault {
+            controller_id: Some(self.quorum.node_id()),
+            configured: self.options.unclean_leader_election_default,
+        }
+    }
+
     /// Any election the image calls for (e.g. unclean election was just enabled for a
     /// topic with an offline partition); normally nothing.
     pub(super) async fn repair_partitions(&self) -> Result<(), RequestError> {
-        let unclean = self.options.unclean_leader_election_default;
+        let unclean = self.unclean_default();
         self.write_planned("partition leadership repaired", |image| {
             ops::plan_leader_repairs(image, unclean)
         })

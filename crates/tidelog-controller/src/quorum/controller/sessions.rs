@@ -134,7 +134,7 @@ impl QuorumController {
         records: &[MetadataRecord],
     ) -> Vec<MetadataRecord> {
         let next = ops::image_with(image, records);
-        ops::plan_leader_repairs(&next, self.options.unclean_leader_election_default)
+        ops::plan_leader_repairs(&next, self.unclean_default())
     }
 }
 

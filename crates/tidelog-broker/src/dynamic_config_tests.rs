@@ -208,6 +208,15 @@ fn synonyms_list_every_level_in_kafkas_order() {
     assert_eq!(retention.value, "300000");
     assert_eq!(retention.source, ConfigSource::DynamicBroker);
     assert!(!retention.read_only);
+    // The synonym given in the file is a setting of its own, as in Kafka's describe.
+    let hours = entries
+        .iter()
+        .find(|e| e.name == "log.retention.hours")
+        .expect("a statically given synonym is described");
+    assert_eq!(
+        (hours.value.as_str(), hours.source),
+        ("2", ConfigSource::Broker)
+    );
     let partitions = entries
         .iter()
         .find(|e| e.name == "num.partitions")

@@ -170,6 +170,19 @@ pub(crate) fn describe_broker(
             }
         }
     }
+    // Kafka's other names of a setting given in the configuration file
+    // (`log.retention.hours=1`) are settings of their own in Kafka's describe too.
+    for (name, _) in effective.all() {
+        for (synonym, _) in super::synonyms(name).into_iter().skip(1) {
+            if let Some(value) = static_config.given_synonym(synonym) {
+                extra.entry(synonym).or_default().push((
+                    synonym.to_string(),
+                    value.to_string(),
+                    ConfigSource::Broker,
+                ));
+            }
+        }
+    }
     for (name, synonyms) in extra {
         let (_, value, source) = synonyms[0].clone();
         out.push(BrokerEntry {

@@ -492,17 +492,22 @@ fn validate_committer(
             return Err(ResponseError::FencedInstanceId);
         }
     }
+    let (state, generation) = (group.state, group.generation);
     let Some(member) = group.members.get_mut(&req.member_id) else {
         return Err(ResponseError::UnknownMemberId);
     };
-    if req.generation != group.generation {
+    if req.generation != generation {
         return Err(ResponseError::IllegalGeneration);
     }
-    if !transactional && group.state == GroupState::CompletingRebalance {
+    if !transactional && state == GroupState::CompletingRebalance {
         return Err(ResponseError::RebalanceInProgress);
     }
-    // A commit is proof of life.
-    member.last_heartbeat = now.at;
+    // A commit is proof of life in Stable and PreparingRebalance (Kafka's
+    // OffsetMetadataManager reschedules the member's heartbeat there); a transactional
+    // one is not.
+    if !transactional && matches!(state, GroupState::Stable | GroupState::PreparingRebalance) {
+        member.last_heartbeat = now.at;
+    }
     Ok(())
 }
 

@@ -382,6 +382,37 @@ fn a_commit_is_refused_to_strangers_and_written_for_members() {
     assert_eq!((records.len(), producer), (1, None));
 }
 
+/// Kafka's OffsetMetadataManager: a member's plain commit in Stable keeps its session
+/// alive (a closing static member's last commit counts), a transactional one does not.
+#[test]
+fn a_plain_commit_keeps_a_member_alive_and_a_transactional_one_does_not() {
+    let mut s = shard(0);
+    stable_static_group(&mut s);
+    let commit = |generation: i32| CommitRequest {
+        group_id: "g".into(),
+        generation,
+        member_id: "old".into(),
+        instance_id: Some("i1".into()),
+        offsets: vec![("t".into(), 0, 5, -1, None)],
+    };
+    let session_start = |s: &GroupShard| s.groups.map["g"].members["old"].last_heartbeat;
+    let before = session_start(&s);
+    let later = Now {
+        at: before + std::time::Duration::from_secs(3),
+        ms: 3_000,
+    };
+    let outcome = s.offset_commit(commit(7), &[true], later);
+    assert_eq!(outcome.response, vec![0]);
+    assert_eq!(session_start(&s), later.at);
+
+    let mut s = shard(0);
+    stable_static_group(&mut s);
+    let before = session_start(&s);
+    let outcome = s.txn_commit(commit(7), (9, 0), None, &[true], later);
+    assert_eq!(outcome.response, vec![0]);
+    assert_eq!(session_start(&s), before);
+}
+
 #[test]
 fn retention_expires_offsets_only_after_the_group_emptied_long_enough() {
     let mut s = shard(0);

@@ -1,5 +1,6 @@
 //! The JSON admin views served on the admin port, for the CLI and for people:
-//! `/v1/cluster`, `/v1/topics`, `/v1/groups` and `/v1/transactions`. Field names are part of the admin
+//! `/v1/cluster`, `/v1/topics`, `/v1/groups` and `/v1/transactions`, each showing
+//! what the asker's [`Access`] may describe. Field names are part of the admin
 //! API (docs/operations.md shows them): add fields freely, never rename one.
 
 use std::collections::HashMap;
@@ -8,8 +9,10 @@ use serde::Serialize;
 
 use super::cluster::{partition_health, partition_stats, PartitionHealth, PartitionStats};
 use super::groups::GroupLag;
-use super::{GroupProbe, NodeView};
+use super::{GroupProbe, Metrics, NodeView};
+use crate::auth::Access;
 use crate::txn::{TxnMeta, TxnState};
+use tidelog_controller::acl::AclOperation;
 
 #[derive(Serialize)]
 struct BrokerView {
@@ -37,10 +40,12 @@ struct ClusterView {
     health: PartitionHealth,
 }
 
-/// `/v1/cluster`: who is in the cluster and how healthy its partitions are;
-/// `traffic` is this node's (bytes in, bytes out) so far.
-pub(crate) fn cluster(node: &NodeView, traffic: (u64, u64)) -> serde_json::Value {
+/// `/v1/cluster`: who is in the cluster (every principal sees the brokers, as in
+/// Metadata) and how healthy the partitions of the topics `access` may describe are.
+pub(crate) fn cluster(node: &NodeView, metrics: &Metrics, access: &Access) -> serde_json::Value {
+    let traffic = metrics.topics.node_totals();
     let image = node.metadata.image();
+    let describable = |topic: &str| access.topic(AclOperation::Describe, topic);
     let mut led: HashMap<i32, usize> = HashMap::new();
     for t in image.topics() {
         for p in t.partitions.values() {
@@ -69,8 +74,8 @@ pub(crate) fn cluster(node: &NodeView, traffic: (u64, u64)) -> serde_json::Value
         node_id: node.node_id,
         metadata_offset: image.last_offset(),
         brokers,
-        topics: image.topic_count(),
-        health: partition_health(node),
+        topics: image.topics().filter(|t| describable(&t.name)).count(),
+        health: partition_health(node, &describable),
     })
 }
 
@@ -100,14 +105,16 @@ struct TopicView {
     name: String,
     topic_id: String,
     internal: bool,
-    /// The topic's explicit config overrides (defaults are the broker's).
-    configs: std::collections::BTreeMap<String, String>,
+    /// The topic's explicit config overrides (defaults are the broker's); null when
+    /// the asker may not DESCRIBE_CONFIGS it.
+    configs: Option<std::collections::BTreeMap<String, String>>,
     partitions: Vec<TopicPartitionView>,
 }
 
-/// `/v1/topics`: every topic with its partitions' placement and, where hosted here,
-/// their offsets and size.
-pub(crate) fn topics(node: &NodeView) -> serde_json::Value {
+/// `/v1/topics`: every topic `access` may describe (as Metadata lists them) with its
+/// partitions' placement and, where hosted here, their offsets and size; its config
+/// overrides where it may also DESCRIBE_CONFIGS (as DescribeConfigs), else null.
+pub(crate) fn topics(node: &NodeView, access: &Access) -> serde_json::Value {
     let image = node.metadata.image();
     let stats: HashMap<(String, i32), PartitionStats> = partition_stats(node)
         .into_iter()
@@ -126,11 +133,14 @@ pub(crate) fn topics(node: &NodeView) -> serde_json::Value {
     };
     let mut topics: Vec<TopicView> = image
         .topics()
+        .filter(|t| access.topic(AclOperation::Describe, &t.name))
         .map(|t| TopicView {
             name: t.name.clone(),
             topic_id: t.topic_id.to_string(),
             internal: t.is_internal(),
-            configs: t.configs.clone(),
+            configs: access
+                .topic(AclOperation::DescribeConfigs, &t.name)
+                .then(|| t.configs.clone()),
             partitions: t
                 .partitions
                 .iter()
@@ -154,11 +164,21 @@ struct GroupsView {
     groups: Vec<GroupLag>,
 }
 
-/// `/v1/groups`: every group this node coordinates, with per-partition lag.
-pub(crate) fn groups(node: &NodeView, probe: &GroupProbe) -> serde_json::Value {
-    to_json(&GroupsView {
-        groups: probe.snapshot(node),
-    })
+/// `/v1/groups`: every group this node coordinates that `access` may describe (as
+/// ListGroups lists them), with its members and, for the topics it may describe (as
+/// OffsetFetch answers), per-partition lag.
+pub(crate) fn groups(node: &NodeView, probe: &GroupProbe, access: &Access) -> serde_json::Value {
+    let groups = probe
+        .snapshot(node)
+        .into_iter()
+        .filter(|g| access.group(AclOperation::Describe, &g.group))
+        .map(|mut g| {
+            g.partitions
+                .retain(|p| access.topic(AclOperation::Describe, &p.topic));
+            g
+        })
+        .collect();
+    to_json(&GroupsView { groups })
 }
 
 /// Open transactions listed at most (the oldest first).
@@ -184,9 +204,14 @@ struct TransactionPartition {
 
 /// `/v1/transactions`: the transactions open on coordinators this node leads (begun and
 /// not yet completed), the oldest first, with their age.
-pub(crate) fn transactions(listed: Vec<(String, TxnMeta)>, now_ms: i64) -> serde_json::Value {
+pub(crate) fn transactions(
+    listed: Vec<(String, TxnMeta)>,
+    now_ms: i64,
+    access: &Access,
+) -> serde_json::Value {
     let mut open: Vec<TransactionView> = listed
         .into_iter()
+        .filter(|(id, _)| access.transactional_id(AclOperation::Describe, id))
         .filter(|(_, m)| {
             m.start_ms >= 0
                 && matches!(
@@ -208,6 +233,7 @@ pub(crate) fn transactions(listed: Vec<(String, TxnMeta)>, now_ms: i64) -> serde
             partitions: m
                 .partitions
                 .into_iter()
+                .filter(|(topic, _)| access.topic(AclOperation::Describe, topic))
                 .map(|(topic, partition)| TransactionPartition { topic, partition })
                 .collect(),
         })

@@ -94,3 +94,22 @@ def browser_context():
         finally:
             context.close()
             shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def chromium():
+    """A launched chromium whose contexts a test makes itself (`chromium.new_context(...)`),
+    e.g. with the credentials a login prompt would take (`http_credentials`)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    with sync_api.sync_playwright() as playwright:
+        try:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        except Exception as err:  # noqa: BLE001 - any launch failure means "cannot run here"
+            pytest.skip(f"chromium cannot start here: {err}")
+        try:
+            ARTIFACTS.mkdir(parents=True, exist_ok=True)
+            yield browser
+        finally:
+            browser.close()

@@ -248,7 +248,7 @@ mod tests {
     fn the_console_is_small_and_loads_nothing_from_elsewhere() {
         let total = CONSOLE_HTML.len() + CONSOLE_CSS.len() + CONSOLE_JS.len();
         // docs/operations.md states the size; keep it honest when the console grows.
-        assert!(total < 40 * 1024, "the console is {total} bytes");
+        assert!(total < 48 * 1024, "the console is {total} bytes");
         for asset in [CONSOLE_HTML, CONSOLE_CSS, CONSOLE_JS] {
             // The SVG namespace is a name, not a place the page loads from.
             let rest = asset.replace("http://www.w3.org/2000/svg", "");

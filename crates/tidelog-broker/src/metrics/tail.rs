@@ -118,8 +118,10 @@ pub(crate) fn tail(node: &NodeView, request: &TailRequest) -> Option<Tail> {
             let start = log.log_start_offset();
             let hw = log.high_watermark();
             let (from, until) = page(start, hw, request, limit);
+            // Whole batches up to the high watermark (a batch may straddle `until`);
+            // `collect` keeps the page's records.
             let slice = if from < until {
-                log.read(from, MAX_READ_BYTES, until)
+                log.read(from, MAX_READ_BYTES, hw)
                     .ok()
                     .and_then(|r| r.slice)
             } else {

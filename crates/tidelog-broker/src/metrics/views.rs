@@ -23,10 +23,14 @@ struct BrokerView {
     fenced: bool,
     /// Partitions whose leader it is, by the metadata image.
     partitions_led: usize,
-    /// Record-batch bytes produced to it and fetched from it since it started; only
-    /// this node's own (a node does not see another's traffic): null for the others.
+    /// Record-batch bytes produced to it and fetched from it since it started: this
+    /// node's counted now, another's as its last heartbeat to the controller leader
+    /// reported them (every `broker.heartbeat.interval.ms`); null until one did.
     bytes_in_total: Option<u64>,
     bytes_out_total: Option<u64>,
+    /// When the broker read those counters (its clock, Unix ms): two looks give its
+    /// rates.
+    traffic_sampled_at_ms: Option<i64>,
 }
 
 #[derive(Serialize)]
@@ -43,7 +47,8 @@ struct ClusterView {
 /// `/v1/cluster`: who is in the cluster (every principal sees the brokers, as in
 /// Metadata) and how healthy the partitions of the topics `access` may describe are.
 pub(crate) fn cluster(node: &NodeView, metrics: &Metrics, access: &Access) -> serde_json::Value {
-    let traffic = metrics.topics.node_totals();
+    let mut traffic = metrics.topics.cluster_traffic();
+    traffic.insert(node.node_id, metrics.topics.node_traffic());
     let image = node.metadata.image();
     let describable = |topic: &str| access.topic(AclOperation::Describe, topic);
     let mut led: HashMap<i32, usize> = HashMap::new();
@@ -56,7 +61,7 @@ pub(crate) fn cluster(node: &NodeView, metrics: &Metrics, access: &Access) -> se
         .brokers()
         .map(|b| {
             let endpoint = b.listeners.first();
-            let own = b.broker_id == node.node_id;
+            let counted = traffic.get(&b.broker_id);
             BrokerView {
                 node_id: b.broker_id,
                 host: endpoint.map(|e| e.host.clone()).unwrap_or_default(),
@@ -64,8 +69,9 @@ pub(crate) fn cluster(node: &NodeView, metrics: &Metrics, access: &Access) -> se
                 rack: b.rack.clone(),
                 fenced: b.fenced,
                 partitions_led: led.get(&b.broker_id).copied().unwrap_or(0),
-                bytes_in_total: own.then_some(traffic.0),
-                bytes_out_total: own.then_some(traffic.1),
+                bytes_in_total: counted.map(|t| t.bytes_in),
+                bytes_out_total: counted.map(|t| t.bytes_out),
+                traffic_sampled_at_ms: counted.map(|t| t.sampled_at_ms),
             }
         })
         .collect();

@@ -249,3 +249,43 @@ def test_the_console_shows_a_refusal_and_acts_for_a_user_with_the_rights(secured
         assert errors == [], errors
     finally:
         context.close()
+
+
+def test_metrics_taken_out_of_the_public_paths_need_a_user_with_describe_on_the_cluster(broker_factory):
+    """Plain HTTP this time (Basic over HTTP works; the node warns about it at start)."""
+    broker = broker_factory({
+        "authorizer.class.name": STANDARD,
+        "super.users": "User:ANONYMOUS",
+        "admin.public.paths": "/healthz,/readyz",
+    })
+    client = admin(broker.bootstrap)
+    users = [("scraper", "s-secret"), ("nosy", "n-secret")]
+    upserts = [UserScramCredentialUpsertion(u, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), p.encode())
+               for u, p in users]
+    for future in client.alter_user_scram_credentials(upserts).values():
+        future.result(timeout=TIMEOUT_S)
+    grant = AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:scraper", "*",
+                       AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    for future in client.create_acls([grant]).values():
+        future.result(timeout=TIMEOUT_S)
+
+    def metrics(user=None):
+        headers = {}
+        if user:
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{user[0]}:{user[1]}".encode()).decode()
+        request = urllib.request.Request(f"http://127.0.0.1:{broker.admin_port}/metrics", headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT_S) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read().decode()
+
+    assert metrics()[0] == 401
+    status, body = metrics(users[1])
+    assert status == 403 and "DESCRIBE on the cluster" in body, body
+    status, body = metrics(users[0])
+    assert status == 200 and body.endswith("# EOF\n")
+    assert 'tidelog_authentication_total{listener="ADMIN",mechanism="HTTP-BASIC",result="success"}' in body
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.admin_port}/readyz", timeout=TIMEOUT_S) as resp:
+        assert resp.status == 200
+    assert "the admin port is plain HTTP while an authorizer is on" in broker.log_path.read_text()

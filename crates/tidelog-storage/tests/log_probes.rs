@@ -91,10 +91,11 @@ fn bytes_after_a_segment_say_when_size_retention_takes_it() {
     assert_eq!(log.bytes_after_segment_at(8), None);
     // With retention.bytes at exactly what follows the second segment, retention
     // deletes the first two segments and no more: the edge the figure names.
-    let mut config = LogConfig::default();
-    config.retention_ms = -1;
-    config.retention_bytes = i64::try_from(second).unwrap();
-    log.set_config(config);
+    log.set_config(LogConfig {
+        retention_ms: -1,
+        retention_bytes: i64::try_from(second).unwrap(),
+        ..LogConfig::default()
+    });
     assert_eq!(log.apply_retention(3_000).unwrap(), 2);
     assert_eq!(log.log_start_offset(), 4);
 }

@@ -52,6 +52,15 @@ pub(super) async fn route(
             Response::new("200 OK", TEXT, "ready\n")
         }
         "/readyz" => Response::not_ready(),
+        // Not public (admin.public.paths): every topic and group is named in it, so
+        // it takes DESCRIBE on the cluster, as listing all of them would.
+        "/metrics"
+            if access
+                .as_ref()
+                .is_some_and(|a| !a.cluster(AclOperation::Describe)) =>
+        {
+            refused("/metrics needs DESCRIBE on the cluster when it is not public".into())
+        }
         // Scrape-time gauges lock partitions and may read from disk: off the runtime.
         "/metrics" => {
             let node = state.node();

@@ -30,9 +30,8 @@ use super::trend::{Observation, TrendTracker};
 use super::NodeView;
 use crate::context::now_ms;
 use crate::group::consumer::stats::ConsumerGroupStats;
-use crate::group::member_summary::{AssignedTopic, MemberPartitions, MemberSummary};
+use crate::group::member_summary::MemberSummary;
 use crate::replica::Partition;
-use tidelog_controller::MetadataImage;
 
 /// What the group coordinator knows of one group.
 #[derive(Debug, Clone, Default)]
@@ -80,66 +79,10 @@ pub(crate) struct GroupLag {
     pub(crate) rebalances: u64,
     /// Each member: who it is, its epoch and its partitions (`members` counts them
     /// all; at most `member_summary::MAX_MEMBERS_SHOWN` are described).
-    pub(crate) member_details: Vec<GroupMember>,
+    pub(crate) member_details: Vec<MemberSummary>,
     /// Per partition with a committed offset (a share group's: its share-partition
     /// start offset, see [`share_start_offsets`]) hosted here, its lag.
     pub(crate) partitions: Vec<PartitionLag>,
-}
-
-/// One member of a group, its topics named.
-#[derive(Debug, Clone, serde::Serialize)]
-pub(crate) struct GroupMember {
-    pub(crate) member_id: String,
-    pub(crate) instance_id: Option<String>,
-    pub(crate) client_id: String,
-    pub(crate) client_host: String,
-    /// KIP-848 and share groups; null in a classic group.
-    pub(crate) member_epoch: Option<i32>,
-    /// A consumer-protocol member's reconciliation state; null otherwise.
-    pub(crate) reconciliation: Option<&'static str>,
-    /// The partitions it holds; null when unreadable (a classic group of another
-    /// protocol than `consumer`).
-    pub(crate) assigned: Option<Vec<TopicPartitions>>,
-    /// A consumer-protocol member's target assignment; null otherwise.
-    pub(crate) target: Option<Vec<TopicPartitions>>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct TopicPartitions {
-    pub(crate) topic: String,
-    pub(crate) partitions: Vec<i32>,
-}
-
-impl GroupMember {
-    /// `summary` with its topic ids named from `image` (a deleted topic keeps its id).
-    fn of(summary: &MemberSummary, image: &MetadataImage) -> GroupMember {
-        let named = |partitions: &MemberPartitions| {
-            let mut out: Vec<TopicPartitions> = partitions
-                .iter()
-                .map(|(topic, partitions)| TopicPartitions {
-                    topic: match topic {
-                        AssignedTopic::Name(name) => name.clone(),
-                        AssignedTopic::Id(id) => image
-                            .topic_by_id(id)
-                            .map_or_else(|| id.to_string(), |t| t.name.clone()),
-                    },
-                    partitions: partitions.clone(),
-                })
-                .collect();
-            out.sort_by(|a, b| a.topic.cmp(&b.topic));
-            out
-        };
-        GroupMember {
-            member_id: summary.member_id.clone(),
-            instance_id: summary.instance_id.clone(),
-            client_id: summary.client_id.clone(),
-            client_host: summary.client_host.clone(),
-            member_epoch: summary.member_epoch,
-            reconciliation: summary.reconciliation,
-            assigned: summary.assigned.as_ref().map(named),
-            target: summary.target.as_ref().map(named),
-        }
-    }
 }
 
 /// A share group's read positions on the share partitions this node leads: each one's
@@ -400,11 +343,7 @@ impl GroupProbe {
                 generation: g.generation,
                 members: g.members,
                 rebalances,
-                member_details: g
-                    .member_list
-                    .iter()
-                    .map(|m| GroupMember::of(m, &image))
-                    .collect(),
+                member_details: g.member_list.iter().map(|m| m.named(&image)).collect(),
                 partitions,
             });
         }

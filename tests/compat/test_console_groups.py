@@ -101,6 +101,12 @@ def test_classic_and_consumer_protocol_members_with_their_partitions_and_lag(bro
                     assert lag == len(held) * (RECORDS // PARTITIONS - 3), view["partitions"]
                     assert row.nth(8).inner_text() == f"{lag:,}"
                 page.screenshot(path=str(ARTIFACTS / "group-members-1280x800.png"), full_page=True)
+                # On a narrow screen the members table scrolls in its own box.
+                page.set_viewport_size({"width": 390, "height": 844})
+                page.wait_for_timeout(300)
+                overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                assert overflow <= 1, f"the page is {overflow} px wider than a 390 px screen"
+                page.screenshot(path=str(ARTIFACTS / "group-members-390x844.png"), full_page=True)
                 assert errors == [], errors
                 page.close()
         finally:

@@ -59,6 +59,10 @@ class Broker:
         self.admin_port = free_port()
         self.proc = None
         self.starts = 0
+        # An HTTPS admin port (admin.listener.security.protocol=SSL): the scheme of
+        # readyz_url and the context that trusts its certificate.
+        self.admin_scheme = "http"
+        self.admin_ssl_context = None
 
     @property
     def bootstrap(self):
@@ -66,7 +70,7 @@ class Broker:
 
     @property
     def readyz_url(self):
-        return f"http://127.0.0.1:{self.admin_port}/readyz"
+        return f"{self.admin_scheme}://127.0.0.1:{self.admin_port}/readyz"
 
     def command(self):
         cmd = [str(self.binary), "serve", "--node-id", str(self.node_id)]
@@ -133,7 +137,7 @@ class Broker:
             if code is not None:
                 raise BrokerError(f"tidelog serve exited with {code} before ready\n{self.log_tail()}")
             try:
-                with urllib.request.urlopen(self.readyz_url, timeout=1.0) as resp:
+                with urllib.request.urlopen(self.readyz_url, timeout=1.0, context=self.admin_ssl_context) as resp:
                     if resp.status == 200:
                         return
                     last_problem = f"/readyz answered {resp.status}"
@@ -146,7 +150,7 @@ class Broker:
 
     def is_ready(self):
         try:
-            with urllib.request.urlopen(self.readyz_url, timeout=2.0) as resp:
+            with urllib.request.urlopen(self.readyz_url, timeout=2.0, context=self.admin_ssl_context) as resp:
                 return resp.status == 200
         except (urllib.error.URLError, OSError):
             return False

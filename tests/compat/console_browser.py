@@ -73,24 +73,49 @@ def watch_errors(page):
     return errors
 
 
-@pytest.fixture
-def browser_context():
+def _playwright():
+    """Playwright's sync API once chromium can run here, else a skip saying why."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    return sync_api
+
+
+def _launched(start):
+    """`start()`'s browser, or a skip when chromium cannot start here."""
+    try:
+        return start()
+    except Exception as err:  # noqa: BLE001 - any launch failure means "cannot run here"
+        pytest.skip(f"chromium cannot start here: {err}")
+
+
+@pytest.fixture
+def browser_context():
     profile = tempfile.mkdtemp(prefix="tidelog-chromium-")
-    with sync_api.sync_playwright() as playwright:
-        try:
-            context = playwright.chromium.launch_persistent_context(
+    try:
+        with _playwright().sync_playwright() as playwright:
+            context = _launched(lambda: playwright.chromium.launch_persistent_context(
                 profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
                 viewport={"width": 1280, "height": 800},
-            )
-        except Exception as err:  # noqa: BLE001 - any launch failure means "cannot run here"
-            shutil.rmtree(profile, ignore_errors=True)
-            pytest.skip(f"chromium cannot start here: {err}")
+            ))
+            try:
+                ARTIFACTS.mkdir(parents=True, exist_ok=True)
+                yield context
+            finally:
+                context.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture
+def chromium():
+    """A launched chromium whose contexts a test makes itself (`chromium.new_context(...)`),
+    e.g. with the credentials a login prompt would take (`http_credentials`)."""
+    with _playwright().sync_playwright() as playwright:
+        browser = _launched(lambda: playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS))
         try:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
-            yield context
+            yield browser
         finally:
-            context.close()
-            shutil.rmtree(profile, ignore_errors=True)
+            browser.close()

@@ -152,3 +152,49 @@ def test_console_shows_the_group_retention_will_overtake(broker_factory, browser
     page.screenshot(path=str(ARTIFACTS / "group-390x844.png"), full_page=True)
 
     assert errors == [], errors
+
+
+def test_the_live_tail_pages_through_a_partition(broker_factory, browser_context):
+    """120 records: the newest 50, then Older twice down to the log start, Newer back up,
+    Newest following the end again; the same pages from the JSON view."""
+    from compat_helpers import create_topic
+
+    broker = broker_factory()
+    topic = create_topic(broker.bootstrap, unique("paged"))
+    prod = producer(broker.bootstrap)
+    for i in range(120):
+        prod.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=0)
+    assert prod.flush(30) == 0
+    records = f"/v1/topics/{topic}/partitions/0/records?limit=50"
+
+    def offsets(query=""):
+        page = api(broker, records + query)
+        return [r["offset"] for r in page["records"]], page["from_offset"], page["next_offset"]
+
+    assert offsets() == (list(range(70, 120)), 70, 120)
+    assert offsets("&before=70") == (list(range(20, 70)), 20, 70)
+    assert offsets("&before=20") == (list(range(0, 20)), 0, 20)
+    assert offsets("&offset=100") == (list(range(100, 120)), 100, 120)
+
+    page = browser_context.new_page()
+    errors = watch_errors(page)
+    page.goto(f"http://127.0.0.1:{broker.admin_port}/#tail/{topic}/0", wait_until="load")
+    rows = page.locator("#tail tbody tr")
+
+    def shown():
+        cells = rows.locator("td:first-child").all_inner_texts()
+        return (cells[0], cells[-1], len(cells)) if cells else None
+
+    wait_until(lambda: shown() == ("119", "70", 50), 10, "the newest page")
+    assert page.locator("#tail-newer").get_attribute("href") is None, "no newer page than the newest"
+    page.locator("#tail-older").click()
+    wait_until(lambda: shown() == ("69", "20", 50), 10, "the page before it")
+    page.locator("#tail-older").click()
+    wait_until(lambda: shown() == ("19", "0", 20), 10, "the first page")
+    assert page.locator("#tail-older").get_attribute("href") is None, "nothing before the log start"
+    page.screenshot(path=str(ARTIFACTS / "tail-first-page-1280x800.png"), full_page=True)
+    page.locator("#tail-newer").click()
+    wait_until(lambda: shown() == ("69", "20", 50), 10, "forward again")
+    page.locator("#tail-newest").click()
+    wait_until(lambda: shown() == ("119", "70", 50), 10, "the newest again")
+    assert errors == [], errors

@@ -352,6 +352,11 @@ def test_a_share_group_reads_its_own_configs_and_is_listed_as_share(broker_facto
 
         shown = wait_until(on_admin_port, 5, "the share group in /v1/groups")
         assert (shown["group_type"], shown["state"], shown["members"]) == ("share", "Stable", 1)
+        # Its member holds the partition, and what it has not acknowledged is its lag.
+        (member,) = shown["member_details"]
+        assert member["member_epoch"] >= 1 and member["assigned"] == [{"topic": topic, "partitions": [0]}], member
+        (row,) = wait_until(lambda: (on_admin_port() or {}).get("partitions"), 5, "the share partition's lag")
+        assert (row["topic"], row["committed_offset"], row["high_watermark"], row["lag_messages"]) == (topic, 0, 3, 3), row
         for m in got:
             c.acknowledge(m, AcknowledgeType.RELEASE if m.value() == b"old-0" else AcknowledgeType.ACCEPT)
         c.commit_sync(10)
@@ -365,5 +370,8 @@ def test_a_share_group_reads_its_own_configs_and_is_listed_as_share(broker_facto
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
             assert not records_of(c.poll(0.3)), "delivered beyond the group's delivery limit"
+        # Everything is accepted or archived: the share partition starts past it, no lag.
+        wait_until(lambda: [(r["committed_offset"], r["lag_messages"]) for r in on_admin_port()["partitions"]] == [(3, 0)],
+                   5, "no lag once every record is done")
     finally:
         c.close()

@@ -32,7 +32,7 @@ pub(crate) struct BrokerContext {
     /// Every probe of this node (served on the admin port's `/metrics`).
     pub(crate) metrics: Arc<Metrics>,
     /// `authorizer.class.name`'s authorizer; `None`: every request is allowed.
-    pub(crate) authorizer: Option<crate::auth::Authorizer>,
+    pub(crate) authorizer: Option<Arc<crate::auth::Authorizer>>,
     /// Client quotas: the sensors that decide throttling (`crate::quota`).
     pub(crate) quotas: crate::quota::QuotaManager,
     /// Flips to true when the node begins shutting down; long polls end early on it.

@@ -7,6 +7,7 @@
 //! metadata image, `admin_http` serves health, and `server` ties them together.
 
 mod admin_actions;
+mod admin_auth;
 mod admin_http;
 mod apis;
 mod auth;

@@ -130,13 +130,16 @@ impl Broker {
         // gets the node's view once the node has one.
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
         let (node_view_tx, node_view) = watch::channel(None);
-        let admin = AdminState {
-            ready: Arc::clone(&ready),
-            metrics: Arc::clone(&metrics),
-            node: node_view,
-            records_hidden: crate::auth::Authorizer::from_config(&config).is_some(),
-            actions_enabled: config.get(settings::ADMIN_CONSOLE_ACTIONS_ENABLED),
-        };
+        // One authorizer (one ACL index) for the Kafka listeners and the admin port.
+        let authorizer = crate::auth::Authorizer::from_config(&config).map(Arc::new);
+        let admin = AdminState::new(
+            &config,
+            Arc::clone(&ready),
+            Arc::clone(&metrics),
+            node_view,
+            authorizer.clone(),
+        )
+        .await?;
         tasks.start("admin port", |stop| {
             admin_http::serve(admin_listener, admin, stop)
         });
@@ -260,6 +263,9 @@ impl Broker {
             Arc::clone(&replicas),
             Arc::clone(&groups),
         ));
+        let shares = Arc::new(crate::share::ShareManager::new(
+            usize::try_from(config.get(settings::GROUP_SHARE_MAX_SHARE_SESSIONS)).unwrap_or(1),
+        ));
         let node_view = Arc::new(NodeView {
             node_id,
             config: config.clone(),
@@ -267,14 +273,11 @@ impl Broker {
             replicas: Arc::clone(&replicas),
             groups: Arc::clone(&groups),
             txns: Arc::clone(&txns),
+            shares: Arc::clone(&shares),
         });
         node_view_tx.send_replace(Some(Arc::clone(&node_view)));
-        let authorizer = crate::auth::Authorizer::from_config(&config);
         let effective = Arc::new(crate::dynamic_config::resolve(&config, &metadata.image()));
         let quotas = crate::quota::QuotaManager::new(&config);
-        let shares = Arc::new(crate::share::ShareManager::new(
-            usize::try_from(config.get(settings::GROUP_SHARE_MAX_SHARE_SESSIONS)).unwrap_or(1),
-        ));
         let ctx: Ctx = Arc::new(BrokerContext {
             shares,
             share_state: Arc::clone(&share_state),

@@ -91,6 +91,12 @@ pub(crate) fn check(name: &str, value: &str) -> Result<(), String> {
     if name == settings::AUTHORIZER_CLASS_NAME.name {
         return crate::auth::check_authorizer_class(value);
     }
+    if name == settings::ADMIN_LISTENER_SECURITY_PROTOCOL.name {
+        return crate::admin_auth::AdminProtocol::parse(value).map(|_| ());
+    }
+    if name == settings::ADMIN_PUBLIC_PATHS.name {
+        return crate::admin_auth::public_paths(value).map(|_| ());
+    }
     if name == settings::GROUP_CONSUMER_MIGRATION_POLICY.name {
         return crate::group::migration_policy(value).map(|_| ());
     }

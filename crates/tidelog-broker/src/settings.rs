@@ -285,9 +285,18 @@ settings! {
     /// 360 samples per group (an hour at the default).
     ADMIN_CONSOLE_LAG_HISTORY_INTERVAL_MS: i64 = "admin.console.lag.history.interval.ms", "10000";
     /// The console may act: create topics, add partitions, alter topic configs, delete
-    /// records, reset offsets (read-only by default; refused anyway while an authorizer
-    /// is on, since the admin port authenticates nobody).
+    /// records, reset offsets (read-only by default). With an authorizer on, each
+    /// action is also checked against the ACLs as its Kafka API is.
     ADMIN_CONSOLE_ACTIONS_ENABLED: bool = "admin.console.actions.enabled", "false";
+    /// PLAINTEXT (HTTP) or SSL (HTTPS) on the admin port. With SSL its certificate,
+    /// trust store and `ssl.client.auth` are the `ssl.*` settings as given for it
+    /// with `listener.name.admin.ssl.*`, else the broker's own `ssl.*`.
+    ADMIN_LISTENER_SECURITY_PROTOCOL: String = "admin.listener.security.protocol", "PLAINTEXT";
+    /// With an authorizer on, the admin port's paths answered without authentication
+    /// (comma-separated, of /metrics, /healthz and /readyz: Prometheus and health
+    /// checks); every other path needs a client certificate or HTTP Basic credentials
+    /// of a SCRAM user. Empty: every path needs them.
+    ADMIN_PUBLIC_PATHS: String = "admin.public.paths", "/metrics,/healthz,/readyz";
 }
 
 #[cfg(test)]

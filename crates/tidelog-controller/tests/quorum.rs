@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use quorum_support::{endpoint, topic, within, Cluster, Tuning};
 use tidelog_controller::quorum::{
-    CommittedEvent, MetadataQuorum, QuorumError, QuorumRole, RequestError,
+    BrokerTraffic, CommittedEvent, MetadataQuorum, QuorumError, QuorumRole, RequestError,
 };
 use tidelog_controller::{MetadataRecord, Uuid};
 
@@ -464,6 +464,28 @@ async fn silent_brokers_are_fenced_and_a_heartbeat_unfences_them() {
             .unwrap()
             .fenced
     );
+
+    // Heartbeats carry traffic counters; every reply has each broker's latest.
+    let traffic = |n: u64| BrokerTraffic {
+        bytes_in: n,
+        bytes_out: 2 * n,
+        sampled_at_ms: 1_000 + i64::try_from(n).unwrap(),
+    };
+    c.broker_heartbeat_with_traffic(2, e2, traffic(5))
+        .await
+        .unwrap();
+    c.broker_heartbeat_with_traffic(2, e2, traffic(7))
+        .await
+        .unwrap();
+    let reply = c
+        .broker_heartbeat_with_traffic(1, e1, traffic(3))
+        .await
+        .unwrap();
+    assert_eq!(reply.traffic.get(&1), Some(&traffic(3)));
+    assert_eq!(reply.traffic.get(&2), Some(&traffic(7)), "the latest");
+    // A heartbeat without figures keeps the broker's last ones.
+    let reply = c.broker_heartbeat(1, e1).await.unwrap();
+    assert_eq!(reply.traffic.len(), 2);
 
     // Wrong epochs and unknown brokers are refused with Kafka's codes.
     let stale = c.broker_heartbeat(2, e2 - 1).await.unwrap_err();

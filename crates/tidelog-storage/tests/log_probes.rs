@@ -70,3 +70,32 @@ fn segment_max_timestamp_names_the_segment_holding_an_offset() {
     assert_eq!(log.segment_max_timestamp_at(4), None);
     assert_eq!(log.segment_max_timestamp_at(-1), None);
 }
+
+#[test]
+fn bytes_after_a_segment_say_when_size_retention_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    for segment in 0..3 {
+        append(&mut log, 1_000 + segment);
+        append(&mut log, 1_000 + segment);
+        log.roll_if_due(i64::MAX).unwrap();
+    }
+    append(&mut log, 2_000);
+    assert_eq!(log.segment_count(), 4);
+    let total = log.size_bytes();
+    let first = log.bytes_after_segment_at(0).unwrap();
+    let second = log.bytes_after_segment_at(2).unwrap();
+    assert_eq!(log.bytes_after_segment_at(1), Some(first), "same segment");
+    assert!(first > second && second > 0 && first < total);
+    assert_eq!(log.bytes_after_segment_at(6), Some(0), "the active segment");
+    assert_eq!(log.bytes_after_segment_at(8), None);
+    // With retention.bytes at exactly what follows the second segment, retention
+    // deletes the first two segments and no more: the edge the figure names.
+    log.set_config(LogConfig {
+        retention_ms: -1,
+        retention_bytes: i64::try_from(second).unwrap(),
+        ..LogConfig::default()
+    });
+    assert_eq!(log.apply_retention(3_000).unwrap(), 2);
+    assert_eq!(log.log_start_offset(), 4);
+}

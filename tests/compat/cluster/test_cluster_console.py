@@ -1,6 +1,6 @@
 """The web console on a real three-node cluster, in Debian's headless Chromium: every
-node's console shows the three brokers and the three-voter controller quorum with one
-leader; it is read-only by default (no form, and a create-topic request is refused); and
+node's console shows the three brokers (each one's bytes in and out, as its heartbeats
+report them) and the three-voter controller quorum with one leader; it is read-only by default (no form, and a create-topic request is refused); and
 the console of the node that coordinates a group that stopped on a topic
 with a short retention (replicated three ways) opens with that group's at-risk banner.
 With actions on, a topic created through one node's console, and that node's record and
@@ -55,7 +55,19 @@ def test_cluster_console_shows_the_quorum_and_the_coordinator_shows_the_group_at
         assert sorted(roles) == ["follower", "follower", "leader"], roles
         assert page.locator("#brokers tbody tr").count() == 3
         banner = page.locator(f'#risks .banner[data-group="{group}"]')
+        # Every broker's bytes, from the heartbeats' figures: as totals on every node
+        # (the topic's three replicas took the records in: its leader from the producer,
+        # the followers by fetching), and as rates on the console.
+        def every_brokers_bytes():
+            brokers = admin_json(node.host, node.admin_port, "/v1/cluster")["brokers"]
+            return all(b["bytes_in_total"] is not None and b["traffic_sampled_at_ms"] for b in brokers) and brokers
+
+        brokers = wait_until(every_brokers_bytes, 20, f"every broker's bytes on node {node.node_id}")
+        assert sum(b["bytes_in_total"] for b in brokers) >= RECORDS, brokers
         if node is coordinating:
+            rates = page.locator("#brokers tbody tr td:nth-child(6)")
+            wait_until(lambda: all(rates.nth(i).inner_text().endswith("/s") for i in range(3)), 20,
+                       "a bytes-in rate for every broker")
             banner.wait_for(timeout=WAIT_MS)
             assert re.fullmatch(
                 rf"group {re.escape(group)}: retention deletes unread records in \d+ (s|min) at the current trend",

@@ -15,11 +15,16 @@
 //! actions send Kafka requests to them over the inter-broker listener (`calls`), so the
 //! same handlers, checks and replication apply as to a client's request.
 //!
-//! Off unless `admin.console.actions.enabled=true`, and refused while an authorizer is
-//! configured: the admin port authenticates nobody, so it cannot check an ACL. A request
+//! Off unless `admin.console.actions.enabled=true`. With an authorizer on, the admin
+//! port knows who asks (`admin_auth`) and each action, its check included, is
+//! authorized as its Kafka API authorizes it, before anything is asked of another node
+//! (which the node asks as itself): CreateTopics, CREATE on the cluster or the topic;
+//! CreatePartitions, ALTER on the topic; IncrementalAlterConfigs, ALTER_CONFIGS on the
+//! topic; DeleteRecords, DELETE on the topic; a reset of offsets (OffsetCommit), READ
+//! on the group and the topic. A refusal is 403 with Kafka's error code. A request
 //! must carry the `X-Tidelog-Console` header and a JSON body: a page of another site can
 //! send neither without a CORS preflight, which this port does not answer, so it cannot
-//! make a visitor's browser act here.
+//! make a visitor's browser act here (nor use credentials the browser keeps for it).
 
 mod calls;
 mod offsets;
@@ -27,7 +32,9 @@ mod records;
 mod topics;
 
 use serde::de::DeserializeOwned;
+use tidelog_controller::acl::{AclOperation, ResourceType};
 
+use crate::auth::Access;
 use crate::metrics::NodeView;
 
 /// Bytes a request body may have.
@@ -70,6 +77,15 @@ impl Refusal {
 
     fn bad_request(message: impl Into<String>) -> Self {
         Refusal::new("400 Bad Request", message)
+    }
+
+    /// 403 with Kafka's authorization error for a resource of this type.
+    fn forbidden(resource: ResourceType, message: impl Into<String>) -> Self {
+        Refusal {
+            status: "403 Forbidden",
+            message: message.into(),
+            error_code: Some(crate::auth::denied_code(resource)),
+        }
     }
 
     /// A Kafka error code from the node that acted (or would have).
@@ -131,16 +147,75 @@ impl Action {
     }
 }
 
-/// Carries out (or checks) `action` with the request `body`.
-pub(crate) async fn run(node: &NodeView, action: Action, body: &[u8]) -> ActionAnswer {
+/// Carries out (or checks) `action` with the request `body`, if `access` allows it.
+pub(crate) async fn run(
+    node: &NodeView,
+    access: &Access,
+    action: Action,
+    body: &[u8],
+) -> ActionAnswer {
     let outcome = match action {
-        Action::CreateTopic => topics::create(node, body).await,
-        Action::AddPartitions(topic) => topics::add_partitions(node, &topic, body).await,
-        Action::AlterTopicConfigs(topic) => topics::alter_configs(node, &topic, body).await,
-        Action::DeleteRecords(topic) => records::delete(node, &topic, body).await,
-        Action::ResetOffsets(group) => offsets::reset(node, &group, body).await,
+        Action::CreateTopic => topics::create(node, access, body).await,
+        Action::AddPartitions(topic) => match allowed(access, &TopicOp::AddPartitions, &topic) {
+            Ok(()) => topics::add_partitions(node, &topic, body).await,
+            Err(refused) => Err(refused),
+        },
+        Action::AlterTopicConfigs(topic) => match allowed(access, &TopicOp::AlterConfigs, &topic) {
+            Ok(()) => topics::alter_configs(node, &topic, body).await,
+            Err(refused) => Err(refused),
+        },
+        Action::DeleteRecords(topic) => match allowed(access, &TopicOp::DeleteRecords, &topic) {
+            Ok(()) => records::delete(node, &topic, body).await,
+            Err(refused) => Err(refused),
+        },
+        Action::ResetOffsets(group) => offsets::reset(node, access, &group, body).await,
     };
     outcome.unwrap_or_else(ActionAnswer::from)
+}
+
+/// A topic action and the Kafka API whose ACL check it makes.
+enum TopicOp {
+    AddPartitions,
+    AlterConfigs,
+    DeleteRecords,
+    ResetOffsets,
+}
+
+impl TopicOp {
+    fn operation(&self) -> AclOperation {
+        match self {
+            TopicOp::AddPartitions => AclOperation::Alter,
+            TopicOp::AlterConfigs => AclOperation::AlterConfigs,
+            TopicOp::DeleteRecords => AclOperation::Delete,
+            TopicOp::ResetOffsets => AclOperation::Read,
+        }
+    }
+
+    fn api(&self) -> &'static str {
+        match self {
+            TopicOp::AddPartitions => "CreatePartitions",
+            TopicOp::AlterConfigs => "IncrementalAlterConfigs",
+            TopicOp::DeleteRecords => "DeleteRecords",
+            TopicOp::ResetOffsets => "OffsetCommit",
+        }
+    }
+}
+
+/// TOPIC_AUTHORIZATION_FAILED unless `access` may do `op` on `topic`, checked before
+/// the topic is looked up (as Kafka does, so a refusal tells nothing of what exists).
+fn allowed(access: &Access, op: &TopicOp, topic: &str) -> Result<(), Refusal> {
+    if access.topic(op.operation(), topic) {
+        return Ok(());
+    }
+    Err(Refusal::forbidden(
+        ResourceType::Topic,
+        format!(
+            "{} may not {} topic {topic} (as {} needs)",
+            access.principal(),
+            op.operation().name(),
+            op.api()
+        ),
+    ))
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, Refusal> {

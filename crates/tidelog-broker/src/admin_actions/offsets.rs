@@ -27,8 +27,10 @@ use kafka_protocol::protocol::StrBytes;
 use serde::Deserialize;
 
 use super::calls::{call, known, leader_offsets, partitions_of, topic_name, LogBounds};
-use super::{parse, ActionAnswer, Refusal};
+use super::{allowed, parse, ActionAnswer, Refusal, TopicOp};
+use crate::auth::Access;
 use crate::metrics::{error_name, NodeView};
+use tidelog_controller::acl::{AclOperation, ResourceType};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,12 +62,25 @@ enum ResetTo {
 /// The states in which Kafka's tool lets a group's offsets be reset.
 const INACTIVE: [&str; 2] = ["Empty", "Dead"];
 
+/// Resets (or plans) the offsets, if `access` may commit them: READ on the group and
+/// on the topic, as OffsetCommit checks (READ implies the DESCRIBE the lookups need).
 pub(super) async fn reset(
     node: &NodeView,
+    access: &Access,
     group: &str,
     body: &[u8],
 ) -> Result<ActionAnswer, Refusal> {
+    if !access.group(AclOperation::Read, group) {
+        return Err(Refusal::forbidden(
+            ResourceType::Group,
+            format!(
+                "{} may not READ group {group} (as OffsetCommit needs)",
+                access.principal()
+            ),
+        ));
+    }
     let action: ResetOffsets = parse(body, "reset-offsets")?;
+    allowed(access, &TopicOp::ResetOffsets, &action.topic)?;
     let value = match (action.to, action.value) {
         (ResetTo::Earliest | ResetTo::Latest, _) => 0,
         (_, Some(v)) => v,

@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use tidelog_controller::CreateTopic;
 
+use tidelog_controller::acl::{AclOperation, ResourceType};
+
 use super::calls::unknown_topic;
 use super::{parse, ActionAnswer, Refusal};
+use crate::auth::Access;
 use crate::metrics::NodeView;
 
 /// What the console asks for.
@@ -45,9 +48,24 @@ fn controller_refused(e: &tidelog_controller::quorum::RequestError) -> Refusal {
     }
 }
 
-/// Creates (or checks) the topic.
-pub(super) async fn create(node: &NodeView, body: &[u8]) -> Result<ActionAnswer, Refusal> {
+/// Creates (or checks) the topic, if `access` may: CREATE on the cluster or on the
+/// topic, as CreateTopics checks.
+pub(super) async fn create(
+    node: &NodeView,
+    access: &Access,
+    body: &[u8],
+) -> Result<ActionAnswer, Refusal> {
     let action: CreateTopicAction = parse(body, "create-topic")?;
+    if !access.cluster(AclOperation::Create) && !access.topic(AclOperation::Create, &action.name) {
+        return Err(Refusal::forbidden(
+            ResourceType::Topic,
+            format!(
+                "{} may not CREATE topic {} (as CreateTopics needs, on the cluster or the topic)",
+                access.principal(),
+                action.name
+            ),
+        ));
+    }
     let request = CreateTopic {
         name: action.name.clone(),
         num_partitions: action.partitions,

@@ -35,7 +35,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         member_id: request.member_id.to_string(),
         instance_id: request.group_instance_id.as_ref().map(|s| s.to_string()),
         client_id: req.client_id(),
-        client_host: String::new(),
+        // As Kafka: the address the member connects from (DescribeGroups' HOST).
+        client_host: format!("/{}", req.peer.ip()),
         session_timeout_ms: request.session_timeout_ms,
         // v0 has no rebalance timeout: the session timeout served as both.
         rebalance_timeout_ms: if version >= 1 {

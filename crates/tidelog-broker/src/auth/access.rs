@@ -1,9 +1,11 @@
 //! What one request's principal may do: the checks handlers make.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use tidelog_controller::acl::{AclIndex, AclOperation, Decision, ResourceType, CLUSTER_NAME};
+use tidelog_controller::MetadataImage;
 
 use crate::apis::Request;
 use crate::context::Ctx;
@@ -19,18 +21,36 @@ pub(crate) struct Access {
 impl Request {
     /// The authorizer's view of this request's principal and client address.
     pub(crate) fn access(&self, ctx: &Ctx) -> Access {
-        Access {
-            index: ctx
-                .authorizer
-                .as_ref()
-                .map(|a| a.index(&ctx.metadata.image())),
-            principal: self.session.principal.clone(),
-            host: self.peer.ip().to_canonical().to_string(),
-        }
+        Access::of(
+            ctx.authorizer.as_deref(),
+            &ctx.metadata.image(),
+            self.session.principal.clone(),
+            self.peer.ip(),
+        )
     }
 }
 
 impl Access {
+    /// What `principal`, connecting from `peer`, may do under `authorizer` (`None`:
+    /// everything) and the ACLs of `image`. The admin port asks here too.
+    pub(crate) fn of(
+        authorizer: Option<&super::Authorizer>,
+        image: &MetadataImage,
+        principal: String,
+        peer: IpAddr,
+    ) -> Access {
+        Access {
+            index: authorizer.map(|a| a.index(image)),
+            principal,
+            host: peer.to_canonical().to_string(),
+        }
+    }
+
+    /// The principal the checks are made for.
+    pub(crate) fn principal(&self) -> &str {
+        &self.principal
+    }
+
     /// No authorizer: everything allowed.
     #[cfg(test)]
     pub(crate) fn unrestricted() -> Access {

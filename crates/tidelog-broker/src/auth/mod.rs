@@ -6,7 +6,7 @@
 
 mod access;
 
-pub(crate) use access::Access;
+pub(crate) use access::{denied_code, Access};
 
 use std::sync::{Arc, Mutex};
 

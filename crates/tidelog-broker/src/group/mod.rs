@@ -19,6 +19,7 @@
 
 pub(crate) mod consumer;
 mod join;
+pub(crate) mod member_summary;
 mod members;
 mod offsets;
 mod rebalance;

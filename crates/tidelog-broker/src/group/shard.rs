@@ -14,6 +14,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use super::consumer::{ConsumerGroup, ConsumerKey};
+use super::member_summary::{self, MemberSummary};
 use super::records::{GroupRecord, OffsetValue, RecordKey, RecordValue};
 use super::state::{Groups, JoinOutcome, SyncOutcome};
 use super::GroupConfig;
@@ -44,6 +45,8 @@ pub(crate) struct GroupSummary {
     pub(crate) protocol_type: String,
     pub(crate) generation: i32,
     pub(crate) members: usize,
+    /// The first [`member_summary::MAX_MEMBERS_SHOWN`] members, described.
+    pub(crate) member_list: Vec<MemberSummary>,
 }
 
 pub(crate) struct GroupShard {
@@ -95,6 +98,12 @@ impl GroupShard {
                     protocol_type: g.protocol_type.clone().unwrap_or_default(),
                     generation: g.generation,
                     members: g.members.len(),
+                    member_list: g
+                        .members
+                        .values()
+                        .take(member_summary::MAX_MEMBERS_SHOWN)
+                        .map(|m| member_summary::of_classic(m, g.protocol_type.as_deref()))
+                        .collect(),
                 };
                 (g.id.clone(), summary)
             })
@@ -106,6 +115,12 @@ impl GroupShard {
                 protocol_type: "consumer".to_string(),
                 generation: g.epoch,
                 members: g.members.len(),
+                member_list: g
+                    .members
+                    .values()
+                    .take(member_summary::MAX_MEMBERS_SHOWN)
+                    .map(member_summary::of_consumer)
+                    .collect(),
             };
             summaries.insert(g.id.clone(), summary);
         }
@@ -116,6 +131,12 @@ impl GroupShard {
                 protocol_type: "share".to_string(),
                 generation: g.epoch,
                 members: g.members.len(),
+                member_list: g
+                    .members
+                    .values()
+                    .take(member_summary::MAX_MEMBERS_SHOWN)
+                    .map(member_summary::of_share)
+                    .collect(),
             };
             summaries.insert(id.clone(), summary);
         }

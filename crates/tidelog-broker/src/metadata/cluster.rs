@@ -145,7 +145,10 @@ pub(crate) async fn heartbeat_loop(
         let mut last_answered = Instant::now();
         loop {
             let beat = tokio::select! {
-                r = tokio::time::timeout(beat_timeout, link.broker_heartbeat(node_id, epoch)) => r,
+                r = tokio::time::timeout(
+                    beat_timeout,
+                    link.broker_heartbeat_with_traffic(node_id, epoch, ctx.metrics.topics.node_traffic()),
+                ) => r,
                 _ = shutdown.changed() => return,
             };
             let Ok(beat) = beat else {
@@ -155,6 +158,9 @@ pub(crate) async fn heartbeat_loop(
             match beat {
                 Ok(reply) => {
                     last_answered = Instant::now();
+                    ctx.metrics
+                        .topics
+                        .set_cluster_traffic(reply.traffic.clone());
                     if !ready.load(Ordering::Acquire) && bootstrap_users(&ctx, &link).await {
                         let target = reply.metadata_offset;
                         let caught_up = ctx

@@ -70,14 +70,15 @@ pub(crate) fn partition_stats(node: &NodeView) -> Vec<PartitionStats> {
     out
 }
 
-pub(crate) fn partition_health(node: &NodeView) -> PartitionHealth {
+/// The health counts over the topics `counted` lets through.
+pub(crate) fn partition_health(node: &NodeView, counted: &dyn Fn(&str) -> bool) -> PartitionHealth {
     let image = node.metadata.image();
     let me = node.node_id;
     let live = image.live_broker_ids();
     let mut health = PartitionHealth::default();
     // Under the dynamic configs in force (a cluster default min.insync.replicas).
     let broker = crate::dynamic_config::resolve(&node.config, &image);
-    for topic in image.topics() {
+    for topic in image.topics().filter(|t| counted(&t.name)) {
         let min_isr = topic_config::effective(&broker, &topic.configs)
             .get("min.insync.replicas")
             .and_then(|(v, _)| v.trim().parse::<usize>().ok())
@@ -176,7 +177,7 @@ impl Collector for ClusterCollector {
                 )?;
             }
         }
-        let health = partition_health(&self.node);
+        let health = partition_health(&self.node, &|_| true);
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         for (name, help, value) in [
             ("partitions", "Partitions in the cluster, as this node's metadata shows", health.partitions),

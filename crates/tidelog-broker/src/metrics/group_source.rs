@@ -18,6 +18,10 @@ impl GroupLagSource for GroupCoordinator {
                     .unwrap_or_default(),
                 generation: summary.as_ref().map_or(0, |s| s.generation),
                 members: summary.as_ref().map_or(0, |s| s.members),
+                member_list: summary
+                    .as_ref()
+                    .map(|s| s.member_list.clone())
+                    .unwrap_or_default(),
                 committed: offsets
                     .into_iter()
                     .map(|(topic, partition, offset)| CommittedOffset {

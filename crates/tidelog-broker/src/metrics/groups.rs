@@ -26,10 +26,11 @@ use tidelog_storage::{BatchHeader, BATCH_HEADER_LEN};
 
 use super::cluster::gauge_family;
 use super::labels::escaped;
-use super::trend::TrendTracker;
+use super::trend::{Observation, TrendTracker};
 use super::NodeView;
 use crate::context::now_ms;
 use crate::group::consumer::stats::ConsumerGroupStats;
+use crate::group::member_summary::MemberSummary;
 use crate::replica::Partition;
 
 /// What the group coordinator knows of one group.
@@ -44,6 +45,8 @@ pub(crate) struct GroupStatus {
     pub(crate) group_type: String,
     pub(crate) generation: i32,
     pub(crate) members: usize,
+    /// The members, described (at most `member_summary::MAX_MEMBERS_SHOWN`).
+    pub(crate) member_list: Vec<MemberSummary>,
     pub(crate) committed: Vec<CommittedOffset>,
 }
 
@@ -74,7 +77,30 @@ pub(crate) struct GroupLag {
     pub(crate) members: usize,
     /// Generation increases this node has seen since it started.
     pub(crate) rebalances: u64,
+    /// Each member: who it is, its epoch and its partitions (`members` counts them
+    /// all; at most `member_summary::MAX_MEMBERS_SHOWN` are described).
+    pub(crate) member_details: Vec<MemberSummary>,
+    /// Per partition with a committed offset (a share group's: its share-partition
+    /// start offset, see [`share_start_offsets`]) hosted here, its lag.
     pub(crate) partitions: Vec<PartitionLag>,
+}
+
+/// A share group's read positions on the share partitions this node leads: each one's
+/// start offset (KIP-932's SPSO), below which every record is acknowledged, so the
+/// records from it up to the high watermark are what the group has yet to finish.
+fn share_start_offsets(node: &NodeView, group: &str) -> Vec<CommittedOffset> {
+    let image = node.metadata.image();
+    node.shares
+        .start_offsets(group)
+        .into_iter()
+        .filter_map(|(topic_id, partition, offset)| {
+            Some(CommittedOffset {
+                topic: image.topic_by_id(&topic_id)?.name.clone(),
+                partition,
+                offset,
+            })
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -98,8 +124,11 @@ pub(crate) struct PartitionLag {
     pub(crate) drain_time_seconds: Option<f64>,
     /// d(lag)/dt in messages per second over recent observations; positive = falling behind.
     pub(crate) lag_trend_per_second: f64,
-    /// Seconds until retention.ms deletes the segment holding the first unread record
-    /// (0 when it already did). None when nothing is unread or retention is unbounded.
+    /// Seconds until retention deletes the segment holding the first unread record (0
+    /// when it already did): by `retention.ms`, its newest timestamp + retention.ms;
+    /// by `retention.bytes`, when the bytes appended after it reach the limit at the
+    /// partition's current append rate; the sooner of the two. None when nothing is
+    /// unread, or neither bound applies (unbounded, or no bytes arriving).
     pub(crate) retention_headroom_seconds: Option<f64>,
 }
 
@@ -114,26 +143,64 @@ pub(super) struct LogView {
     pub(super) segment_max_ts: Option<i64>,
     /// retention.ms when time retention deletes this topic's segments.
     pub(super) retention_ms: Option<i64>,
+    /// retention.bytes when size retention deletes this topic's segments.
+    pub(super) retention_bytes: Option<i64>,
+    /// Bytes of the segments after the one holding the first unread record: that
+    /// segment goes once they reach retention.bytes.
+    pub(super) bytes_after_unread_segment: Option<u64>,
+    /// Bytes appended per second, measured across looks (`trend.rs`).
+    pub(super) append_bytes_per_second: Option<f64>,
 }
 
 /// The lag arithmetic, free of I/O so it can be tested exactly.
 pub(super) fn lag_figures(committed: i64, log: &LogView, now_ms: i64) -> (i64, f64, Option<f64>) {
-    let lag = log.high_watermark.saturating_sub(committed).max(0);
+    let lag = lag_of(committed, log.high_watermark);
     if lag == 0 {
         return (0, 0.0, None);
     }
     let seconds = log
         .first_unread_ts
         .map_or(0.0, |ts| now_ms.saturating_sub(ts).max(0) as f64 / 1000.0);
-    let headroom = match (log.retention_ms, committed < log.log_start) {
-        (None, _) => None,
-        (Some(_), true) => Some(0.0),
-        (Some(retention), false) => log.segment_max_ts.map(|max_ts| {
-            let deleted_at = max_ts.saturating_add(retention);
-            deleted_at.saturating_sub(now_ms).max(0) as f64 / 1000.0
-        }),
+    let bounded = log.retention_ms.is_some() || log.retention_bytes.is_some();
+    let headroom = if !bounded {
+        None
+    } else if committed < log.log_start {
+        Some(0.0)
+    } else {
+        let by_time = log.retention_ms.and_then(|retention| {
+            log.segment_max_ts.map(|max_ts| {
+                let deleted_at = max_ts.saturating_add(retention);
+                deleted_at.saturating_sub(now_ms).max(0) as f64 / 1000.0
+            })
+        });
+        match (by_time, size_headroom(log)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     };
     (lag, seconds, headroom)
+}
+
+/// Seconds until `retention.bytes` deletes the segment holding the first unread
+/// record: it goes once the bytes after it reach the limit (0 when they already
+/// have: the next retention pass deletes it); the bytes still to come, at the
+/// append rate. None without a size bound or while nothing is appended.
+pub(super) fn size_headroom(log: &LogView) -> Option<f64> {
+    let limit = log.retention_bytes?;
+    let ahead = i64::try_from(log.bytes_after_unread_segment?).unwrap_or(i64::MAX);
+    let to_come = limit.saturating_sub(ahead);
+    if to_come <= 0 {
+        return Some(0.0);
+    }
+    match log.append_bytes_per_second {
+        Some(rate) if rate > 0.0 => Some(to_come as f64 / rate),
+        _ => None,
+    }
+}
+
+/// Committed records the group has not read.
+fn lag_of(committed: i64, high_watermark: i64) -> i64 {
+    high_watermark.saturating_sub(committed).max(0)
 }
 
 /// Lag / consumed rate, in seconds: how long the group needs to read what is unread now
@@ -147,28 +214,31 @@ pub(super) fn drain_time(lag: i64, consume_rate: Option<f64>) -> Option<f64> {
 }
 
 /// Reads what [`lag_figures`] needs from one partition.
-fn log_view(p: &Partition, committed: i64) -> Option<LogView> {
-    let (mut view, slice) = p
+fn log_view(p: &Partition, committed: i64) -> Option<(LogView, u64)> {
+    let (mut view, slice, log_bytes) = p
         .with_log(|log| {
             let start = log.log_start_offset();
             let hw = log.high_watermark();
             let from = committed.max(start);
             let config = log.config();
-            let retention_ms = (config.cleanup_policy.delete && config.retention_ms >= 0)
-                .then_some(config.retention_ms);
+            let deletes = config.cleanup_policy.delete;
             let view = LogView {
                 log_start: start,
                 high_watermark: hw,
                 first_unread_ts: None,
                 segment_max_ts: log.segment_max_timestamp_at(from).map(|(ts, _)| ts),
-                retention_ms,
+                retention_ms: (deletes && config.retention_ms >= 0).then_some(config.retention_ms),
+                retention_bytes: (deletes && config.retention_bytes >= 0)
+                    .then_some(config.retention_bytes),
+                bytes_after_unread_segment: log.bytes_after_segment_at(from),
+                append_bytes_per_second: None,
             };
             let slice = if from < hw {
                 log.read(from, 1, hw).ok().and_then(|r| r.slice)
             } else {
                 None
             };
-            Ok((view, slice))
+            Ok((view, slice, log.size_bytes()))
         })
         .ok()?;
     // The header read happens outside the partition lock.
@@ -183,7 +253,7 @@ fn log_view(p: &Partition, committed: i64) -> Option<LogView> {
             });
         }
     }
-    Some(view)
+    Some((view, log_bytes))
 }
 
 /// The probe: what must be remembered between looks.
@@ -218,7 +288,11 @@ impl GroupProbe {
         let mut generations = self.generations.lock().unwrap_or_else(|p| p.into_inner());
         let mut alive = HashSet::new();
         let mut out = Vec::with_capacity(groups.len());
-        for g in groups {
+        let image = node.metadata.image();
+        for mut g in groups {
+            if g.group_type == "share" {
+                g.committed = share_start_offsets(node, &g.group_id);
+            }
             let entry = generations
                 .entry(g.group_id.clone())
                 .or_insert((g.generation, 0));
@@ -232,12 +306,19 @@ impl GroupProbe {
                 let Some(p) = node.replicas.get(&c.topic, c.partition) else {
                     continue;
                 };
-                let Some(view) = log_view(&p, c.offset) else {
+                let Some((mut view, log_bytes)) = log_view(&p, c.offset) else {
                     continue;
                 };
-                let (lag, seconds, headroom) = lag_figures(c.offset, &view, now_ms);
                 let key = (g.group_id.clone(), c.topic.clone(), c.partition);
-                let rates = trends.observe(key.clone(), now, lag, c.offset);
+                let seen = Observation {
+                    at: now,
+                    lag: lag_of(c.offset, view.high_watermark),
+                    committed: c.offset,
+                    log_bytes,
+                };
+                let rates = trends.observe(key.clone(), seen);
+                view.append_bytes_per_second = rates.append_bytes_per_second;
+                let (lag, seconds, headroom) = lag_figures(c.offset, &view, now_ms);
                 alive.insert(key);
                 partitions.push(PartitionLag {
                     topic: c.topic.clone(),
@@ -262,6 +343,7 @@ impl GroupProbe {
                 generation: g.generation,
                 members: g.members,
                 rebalances,
+                member_details: g.member_list.iter().map(|m| m.named(&image)).collect(),
                 partitions,
             });
         }
@@ -383,7 +465,7 @@ impl Collector for GroupCollector {
         gauge_family(
             &mut encoder,
             "group_retention_headroom_seconds",
-            "Seconds until retention.ms deletes the oldest unread record (0: already deleted); absent when caught up or retention is unbounded",
+            "Seconds until retention (retention.ms, or retention.bytes at the current append rate) deletes the oldest unread record (0: already deleted); absent when caught up or retention is unbounded",
             rows().filter_map(|(l, p)| p.retention_headroom_seconds.map(|s| (l, s))),
         )
     }

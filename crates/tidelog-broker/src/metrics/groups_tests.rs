@@ -1,8 +1,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use super::super::trend::TrendTracker;
-use super::{drain_time, lag_figures, LogView};
+use super::super::trend::{Observation, TrendTracker};
+use super::{drain_time, lag_figures, size_headroom, LogView};
 
 const NOW: i64 = 1_700_000_000_000;
 
@@ -13,7 +13,75 @@ fn view() -> LogView {
         first_unread_ts: Some(NOW - 90_000),
         segment_max_ts: Some(NOW - 60_000),
         retention_ms: Some(3_600_000),
+        retention_bytes: None,
+        bytes_after_unread_segment: Some(4_000),
+        append_bytes_per_second: Some(100.0),
     }
+}
+
+fn seen(at: Instant, lag: i64, committed: i64) -> Observation {
+    Observation {
+        at,
+        lag,
+        committed,
+        log_bytes: 0,
+    }
+}
+
+#[test]
+fn retention_bytes_deletes_the_unread_segment_when_what_follows_it_reaches_the_limit() {
+    // 10,000 bytes allowed, 4,000 after the unread segment: 6,000 to come at 100 B/s.
+    let sized = LogView {
+        retention_ms: None,
+        retention_bytes: Some(10_000),
+        ..view()
+    };
+    assert_eq!(size_headroom(&sized), Some(60.0));
+    assert_eq!(lag_figures(200, &sized, NOW).2, Some(60.0));
+    // Both bounds: the sooner one (time says 3,540 s).
+    let both = LogView {
+        retention_ms: Some(3_600_000),
+        ..sized
+    };
+    assert_eq!(lag_figures(200, &both, NOW).2, Some(60.0));
+    let roomy = LogView {
+        retention_bytes: Some(1_000_000),
+        ..both
+    };
+    assert_eq!(lag_figures(200, &roomy, NOW).2, Some(3_540.0));
+    // Already past the limit: the next retention pass deletes it.
+    let over = LogView {
+        retention_bytes: Some(3_000),
+        ..sized
+    };
+    assert_eq!(lag_figures(200, &over, NOW).2, Some(0.0));
+    // Nothing arriving: size retention never reaches it.
+    let idle = LogView {
+        append_bytes_per_second: Some(0.0),
+        ..sized
+    };
+    assert_eq!(lag_figures(200, &idle, NOW).2, None);
+    // Unread records below the log start are gone whichever bound took them.
+    assert_eq!(lag_figures(40, &sized, NOW).2, Some(0.0));
+}
+
+#[test]
+fn the_append_rate_counts_only_growth_of_the_log() {
+    let mut t = TrendTracker::default();
+    let key = || ("g".to_string(), "t".to_string(), 0);
+    let start = Instant::now();
+    let mut rate = |secs: u64, log_bytes: u64| {
+        let o = Observation {
+            log_bytes,
+            ..seen(start + Duration::from_secs(secs), 0, 0)
+        };
+        t.observe(key(), o).append_bytes_per_second
+    };
+    assert_eq!(rate(0, 1_000), None);
+    assert_eq!(rate(2, 1_400), Some(200.0));
+    // Retention deleted a segment: a shrink is no append, and no negative one.
+    assert_eq!(rate(4, 600), Some(100.0));
+    assert_eq!(rate(6, 1_200), Some(1_000.0 / 6.0));
 }
 
 #[test]
@@ -58,7 +126,7 @@ fn trend_is_the_slope_over_kept_samples() {
     let mut t = TrendTracker::default();
     let key = || ("g".to_string(), "t".to_string(), 0);
     let start = Instant::now();
-    let mut trend = |at: Duration, lag| t.observe(key(), start + at, lag, 0).trend;
+    let mut trend = |at: Duration, lag| t.observe(key(), seen(start + at, lag, 0)).trend;
     assert_eq!(trend(Duration::ZERO, 100), 0.0);
     assert_eq!(trend(Duration::from_secs(2), 120), 10.0);
     // Too close to the newest sample: it replaces it, the slope uses the new value.
@@ -73,12 +141,15 @@ fn trend_keeps_a_bounded_window_and_forgets_vanished_partitions() {
     let key = || ("g".to_string(), "t".to_string(), 0);
     let start = Instant::now();
     for i in 0..40u64 {
-        t.observe(key(), start + Duration::from_secs(i * 2), i as i64 * 2, 0);
+        t.observe(
+            key(),
+            seen(start + Duration::from_secs(i * 2), i as i64 * 2, 0),
+        );
     }
     assert_eq!(t.series.get(&key()).map(|s| s.len()), Some(16));
     // Only the last 16 samples count: lag rose 1 per second throughout.
     let slope = t
-        .observe(key(), start + Duration::from_secs(80), 80, 0)
+        .observe(key(), seen(start + Duration::from_secs(80), 80, 0))
         .trend;
     assert!((slope - 1.0).abs() < 1e-9, "{slope}");
     t.retain(&HashSet::new());
@@ -91,8 +162,11 @@ fn consumed_rate_needs_two_observed_commits() {
     let key = || ("g".to_string(), "t".to_string(), 0);
     let start = Instant::now();
     let mut rate = |secs: u64, committed| {
-        t.observe(key(), start + Duration::from_secs(secs), 10, committed)
-            .consume_rate
+        t.observe(
+            key(),
+            seen(start + Duration::from_secs(secs), 10, committed),
+        )
+        .consume_rate
     };
     // The first look and one commit after it: no rate yet.
     assert_eq!(rate(0, 100), None);

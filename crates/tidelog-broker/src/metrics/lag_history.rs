@@ -262,11 +262,14 @@ impl LagHistory {
         }
     }
 
-    pub(crate) fn summary(&self) -> HistorySummary {
+    /// The verdicts of the followed groups `shown` lets through (what the asker may
+    /// describe).
+    pub(crate) fn summary(&self, shown: impl Fn(&str) -> bool) -> HistorySummary {
         let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
         let groups = series
             .groups
             .iter()
+            .filter(|(name, _)| shown(name))
             .map(|(name, samples)| {
                 let samples: Vec<LagSample> = samples.iter().copied().collect();
                 GroupSummary {

@@ -26,6 +26,7 @@ fn group(name: &str, partitions: Vec<PartitionLag>) -> GroupLag {
         generation: 0,
         members: 0,
         rebalances: 0,
+        member_details: Vec::new(),
         partitions,
     }
 }
@@ -194,9 +195,13 @@ fn history_is_bounded_in_points_and_groups_and_forgets_gone_groups() {
         .map(|i| group(&format!("g{i:05}"), vec![]))
         .collect();
     history.record(&many, 2000);
-    let summary = history.summary();
+    let summary = history.summary(|_| true);
     assert_eq!(summary.groups.len(), MAX_GROUPS);
     assert!(summary.groups_truncated);
+    // Only the groups the asker may describe are summarised.
+    let shown = history.summary(|g| g == "g00001");
+    assert_eq!(shown.groups.len(), 1);
+    assert_eq!(shown.groups[0].group, "g00001");
     assert!(history.group(&format!("g{:05}", MAX_GROUPS + 2)).is_none());
 }
 

@@ -8,6 +8,7 @@ use crate::config::BrokerConfig;
 use crate::group::GroupCoordinator;
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
+use crate::share::ShareManager;
 use crate::txn::TxnCoordinator;
 
 pub(crate) struct NodeView {
@@ -18,4 +19,6 @@ pub(crate) struct NodeView {
     pub(crate) replicas: Arc<ReplicaManager>,
     pub(crate) groups: Arc<GroupCoordinator>,
     pub(crate) txns: Arc<TxnCoordinator>,
+    /// The share partitions this node leads (a share group's lag).
+    pub(crate) shares: Arc<ShareManager>,
 }

@@ -20,13 +20,30 @@ const MAX_INFLATE_BYTES: usize = 8 << 20;
 /// Bytes of each key, value or header value shown.
 const MAX_SHOWN_BYTES: usize = 1024;
 
-/// What the tail asks for: from `offset` (default: the last `limit` records).
+/// What the tail asks for: at most `limit` records from `offset`, or else the last
+/// `limit` records before `before`, or else the newest `limit` (a page and the pages
+/// older and newer than it, see [`page`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TailRequest {
     pub(crate) topic: String,
     pub(crate) partition: i32,
     pub(crate) offset: Option<i64>,
+    pub(crate) before: Option<i64>,
     pub(crate) limit: usize,
+}
+
+/// The offsets a page covers, `[from, until)`, in a log of `[start, hw)`: from
+/// `offset` when given, else the `limit` offsets before `before` (the high watermark
+/// when not given); both kept within the log.
+fn page(start: i64, hw: i64, request: &TailRequest, limit: usize) -> (i64, i64) {
+    let until = request.before.map_or(hw, |b| b.clamp(start, hw));
+    let back = until.saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX));
+    let from = match request.offset {
+        Some(offset) => offset.clamp(start, hw),
+        None => back.clamp(start, until),
+    };
+    let until = if request.offset.is_some() { hw } else { until };
+    (from, until)
 }
 
 #[derive(Debug, Serialize)]
@@ -37,6 +54,9 @@ pub(crate) struct Tail {
     high_watermark: i64,
     /// Where the next look starts: after the last record answered.
     next_offset: i64,
+    /// The page covered `[from_offset, next_offset)`: the older page is the one
+    /// `before` `from_offset` (none when it is the log start).
+    from_offset: i64,
     records: Vec<TailRecord>,
 }
 
@@ -93,20 +113,21 @@ pub(crate) fn shown(bytes: &[u8]) -> Shown {
 pub(crate) fn tail(node: &NodeView, request: &TailRequest) -> Option<Tail> {
     let partition = node.replicas.get(&request.topic, request.partition)?;
     let limit = request.limit.clamp(1, MAX_RECORDS);
-    let (start, hw, from, slice) = partition
+    let (start, hw, from, until, slice) = partition
         .with_log(|log| {
             let start = log.log_start_offset();
             let hw = log.high_watermark();
-            let last_n = hw.saturating_sub(i64::try_from(limit).unwrap_or(i64::MAX));
-            let from = request.offset.unwrap_or(last_n).clamp(start, hw);
-            let slice = if from < hw {
+            let (from, until) = page(start, hw, request, limit);
+            // Whole batches up to the high watermark (a batch may straddle `until`);
+            // `collect` keeps the page's records.
+            let slice = if from < until {
                 log.read(from, MAX_READ_BYTES, hw)
                     .ok()
                     .and_then(|r| r.slice)
             } else {
                 None
             };
-            Ok((start, hw, from, slice))
+            Ok((start, hw, from, until, slice))
         })
         .ok()?;
     let mut records = Vec::new();
@@ -114,7 +135,7 @@ pub(crate) fn tail(node: &NodeView, request: &TailRequest) -> Option<Tail> {
         let len = usize::try_from(slice.len).unwrap_or(0).min(MAX_READ_BYTES);
         let mut buf = vec![0u8; len];
         if slice.file.read_exact_at(&mut buf, slice.position).is_ok() {
-            collect(&buf, from, hw, limit, &mut records);
+            collect(&buf, from, until, limit, &mut records);
         }
     }
     let next_offset = records.last().map_or(from, |r| r.offset + 1);
@@ -124,6 +145,7 @@ pub(crate) fn tail(node: &NodeView, request: &TailRequest) -> Option<Tail> {
         log_start_offset: start,
         high_watermark: hw,
         next_offset,
+        from_offset: from,
         records,
     })
 }
@@ -205,6 +227,28 @@ mod tests {
         assert_eq!(cut.encoding, "utf8");
         assert_eq!(cut.size, long.len());
         assert_eq!(cut.data.len(), MAX_SHOWN_BYTES);
+    }
+
+    #[test]
+    fn pages_go_forward_from_an_offset_or_back_from_one_within_the_log() {
+        let ask = |offset, before| TailRequest {
+            topic: "t".into(),
+            partition: 0,
+            offset,
+            before,
+            limit: 10,
+        };
+        // The newest page; then the one before it, and the first one.
+        assert_eq!(page(100, 200, &ask(None, None), 10), (190, 200));
+        assert_eq!(page(100, 200, &ask(None, Some(190)), 10), (180, 190));
+        assert_eq!(page(100, 200, &ask(None, Some(105)), 10), (100, 105));
+        assert_eq!(page(100, 200, &ask(None, Some(50)), 10), (100, 100));
+        // Forward from an offset, up to the high watermark (the limit cuts it).
+        assert_eq!(page(100, 200, &ask(Some(150), None), 10), (150, 200));
+        assert_eq!(page(100, 200, &ask(Some(10), None), 10), (100, 200));
+        assert_eq!(page(100, 200, &ask(Some(500), None), 10), (200, 200));
+        // A log shorter than a page.
+        assert_eq!(page(0, 3, &ask(None, None), 10), (0, 3));
     }
 
     #[test]

@@ -2,13 +2,15 @@
 //! topic. Series of deleted topics are dropped at the next scrape, so the label set
 //! stays bounded by the topics that exist.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+use tidelog_controller::quorum::BrokerTraffic;
 use tidelog_controller::MetadataImage;
 use tidelog_storage::BatchHeader;
 
@@ -27,6 +29,9 @@ pub(crate) struct TopicProbe {
     /// The node's totals over every topic (deleted ones too), for the console's rates.
     node_bytes_in: AtomicU64,
     node_bytes_out: AtomicU64,
+    /// Every broker's totals as the controller leader last told them (each broker's
+    /// heartbeat carries its own; the leader's reply carries all).
+    cluster: Mutex<BTreeMap<i32, BrokerTraffic>>,
 }
 
 impl TopicProbe {
@@ -38,6 +43,7 @@ impl TopicProbe {
             seen: std::sync::Mutex::new(HashSet::new()),
             node_bytes_in: AtomicU64::new(0),
             node_bytes_out: AtomicU64::new(0),
+            cluster: Mutex::new(BTreeMap::new()),
         };
         registry.register(
             "topic_bytes_in",
@@ -109,6 +115,30 @@ impl TopicProbe {
             self.node_bytes_in.load(Ordering::Relaxed),
             self.node_bytes_out.load(Ordering::Relaxed),
         )
+    }
+
+    /// This node's totals as a heartbeat reports them, sampled now.
+    pub(crate) fn node_traffic(&self) -> BrokerTraffic {
+        let (bytes_in, bytes_out) = self.node_totals();
+        BrokerTraffic {
+            bytes_in,
+            bytes_out,
+            sampled_at_ms: crate::context::now_ms(),
+        }
+    }
+
+    /// Every broker's totals, from the latest heartbeat reply.
+    pub(crate) fn set_cluster_traffic(&self, traffic: BTreeMap<i32, BrokerTraffic>) {
+        *self.cluster.lock().unwrap_or_else(|p| p.into_inner()) = traffic;
+    }
+
+    /// Every broker's totals as last heard (this node's among them, as it reported
+    /// them at its last heartbeat).
+    pub(crate) fn cluster_traffic(&self) -> BTreeMap<i32, BrokerTraffic> {
+        self.cluster
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Drops the series of topics that no longer exist.

@@ -1,14 +1,17 @@
-//! d(lag)/dt and the consumed rate of a group partition, over its recent observations.
+//! d(lag)/dt, the consumed rate and the append rate in bytes of a group partition, over
+//! its recent observations.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-/// One look at a group partition: when, its lag, and its committed offset.
+/// One look at a group partition: when, its lag, its committed offset and the size of
+/// its log.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Observation {
-    at: Instant,
-    lag: i64,
-    committed: i64,
+    pub(super) at: Instant,
+    pub(super) lag: i64,
+    pub(super) committed: i64,
+    pub(super) log_bytes: u64,
 }
 
 /// What the kept observations say.
@@ -21,6 +24,10 @@ pub(super) struct Rates {
     /// different from the one before). A rate over a stretch without commits would
     /// read a consumer that commits every few seconds as stopped.
     pub(super) consume_rate: Option<f64>,
+    /// Bytes appended to the log per second over the kept observations: the growth of
+    /// its size, counting only rises (retention and DeleteRecords shrink it); `None`
+    /// with fewer than two observations.
+    pub(super) append_bytes_per_second: Option<f64>,
 }
 
 /// Recent observations per group partition: at most `TREND_SAMPLES`, at least
@@ -36,13 +43,8 @@ const TREND_WINDOW: Duration = Duration::from_secs(600);
 
 impl TrendTracker {
     /// Adds an observation and returns the rates over the kept ones.
-    pub(super) fn observe(
-        &mut self,
-        key: (String, String, i32),
-        now: Instant,
-        lag: i64,
-        committed: i64,
-    ) -> Rates {
+    pub(super) fn observe(&mut self, key: (String, String, i32), seen: Observation) -> Rates {
+        let now = seen.at;
         let samples = self.series.entry(key).or_default();
         match samples.back() {
             // Too soon after the newest: the newest moves forward instead, so a sample
@@ -52,11 +54,7 @@ impl TrendTracker {
             }
             _ => {}
         }
-        samples.push_back(Observation {
-            at: now,
-            lag,
-            committed,
-        });
+        samples.push_back(seen);
         while samples.len() > TREND_SAMPLES
             || samples
                 .front()
@@ -74,6 +72,7 @@ impl TrendTracker {
         Rates {
             trend,
             consume_rate: consume_rate(samples),
+            append_bytes_per_second: append_rate(samples),
         }
     }
 
@@ -98,4 +97,19 @@ fn consume_rate(samples: &VecDeque<Observation>) -> Option<f64> {
     let seconds = last.at.saturating_duration_since(first.at).as_secs_f64();
     let rate = (last.committed - first.committed) as f64 / seconds;
     (seconds > 0.0 && rate > 0.0).then_some(rate)
+}
+
+/// See [`Rates::append_bytes_per_second`].
+fn append_rate(samples: &VecDeque<Observation>) -> Option<f64> {
+    let (first, last) = (samples.front()?, samples.back()?);
+    let seconds = last.at.saturating_duration_since(first.at).as_secs_f64();
+    if seconds <= 0.0 {
+        return None;
+    }
+    let grown: u64 = samples
+        .iter()
+        .zip(samples.iter().skip(1))
+        .map(|(before, after)| after.log_bytes.saturating_sub(before.log_bytes))
+        .sum();
+    Some(grown as f64 / seconds)
 }

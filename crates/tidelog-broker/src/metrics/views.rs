@@ -1,5 +1,6 @@
 //! The JSON admin views served on the admin port, for the CLI and for people:
-//! `/v1/cluster`, `/v1/topics`, `/v1/groups` and `/v1/transactions`. Field names are part of the admin
+//! `/v1/cluster`, `/v1/topics`, `/v1/groups` and `/v1/transactions`, each showing
+//! what the asker's [`Access`] may describe. Field names are part of the admin
 //! API (docs/operations.md shows them): add fields freely, never rename one.
 
 use std::collections::HashMap;
@@ -8,8 +9,10 @@ use serde::Serialize;
 
 use super::cluster::{partition_health, partition_stats, PartitionHealth, PartitionStats};
 use super::groups::GroupLag;
-use super::{GroupProbe, NodeView};
+use super::{GroupProbe, Metrics, NodeView};
+use crate::auth::Access;
 use crate::txn::{TxnMeta, TxnState};
+use tidelog_controller::acl::AclOperation;
 
 #[derive(Serialize)]
 struct BrokerView {
@@ -20,10 +23,14 @@ struct BrokerView {
     fenced: bool,
     /// Partitions whose leader it is, by the metadata image.
     partitions_led: usize,
-    /// Record-batch bytes produced to it and fetched from it since it started; only
-    /// this node's own (a node does not see another's traffic): null for the others.
+    /// Record-batch bytes produced to it and fetched from it since it started: this
+    /// node's counted now, another's as its last heartbeat to the controller leader
+    /// reported them (every `broker.heartbeat.interval.ms`); null until one did.
     bytes_in_total: Option<u64>,
     bytes_out_total: Option<u64>,
+    /// When the broker read those counters (its clock, Unix ms): two looks give its
+    /// rates.
+    traffic_sampled_at_ms: Option<i64>,
 }
 
 #[derive(Serialize)]
@@ -37,10 +44,13 @@ struct ClusterView {
     health: PartitionHealth,
 }
 
-/// `/v1/cluster`: who is in the cluster and how healthy its partitions are;
-/// `traffic` is this node's (bytes in, bytes out) so far.
-pub(crate) fn cluster(node: &NodeView, traffic: (u64, u64)) -> serde_json::Value {
+/// `/v1/cluster`: who is in the cluster (every principal sees the brokers, as in
+/// Metadata) and how healthy the partitions of the topics `access` may describe are.
+pub(crate) fn cluster(node: &NodeView, metrics: &Metrics, access: &Access) -> serde_json::Value {
+    let mut traffic = metrics.topics.cluster_traffic();
+    traffic.insert(node.node_id, metrics.topics.node_traffic());
     let image = node.metadata.image();
+    let describable = |topic: &str| access.topic(AclOperation::Describe, topic);
     let mut led: HashMap<i32, usize> = HashMap::new();
     for t in image.topics() {
         for p in t.partitions.values() {
@@ -51,7 +61,7 @@ pub(crate) fn cluster(node: &NodeView, traffic: (u64, u64)) -> serde_json::Value
         .brokers()
         .map(|b| {
             let endpoint = b.listeners.first();
-            let own = b.broker_id == node.node_id;
+            let counted = traffic.get(&b.broker_id);
             BrokerView {
                 node_id: b.broker_id,
                 host: endpoint.map(|e| e.host.clone()).unwrap_or_default(),
@@ -59,8 +69,9 @@ pub(crate) fn cluster(node: &NodeView, traffic: (u64, u64)) -> serde_json::Value
                 rack: b.rack.clone(),
                 fenced: b.fenced,
                 partitions_led: led.get(&b.broker_id).copied().unwrap_or(0),
-                bytes_in_total: own.then_some(traffic.0),
-                bytes_out_total: own.then_some(traffic.1),
+                bytes_in_total: counted.map(|t| t.bytes_in),
+                bytes_out_total: counted.map(|t| t.bytes_out),
+                traffic_sampled_at_ms: counted.map(|t| t.sampled_at_ms),
             }
         })
         .collect();
@@ -69,8 +80,8 @@ pub(crate) fn cluster(node: &NodeView, traffic: (u64, u64)) -> serde_json::Value
         node_id: node.node_id,
         metadata_offset: image.last_offset(),
         brokers,
-        topics: image.topic_count(),
-        health: partition_health(node),
+        topics: image.topics().filter(|t| describable(&t.name)).count(),
+        health: partition_health(node, &describable),
     })
 }
 
@@ -100,14 +111,16 @@ struct TopicView {
     name: String,
     topic_id: String,
     internal: bool,
-    /// The topic's explicit config overrides (defaults are the broker's).
-    configs: std::collections::BTreeMap<String, String>,
+    /// The topic's explicit config overrides (defaults are the broker's); null when
+    /// the asker may not DESCRIBE_CONFIGS it.
+    configs: Option<std::collections::BTreeMap<String, String>>,
     partitions: Vec<TopicPartitionView>,
 }
 
-/// `/v1/topics`: every topic with its partitions' placement and, where hosted here,
-/// their offsets and size.
-pub(crate) fn topics(node: &NodeView) -> serde_json::Value {
+/// `/v1/topics`: every topic `access` may describe (as Metadata lists them) with its
+/// partitions' placement and, where hosted here, their offsets and size; its config
+/// overrides where it may also DESCRIBE_CONFIGS (as DescribeConfigs), else null.
+pub(crate) fn topics(node: &NodeView, access: &Access) -> serde_json::Value {
     let image = node.metadata.image();
     let stats: HashMap<(String, i32), PartitionStats> = partition_stats(node)
         .into_iter()
@@ -126,11 +139,14 @@ pub(crate) fn topics(node: &NodeView) -> serde_json::Value {
     };
     let mut topics: Vec<TopicView> = image
         .topics()
+        .filter(|t| access.topic(AclOperation::Describe, &t.name))
         .map(|t| TopicView {
             name: t.name.clone(),
             topic_id: t.topic_id.to_string(),
             internal: t.is_internal(),
-            configs: t.configs.clone(),
+            configs: access
+                .topic(AclOperation::DescribeConfigs, &t.name)
+                .then(|| t.configs.clone()),
             partitions: t
                 .partitions
                 .iter()
@@ -154,11 +170,21 @@ struct GroupsView {
     groups: Vec<GroupLag>,
 }
 
-/// `/v1/groups`: every group this node coordinates, with per-partition lag.
-pub(crate) fn groups(node: &NodeView, probe: &GroupProbe) -> serde_json::Value {
-    to_json(&GroupsView {
-        groups: probe.snapshot(node),
-    })
+/// `/v1/groups`: every group this node coordinates that `access` may describe (as
+/// ListGroups lists them), with its members and, for the topics it may describe (as
+/// OffsetFetch answers), per-partition lag.
+pub(crate) fn groups(node: &NodeView, probe: &GroupProbe, access: &Access) -> serde_json::Value {
+    let groups = probe
+        .snapshot(node)
+        .into_iter()
+        .filter(|g| access.group(AclOperation::Describe, &g.group))
+        .map(|mut g| {
+            g.partitions
+                .retain(|p| access.topic(AclOperation::Describe, &p.topic));
+            g
+        })
+        .collect();
+    to_json(&GroupsView { groups })
 }
 
 /// Open transactions listed at most (the oldest first).
@@ -184,9 +210,14 @@ struct TransactionPartition {
 
 /// `/v1/transactions`: the transactions open on coordinators this node leads (begun and
 /// not yet completed), the oldest first, with their age.
-pub(crate) fn transactions(listed: Vec<(String, TxnMeta)>, now_ms: i64) -> serde_json::Value {
+pub(crate) fn transactions(
+    listed: Vec<(String, TxnMeta)>,
+    now_ms: i64,
+    access: &Access,
+) -> serde_json::Value {
     let mut open: Vec<TransactionView> = listed
         .into_iter()
+        .filter(|(id, _)| access.transactional_id(AclOperation::Describe, id))
         .filter(|(_, m)| {
             m.start_ms >= 0
                 && matches!(
@@ -208,6 +239,7 @@ pub(crate) fn transactions(listed: Vec<(String, TxnMeta)>, now_ms: i64) -> serde
             partitions: m
                 .partitions
                 .into_iter()
+                .filter(|(topic, _)| access.topic(AclOperation::Describe, topic))
                 .map(|(topic, partition)| TransactionPartition { topic, partition })
                 .collect(),
         })

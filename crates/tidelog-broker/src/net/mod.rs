@@ -20,3 +20,4 @@ mod writer_tests;
 pub(crate) use connection::{serve_listener, ListenerContext, Reply, Session};
 pub(crate) use inbound::{InboundSecurity, SecureListenTransport};
 pub(crate) use outbound::{OutboundSecurity, SecureTransport};
+pub(crate) use tls::handshake as tls_handshake;

@@ -67,7 +67,7 @@ impl AsyncWrite for TlsConnection {
 /// Runs the server handshake; on success the decrypted stream and the client's
 /// principal. A failure is logged (saying what the client did wrong where that is
 /// known) and `None` returned: the connection is closed.
-pub(super) async fn handshake(
+pub(crate) async fn handshake(
     server: &Arc<ServerTls>,
     stream: BoxConnection,
     peer: SocketAddr,

@@ -168,13 +168,14 @@ impl ControllerNode {
             start_voter(&config, voter_config(&config, &options)?, defaults, &env).await?;
         let mut tasks = Tasks::default();
         // No broker here: the admin port has the event metrics and no node view.
-        let admin = AdminState {
-            ready: Arc::clone(&ready),
-            metrics: Arc::new(Metrics::new()),
-            node: watch::channel(None).1,
-            records_hidden: true,
-            actions_enabled: false,
-        };
+        let admin = AdminState::new(
+            &config,
+            Arc::clone(&ready),
+            Arc::new(Metrics::new()),
+            watch::channel(None).1,
+            crate::auth::Authorizer::from_config(&config).map(Arc::new),
+        )
+        .await?;
         tasks.start("admin port", |stop| {
             admin_http::serve(admin_listener, admin, stop)
         });

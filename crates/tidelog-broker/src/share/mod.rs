@@ -167,6 +167,23 @@ impl ShareManager {
         Some((e, true))
     }
 
+    /// Each share partition of `group` this node holds state of: (topic id,
+    /// partition, start offset).
+    pub(crate) fn start_offsets(&self, group: &str) -> Vec<(Uuid, i32, i64)> {
+        let entries: Vec<(Uuid, i32, Arc<ShareEntry>)> = self
+            .partitions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|((g, _, _), _)| g == group)
+            .map(|((_, topic, partition), e)| (*topic, *partition, Arc::clone(e)))
+            .collect();
+        entries
+            .into_iter()
+            .map(|(topic, partition, e)| (topic, partition, e.lock().start_offset()))
+            .collect()
+    }
+
     /// The share partition of `key` if it has state.
     pub(crate) fn existing(&self, key: &ShareKey) -> Option<Arc<ShareEntry>> {
         self.partitions

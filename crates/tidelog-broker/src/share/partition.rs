@@ -108,7 +108,7 @@ impl SharePartition {
         }
     }
 
-    #[cfg(test)]
+    /// The share-partition start offset (SPSO): every record below it is done with.
     pub(crate) fn start_offset(&self) -> i64 {
         self.start
     }

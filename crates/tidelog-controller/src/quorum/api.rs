@@ -8,7 +8,7 @@ use std::ops::Range;
 
 use uuid::Uuid;
 
-use super::controller::HeartbeatReply;
+use super::controller::{BrokerTraffic, HeartbeatReply};
 use super::error::{codes, RequestError};
 use super::forward::{ForwardReply, ForwardedCall};
 use super::QuorumStatus;
@@ -52,11 +52,13 @@ pub(crate) async fn broker_heartbeat(
     route: &impl Route,
     broker_id: i32,
     broker_epoch: i64,
+    traffic: Option<BrokerTraffic>,
 ) -> Result<HeartbeatReply, RequestError> {
     match route
         .route(ForwardedCall::BrokerHeartbeat {
             broker_id,
             broker_epoch,
+            traffic,
         })
         .await?
     {
@@ -330,7 +332,19 @@ macro_rules! controller_requests {
             broker_id: i32,
             broker_epoch: i64,
         ) -> Result<$crate::quorum::HeartbeatReply, $crate::quorum::RequestError> {
-            $crate::quorum::api::broker_heartbeat(self, broker_id, broker_epoch).await
+            $crate::quorum::api::broker_heartbeat(self, broker_id, broker_epoch, None).await
+        }
+
+        /// A heartbeat that also reports the broker's traffic counters; the reply
+        /// carries every broker's latest (`HeartbeatReply::traffic`).
+        pub async fn broker_heartbeat_with_traffic(
+            &self,
+            broker_id: i32,
+            broker_epoch: i64,
+            traffic: $crate::quorum::BrokerTraffic,
+        ) -> Result<$crate::quorum::HeartbeatReply, $crate::quorum::RequestError> {
+            $crate::quorum::api::broker_heartbeat(self, broker_id, broker_epoch, Some(traffic))
+                .await
         }
 
         /// Creates a topic (or only checks that it could be, with `validate_only`).

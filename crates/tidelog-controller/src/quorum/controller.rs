@@ -48,13 +48,27 @@ const MAX_IDLE_FORWARD_CONNECTIONS: usize = 4;
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_millis(9000);
 
 /// The answer to a broker heartbeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatReply {
     /// Whether the broker is fenced after this heartbeat (it was unfenced if it was).
     pub fenced: bool,
     /// The leader's last applied metadata offset: the broker has caught up once its
     /// own image reaches it.
     pub metadata_offset: Option<u64>,
+    /// The latest traffic figures each broker's heartbeat carried to this leader
+    /// during its term (not metadata: never written to the log), so every broker
+    /// knows every other's; empty from an older leader.
+    #[serde(default)]
+    pub traffic: BTreeMap<i32, BrokerTraffic>,
+}
+
+/// A broker's record-batch bytes produced to it and fetched from it since it started,
+/// as it counted them at `sampled_at_ms` (its wall clock): two samples give its rates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerTraffic {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub sampled_at_ms: i64,
 }
 
 /// Kafka's default `leader.imbalance.per.broker.percentage`.
@@ -94,6 +108,8 @@ struct Sessions {
     last_seen: BTreeMap<i32, Instant>,
     /// Brokers in controlled shutdown (id → broker epoch): they may not rejoin ISRs.
     shutting_down: BTreeMap<i32, i64>,
+    /// The traffic figures of each broker's latest heartbeat this term.
+    traffic: BTreeMap<i32, BrokerTraffic>,
 }
 
 /// The controller of one voter; all requests may be made on any voter.

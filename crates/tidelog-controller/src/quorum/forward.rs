@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::controller::HeartbeatReply;
+use super::controller::{BrokerTraffic, HeartbeatReply};
 use super::QuorumStatus;
 use crate::acl::{AclEntry, AclFilter};
 use crate::image::{PartitionImage, TopicImage};
@@ -24,6 +24,9 @@ pub(crate) enum ForwardedCall {
     BrokerHeartbeat {
         broker_id: i32,
         broker_epoch: i64,
+        /// The broker's traffic counters; absent from an older node's heartbeat.
+        #[serde(default)]
+        traffic: Option<BrokerTraffic>,
     },
     CreateTopic {
         name: String,

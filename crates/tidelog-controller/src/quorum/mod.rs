@@ -45,8 +45,8 @@ pub use api::PartitionOutcomes;
 pub use client::ControllerClient;
 pub use config::QuorumConfig;
 pub use controller::{
-    ControllerOptions, HeartbeatReply, QuorumController, DEFAULT_LEADER_IMBALANCE_PERCENT,
-    DEFAULT_SESSION_TIMEOUT,
+    BrokerTraffic, ControllerOptions, HeartbeatReply, QuorumController,
+    DEFAULT_LEADER_IMBALANCE_PERCENT, DEFAULT_SESSION_TIMEOUT,
 };
 pub use data_dir::{metadata_dir, start_voter, METADATA_DIR_NAME};
 pub use error::{QuorumError, RequestError};

@@ -152,6 +152,17 @@ impl ScramCredential {
         }
     }
 
+    /// Whether `password` is the one this credential was made from: its StoredKey
+    /// derived again with the stored salt and iterations, compared in constant time
+    /// (a password given whole, as HTTP Basic gives it to the admin port; a SCRAM
+    /// exchange never sends it). Costs the PBKDF2 rounds: call it off async workers.
+    pub fn verifies(&self, mechanism: ScramMechanism, password: &str) -> bool {
+        use subtle::ConstantTimeEq;
+        let salted = mechanism.salted_password(password.as_bytes(), &self.salt, self.iterations);
+        let stored_key = mechanism.hash(&mechanism.mac(&salted, b"Client Key"));
+        bool::from(stored_key.ct_eq(&self.stored_key))
+    }
+
     /// The credential for a password (tests, and creating a user from a data dir).
     pub fn from_password(
         mechanism: ScramMechanism,

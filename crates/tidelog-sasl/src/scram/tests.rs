@@ -130,3 +130,21 @@ fn mechanism_names_and_ids() {
     assert_eq!(decode_saslname("a=2Cb=3Dc").unwrap(), "a,b=c");
     assert_eq!(encode_saslname("a,b=c"), "a=2Cb=3Dc");
 }
+
+#[test]
+fn a_whole_password_verifies_against_the_stored_keys_only_when_it_is_the_one() {
+    for mechanism in [ScramMechanism::Sha256, ScramMechanism::Sha512] {
+        let credential = ScramCredential::from_password(mechanism, "s3cret", vec![7; 16], 4096);
+        assert!(credential.verifies(mechanism, "s3cret"));
+        assert!(!credential.verifies(mechanism, "s3cret "));
+        assert!(!credential.verifies(mechanism, ""));
+        let other = match mechanism {
+            ScramMechanism::Sha256 => ScramMechanism::Sha512,
+            ScramMechanism::Sha512 => ScramMechanism::Sha256,
+        };
+        assert!(
+            !credential.verifies(other, "s3cret"),
+            "another mechanism's keys"
+        );
+    }
+}

@@ -115,4 +115,15 @@ impl Log {
         let active = self.segments.keys().next_back() == Some(base);
         Some((segment.max_timestamp(), active))
     }
+
+    /// Bytes of the segments after the one holding `offset`: what `retention.bytes`
+    /// keeps in front of it. That segment is deleted once they reach the limit (see
+    /// `apply_retention`). `None` when `offset` is below the log start or past the end.
+    pub fn bytes_after_segment_at(&self, offset: i64) -> Option<u64> {
+        if offset < self.log_start_offset || offset > self.log_end_offset() {
+            return None;
+        }
+        let (base, _) = self.segments.range(..=offset).next_back()?;
+        Some(self.segments.range(base + 1..).map(|(_, s)| s.size()).sum())
+    }
 }

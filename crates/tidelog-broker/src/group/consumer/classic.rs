@@ -161,11 +161,12 @@ fn must_rejoin(group: &ConsumerGroup, member: &ConsumerMember) -> bool {
         || (member.current.state == MemberState::UnreleasedPartitions && waited_for_is_free())
 }
 
-/// The partitions of a ConsumerProtocolAssignment that are topics of the image.
-fn decode_assignment(bytes: &Bytes, topics: &TopicsView) -> Option<Assignment> {
-    let mut out = Assignment::new();
+/// The (topic name, partitions) of an embedded ConsumerProtocolAssignment, as a
+/// classic leader wrote it; empty bytes (no SyncGroup yet) are no partitions, and None
+/// means the bytes are not one.
+pub(crate) fn embedded_assignment(bytes: &Bytes) -> Option<Vec<(String, Vec<i32>)>> {
     if bytes.is_empty() {
-        return Some(out);
+        return Some(Vec::new());
     }
     let mut buf = bytes.clone();
     if buf.remaining() < 2 {
@@ -177,9 +178,21 @@ fn decode_assignment(bytes: &Bytes, topics: &TopicsView) -> Option<Assignment> {
     }
     let assignment =
         ConsumerProtocolAssignment::decode(&mut buf, version.min(NEWEST_EMBEDDED_VERSION)).ok()?;
-    for tp in assignment.assigned_partitions {
-        if let Some((id, _)) = topics.by_name.get(tp.topic.0.as_str()) {
-            out.entry(*id).or_default().extend(tp.partitions);
+    Some(
+        assignment
+            .assigned_partitions
+            .into_iter()
+            .map(|tp| (tp.topic.0.to_string(), tp.partitions))
+            .collect(),
+    )
+}
+
+/// The partitions of a ConsumerProtocolAssignment that are topics of the image.
+fn decode_assignment(bytes: &Bytes, topics: &TopicsView) -> Option<Assignment> {
+    let mut out = Assignment::new();
+    for (topic, partitions) in embedded_assignment(bytes)? {
+        if let Some((id, _)) = topics.by_name.get(topic.as_str()) {
+            out.entry(*id).or_default().extend(partitions);
         }
     }
     Some(out)

@@ -45,7 +45,8 @@ impl QuorumController {
             ForwardedCall::BrokerHeartbeat {
                 broker_id,
                 broker_epoch,
-            } => self.heartbeat_here(broker_id, broker_epoch).await,
+                traffic,
+            } => self.heartbeat_here(broker_id, broker_epoch, traffic).await,
             ForwardedCall::DescribeQuorum => {
                 let status = self.quorum.status();
                 // The leader's view when there is one; with none known (an election, or

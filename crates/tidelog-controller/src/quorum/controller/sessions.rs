@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::leader::check_epoch;
-use super::{lock, run_every, HeartbeatReply, QuorumController, Sessions};
+use super::{lock, run_every, BrokerTraffic, HeartbeatReply, QuorumController, Sessions};
 use crate::image::MetadataImage;
 use crate::ops;
 use crate::quorum::error::{QuorumError, RequestError};
@@ -21,6 +21,7 @@ impl QuorumController {
         &self,
         broker_id: i32,
         epoch: i64,
+        traffic: Option<BrokerTraffic>,
     ) -> Result<ForwardReply, RequestError> {
         let status = self.quorum.status();
         // A leader without a majority behind it (`leader` is then unknown) keeps no
@@ -38,9 +39,15 @@ impl QuorumController {
             image = self.quorum.image();
             check_epoch(&image, broker_id, epoch)?;
         }
-        lock(&self.sessions)
-            .last_seen
-            .insert(broker_id, self.clock.now());
+        {
+            let mut sessions = lock(&self.sessions);
+            sessions.last_seen.insert(broker_id, self.clock.now());
+            if let Some(traffic) = traffic {
+                sessions.traffic.insert(broker_id, traffic);
+            }
+            // Bounded by the registered brokers: a broker gone from the image goes.
+            sessions.traffic.retain(|id, _| image.broker(*id).is_some());
+        }
         let fenced = image.broker(broker_id).is_some_and(|b| b.fenced);
         // A broker that finished its controlled shutdown stays fenced until it
         // registers again.
@@ -61,6 +68,7 @@ impl QuorumController {
         Ok(ForwardReply::Heartbeat(HeartbeatReply {
             fenced: image.broker(broker_id).is_some_and(|b| b.fenced),
             metadata_offset: image.last_offset(),
+            traffic: lock(&self.sessions).traffic.clone(),
         }))
     }
 
@@ -82,6 +90,7 @@ impl QuorumController {
                     last_seen: BTreeMap::new(),
                     // Epoch-checked where used, so one recorded this term stays valid.
                     shutting_down: std::mem::take(&mut sessions.shutting_down),
+                    traffic: BTreeMap::new(),
                 };
             }
             let since = sessions.leader_since.unwrap_or(now);

@@ -25,11 +25,18 @@ function svg(tag, attrs, ...children) {
   return node;
 }
 
+// Why the port refused: its JSON {"error": ...} (401: who you are; 403: what your
+// ACLs allow), else the status.
+async function refusal(path, response) {
+  const text = await response.text();
+  try { return JSON.parse(text).error || text; } catch (_) { return text.trim() || `${path} answered ${response.status}`; }
+}
+
 async function api(path) {
   const response = await fetch(path, { cache: "no-store" });
   if (response.status === 503) throw new Error("this node is not ready (starting, or cut off from the controller quorum)");
   if (response.status === 404) return null;
-  if (!response.ok) throw new Error(`${path} answered ${response.status}`);
+  if (!response.ok) throw new Error(await refusal(path, response));
   return response.json();
 }
 
@@ -101,26 +108,30 @@ function quorumSection(q) {
   ];
 }
 
-// This node's byte counters at the previous refresh, for its rates.
-let lastTraffic = null;
+// Each broker's byte counters as last seen ({at, in, out, rate}): two samples taken at
+// different times (its own clock) give its rates, which stay until a newer sample.
+const traffic = new Map();
 
-function trafficRates(c) {
-  const own = c.brokers.find((b) => b.node_id === c.node_id);
-  if (!own || own.bytes_in_total === null) return null;
-  const now = { at: performance.now(), in: own.bytes_in_total, out: own.bytes_out_total };
-  const before = lastTraffic;
-  lastTraffic = now;
+function trafficRate(b) {
+  if (b.bytes_in_total === null || b.traffic_sampled_at_ms === null) return null;
+  const now = { at: b.traffic_sampled_at_ms, in: b.bytes_in_total, out: b.bytes_out_total, rate: null };
+  const before = traffic.get(b.node_id);
+  if (before && now.at === before.at) return before.rate;
   const seconds = before ? (now.at - before.at) / 1000 : 0;
-  if (!before || seconds <= 0 || now.in < before.in || now.out < before.out) return null;
-  return { in: (now.in - before.in) / seconds, out: (now.out - before.out) / seconds };
+  // A restart (counters back to zero) starts again.
+  if (before && seconds > 0 && now.in >= before.in && now.out >= before.out) {
+    now.rate = { in: (now.in - before.in) / seconds, out: (now.out - before.out) / seconds };
+  }
+  traffic.set(b.node_id, now);
+  return now.rate;
 }
 
 async function clusterView() {
   const [c, q] = await Promise.all([api("/v1/cluster"), quorum()]);
-  const rates = trafficRates(c);
-  // Only this node's traffic is known here: another node's is on its own console.
-  const rate = (b, which) => (b.node_id !== c.node_id ? el("span", { class: "muted", title: "on that node's console" }, "–")
-    : rates ? `${bytes(rates[which])}/s` : "…");
+  // Another broker's counters come with its heartbeats (every couple of seconds).
+  const rates = new Map(c.brokers.map((b) => [b.node_id, trafficRate(b)]));
+  const rate = (b, which) => (b.bytes_in_total === null ? el("span", { class: "muted", title: "no heartbeat figures yet" }, "–")
+    : rates.get(b.node_id) ? `${bytes(rates.get(b.node_id)[which])}/s` : "…");
   return [
     el("h2", {}, "Cluster ", c.cluster_id),
     figures([
@@ -167,8 +178,8 @@ async function topicsView() {
         ["Size", (p) => bytes(p.size_bytes), true],
         ["Records", (p) => (p.high_watermark === undefined ? "–" : el("a", { href: `#tail/${encodeURIComponent(t.name)}/${p.partition}` }, "tail"))],
       ], t.partitions),
-      Object.keys(t.configs || {}).length === 0
-        ? el("p", {}, "Configs: the broker defaults.")
+      t.configs === null ? el("p", { class: "muted" }, "Configs: not shown (they need DESCRIBE_CONFIGS on the topic).")
+        : Object.keys(t.configs).length === 0 ? el("p", {}, "Configs: the broker defaults.")
         : table(`Configs of ${t.name}`, [["Config", (e) => e[0]], ["Value", (e) => e[1]]], Object.entries(t.configs)),
     )),
   ];
@@ -236,6 +247,7 @@ async function groupView(name) {
       ["Retention headroom (seconds)", (s) => (s.retention_headroom_seconds === null ? "–" : s.retention_headroom_seconds.toFixed(0)), true],
     ], history.samples.slice().reverse(), { tall: true, id: "lag-table" }));
   }
+  out.push(membersSection(group));
   out.push(el("h3", {}, "Partitions"));
   out.push(table(`Partitions of ${name}`, [
     ["Topic", (p) => p.topic],
@@ -251,6 +263,40 @@ async function groupView(name) {
   return out;
 }
 
+// "orders: 0, 2; audit: 1" for a member's partitions; null (unreadable) as "–".
+function assignment(topics) {
+  if (!topics) return "–";
+  return topics.map((t) => `${t.topic}: ${t.partitions.join(", ")}`).join("; ") || "none";
+}
+
+// Each member with its partitions and their lag (the group's figures for them).
+function membersSection(group) {
+  const members = group.member_details || [];
+  const lagOf = new Map(group.partitions.map((p) => [`${p.topic}\u0000${p.partition}`, p]));
+  const owned = (m) => (m.assigned || []).flatMap((t) => t.partitions.map((p) => lagOf.get(`${t.topic}\u0000${p}`)).filter((p) => p));
+  const consumerProtocol = group.group_type === "consumer";
+  const columns = [
+    ["Member", (m) => m.member_id],
+    ["Client id", (m) => m.client_id],
+    ["Host", (m) => m.client_host],
+    ["Instance id", (m) => m.instance_id || "–"],
+    ["Epoch", (m) => (m.member_epoch === null ? "–" : m.member_epoch), true],
+    ["Assigned", (m) => assignment(m.assigned)],
+  ];
+  if (consumerProtocol) {
+    columns.push(["Target", (m) => assignment(m.target)], ["Reconciliation", (m) => m.reconciliation || "–"]);
+  }
+  columns.push(
+    ["Lag (messages)", (m) => num(owned(m).reduce((n, p) => n + p.lag_messages, 0)), true],
+    ["Lag (seconds)", (m) => duration(owned(m).reduce((s, p) => Math.max(s, p.time_lag_seconds), 0)), true],
+  );
+  const shown = members.length < group.members ? ` (the first ${members.length} of ${group.members})` : "";
+  return [
+    el("h3", {}, `Members${shown}`),
+    members.length === 0 ? el("p", {}, "No members.") : table(`Members of ${group.group}`, columns, members, { id: "group-members" }),
+  ];
+}
+
 const TAIL_RECORDS = 50;
 
 function shownBytes(shown) {
@@ -259,19 +305,32 @@ function shownBytes(shown) {
   return `${shown.encoding === "hex" ? "0x" : ""}${shown.data}${cut ? ` … (${bytes(shown.size)})` : ""}`;
 }
 
-// The newest records of one partition, read again at every refresh (so it follows the
-// end), at most TAIL_RECORDS of them.
-async function tailView(topic, partition) {
-  const path = `/v1/topics/${encodeURIComponent(topic)}/partitions/${partition}/records?limit=${TAIL_RECORDS}`;
+// Records of one partition, at most TAIL_RECORDS a page. `page` is null for the newest
+// page (read again at every refresh, so it follows the end), or ["before", O] / ["from", O]
+// for the page older than O / starting at O, which the Older and Newer links step through.
+async function tailView(topic, partition, page) {
+  const at = page === null ? "" : page[0] === "before" ? `&before=${page[1]}` : `&offset=${page[1]}`;
+  const path = `/v1/topics/${encodeURIComponent(topic)}/partitions/${partition}/records?limit=${TAIL_RECORDS}${at}`;
   const response = await fetch(path, { cache: "no-store" });
   const heading = el("h2", {}, "Records of ", el("span", { id: "tail-partition" }, `${topic}-${partition}`));
-  if (response.status === 403) return [heading, el("p", {}, await response.text())];
+  if (response.status === 403) return [heading, el("p", { class: "bad", id: "tail-refused" }, await refusal(path, response))];
   if (response.status === 404) return [heading, el("p", {}, "This node hosts no replica of this partition.")];
-  if (!response.ok) throw new Error(`${path} answered ${response.status}`);
+  if (!response.ok) throw new Error(await refusal(path, response));
   const tail = await response.json();
+  const base = `#tail/${encodeURIComponent(topic)}/${partition}`;
+  const first = tail.records.length ? tail.records[0].offset : tail.from_offset;
+  const link = (id, href, text, enabled) => (enabled ? el("a", { id, href }, text) : el("span", { id, class: "muted", "aria-disabled": "true" }, text));
+  const pager = el("nav", { class: "pager", "aria-label": "Pages of records" },
+    link("tail-older", `${base}/before/${first}`, "← Older", first > tail.log_start_offset),
+    link("tail-newer", `${base}/from/${tail.next_offset}`, "Newer →", page !== null && tail.next_offset < tail.high_watermark),
+    link("tail-newest", base, "Newest", page !== null));
+  const range = tail.records.length ? `offsets ${num(first)} to ${num(tail.records[tail.records.length - 1].offset)}` : "no records";
   return [
     heading,
-    el("p", {}, `The newest ${tail.records.length} records below the high watermark ${num(tail.high_watermark)} (log start ${num(tail.log_start_offset)}), newest first; refreshed with the page.`),
+    el("p", { id: "tail-range" }, page === null
+      ? `The newest ${tail.records.length} records below the high watermark ${num(tail.high_watermark)} (log start ${num(tail.log_start_offset)}), newest first; refreshed with the page.`
+      : `${range} of ${num(tail.log_start_offset)} to ${num(tail.high_watermark)}, newest first.`),
+    pager,
     table(`Records of ${topic}-${partition}`, [
       ["Offset", (r) => num(r.offset), true],
       ["Timestamp (UTC)", (r) => new Date(r.timestamp).toISOString().replace("T", " ").slice(0, 23)],
@@ -549,7 +608,6 @@ async function renderActions(route) {
     delete section.dataset.route;
     return;
   }
-  if (consoleInfo === null) consoleInfo = await api("/v1/console");
   if (!consoleInfo.actions_enabled || section.dataset.route === route) return;
   section.dataset.route = route;
   if (route === "topics") {
@@ -590,13 +648,16 @@ async function render() {
     else link.removeAttribute("aria-current");
   }
   try {
+    if (consoleInfo === null) consoleInfo = await api("/v1/console");
     await renderRisks(route.startsWith("group/") ? route.slice("group/".length) : null);
     await renderActions(route);
     let content;
     if (route.startsWith("group/")) content = await groupView(route.slice("group/".length));
     else if (route.startsWith("tail/")) {
-      const at = route.lastIndexOf("/");
-      content = await tailView(route.slice("tail/".length, at), route.slice(at + 1));
+      // tail/<topic>/<partition>[/before|from/<offset>]: topic names hold no "/".
+      const [, topic, partition, mode, offset] = route.split("/");
+      const page = (mode === "before" || mode === "from") && /^\d+$/.test(offset || "") ? [mode, Number(offset)] : null;
+      content = await tailView(topic, partition, page);
     }
     else if (route === "topics") content = await topicsView();
     else if (route === "groups") content = await groupsView();
@@ -606,7 +667,8 @@ async function render() {
     const open = new Set([...view.querySelectorAll("details[open]")].map((d) => d.dataset.topic));
     view.replaceChildren(...content.flat().filter((c) => c));
     for (const d of view.querySelectorAll("details")) if (open.has(d.dataset.topic)) d.open = true;
-    status.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    const who = consoleInfo.principal ? ` · signed in as ${consoleInfo.principal}` : "";
+    status.textContent = `updated ${new Date().toLocaleTimeString()}${who}`;
   } catch (error) {
     status.textContent = `not updated: ${error.message}`;
   } finally {

@@ -151,3 +151,32 @@ def test_cluster_console_actions_reach_the_leaders_and_the_coordinator_from_any_
         if coordinators - {acting.node_id}:
             break
     assert coordinators - {acting.node_id}, coordinators
+
+
+def test_the_coordinator_reports_the_lag_of_partitions_other_nodes_lead(cluster_factory):
+    """A group's coordinator holds no replica of partitions that other nodes lead alone
+    (replication factor 1): their lag comes from those leaders."""
+    cluster = cluster_factory(settings={"admin.console.lag.history.interval.ms": 1000})
+    ids = sorted(cluster.nodes)
+    topic = create_topic(cluster, unique("spread"), assignment=[[i] for i in ids])
+    prod = producer(cluster.bootstrap)
+    for p in range(len(ids)):
+        for _ in range(10):
+            prod.produce(topic, b"v", partition=p)
+    assert prod.flush(30) == 0
+    group = unique("spread-group")
+    for p in range(len(ids)):
+        commit(cluster.bootstrap, group, topic, 4, partition=p)
+
+    def every_partition_on_the_coordinator():
+        for node in cluster.nodes.values():
+            for g in admin_json(node.host, node.admin_port, "/v1/groups")["groups"]:
+                if g["group"] == group and len(g["partitions"]) == len(ids):
+                    return g["partitions"]
+        return None
+
+    partitions = wait_until(every_partition_on_the_coordinator, 30,
+                            f"the lag of all {len(ids)} partitions of {topic} on {group}'s coordinator")
+    for p in partitions:
+        assert (p["committed_offset"], p["high_watermark"], p["lag_messages"]) == (4, 10, 6), p
+        assert p["time_lag_seconds"] > 0, p

@@ -26,12 +26,15 @@ use tidelog_storage::{BatchHeader, BATCH_HEADER_LEN};
 
 use super::cluster::gauge_family;
 use super::labels::escaped;
+use super::remote_logs::RemoteLogs;
 use super::trend::{Observation, TrendTracker};
 use super::NodeView;
+use crate::config::BrokerConfig;
 use crate::context::now_ms;
 use crate::group::consumer::stats::ConsumerGroupStats;
 use crate::group::member_summary::MemberSummary;
 use crate::replica::Partition;
+use tidelog_controller::MetadataImage;
 
 /// What the group coordinator knows of one group.
 #[derive(Debug, Clone, Default)]
@@ -259,6 +262,8 @@ fn log_view(p: &Partition, committed: i64) -> Option<(LogView, u64)> {
 /// The probe: what must be remembered between looks.
 #[derive(Default)]
 pub(crate) struct GroupProbe {
+    /// What the leaders of partitions this node holds no replica of last said.
+    pub(crate) remote: RemoteLogs,
     trends: Mutex<TrendTracker>,
     /// Per group: the last generation seen and the increases counted.
     generations: Mutex<HashMap<String, (i32, u64)>>,
@@ -267,6 +272,36 @@ pub(crate) struct GroupProbe {
 impl GroupProbe {
     pub(super) fn new() -> GroupProbe {
         GroupProbe::default()
+    }
+
+    /// A partition this node holds no replica of, as its leader last described it
+    /// (see `remote_logs`): no bytes are known, and the retention edge counts from the
+    /// first unread record's timestamp.
+    fn remote_view(
+        &self,
+        image: &MetadataImage,
+        defaults: &BrokerConfig,
+        c: &CommittedOffset,
+    ) -> Option<(LogView, u64)> {
+        let remote = self.remote.view(&c.topic, c.partition, c.offset)?;
+        let configs = image
+            .topic(&c.topic)
+            .map(|t| t.configs.clone())
+            .unwrap_or_default();
+        let config = crate::topic_config::log_config(defaults, &configs);
+        let deletes = config.cleanup_policy.delete;
+        let first_unread_ts = remote.first_unread.map(|(_, ts)| ts);
+        let view = LogView {
+            log_start: remote.log_start,
+            high_watermark: remote.high_watermark,
+            first_unread_ts,
+            segment_max_ts: first_unread_ts,
+            retention_ms: (deletes && config.retention_ms >= 0).then_some(config.retention_ms),
+            retention_bytes: None,
+            bytes_after_unread_segment: None,
+            append_bytes_per_second: None,
+        };
+        Some((view, 0))
     }
 
     /// Every group this node coordinates, with its lag figures. Blocking: reads batch
@@ -289,6 +324,8 @@ impl GroupProbe {
         let mut alive = HashSet::new();
         let mut out = Vec::with_capacity(groups.len());
         let image = node.metadata.image();
+        // The topic defaults as this node applies them (dynamic configs included).
+        let defaults = crate::dynamic_config::resolve(&node.config, &image);
         for mut g in groups {
             if g.group_type == "share" {
                 g.committed = share_start_offsets(node, &g.group_id);
@@ -303,10 +340,12 @@ impl GroupProbe {
             let rebalances = entry.1;
             let mut partitions = Vec::with_capacity(g.committed.len());
             for c in &g.committed {
-                let Some(p) = node.replicas.get(&c.topic, c.partition) else {
-                    continue;
+                let local = node.replicas.get(&c.topic, c.partition);
+                let found = match local {
+                    Some(p) => log_view(&p, c.offset),
+                    None => self.remote_view(&image, &defaults, c),
                 };
-                let Some((mut view, log_bytes)) = log_view(&p, c.offset) else {
+                let Some((mut view, log_bytes)) = found else {
                     continue;
                 };
                 let key = (g.group_id.clone(), c.topic.clone(), c.partition);

@@ -323,6 +323,8 @@ pub(crate) async fn run(
             _ = ticks.tick() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+        // Partitions led by nodes holding no replica here: asked first (bounded).
+        probe.remote.refresh(&node, &*node.groups).await;
         let (node, probe, history) = (Arc::clone(&node), Arc::clone(&probe), Arc::clone(&history));
         let sampled = tokio::task::spawn_blocking(move || {
             let groups = probe.snapshot(&node);

@@ -23,6 +23,7 @@ mod labels;
 pub(crate) mod lag_history;
 mod node_view;
 mod quotas;
+mod remote_logs;
 mod replication;
 mod requests;
 mod storage;

@@ -168,9 +168,11 @@ impl Broker {
             let position = tls_servers.iter().position(|(name, _)| *name == spec.name);
             let tls = position.map(|i| tls_servers.swap_remove(i).1);
             let sasl = match spec.protocol {
-                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => Some(Arc::new(
-                    crate::sasl::SaslListener::from_config(&config, &spec.name)?,
-                )),
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+                    let sasl = crate::sasl::SaslListener::from_config(&config, &spec.name)?;
+                    sasl.prepare(&spec.name).await?;
+                    Some(Arc::new(sasl))
+                }
                 SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
             };
             if cluster.is_some() && spec.name == inter_broker {

@@ -143,7 +143,7 @@ impl Broker {
 
         let specs = config.listener_specs()?;
         let inter_broker = config.inter_broker_listener(&specs, cluster.is_some())?;
-        let ssl_names = specs
+        let ssl_names: Vec<String> = specs
             .iter()
             .filter(|s| {
                 matches!(
@@ -153,6 +153,10 @@ impl Broker {
             })
             .map(|s| s.name.clone())
             .collect();
+        if !ssl_names.is_empty() {
+            // What an operator weighing TLS cost wants to know (docs/performance.md).
+            net::ktls::log_availability().await;
+        }
         let mut tls_servers = crate::tls::load_servers(&config, ssl_names).await?;
         let mut kafka_listeners = Vec::with_capacity(specs.len());
         let mut outbound = net::OutboundSecurity::default();

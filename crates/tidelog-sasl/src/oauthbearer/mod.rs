@@ -9,6 +9,8 @@
 
 pub mod jwks;
 pub mod jwt;
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util;
 
 use crate::SaslError;
 

@@ -1,56 +1,17 @@
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use base64::Engine;
 use ring::rand::SystemRandom;
-use ring::signature::{self, EcdsaKeyPair, KeyPair, RsaKeyPair};
+use ring::signature::{self, EcdsaKeyPair, KeyPair};
 use serde_json::json;
 
 use super::jwks::Jwks;
 use super::jwt::{JwtError, Rules, SignedJwt};
+use super::test_util::{b64, rsa_jwk, rsa_key_a as key_a, rsa_key_b as key_b, RsaKeyPair};
 use super::*;
 
 /// Unix time of "now" in these tests, in seconds.
 const NOW: i64 = 1_800_000_000;
 
-fn rsa_key(pem: &str) -> RsaKeyPair {
-    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
-    RsaKeyPair::from_pkcs8(&STANDARD.decode(body).unwrap()).unwrap()
-}
-
-fn key_a() -> RsaKeyPair {
-    rsa_key(include_str!("testdata/rsa-a.pem"))
-}
-
-fn key_b() -> RsaKeyPair {
-    rsa_key(include_str!("testdata/rsa-b.pem"))
-}
-
-fn b64(bytes: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(bytes)
-}
-
-fn rsa_jwk(key: &RsaKeyPair, kid: &str) -> serde_json::Value {
-    let public = signature::RsaPublicKeyComponents::<Vec<u8>>::from(key.public());
-    json!({
-        "kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
-        "n": b64(&public.n), "e": b64(&public.e),
-    })
-}
-
 fn rs256(key: &RsaKeyPair, header: serde_json::Value, claims: serde_json::Value) -> String {
-    let input = format!(
-        "{}.{}",
-        b64(header.to_string().as_bytes()),
-        b64(claims.to_string().as_bytes())
-    );
-    let mut sig = vec![0; key.public().modulus_len()];
-    key.sign(
-        &signature::RSA_PKCS1_SHA256,
-        &SystemRandom::new(),
-        input.as_bytes(),
-        &mut sig,
-    )
-    .unwrap();
-    format!("{input}.{}", b64(&sig))
+    test_util::rs256(key, &header, &claims)
 }
 
 fn claims() -> serde_json::Value {

@@ -1,37 +1,15 @@
 use std::path::Path;
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use base64::Engine;
-use ring::rand::SystemRandom;
-use ring::signature::{self, RsaKeyPair};
 use serde_json::json;
+use tidelog_sasl::oauthbearer::test_util::{
+    rs256, rsa_jwk as jwk, rsa_key_a, rsa_key_b, RsaKeyPair,
+};
 
 use super::*;
 
-fn rsa_key(pem: &str) -> RsaKeyPair {
-    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
-    RsaKeyPair::from_pkcs8(&STANDARD.decode(body).unwrap()).unwrap()
-}
-
 /// The test-only keys of tidelog-sasl's unit tests.
 fn keys() -> (RsaKeyPair, RsaKeyPair) {
-    (
-        rsa_key(include_str!(
-            "../../../../tidelog-sasl/src/oauthbearer/testdata/rsa-a.pem"
-        )),
-        rsa_key(include_str!(
-            "../../../../tidelog-sasl/src/oauthbearer/testdata/rsa-b.pem"
-        )),
-    )
-}
-
-fn b64(bytes: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(bytes)
-}
-
-fn jwk(key: &RsaKeyPair, kid: &str) -> serde_json::Value {
-    let public = signature::RsaPublicKeyComponents::<Vec<u8>>::from(key.public());
-    json!({"kty": "RSA", "kid": kid, "n": b64(&public.n), "e": b64(&public.e)})
+    (rsa_key_a(), rsa_key_b())
 }
 
 fn write_jwks(path: &Path, entries: &[serde_json::Value]) {
@@ -41,20 +19,7 @@ fn write_jwks(path: &Path, entries: &[serde_json::Value]) {
 fn token(key: &RsaKeyPair, kid: &str, sub: &str) -> String {
     let now = unix_millis() / 1000;
     let claims = json!({"sub": sub, "aud": "kafka", "iat": now, "exp": now + 600});
-    let input = format!(
-        "{}.{}",
-        b64(json!({"alg": "RS256", "kid": kid}).to_string().as_bytes()),
-        b64(claims.to_string().as_bytes())
-    );
-    let mut sig = vec![0; key.public().modulus_len()];
-    key.sign(
-        &signature::RSA_PKCS1_SHA256,
-        &SystemRandom::new(),
-        input.as_bytes(),
-        &mut sig,
-    )
-    .unwrap();
-    format!("{input}.{}", b64(&sig))
+    rs256(key, &json!({"alg": "RS256", "kid": kid}), &claims)
 }
 
 fn validator(path: &Path, kid_interval: Duration) -> OAuthValidator {

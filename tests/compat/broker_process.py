@@ -151,6 +151,22 @@ class Broker:
         except (urllib.error.URLError, OSError):
             return False
 
+    def metrics(self):
+        """The node's /metrics exposition (Prometheus text)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/metrics", timeout=10) as response:
+            return response.read().decode()
+
+    def authentications(self, listener, mechanism, result):
+        """`tidelog_authentication_total` of `mechanism` with `result` (success or failure),
+        on `listener`, or summed over every listener when it is None."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if (line.startswith("tidelog_authentication_total{")
+                    and (listener is None or f'listener="{listener}"' in line)
+                    and f'mechanism="{mechanism}"' in line and f'result="{result}"' in line):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 

@@ -12,7 +12,6 @@ import shutil
 import struct
 import subprocess
 import time
-import urllib.request
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -72,19 +71,6 @@ class SaslBroker(Broker):
     @property
     def sasl_ssl_bootstrap(self):
         return f"127.0.0.1:{self.sasl_ssl_port}"
-
-    def metrics(self):
-        url = f"http://127.0.0.1:{self.admin_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
-
-    def authentications(self, listener, mechanism, result):
-        prefix = "tidelog_authentication_total{"
-        for line in self.metrics().splitlines():
-            if (line.startswith(prefix) and f'listener="{listener}"' in line
-                    and f'mechanism="{mechanism}"' in line and f'result="{result}"' in line):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
 
 
 @pytest.fixture

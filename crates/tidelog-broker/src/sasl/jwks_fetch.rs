@@ -310,4 +310,40 @@ mod tests {
         let request = server.await.unwrap();
         assert!(request.starts_with("GET /jwks HTTP/1.0\r\n"), "{request}");
     }
+
+    /// HTTPS verifies the server against the system's CAs: a self-signed identity
+    /// provider is refused (and says why), not read.
+    #[tokio::test]
+    async fn https_refuses_a_certificate_no_system_ca_signed() {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone()],
+                rustls_pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap(),
+            )
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            let _ = acceptor.accept(socket).await;
+        });
+        let source = JwksSource::parse(&format!("https://localhost:{port}/jwks")).unwrap();
+        let refused = source.read().await.unwrap_err();
+        // (A machine without the CA bundle refuses for that reason instead.)
+        assert!(
+            refused.contains("TLS with localhost") || refused.contains(SYSTEM_CA_BUNDLE),
+            "{refused}"
+        );
+        assert!(refused.to_lowercase().contains("certificate"), "{refused}");
+    }
 }

@@ -97,9 +97,10 @@ impl<T: Send + Sync + 'static> Reloadable<T> {
     /// The TLS object in force now, after a look at the files when one is due.
     pub(crate) async fn get(self: &Arc<Self>) -> Arc<T> {
         if self.due() && !self.checking.swap(true, Ordering::AcqRel) {
+            // Cleared however this ends, even if the waiting task is dropped.
+            let _checking = Checking(&self.checking);
             let this = Arc::clone(self);
             let _ = tokio::task::spawn_blocking(move || this.check()).await;
-            self.checking.store(false, Ordering::Release);
         }
         self.current()
     }
@@ -149,5 +150,14 @@ impl<T: Send + Sync + 'static> Reloadable<T> {
                 tracing::warn!(listener = %listener, side = self.side, "the TLS key store or trust store changed on disk but is refused ({e}); new connections keep the one loaded before");
             }
         }
+    }
+}
+
+/// Clears the "a check is running" flag when dropped.
+struct Checking<'a>(&'a AtomicBool);
+
+impl Drop for Checking<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }

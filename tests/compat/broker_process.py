@@ -229,3 +229,38 @@ class Broker:
 def _kill_leftovers():
     for broker in list(_LIVE_BROKERS):
         broker.cleanup()
+
+
+class SaslListenersBroker(Broker):
+    """A PLAINTEXT listener (the operator's, for set-up as a super user), a
+    SASL_PLAINTEXT and a SASL_SSL one (with `keystore`); the SASL settings are the
+    caller's."""
+
+    def __init__(self, workdir, keystore):
+        self.sasl_port = free_port()
+        self.sasl_ssl_port = free_port()
+        super().__init__(workdir, {})
+        self.settings.update({
+            "listeners": self.listeners(),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+        })
+
+    def listeners(self):
+        return (f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
+                f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}")
+
+    def choose_new_ports(self):
+        super().choose_new_ports()
+        self.sasl_port = free_port()
+        self.sasl_ssl_port = free_port()
+        self.settings["listeners"] = self.listeners()
+        return True
+
+    @property
+    def sasl_bootstrap(self):
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self):
+        return f"127.0.0.1:{self.sasl_ssl_port}"

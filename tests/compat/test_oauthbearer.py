@@ -26,10 +26,9 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kafka import KafkaConsumer, KafkaProducer
 from kafka.net.sasl.oauth import AbstractTokenProvider
 
-from broker_process import Broker
+from broker_process import SaslListenersBroker
 from compat_helpers import (
     DeliveryLog,
     assign_from,
@@ -37,12 +36,12 @@ from compat_helpers import (
     consume_n,
     consumer,
     create_topic,
-    free_port,
+    kafka_python_roundtrip,
     produce_all,
     producer,
     unique,
 )
-from kafka_wire import Connection, Reader, request
+from kafka_wire import Connection, Reader
 from pki import make_pki, openssl
 
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
@@ -141,18 +140,13 @@ def idp(tmp_path_factory):
     server.close()
 
 
-class OAuthBroker(Broker):
-    """PLAINTEXT (the operator's super-user listener), SASL_PLAINTEXT and SASL_SSL,
-    both with OAUTHBEARER only, under StandardAuthorizer."""
+class OAuthBroker(SaslListenersBroker):
+    """SASL_PLAINTEXT and SASL_SSL with OAUTHBEARER only, under StandardAuthorizer
+    (the PLAINTEXT listener's ANONYMOUS is the super user)."""
 
     def __init__(self, workdir, pki, jwks_url):
-        self.sasl_port = free_port()
-        self.sasl_ssl_port = free_port()
-        super().__init__(workdir, {})
+        super().__init__(workdir, pki / "keystore.pem")
         self.settings.update({
-            "listeners": (f"PLAINTEXT://127.0.0.1:{self.port},"
-                          f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-                          f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"),
             "sasl.enabled.mechanisms": "OAUTHBEARER",
             "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
             "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
@@ -162,13 +156,9 @@ class OAuthBroker(Broker):
             "sasl.oauthbearer.expected.audience": AUDIENCE,
             "sasl.oauthbearer.expected.issuer": ISSUER,
             "connections.max.reauth.ms": str(REAUTH_MS),
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(pki / "keystore.pem"),
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
             "super.users": "User:ANONYMOUS",
         })
-        # The listeners' ports are in the settings.
-        self.choose_new_ports = lambda: False
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +198,7 @@ def test_a_rotated_signing_key_is_fetched_for_its_new_kid(broker, pki, idp):
     # First in this module: a kid the broker has not seen makes it read the JWKS
     # again at once (at most once per 10 s, so a later unknown kid would wait).
     signers, jwks = idp
-    admin_conf = {"bootstrap.servers": f"127.0.0.1:{broker.sasl_ssl_port}"}
+    admin_conf = {"bootstrap.servers": broker.sasl_ssl_bootstrap}
     before = jwks.requests
     jwks.keys.append(signers["b"].jwk())
     try:
@@ -228,7 +218,7 @@ def test_confluent_oauth_cb_round_trip_and_only_the_tokens_principal_is_authoriz
     group = unique("oauth-group")
     grant(broker, "User:alice", topic, group)
     token = signers["a"].token(sub="alice")
-    conf = {"bootstrap.servers": f"127.0.0.1:{broker.sasl_ssl_port}", **oauth_conf(pki, token)}
+    conf = {"bootstrap.servers": broker.sasl_ssl_bootstrap, **oauth_conf(pki, token)}
     records = [(i, f"k{i}".encode(), f"value-{i}".encode() * (1 + i % 7), [], None) for i in range(300)]
     log = DeliveryLog()
     prod = producer(conf["bootstrap.servers"], **{k: v for k, v in conf.items() if k != "bootstrap.servers"})
@@ -272,7 +262,7 @@ def test_bad_tokens_fail_promptly_with_an_authentication_error(broker, pki, idp,
     }[case]()
     failures_before = broker.authentications(None, "OAUTHBEARER", "failure")
     errors = []
-    conf = {"bootstrap.servers": f"127.0.0.1:{broker.sasl_ssl_port}", "error_cb": errors.append,
+    conf = {"bootstrap.servers": broker.sasl_ssl_bootstrap, "error_cb": errors.append,
             **oauth_conf(pki, token)}
     started = time.monotonic()
     admin = AdminClient(conf, logger=client_logger("admin"))
@@ -352,21 +342,5 @@ def test_kafka_python_oauthbearer_over_sasl_plaintext(broker, idp):
     sasl = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
                 sasl_oauth_token_provider=StaticToken(signers["a"].token(sub="kp-client")))
     values = [f"kp-{i}".encode() for i in range(100)]
-    prod = KafkaProducer(bootstrap_servers=f"127.0.0.1:{broker.sasl_port}", request_timeout_ms=20000, **sasl)
-    try:
-        for v in values:
-            prod.send(topic, v)
-        prod.flush(timeout=CLIENT_TIMEOUT_S)
-    finally:
-        prod.close(timeout=10)
-    cons = KafkaConsumer(topic, bootstrap_servers=f"127.0.0.1:{broker.sasl_port}", group_id=unique("kp-"),
-                         auto_offset_reset="earliest", consumer_timeout_ms=10000, **sasl)
-    got = []
-    try:
-        for message in cons:
-            got.append(message.value)
-            if len(got) == len(values):
-                break
-    finally:
-        cons.close()
+    got = kafka_python_roundtrip(broker.sasl_bootstrap, topic, values, group_id=unique("kp-"), **sasl)
     assert got == values

@@ -344,3 +344,36 @@ def test_kafka_python_oauthbearer_over_sasl_plaintext(broker, idp):
     values = [f"kp-{i}".encode() for i in range(100)]
     got = kafka_python_roundtrip(broker.sasl_bootstrap, topic, values, group_id=unique("kp-"), **sasl)
     assert got == values
+
+
+def test_a_short_lived_token_is_refreshed_and_the_session_renewed(broker, pki, idp):
+    """A 6 s token: the broker's session ends with it (not at connections.max.reauth.ms),
+    librdkafka asks `oauth_cb` for a new one and authenticates again, and a producer
+    working across several token lifetimes loses nothing."""
+    signers, _ = idp
+    topic = create_topic(broker.bootstrap, unique("oauth-refresh"), 1)
+    grant(broker, "User:refresher", topic, "refresh-")
+    issued = []
+
+    def oauth_cb(_config):
+        issued.append(time.monotonic())
+        return signers["a"].token(sub="refresher", lifetime_s=6), time.time() + 6
+
+    conf = {**oauth_conf(pki, None), "oauth_cb": oauth_cb}
+    successes_before = broker.authentications(None, "OAUTHBEARER", "success")
+    log = DeliveryLog()
+    prod = producer(broker.sasl_ssl_bootstrap, **conf)
+    deadline = time.monotonic() + 15
+    sent = 0
+    while time.monotonic() < deadline:
+        prod.produce(topic, value=f"r-{sent}".encode(), on_delivery=log.callback(sent))
+        sent += 1
+        prod.poll(0.05)
+    assert prod.flush(30) == 0
+    assert not log.failed, list(log.failed.items())[:3]
+    assert len(log.acked) == sent
+    assert len(issued) >= 3, issued
+    renewed = broker.authentications(None, "OAUTHBEARER", "success") - successes_before
+    # Two connections (bootstrap and broker) at the start, then each session renewed
+    # (or reconnected) at least at 6 s and 12 s.
+    assert renewed >= 4, renewed

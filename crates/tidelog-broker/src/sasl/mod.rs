@@ -110,6 +110,18 @@ impl SaslListener {
         }
         let mut plain_users = BTreeMap::new();
         for mechanism in &mechanisms {
+            let handler = own(&format!(
+                "{}.sasl.server.callback.handler.class",
+                mechanism.name().to_ascii_lowercase()
+            ));
+            let custom = config.text(&handler).is_some_and(|c| !c.trim().is_empty());
+            if custom && *mechanism != SaslMechanism::OAuthBearer {
+                // Kafka would look this mechanism's users up through the class.
+                return Err(error(
+                    handler,
+                    "tidelog cannot load Java plug-in classes: PLAIN's users come from its JAAS config, SCRAM's from the metadata".to_string(),
+                ));
+            }
             let setting = own(&format!(
                 "{}.sasl.jaas.config",
                 mechanism.name().to_ascii_lowercase()

@@ -220,6 +220,17 @@ fn oauthbearer_needs_kafkas_validator_and_a_key_set() {
             .to_string();
         assert!(refused.contains(expected), "{refused}");
     }
+    // Another mechanism's server callback handler would change whom it admits: refused.
+    let c = config(&[
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("listener.name.l.plain.sasl.jaas.config", PLAIN_JAAS),
+        (
+            "listener.name.l.plain.sasl.server.callback.handler.class",
+            "com.example.PlainUsersFromLdap",
+        ),
+    ]);
+    let refused = SaslListener::from_config(&c, "L").unwrap_err().to_string();
+    assert!(refused.contains("plug-in"), "{refused}");
     // Brokers do not log in to each other with OAUTHBEARER.
     let c = config(&[
         ("sasl.enabled.mechanisms", "OAUTHBEARER"),

@@ -155,6 +155,22 @@ class Broker:
         except (urllib.error.URLError, OSError):
             return False
 
+    def metrics(self):
+        """The node's /metrics exposition (Prometheus text)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}/metrics", timeout=10) as response:
+            return response.read().decode()
+
+    def authentications(self, listener, mechanism, result):
+        """`tidelog_authentication_total` of `mechanism` with `result` (success or failure),
+        on `listener`, or summed over every listener when it is None."""
+        total = 0.0
+        for line in self.metrics().splitlines():
+            if (line.startswith("tidelog_authentication_total{")
+                    and (listener is None or f'listener="{listener}"' in line)
+                    and f'mechanism="{mechanism}"' in line and f'result="{result}"' in line):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
@@ -217,3 +233,38 @@ class Broker:
 def _kill_leftovers():
     for broker in list(_LIVE_BROKERS):
         broker.cleanup()
+
+
+class SaslListenersBroker(Broker):
+    """A PLAINTEXT listener (the operator's, for set-up as a super user), a
+    SASL_PLAINTEXT and a SASL_SSL one (with `keystore`); the SASL settings are the
+    caller's."""
+
+    def __init__(self, workdir, keystore):
+        self.sasl_port = free_port()
+        self.sasl_ssl_port = free_port()
+        super().__init__(workdir, {})
+        self.settings.update({
+            "listeners": self.listeners(),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+        })
+
+    def listeners(self):
+        return (f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
+                f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}")
+
+    def choose_new_ports(self):
+        super().choose_new_ports()
+        self.sasl_port = free_port()
+        self.sasl_ssl_port = free_port()
+        self.settings["listeners"] = self.listeners()
+        return True
+
+    @property
+    def sasl_bootstrap(self):
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self):
+        return f"127.0.0.1:{self.sasl_ssl_port}"

@@ -9,6 +9,7 @@ import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
 from kafka.partitioner import murmur2
 
 # Errors a consumer may report while still working (e.g. group coordinator lookups,
@@ -242,3 +243,27 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def kafka_python_roundtrip(bootstrap, topic, values, group_id=None, timeout=30, **client):
+    """Produces `values` to `topic` with kafka-python (its `client` settings, e.g. SASL),
+    then reads the topic from the beginning; returns the values read, in order (stops
+    once it has as many, or after 10 s without a record)."""
+    prod = KafkaProducer(bootstrap_servers=bootstrap, request_timeout_ms=20000, **client)
+    try:
+        for value in values:
+            prod.send(topic, value)
+        prod.flush(timeout=timeout)
+    finally:
+        prod.close(timeout=10)
+    cons = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group_id, auto_offset_reset="earliest",
+                         consumer_timeout_ms=10000, **client)
+    got = []
+    try:
+        for message in cons:
+            got.append(message.value)
+            if len(got) == len(values):
+                break
+    finally:
+        cons.close()
+    return got

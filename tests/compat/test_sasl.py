@@ -12,7 +12,6 @@ import shutil
 import struct
 import subprocess
 import time
-import urllib.request
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
@@ -22,10 +21,17 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
-from kafka import KafkaConsumer, KafkaProducer
 
-from broker_process import Broker
-from compat_helpers import DeliveryLog, client_logger, create_topic, free_port, producer, unique, wait_until
+from broker_process import SaslListenersBroker
+from compat_helpers import (
+    DeliveryLog,
+    client_logger,
+    create_topic,
+    kafka_python_roundtrip,
+    producer,
+    unique,
+    wait_until,
+)
 from kafka_wire import Connection, api_versions, request
 from pki import make_pki
 from test_tls import roundtrip_confluent
@@ -46,45 +52,17 @@ def pki(tmp_path_factory):
     return make_pki(tmp_path_factory.mktemp("sasl-pki"))
 
 
-class SaslBroker(Broker):
-    """PLAINTEXT, SASL_PLAINTEXT and SASL_SSL listeners."""
+class SaslBroker(SaslListenersBroker):
+    """PLAINTEXT, SASL_PLAINTEXT (PLAIN, SCRAM) and SASL_SSL (SCRAM-SHA-512) listeners."""
 
     def __init__(self, workdir, pki, extra=None):
-        self.sasl_port = free_port()
-        self.sasl_ssl_port = free_port()
-        super().__init__(workdir, {})
+        super().__init__(workdir, pki / "keystore.pem")
         self.settings.update({
-            "listeners": (f"PLAINTEXT://127.0.0.1:{self.port},"
-                          f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port},"
-                          f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"),
             "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
             "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
             "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-512",
-            "ssl.keystore.type": "PEM",
-            "ssl.keystore.location": str(pki / "keystore.pem"),
         })
         self.settings.update(extra or {})
-
-    @property
-    def sasl_bootstrap(self):
-        return f"127.0.0.1:{self.sasl_port}"
-
-    @property
-    def sasl_ssl_bootstrap(self):
-        return f"127.0.0.1:{self.sasl_ssl_port}"
-
-    def metrics(self):
-        url = f"http://127.0.0.1:{self.admin_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
-
-    def authentications(self, listener, mechanism, result):
-        prefix = "tidelog_authentication_total{"
-        for line in self.metrics().splitlines():
-            if (line.startswith(prefix) and f'listener="{listener}"' in line
-                    and f'mechanism="{mechanism}"' in line and f'result="{result}"' in line):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
 
 
 @pytest.fixture
@@ -139,19 +117,7 @@ def test_kafka_python_scram_sha_256(sasl_broker, pki):
     sasl = dict(security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
                 sasl_plain_username="carol", sasl_plain_password="carol-secret")
     values = [os.urandom(1 + i % 500) for i in range(200)]
-    prod = KafkaProducer(bootstrap_servers=broker.sasl_bootstrap, request_timeout_ms=20000, **sasl)
-    try:
-        for v in values:
-            prod.send(topic, v)
-        prod.flush(timeout=CLIENT_TIMEOUT_S)
-    finally:
-        prod.close(timeout=10)
-    cons = KafkaConsumer(topic, bootstrap_servers=broker.sasl_bootstrap, auto_offset_reset="earliest",
-                         consumer_timeout_ms=10000, **sasl)
-    try:
-        got = [m.value for m in cons]
-    finally:
-        cons.close()
+    got = kafka_python_roundtrip(broker.sasl_bootstrap, topic, values, timeout=CLIENT_TIMEOUT_S, **sasl)
     assert got == values
 
 

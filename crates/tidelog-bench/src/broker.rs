@@ -53,6 +53,8 @@ pub(crate) struct SpawnOptions {
     /// Open-file limit for the broker (via `prlimit`), when the default is too low for
     /// the partition counts under test.
     pub(crate) nofile: Option<u64>,
+    /// An SSL listener beside the PLAINTEXT one, with this PEM key store.
+    pub(crate) ssl_keystore: Option<PathBuf>,
 }
 
 /// A running `tidelog serve`.
@@ -60,6 +62,8 @@ pub(crate) struct SpawnedBroker {
     options: SpawnOptions,
     child: Option<Child>,
     listen: SocketAddr,
+    /// The SSL listener's address, when the options ask for one.
+    ssl: Option<SocketAddr>,
     admin: SocketAddr,
     root: tempfile::TempDir,
 }
@@ -72,8 +76,14 @@ impl SpawnedBroker {
             .tempdir_in(&options.work_root)
             .with_context(|| format!("temp dir in {}", options.work_root.display()))?;
         std::fs::create_dir_all(root.path().join("data"))?;
+        let ssl = options
+            .ssl_keystore
+            .as_ref()
+            .map(|_| free_port())
+            .transpose()?;
         let mut broker = Self {
             listen: free_port()?,
+            ssl,
             admin: free_port()?,
             options,
             child: None,
@@ -86,6 +96,11 @@ impl SpawnedBroker {
 
     pub(crate) fn bootstrap(&self) -> String {
         self.listen.to_string()
+    }
+
+    /// The SSL listener's address, when there is one.
+    pub(crate) fn ssl_bootstrap(&self) -> Option<String> {
+        self.ssl.map(|addr| addr.to_string())
     }
 
     pub(crate) fn pid(&self) -> Option<u32> {
@@ -129,14 +144,23 @@ impl SpawnedBroker {
     }
 
     fn launch(&mut self) -> anyhow::Result<()> {
-        let args = [
-            "--listen".to_string(),
-            self.listen.to_string(),
+        let mut args = match (self.ssl, &self.options.ssl_keystore) {
+            (Some(ssl), Some(keystore)) => vec![
+                "--set".to_string(),
+                format!("listeners=PLAINTEXT://{},SSL://{ssl}", self.listen),
+                "--set".to_string(),
+                "ssl.keystore.type=PEM".to_string(),
+                "--set".to_string(),
+                format!("ssl.keystore.location={}", keystore.display()),
+            ],
+            _ => vec!["--listen".to_string(), self.listen.to_string()],
+        };
+        args.extend([
             "--admin-listen".to_string(),
             self.admin.to_string(),
             "--data-dir".to_string(),
             self.data_dir().display().to_string(),
-        ];
+        ]);
         let log = self.root.path().join("broker.log");
         self.child = Some(spawn_serve(&self.options, &args, &log)?);
         Ok(())

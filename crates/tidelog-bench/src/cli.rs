@@ -60,8 +60,25 @@ pub(crate) enum Command {
     Omb(OmbArgs),
     /// The targets table (T1–T10) with verdicts.
     Targets(TargetsArgs),
+    /// Produce and consume over an SSL listener and the PLAINTEXT one of the same
+    /// broker, interleaved: TLS as a ratio of plaintext (needs --spawn).
+    Tls(TlsArgs),
     /// A group of N members absorbing one more: classic eager, cooperative, KIP-848.
     Rebalance(RebalanceArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct TlsArgs {
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) record_size: usize,
+    /// Records produced (then consumed) per protocol per run.
+    #[arg(long, default_value_t = 300_000)]
+    pub(crate) count: u64,
+    #[arg(long, default_value_t = 4)]
+    pub(crate) partitions: i32,
+    /// Runs of each protocol, interleaved (the order alternates); medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: usize,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -12,6 +12,7 @@ use crate::load::{self, admin, consume, e2e, produce, rebalance};
 use crate::report::{self, Figure};
 use crate::stats::LatencySummary;
 use crate::targets::{self, Scale};
+use crate::tls_cost;
 
 type Curves = Vec<(String, LatencySummary)>;
 
@@ -31,6 +32,11 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     eprint!("{}", report::table(&ceiling_figures(&ceilings)));
 
     let pin = !args.no_pin && broker::taskset_available();
+    // The `tls` workload's CA and key store, kept until the run ends.
+    let tls_files = match &args.command {
+        Command::Tls(_) if args.spawn => Some(tls_cost::TlsFiles::make(&work_root)?),
+        _ => None,
+    };
     let spawn = if args.spawn {
         let binary = broker::locate_tidelog(args.tidelog_bin.as_deref()).ok_or_else(|| {
             anyhow!("--spawn: no tidelog binary (build it, or pass --tidelog-bin / TIDELOG_BIN)")
@@ -41,6 +47,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             cpu: pin.then_some(0),
             settings: spawn_settings(&args),
             nofile: args.broker_nofile,
+            ssl_keystore: tls_files.as_ref().map(|f| f.keystore.clone()),
         })
     } else {
         None
@@ -161,6 +168,14 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 timeout: Duration::from_secs_f64(r.timeout_secs),
             };
             (rebalance::figures(&spec, r.runs)?, Vec::new())
+        }
+        Command::Tls(t) => {
+            let (Some(broker), Some(files)) = (broker.as_ref(), tls_files.as_ref()) else {
+                return Err(anyhow!(
+                    "tls needs --spawn: it starts the broker with an SSL listener"
+                ));
+            };
+            (tls_cost::figures(broker, files, t)?, Vec::new())
         }
         Command::Targets(t) => {
             let mut scale = match t.scale {

@@ -1,6 +1,6 @@
 //! CI check that the bench runs end to end: `targets --spawn --scale tiny` against a
 //! spawned `tidelog serve` (and, for T10, a spawned three-node cluster), then the JSON
-//! has one well-formed object per target.
+//! has one well-formed object per target; and small runs of `rebalance` and `tls`.
 //! Figures at tiny sizes mean nothing; only the shape is checked.
 
 // Helpers outside #[test] fns: a failed unwrap there is the test failing.
@@ -52,6 +52,31 @@ fn run_bench(bench: &Path, tidelog: &Path, dir: &Path, args: &[std::ffi::OsStrin
         "bench failed: {status}\n{stdout}\n{stderr}"
     );
     stdout
+}
+
+/// Runs `bench --spawn --quick-ceilings --json FILE ARGS...` and returns the JSON
+/// figures; `None` (the test is skipped) without a tidelog binary.
+fn spawned_figures(args: &[&str]) -> Option<Vec<serde_json::Value>> {
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_tidelog-bench"));
+    let Some(tidelog) = tidelog_binary(&bench) else {
+        eprintln!("SKIPPED: no tidelog binary beside {}", bench.display());
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("figures.json");
+    let mut all: Vec<std::ffi::OsString> = ["--spawn", "--quick-ceilings", "--json"]
+        .iter()
+        .map(Into::into)
+        .collect();
+    all.push(json.clone().into());
+    all.extend(args.iter().map(Into::into));
+    run_bench(&bench, &tidelog, dir.path(), &all);
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let serde_json::Value::Array(rows) = figures else {
+        panic!("not a JSON array: {figures}");
+    };
+    Some(rows)
 }
 
 #[test]
@@ -126,18 +151,7 @@ fn tiny_targets_run_writes_every_target() {
 /// every partition from both members, the cooperative ones only the one that moves.
 #[test]
 fn a_small_rebalance_run_revokes_only_what_moves_except_when_eager() {
-    let bench = PathBuf::from(env!("CARGO_BIN_EXE_tidelog-bench"));
-    let Some(tidelog) = tidelog_binary(&bench) else {
-        eprintln!("SKIPPED: no tidelog binary beside {}", bench.display());
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("rebalance.json");
-    let args: Vec<std::ffi::OsString> = [
-        "--spawn",
-        "--quick-ceilings",
-        "--json",
-        json.to_str().unwrap(),
+    let Some(rows) = spawned_figures(&[
         "rebalance",
         "--members",
         "2",
@@ -149,16 +163,11 @@ fn a_small_rebalance_run_revokes_only_what_moves_except_when_eager() {
         "300",
         "--timeout-secs",
         "40",
-    ]
-    .iter()
-    .map(Into::into)
-    .collect();
-    run_bench(&bench, &tidelog, dir.path(), &args);
-    let figures: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let rows = figures.as_array().expect("a JSON array");
-    assert_eq!(rows.len(), 6, "two figures per protocol: {figures}");
-    for row in rows {
+    ]) else {
+        return;
+    };
+    assert_eq!(rows.len(), 6, "two figures per protocol: {rows:?}");
+    for row in &rows {
         assert_eq!(row["id"], "rebalance");
         let value = row["value"].as_f64().unwrap();
         assert!(value.is_finite() && value >= 0.0, "{row}");
@@ -184,4 +193,31 @@ fn a_small_rebalance_run_revokes_only_what_moves_except_when_eager() {
         "{}",
         note("KIP-848")
     );
+}
+
+/// A small `tls` run: produce and consume over the spawned broker's SSL listener and
+/// its PLAINTEXT one; every TLS figure comes with its plaintext counterpart.
+#[test]
+fn a_small_tls_run_compares_tls_with_plaintext() {
+    let Some(rows) =
+        spawned_figures(&["tls", "--count", "2000", "--partitions", "1", "--runs", "1"])
+    else {
+        return;
+    };
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "tls-produce",
+            "tls-consume",
+            "tls-produce-cpu",
+            "tls-consume-cpu"
+        ]
+    );
+    for row in &rows[..2] {
+        for field in ["value", "ceiling", "ratio"] {
+            let v = row[field].as_f64().unwrap_or(f64::NAN);
+            assert!(v.is_finite() && v > 0.0, "{field}: {row}");
+        }
+    }
 }

@@ -485,20 +485,31 @@ pub fn is_sensitive(name: &str) -> bool {
 const LISTENER_SETTINGS: &[&str] = &[
     settings::SASL_ENABLED_MECHANISMS.name,
     settings::CONNECTIONS_MAX_REAUTH_MS.name,
+    settings::SASL_OAUTHBEARER_JWKS_ENDPOINT_URL.name,
+    settings::SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS.name,
+    settings::SASL_OAUTHBEARER_JWKS_ENDPOINT_RETRY_BACKOFF_MS.name,
+    settings::SASL_OAUTHBEARER_JWKS_ENDPOINT_RETRY_BACKOFF_MAX_MS.name,
+    settings::SASL_OAUTHBEARER_EXPECTED_AUDIENCE.name,
+    settings::SASL_OAUTHBEARER_EXPECTED_ISSUER.name,
+    settings::SASL_OAUTHBEARER_SUB_CLAIM_NAME.name,
+    settings::SASL_OAUTHBEARER_SCOPE_CLAIM_NAME.name,
+    settings::SASL_OAUTHBEARER_CLOCK_SKEW_SECONDS.name,
 ];
 
 /// `listener.name.<listener>.<setting>` split into the listener name (upper case,
 /// as listener names are compared) and the setting it overrides for that listener:
-/// an `ssl.*` setting, one of [`LISTENER_SETTINGS`], or a mechanism's JAAS config
-/// (`<mechanism>.sasl.jaas.config`, e.g. `plain.sasl.jaas.config`).
+/// an `ssl.*` setting, one of [`LISTENER_SETTINGS`], a mechanism's JAAS config
+/// (`<mechanism>.sasl.jaas.config`, e.g. `plain.sasl.jaas.config`), or a mechanism's
+/// server callback handler (`oauthbearer.sasl.server.callback.handler.class`).
 pub fn listener_override(name: &str) -> Option<(String, &str)> {
     let rest = name.strip_prefix("listener.name.")?;
     let (listener, base) = rest.split_once('.')?;
     let known = (base.starts_with("ssl.") && settings::ALL.iter().any(|(k, _, _)| *k == base))
         || LISTENER_SETTINGS.contains(&base)
-        || base
-            .strip_suffix(".sasl.jaas.config")
-            .is_some_and(|mechanism| crate::sasl::SaslMechanism::from_name(mechanism).is_some());
+        || [".sasl.jaas.config", ".sasl.server.callback.handler.class"]
+            .iter()
+            .filter_map(|suffix| base.strip_suffix(suffix))
+            .any(|mechanism| crate::sasl::SaslMechanism::from_name(mechanism).is_some());
     (known && !listener.is_empty()).then(|| (listener.to_ascii_uppercase(), base))
 }
 

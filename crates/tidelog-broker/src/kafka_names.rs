@@ -41,7 +41,7 @@ const TIERED_TUNING: &str =
     "tiered storage is not built (remote.log.storage.system.enable=true is refused)";
 const TIERED: &str = "tiered storage is not built";
 const SECURITY: &str =
-    "applies to GSSAPI (Kerberos) or OAUTHBEARER, which tidelog does not serve yet";
+    "applies to GSSAPI (Kerberos), which tidelog does not serve, or to a broker's own OAUTHBEARER login (brokers log in to each other with PLAIN or SCRAM; OAUTHBEARER clients are served)";
 const TLS_TUNING: &str =
     "TLS is rustls with its own safe defaults (ciphers, key managers, random source)";
 const LISTENER_START: &str =
@@ -486,24 +486,6 @@ pub static KAFKA_BROKER_NAMES: &[(&str, Treatment)] = &[
     ("sasl.login.refresh.window.jitter", Ignored(SECURITY)),
     ("sasl.login.retry.backoff.max.ms", Ignored(SECURITY)),
     ("sasl.login.retry.backoff.ms", Ignored(SECURITY)),
-    ("sasl.oauthbearer.clock.skew.seconds", Ignored(SECURITY)),
-    ("sasl.oauthbearer.expected.audience", Ignored(SECURITY)),
-    ("sasl.oauthbearer.expected.issuer", Ignored(SECURITY)),
-    (
-        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
-        Ignored(SECURITY),
-    ),
-    (
-        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
-        Ignored(SECURITY),
-    ),
-    (
-        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
-        Ignored(SECURITY),
-    ),
-    ("sasl.oauthbearer.jwks.endpoint.url", Ignored(SECURITY)),
-    ("sasl.oauthbearer.scope.claim.name", Ignored(SECURITY)),
-    ("sasl.oauthbearer.sub.claim.name", Ignored(SECURITY)),
     ("sasl.oauthbearer.token.endpoint.url", Ignored(SECURITY)),
     (
         "sasl.server.callback.handler.class",

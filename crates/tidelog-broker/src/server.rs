@@ -146,7 +146,7 @@ impl Broker {
 
         let specs = config.listener_specs()?;
         let inter_broker = config.inter_broker_listener(&specs, cluster.is_some())?;
-        let ssl_names = specs
+        let ssl_names: Vec<String> = specs
             .iter()
             .filter(|s| {
                 matches!(
@@ -156,6 +156,10 @@ impl Broker {
             })
             .map(|s| s.name.clone())
             .collect();
+        if !ssl_names.is_empty() {
+            // What an operator weighing TLS cost wants to know (docs/performance.md).
+            net::ktls::log_availability().await;
+        }
         let mut tls_servers = crate::tls::load_servers(&config, ssl_names).await?;
         let mut kafka_listeners = Vec::with_capacity(specs.len());
         let mut outbound = net::OutboundSecurity::default();
@@ -171,9 +175,11 @@ impl Broker {
             let position = tls_servers.iter().position(|(name, _)| *name == spec.name);
             let tls = position.map(|i| tls_servers.swap_remove(i).1);
             let sasl = match spec.protocol {
-                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => Some(Arc::new(
-                    crate::sasl::SaslListener::from_config(&config, &spec.name)?,
-                )),
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+                    let sasl = crate::sasl::SaslListener::from_config(&config, &spec.name)?;
+                    sasl.prepare(&spec.name).await?;
+                    Some(Arc::new(sasl))
+                }
                 SecurityProtocol::Plaintext | SecurityProtocol::Ssl => None,
             };
             if cluster.is_some() && spec.name == inter_broker {

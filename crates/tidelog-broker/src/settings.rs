@@ -228,7 +228,7 @@ settings! {
     // SASL (crate::sasl). The mechanisms, the re-authentication lifetime and each
     // mechanism's JAAS config may be given for one listener as listener.name.<name>.*.
     /// Kafka's default is GSSAPI, which tidelog does not serve: a SASL listener must
-    /// name PLAIN and/or SCRAM-SHA-256/SCRAM-SHA-512.
+    /// name PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and/or OAUTHBEARER.
     SASL_ENABLED_MECHANISMS: String = "sasl.enabled.mechanisms", "GSSAPI";
     SASL_SERVER_MAX_RECEIVE_SIZE: i64 = "sasl.server.max.receive.size", "524288";
     CONNECTION_FAILED_AUTHENTICATION_DELAY_MS: i64 =
@@ -247,6 +247,32 @@ settings! {
         "GSSAPI";
     /// The JAAS config used where a listener has none of its own for a mechanism.
     SASL_JAAS_CONFIG: String = "sasl.jaas.config", "";
+    // OAUTHBEARER (crate::sasl::oauth): the settings of Kafka's
+    // OAuthBearerValidatorCallbackHandler (KIP-768); each may also be given for one
+    // listener as listener.name.<name>.*.
+    /// Where the keys that sign tokens are: `file:///path/jwks.json`, or an
+    /// `http://` / `https://` URL answering a JWKS.
+    SASL_OAUTHBEARER_JWKS_ENDPOINT_URL: String = "sasl.oauthbearer.jwks.endpoint.url", "";
+    /// How often the key set is read again; a token whose `kid` is not in the set
+    /// also reads it again (at most once per 10 s).
+    SASL_OAUTHBEARER_JWKS_ENDPOINT_REFRESH_MS: i64 =
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms", "3600000";
+    /// After a failed read of the key set, the first wait before the next; it doubles
+    /// up to the max.
+    SASL_OAUTHBEARER_JWKS_ENDPOINT_RETRY_BACKOFF_MS: i64 =
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "100";
+    SASL_OAUTHBEARER_JWKS_ENDPOINT_RETRY_BACKOFF_MAX_MS: i64 =
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "10000";
+    /// Comma-separated; a token's `aud` must name one of them. Empty: a token with
+    /// an `aud` is refused (it is not meant for this broker).
+    SASL_OAUTHBEARER_EXPECTED_AUDIENCE: String = "sasl.oauthbearer.expected.audience", "";
+    /// A token's `iss` must be this; empty: not checked.
+    SASL_OAUTHBEARER_EXPECTED_ISSUER: String = "sasl.oauthbearer.expected.issuer", "";
+    /// The claim whose value is the principal's name (`User:<value>`).
+    SASL_OAUTHBEARER_SUB_CLAIM_NAME: String = "sasl.oauthbearer.sub.claim.name", "sub";
+    SASL_OAUTHBEARER_SCOPE_CLAIM_NAME: String = "sasl.oauthbearer.scope.claim.name", "scope";
+    /// How far the token's times (`exp`, `nbf`) may be off this node's clock.
+    SASL_OAUTHBEARER_CLOCK_SKEW_SECONDS: i64 = "sasl.oauthbearer.clock.skew.seconds", "30";
     // Authorization (crate::auth): empty, or Kafka's StandardAuthorizer class name.
     AUTHORIZER_CLASS_NAME: String = "authorizer.class.name", "";
     /// Principals separated by semicolons (`User:admin;User:broker`).

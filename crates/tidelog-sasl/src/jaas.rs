@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 /// Kafka's login modules for the mechanisms tidelog serves.
 pub const PLAIN_LOGIN_MODULE: &str = "org.apache.kafka.common.security.plain.PlainLoginModule";
 pub const SCRAM_LOGIN_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+pub const OAUTHBEARER_LOGIN_MODULE: &str =
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
 
 /// One login module entry. Options hold passwords: `Debug` shows their names only.
 #[derive(Clone, PartialEq, Eq)]

@@ -7,12 +7,15 @@
 //! - [`jaas`]: Kafka's `sasl.jaas.config` syntax, where PLAIN users and client
 //!   credentials are written.
 //!
+//! - [`oauthbearer`]: OAUTHBEARER (RFC 7628, Kafka's KIP-255): the client's message,
+//!   the server's error challenge, and the signed JWT checked against a JWKS.
 //! - [`login`]: the mechanism names, and the client's side of a whole exchange.
 //!
 //! Nothing here does I/O; the broker and the client library carry the tokens.
 
 pub mod jaas;
 pub mod login;
+pub mod oauthbearer;
 pub mod plain;
 pub mod scram;
 
@@ -33,6 +36,11 @@ pub enum SaslError {
     /// A message arrived when the exchange expected none.
     #[error("unexpected SASL message in state {0}")]
     UnexpectedMessage(&'static str),
+    /// A refusal whose text the mechanism tells the client as it is: OAUTHBEARER's
+    /// JSON error status, or Kafka's message for an authorization id that is not the
+    /// token's. `why` is for the server's debug log.
+    #[error("token refused: {why}")]
+    Refused { answer: String, why: String },
     /// The server's answer does not prove it knows the credential (client side).
     #[error("the server's signature does not match: it does not know the credential")]
     BadServerSignature,

@@ -5,11 +5,12 @@
 use crate::scram::{ScramClient, ScramMechanism};
 use crate::SaslError;
 
-/// A mechanism by its Kafka name: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+/// A mechanism by its Kafka name: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -17,6 +18,7 @@ impl Mechanism {
         match self {
             Mechanism::Plain => "PLAIN",
             Mechanism::Scram(m) => m.name(),
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -24,6 +26,9 @@ impl Mechanism {
     pub fn from_name(name: &str) -> Option<Mechanism> {
         if name.trim().eq_ignore_ascii_case("PLAIN") {
             return Some(Mechanism::Plain);
+        }
+        if name.trim().eq_ignore_ascii_case("OAUTHBEARER") {
+            return Some(Mechanism::OAuthBearer);
         }
         ScramMechanism::from_name(name).map(Mechanism::Scram)
     }
@@ -40,14 +45,24 @@ pub struct ClientLogin {
 enum State {
     /// PLAIN: the one message is sent; the server's (empty) answer ends it.
     PlainSent,
+    /// OAUTHBEARER: the token is sent; an empty answer ends it, an error challenge
+    /// is acknowledged (the server then fails the exchange).
+    BearerSent,
     ScramFirstSent(ScramClient),
     ScramFinalSent(ScramClient),
     Done,
 }
 
 impl ClientLogin {
+    /// For OAUTHBEARER, `password` is the bearer token and `username` is not sent.
     pub fn start(mechanism: Mechanism, username: &str, password: &str) -> (ClientLogin, Vec<u8>) {
         match mechanism {
+            Mechanism::OAuthBearer => (
+                ClientLogin {
+                    state: State::BearerSent,
+                },
+                crate::oauthbearer::client_first(password),
+            ),
             Mechanism::Plain => (
                 ClientLogin {
                     state: State::PlainSent,
@@ -70,6 +85,8 @@ impl ClientLogin {
     pub fn answer(&mut self, server: &[u8]) -> Result<Option<Vec<u8>>, SaslError> {
         match std::mem::replace(&mut self.state, State::Done) {
             State::PlainSent => Ok(None),
+            State::BearerSent if server.is_empty() => Ok(None),
+            State::BearerSent => Ok(Some(crate::oauthbearer::ERROR_ACKNOWLEDGEMENT.to_vec())),
             State::ScramFirstSent(mut client) => {
                 let last = client.client_final(server)?;
                 self.state = State::ScramFinalSent(client);
@@ -92,6 +109,7 @@ mod tests {
             Mechanism::Plain,
             Mechanism::Scram(ScramMechanism::Sha256),
             Mechanism::Scram(ScramMechanism::Sha512),
+            Mechanism::OAuthBearer,
         ] {
             assert_eq!(Mechanism::from_name(&m.name().to_lowercase()), Some(m));
         }

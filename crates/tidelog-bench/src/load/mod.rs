@@ -11,15 +11,43 @@ pub(crate) mod native_produce;
 pub(crate) mod produce;
 pub(crate) mod rebalance;
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use rdkafka::config::ClientConfig;
 
+/// Client settings by bootstrap address.
+type SettingsByBootstrap = HashMap<String, Vec<(String, String)>>;
+
+/// Client settings for particular bootstrap addresses (an SSL listener's
+/// `security.protocol` and CA), which every client made for that address gets.
+fn client_security() -> &'static Mutex<SettingsByBootstrap> {
+    static SECURITY: OnceLock<Mutex<SettingsByBootstrap>> = OnceLock::new();
+    SECURITY.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// From now on clients of `bootstrap` connect with TLS, trusting the CA in `ca_file`.
+pub(crate) fn use_tls_for(bootstrap: &str, ca_file: &std::path::Path) {
+    let settings = vec![
+        ("security.protocol".to_string(), "SSL".to_string()),
+        ("ssl.ca.location".to_string(), ca_file.display().to_string()),
+    ];
+    if let Ok(mut map) = client_security().lock() {
+        map.insert(bootstrap.to_string(), settings);
+    }
+}
+
 /// A client config with the bootstrap address and quiet, bench-friendly defaults.
 pub(crate) fn base_config(bootstrap: &str) -> ClientConfig {
     let mut config = ClientConfig::new();
+    if let Ok(map) = client_security().lock() {
+        for (name, value) in map.get(bootstrap).into_iter().flatten() {
+            config.set(name, value);
+        }
+    }
     config
         .set("bootstrap.servers", bootstrap)
         .set("client.id", "tidelog-bench")

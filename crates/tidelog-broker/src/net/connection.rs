@@ -52,7 +52,8 @@ pub(crate) enum Reply {
 /// SASL_SSL listener its TLS server, and for a SASL listener its mechanisms.
 pub(crate) struct ListenerContext {
     pub(crate) name: Arc<str>,
-    pub(crate) tls: Option<Arc<crate::tls::ServerTls>>,
+    /// Rebuilt when its key or trust store files change (new connections use it).
+    pub(crate) tls: Option<Arc<crate::tls::ServerTlsFiles>>,
     pub(crate) sasl: Option<Arc<SaslListener>>,
 }
 
@@ -117,7 +118,7 @@ pub(crate) async fn serve_listener(
                         // The handshake runs here, not in the accept loop: a slow
                         // client delays nobody else.
                         let secured = match &endpoint.tls {
-                            Some(server) => tls::handshake(server, stream, peer, &endpoint.name).await,
+                            Some(server) => tls::handshake(&server.get().await, stream, peer, &endpoint.name).await,
                             None => Some((stream, "User:ANONYMOUS".to_string())),
                         };
                         if let Some((stream, principal)) = secured {

@@ -34,7 +34,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use crate::sasl::{SaslListener, SaslMechanism};
-use crate::tls::ServerTls;
+use crate::tls::ServerTlsFiles;
 
 /// Connections in their handshake at once; more are closed at accept.
 const MAX_HANDSHAKES: usize = 64;
@@ -48,7 +48,7 @@ const ANONYMOUS: &str = "User:ANONYMOUS";
 pub(crate) struct InboundSecurity {
     /// The listener's name, for logs.
     pub(crate) listener: String,
-    pub(crate) tls: Option<Arc<ServerTls>>,
+    pub(crate) tls: Option<Arc<ServerTlsFiles>>,
     pub(crate) sasl: Option<Arc<SaslListener>>,
     /// With an authorizer: the principals admitted (`super.users`). `None`: any
     /// principal that authenticated.
@@ -190,7 +190,7 @@ async fn admit(
 ) -> Option<BoxConnection> {
     let listener = security.listener.as_str();
     let (mut stream, mut principal) = match &security.tls {
-        Some(server) => super::tls::handshake(server, stream, peer, listener).await?,
+        Some(server) => super::tls::handshake(&server.get().await, stream, peer, listener).await?,
         None => (stream, ANONYMOUS.to_string()),
     };
     if let Some(sasl) = &security.sasl {

@@ -9,6 +9,7 @@
 
 mod connection;
 mod inbound;
+pub(crate) mod ktls;
 mod outbound;
 mod sasl;
 mod sendfile;

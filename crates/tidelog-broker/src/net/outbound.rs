@@ -25,6 +25,8 @@ use tidelog_sasl::login::ClientLogin;
 use tokio::io::AsyncWriteExt;
 use tokio_rustls::{TlsConnector, TlsStream};
 
+use crate::tls::ClientTlsFiles;
+
 use super::tls::TlsConnection;
 use crate::sasl::SaslLogin;
 
@@ -37,7 +39,8 @@ const CLIENT_ID: &str = "tidelog-inter-broker";
 /// What the inter-broker listener asks of the brokers that connect to it.
 #[derive(Clone, Default)]
 pub(crate) struct OutboundSecurity {
-    pub(crate) tls: Option<TlsConnector>,
+    /// Rebuilt when the listener's key or trust store files change.
+    pub(crate) tls: Option<Arc<ClientTlsFiles>>,
     pub(crate) sasl: Option<SaslLogin>,
 }
 
@@ -78,7 +81,8 @@ impl SecureTransport {
 
     async fn connect_secured(&self, addr: &str) -> io::Result<BoxConnection> {
         let mut stream = self.inner.connect(addr).await?;
-        if let Some(connector) = &self.security.tls {
+        if let Some(client) = &self.security.tls {
+            let connector = TlsConnector::from(client.get().await);
             let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
             let host = host.trim_start_matches('[').trim_end_matches(']');
             let name = ServerName::try_from(host.to_string())

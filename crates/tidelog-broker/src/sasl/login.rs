@@ -82,6 +82,12 @@ impl SaslLogin {
                 ),
             ));
         };
+        if mechanism == SaslMechanism::OAuthBearer {
+            return Err(error(
+                setting.name,
+                "OAUTHBEARER: brokers do not log in to each other with tokens here (no token endpoint client); use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512".to_string(),
+            ));
+        }
         if served.is_some_and(|served| !served.mechanisms.contains(&mechanism)) {
             return Err(error(
                 setting.name,

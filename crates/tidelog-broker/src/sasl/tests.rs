@@ -72,7 +72,7 @@ fn per_listener_mechanisms_and_refusals() {
         .to_string();
     assert!(refused.contains("GSSAPI"), "{refused}");
     for (k, v) in [
-        ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+        ("sasl.enabled.mechanisms", "GSSAPI,PLAIN"),
         ("sasl.enabled.mechanisms", " , "),
     ] {
         let c = config(&[(k, v)]);
@@ -160,4 +160,90 @@ fn the_inter_broker_login_comes_from_the_listeners_jaas_config() {
         not_enabled.contains("sasl.enabled.mechanisms"),
         "{not_enabled}"
     );
+}
+
+#[test]
+fn oauthbearer_needs_kafkas_validator_and_a_key_set() {
+    let handler = (
+        "listener.name.l.oauthbearer.sasl.server.callback.handler.class",
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    );
+    let c = config(&[
+        ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+        handler,
+        (
+            "sasl.oauthbearer.jwks.endpoint.url",
+            "file:///etc/idp/jwks.json",
+        ),
+        ("sasl.oauthbearer.expected.audience", "kafka, kafka-eu"),
+        (
+            "listener.name.l.oauthbearer.sasl.jaas.config",
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+        ),
+    ]);
+    let l = SaslListener::from_config(&c, "L").unwrap();
+    assert_eq!(l.mechanisms, [SaslMechanism::OAuthBearer]);
+    let oauth = format!("{:?}", l.oauth.as_ref().unwrap());
+    assert!(oauth.contains("kafka-eu"), "{oauth}");
+    // Without the handler class (Kafka's default would accept unsigned tokens), with
+    // another class, without a URL, or with a URL of another scheme: refused.
+    for (pairs, expected) in [
+        (vec![], "unsigned tokens"),
+        (
+            vec![(
+                "listener.name.l.oauthbearer.sasl.server.callback.handler.class",
+                "com.example.MyHandler",
+            )],
+            "plug-in",
+        ),
+        (vec![handler], "jwks.endpoint.url"),
+        (
+            vec![handler, ("sasl.oauthbearer.jwks.endpoint.url", "ldap://x")],
+            "not a file://",
+        ),
+        (
+            vec![
+                handler,
+                (
+                    "sasl.oauthbearer.jwks.endpoint.url",
+                    "https://idp.example/keys",
+                ),
+                ("sasl.oauthbearer.jwks.endpoint.refresh.ms", "0"),
+            ],
+            "positive",
+        ),
+    ] {
+        let mut all = vec![("sasl.enabled.mechanisms", "OAUTHBEARER")];
+        all.extend(pairs);
+        let refused = SaslListener::from_config(&config(&all), "L")
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains(expected), "{refused}");
+    }
+    // Another mechanism's server callback handler would change whom it admits: refused.
+    let c = config(&[
+        ("sasl.enabled.mechanisms", "PLAIN"),
+        ("listener.name.l.plain.sasl.jaas.config", PLAIN_JAAS),
+        (
+            "listener.name.l.plain.sasl.server.callback.handler.class",
+            "com.example.PlainUsersFromLdap",
+        ),
+    ]);
+    let refused = SaslListener::from_config(&c, "L").unwrap_err().to_string();
+    assert!(refused.contains("plug-in"), "{refused}");
+    // Brokers do not log in to each other with OAUTHBEARER.
+    let c = config(&[
+        ("sasl.enabled.mechanisms", "OAUTHBEARER"),
+        handler,
+        (
+            "sasl.oauthbearer.jwks.endpoint.url",
+            "file:///etc/idp/jwks.json",
+        ),
+        ("sasl.mechanism.inter.broker.protocol", "OAUTHBEARER"),
+    ]);
+    let served = SaslListener::from_config(&c, "L").unwrap();
+    let refused = SaslLogin::inter_broker(&c, "L", &served)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("OAUTHBEARER"), "{refused}");
 }

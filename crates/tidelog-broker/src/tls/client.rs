@@ -18,7 +18,7 @@ use crate::settings;
 impl ListenerSsl<'_> {
     /// The TLS client that connects to this listener on other brokers. Reads the PEM
     /// files: call it off the async workers.
-    pub(crate) fn client_tls(&self) -> Result<Arc<ClientConfig>, TlsError> {
+    pub(crate) fn client_tls(&self) -> Result<ClientConfig, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         if self.get(settings::SSL_TRUSTSTORE_LOCATION).is_empty()
             && self.get(settings::SSL_TRUSTSTORE_CERTIFICATES).is_empty()
@@ -58,7 +58,7 @@ impl ListenerSsl<'_> {
             .with_custom_certificate_verifier(verifier)
             .with_client_auth_cert(chain, key)
             .map_err(|e| self.invalid(settings::SSL_KEYSTORE_LOCATION, e.to_string()))?;
-        Ok(Arc::new(config))
+        Ok(config)
     }
 }
 

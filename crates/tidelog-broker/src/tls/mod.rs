@@ -2,8 +2,8 @@
 //! style `ssl.*` settings, each of which a listener may override with
 //! `listener.name.<name>.ssl.*`.
 //!
-//! Everything here reads files and runs before the listener serves (on a blocking
-//! thread, see `server.rs`): a handshake never waits on the disk.
+//! Everything here reads files on a blocking thread (see `server.rs`), before the
+//! listener serves and, when the key or trust store files change, again (`reload`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,8 +19,15 @@ use crate::settings::{self, Setting};
 mod client;
 mod pem;
 mod principal;
+mod reload;
 
 pub(crate) use principal::{client_principal, PrincipalRules};
+pub(crate) use reload::Reloadable;
+
+/// A listener's TLS server, rebuilt when its files change.
+pub(crate) type ServerTlsFiles = Reloadable<ServerTls>;
+/// The TLS client for another broker's listener, rebuilt when its files change.
+pub(crate) type ClientTlsFiles = Reloadable<rustls::ClientConfig>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -184,7 +191,7 @@ impl<'a> ListenerSsl<'a> {
 pub(crate) async fn load_servers(
     config: &BrokerConfig,
     names: Vec<String>,
-) -> Result<Vec<(String, Arc<ServerTls>)>, TlsError> {
+) -> Result<Vec<(String, Arc<ServerTlsFiles>)>, TlsError> {
     if names.is_empty() {
         return Ok(Vec::new());
     }
@@ -193,7 +200,7 @@ pub(crate) async fn load_servers(
         names
             .into_iter()
             .map(|name| {
-                let server = ListenerSsl::new(&config, &name).server_tls()?;
+                let server = Reloadable::load(&config, &name, "server", |ssl| ssl.server_tls())?;
                 Ok((name, Arc::new(server)))
             })
             .collect::<Result<Vec<_>, TlsError>>()
@@ -213,12 +220,14 @@ pub(crate) async fn load_servers(
 pub(crate) async fn load_client(
     config: &BrokerConfig,
     name: &str,
-) -> Result<tokio_rustls::TlsConnector, TlsError> {
+) -> Result<Arc<ClientTlsFiles>, TlsError> {
     let (config, name) = (config.clone(), name.to_string());
-    let loaded =
-        tokio::task::spawn_blocking(move || ListenerSsl::new(&config, &name).client_tls()).await;
+    let loaded = tokio::task::spawn_blocking(move || {
+        Reloadable::load(&config, &name, "client", |ssl| ssl.client_tls())
+    })
+    .await;
     match loaded {
-        Ok(client) => Ok(tokio_rustls::TlsConnector::from(client?)),
+        Ok(client) => Ok(Arc::new(client?)),
         Err(e) => Err(TlsError::Invalid {
             listener: String::new(),
             setting: "ssl".to_string(),

@@ -154,3 +154,50 @@ fn the_principal_is_the_rfc2253_subject_mapped_by_the_rules() {
     assert!(PrincipalRules::parse("RULE:x").is_err());
     assert!(PrincipalRules::parse("SOMETHING").is_err());
 }
+
+/// The reload logic with the keystore's first certificate as the thing built: a
+/// changed file is read again, a broken one keeps the old certificate (until the
+/// files change again), an unchanged one is not read at all.
+#[test]
+fn changed_keystore_files_are_reloaded_and_broken_ones_refused() {
+    use super::{pem, Reloadable};
+    let dir = tempfile::tempdir().unwrap();
+    let first = certs();
+    let keystore = write(
+        dir.path(),
+        "keystore.pem",
+        &format!("{}{}", first.server_key, first.server_pem),
+    );
+    let mut c = config();
+    c.set("ssl.keystore.location", &keystore).unwrap();
+    let served = |ssl: &ListenerSsl<'_>| pem::keystore(ssl).map(|(chain, _)| chain[0].to_vec());
+    let der = |pem_text: &str| {
+        use rustls_pki_types::pem::PemObject;
+        rustls_pki_types::CertificateDer::from_pem_slice(pem_text.as_bytes())
+            .unwrap()
+            .to_vec()
+    };
+    let tls = Reloadable::load(&c, "SSL", "server", served).unwrap();
+    assert_eq!(*tls.current(), der(&first.server_pem));
+    tls.check();
+    assert_eq!(*tls.current(), der(&first.server_pem), "unchanged");
+
+    let second = certs();
+    // Replaced by rename, as cert-manager and `mv` do.
+    let staged = write(
+        dir.path(),
+        "staged.pem",
+        &format!("{}{}", second.server_key, second.server_pem),
+    );
+    std::fs::rename(&staged, &keystore).unwrap();
+    tls.check();
+    assert_eq!(*tls.current(), der(&second.server_pem), "reloaded");
+
+    std::fs::write(&keystore, "-----BEGIN CERTIFICATE-----\ntruncated").unwrap();
+    tls.check();
+    assert_eq!(*tls.current(), der(&second.server_pem), "kept");
+    // A key that does not match the certificate is refused by the real build too.
+    let mismatched = format!("{}{}", first.server_key, second.server_pem);
+    std::fs::write(&keystore, mismatched).unwrap();
+    assert!(error(&c, "SSL").contains("ssl.keystore.location"));
+}

@@ -97,7 +97,9 @@ fn from_properties(text: &str) -> anyhow::Result<Parsed> {
     let named = get("sasl.mechanism")
         .or_else(|| get("sasl.mechanisms"))
         .unwrap_or_else(|| "GSSAPI".into());
-    let Some(mechanism) = SaslMechanism::from_name(&named) else {
+    let Some(mechanism) =
+        SaslMechanism::from_name(&named).filter(|m| *m != SaslMechanism::OAuthBearer)
+    else {
         bail!(
             "sasl.mechanism={named}: the tidelog CLI speaks PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"
         );

@@ -14,7 +14,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, watch};
 use super::connection::{Reply, Session};
 use crate::apis;
 use crate::context::Ctx;
-use crate::sasl::{MechanismServer, SaslListener, SaslMechanism};
+use crate::sasl::{Authenticated, MechanismServer, SaslListener, SaslMechanism};
 
 /// An authenticated SASL session.
 #[derive(Debug, Clone)]
@@ -38,8 +38,8 @@ pub(super) struct SaslSession {
     pub(super) mechanism: SaslMechanism,
     /// `User:<name>`.
     pub(super) principal: String,
-    /// When the session ends (`connections.max.reauth.ms` after authentication);
-    /// `None`: never.
+    /// When the session ends (`connections.max.reauth.ms` after authentication, or
+    /// the token's expiry if sooner); `None`: never.
     pub(super) expires: Option<Instant>,
     /// The client authenticated with SaslAuthenticate v1 or later, so it knows to
     /// re-authenticate (a SaslHandshake on the authenticated connection starts that).
@@ -338,19 +338,36 @@ impl Exchange<'_> {
         })
     }
 
+    /// The session of a client authenticated now, and its lifetime in milliseconds as
+    /// SaslAuthenticate tells it (0: none). As Kafka's ReauthInfo computes it: the
+    /// listener's `connections.max.reauth.ms`, cut to the credential's own end when
+    /// it has one (an OAUTHBEARER token's `exp`), which holds even when the setting
+    /// is 0.
     pub(super) fn session(
         &self,
         mechanism: SaslMechanism,
-        user: &str,
+        done: &Authenticated,
         can_reauthenticate: bool,
-    ) -> SaslSession {
-        let max = self.listener.max_reauth;
-        SaslSession {
+    ) -> (SaslSession, i64) {
+        let max_ms = i64::try_from(self.listener.max_reauth.as_millis()).unwrap_or(i64::MAX);
+        let credential_ms = done
+            .credential_expires_at_ms
+            .map(|at| at.saturating_sub(crate::sasl::unix_millis()).max(0));
+        let lifetime_ms = match (credential_ms, max_ms > 0) {
+            (None, false) => None,
+            (None, true) => Some(max_ms),
+            (Some(left), false) => Some(left),
+            (Some(left), true) => Some(left.min(max_ms)),
+        };
+        let expires = lifetime_ms
+            .map(|ms| Instant::now() + Duration::from_millis(u64::try_from(ms).unwrap_or(0)));
+        let session = SaslSession {
             mechanism,
-            principal: format!("User:{user}"),
-            expires: (!max.is_zero()).then(|| Instant::now() + max),
+            principal: format!("User:{}", done.user),
+            expires,
             can_reauthenticate,
-        }
+        };
+        (session, lifetime_ms.unwrap_or(0))
     }
 }
 

@@ -24,11 +24,12 @@ impl Exchange<'_> {
         let image = self.ctx.metadata.image();
         let step = server
             .step(token, self.listener, &image)
+            .await
             .map_err(|e| failed(Some(mechanism), None, &e.to_string()))?;
         let (reply, session) = match step {
             Step::Challenge(challenge) => (challenge, None),
             Step::Done(done) => {
-                let session = self.session(mechanism, &done.user, false);
+                let (session, _) = self.session(mechanism, &done, false);
                 (done.final_token, Some(session))
             }
         };
@@ -84,14 +85,18 @@ impl Exchange<'_> {
         };
         let step = server
             .step(&request.auth_bytes, self.listener, &image)
+            .await
             .map_err(|e: SaslError| {
-                refuse(
-                    format!(
+                // A mechanism's own refusal (OAUTHBEARER's JSON status) is told as it
+                // is; anything else as Kafka words an invalid credential.
+                let message = match &e {
+                    SaslError::Refused { answer, .. } => answer.clone(),
+                    _ => format!(
                         "Authentication failed during {text} due to invalid credentials with SASL mechanism {}",
                         mechanism.name()
                     ),
-                    &e.to_string(),
-                )
+                };
+                refuse(message, &e.to_string())
             })?;
         let response = SaslAuthenticateResponse::default().with_error_message(None);
         match step {
@@ -102,7 +107,7 @@ impl Exchange<'_> {
                 Ok(None)
             }
             Step::Done(done) => {
-                let session = self.session(mechanism, &done.user, version > 0);
+                let (session, lifetime_ms) = self.session(mechanism, &done, version > 0);
                 if let Some(previous) = previous {
                     if previous.principal != session.principal {
                         let message = format!(
@@ -113,11 +118,6 @@ impl Exchange<'_> {
                         return Err(refuse(message, "principal changed at re-authentication"));
                     }
                 }
-                let lifetime_ms = if session.expires.is_some() {
-                    i64::try_from(self.listener.max_reauth.as_millis()).unwrap_or(i64::MAX)
-                } else {
-                    0
-                };
                 let response = response
                     .with_auth_bytes(Bytes::from(done.final_token))
                     .with_session_lifetime_ms(lifetime_ms);

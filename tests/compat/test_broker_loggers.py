@@ -90,24 +90,26 @@ def test_kafkas_refusals(shared_broker, configs, code):
         client.close()
 
 
+def refused(broker, api, body):
+    """The error code and message of the one resource of a DescribeConfigs v1 or
+    AlterConfigs v1 answer."""
+    with kafka_wire.Connection.to(broker.bootstrap) as conn:
+        r = kafka_wire.Reader(conn.call(api, 1, body))
+    r.i32()  # throttle
+    (n,) = struct.unpack(">i", r.take(4))
+    assert n == 1
+    return r.i16(), r.string()
+
+
 def test_another_brokers_loggers_and_the_legacy_api_are_refused(shared_broker):
     # kafka-python sends a broker's loggers to that broker itself: by hand, then.
     describe = (struct.pack(">i", 1) + struct.pack(">b", 8) + kafka_wire.kstring("2")
                 + struct.pack(">i", -1) + struct.pack(">b", 0))
-    with kafka_wire.Connection.to(shared_broker.bootstrap) as conn:
-        r = kafka_wire.Reader(conn.call(API_DESCRIBE_CONFIGS, 1, describe))
-    r.i32()
-    (n,) = struct.unpack(">i", r.take(4))
-    assert n == 1
-    assert r.i16() == INVALID_REQUEST
-    assert "expected 1" in r.string()
+    code, message = refused(shared_broker, API_DESCRIBE_CONFIGS, describe)
+    assert code == INVALID_REQUEST and "expected 1" in message
     # AlterConfigs v1 of BROKER_LOGGER "1": Kafka refuses the deprecated API for it.
-    body = (struct.pack(">i", 1) + struct.pack(">b", 8) + kafka_wire.kstring("1")
-            + struct.pack(">i", 1) + kafka_wire.kstring("root") + kafka_wire.kstring("DEBUG")
-            + struct.pack(">b", 0))
-    with kafka_wire.Connection.to(shared_broker.bootstrap) as conn:
-        r = kafka_wire.Reader(conn.call(API_ALTER_CONFIGS, 1, body))
-    r.i32()
-    (n,) = struct.unpack(">i", r.take(4))
-    assert n == 1
-    assert r.i16() == INVALID_REQUEST
+    alter = (struct.pack(">i", 1) + struct.pack(">b", 8) + kafka_wire.kstring("1")
+             + struct.pack(">i", 1) + kafka_wire.kstring("root") + kafka_wire.kstring("DEBUG")
+             + struct.pack(">b", 0))
+    code, message = refused(shared_broker, API_ALTER_CONFIGS, alter)
+    assert code == INVALID_REQUEST and "BROKER_LOGGER" in message

@@ -16,7 +16,6 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 use super::Refusal;
 use crate::metrics::{error_name, NodeView};
-use crate::replica::Peer;
 
 /// Bound of one exchange (connect, send, answer); DeleteRecords' own wait is shorter.
 pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -37,22 +36,11 @@ pub(super) async fn call<Req: Encodable, Resp: Decodable>(
             format!("node {to} could not be asked ({key:?}): {why}"),
         )
     };
-    let (host, port) = node
-        .metadata
-        .image()
-        .inter_broker_endpoint(to)
-        .ok_or_else(|| unreachable("it is not a registered broker".into()))?;
     let started = tokio::time::Instant::now();
-    let client_id = format!("tidelog-console-{}", node.node_id);
-    let mut peer = Peer::connect(
-        node.replicas.inter_broker_transport(),
-        &host,
-        port,
-        client_id,
-        CALL_TIMEOUT,
-    )
-    .await
-    .map_err(|e| unreachable(e.to_string()))?;
+    let mut peer = node
+        .connect(to, "console", CALL_TIMEOUT)
+        .await
+        .map_err(unreachable)?;
     let left = CALL_TIMEOUT.saturating_sub(started.elapsed());
     peer.call(key, version, request, MAX_RESPONSE, left)
         .await

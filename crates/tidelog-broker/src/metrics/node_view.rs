@@ -3,11 +3,12 @@
 //! points back into the broker context.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::config::BrokerConfig;
 use crate::group::GroupCoordinator;
 use crate::metadata::MetadataManager;
-use crate::replica::ReplicaManager;
+use crate::replica::{Peer, ReplicaManager};
 use crate::share::ShareManager;
 use crate::txn::TxnCoordinator;
 
@@ -21,4 +22,31 @@ pub(crate) struct NodeView {
     pub(crate) txns: Arc<TxnCoordinator>,
     /// The share partitions this node leads (a share group's lag).
     pub(crate) shares: Arc<ShareManager>,
+}
+
+impl NodeView {
+    /// A connection to node `to`'s inter-broker listener, secured as it requires,
+    /// named `tidelog-<purpose>-<this node>` in the other node's logs.
+    pub(crate) async fn connect(
+        &self,
+        to: i32,
+        purpose: &str,
+        timeout: Duration,
+    ) -> Result<Peer, String> {
+        let (host, port) = self
+            .metadata
+            .image()
+            .inter_broker_endpoint(to)
+            .ok_or_else(|| "it is not a registered broker".to_owned())?;
+        let client_id = format!("tidelog-{purpose}-{}", self.node_id);
+        Peer::connect(
+            self.replicas.inter_broker_transport(),
+            &host,
+            port,
+            client_id,
+            timeout,
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
 }

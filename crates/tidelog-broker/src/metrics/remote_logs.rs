@@ -115,21 +115,10 @@ impl RemoteLogs {
 
     /// One leader's answers for `partitions`, stored as they come.
     async fn ask(&self, node: &NodeView, leader: i32, partitions: &Wanted) -> Result<(), String> {
-        let (host, port) = node
-            .metadata
-            .image()
-            .inter_broker_endpoint(leader)
-            .ok_or_else(|| format!("node {leader} is not a registered broker"))?;
-        let client_id = format!("tidelog-lag-{}", node.node_id);
-        let mut peer = Peer::connect(
-            node.replicas.inter_broker_transport(),
-            &host,
-            port,
-            client_id,
-            CALL_TIMEOUT,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let mut peer = node
+            .connect(leader, "lag", CALL_TIMEOUT)
+            .await
+            .map_err(|why| format!("node {leader}: {why}"))?;
         let starts = list_offsets(&mut peer, partitions, EARLIEST).await?;
         let ends = list_offsets(&mut peer, partitions, LATEST).await?;
         let read_at = Instant::now();

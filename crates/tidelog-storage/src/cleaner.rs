@@ -1,7 +1,8 @@
 //! Log compaction: keep the newest record per key in closed segments.
 //!
-//! Cleanable: closed segments wholly below the high watermark and below the first offset
-//! of any open transaction, and (if `min.compaction.lag.ms` > 0) whose newest timestamp is
+//! Cleanable: closed segments wholly below the high watermark, the checkpointed recovery
+//! point (so recovery never rescans a cleaned segment) and the first offset of any open
+//! transaction, and (if `min.compaction.lag.ms` > 0) whose newest timestamp is
 //! at least that old; the first segment that fails a test ends the cleanable range.
 //! A pass cleans only when it is worth it, as Kafka's cleaner chooses logs: the bytes
 //! written since the last pass ("dirty", above its horizon) are at least
@@ -101,6 +102,12 @@ impl Log {
                 .first_unstable_offset()
                 .unwrap_or(i64::MAX),
         );
+        // Nor what a crash recovery would rescan: a cleaned segment may end before its
+        // successor's base, which recovery reads as a lost tail (see `log::open`).
+        let rescanned_from = self
+            .durability()
+            .checkpointed_recovery_point()
+            .unwrap_or(i64::MIN);
         let bases: Vec<i64> = self.segments.keys().copied().collect();
         let mut cleanable = Vec::new();
         for pair in bases.windows(2) {
@@ -108,6 +115,7 @@ impl Log {
                 break;
             };
             if pair[1] > stable
+                || pair[1] > rescanned_from
                 || (self.config.min_compaction_lag_ms > 0 && seg.max_timestamp() > lag_limit)
             {
                 break;

@@ -285,3 +285,62 @@ fn a_failed_pass_is_reported_and_later_waits_fail() {
     assert_eq!(log.recovery_point(), 0, "nothing was claimed durable");
     assert!(log.durability().wait_durable(log.log_end_offset()).is_err());
 }
+
+#[test]
+fn an_unsynced_rolled_segment_that_lost_its_tail_drops_the_later_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let flusher = BackgroundFlusher::manual();
+    let mut log = open(dir.path(), cfg(), &flusher);
+    append_many(&mut log, 60, "v");
+    let written = read_all(&log, 0);
+    assert!(log.segment_count() > 3);
+    drop(log);
+    // A power cut kept the later segments' pages but not the end of the first one,
+    // which had rolled and was never synced: it now ends cleanly after three batches.
+    let first = &files_with_ext(dir.path(), "log")[0];
+    let batch_len = written[0].len() as u64;
+    OpenOptions::new()
+        .write(true)
+        .open(first)
+        .unwrap()
+        .set_len(3 * batch_len)
+        .unwrap();
+
+    let log = open(dir.path(), cfg(), &flusher);
+    assert_eq!(read_all(&log, 0), written[..3].to_vec());
+    assert_eq!(log.log_end_offset(), 6, "no hole is served");
+    assert_eq!(log.segment_count(), 1, "segments after the cut are dropped");
+}
+
+#[test]
+fn a_follower_gap_starts_the_next_segment_where_the_last_ended_and_survives_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let flusher = BackgroundFlusher::manual();
+    let mut log = open(dir.path(), cfg(), &flusher);
+    // The leader compacted five offsets away after every two-record batch.
+    let mut sent = Vec::new();
+    for i in 0..40i64 {
+        let mut b = batch(2, i, "f", 100);
+        b[0..8].copy_from_slice(&(i * 7).to_be_bytes());
+        log.append_as_follower(&b).unwrap();
+        sent.push(b);
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() > 2, "the appends rolled");
+    for base in &bases[1..] {
+        assert_eq!(
+            base % 7,
+            2,
+            "segment {base} starts at the end of the last batch"
+        );
+    }
+    drop(log); // crash: nothing was synced
+    let log = open(dir.path(), cfg(), &flusher);
+    assert_eq!(
+        read_all(&log, 0),
+        sent,
+        "a follower's gaps are not lost tails"
+    );
+    assert_eq!(log.segment_base_offsets(), bases);
+    assert_eq!(log.log_end_offset(), 39 * 7 + 2);
+}

@@ -100,6 +100,12 @@ impl DurabilityHandle {
         Ok(())
     }
 
+    /// The recovery point in the checkpoint file, if this process wrote or read one:
+    /// what a crash recovery would start its rescan from.
+    pub(crate) fn checkpointed_recovery_point(&self) -> Option<i64> {
+        self.lock_files().known.recovery_point
+    }
+
     /// Whether the clean-shutdown marker is still on disk (a clean open, nothing
     /// changed since): the next write removes it first, with a directory fsync.
     pub fn clean_shutdown_marker_present(&self) -> bool {

@@ -332,7 +332,19 @@ impl Log {
             || first.base_offset() - active.base_offset() > i64::from(u32::MAX)
             || self.segment_ms_due(now_ms)
         {
-            self.roll_at(first.base_offset())?;
+            // The new segment starts where the closed one ended, even when a follower's
+            // batch starts later (the leader compacted the gap away): crash recovery
+            // then reads a closed segment that ends before its successor's base as a
+            // lost unflushed tail. Only a gap too wide for the index's relative offsets
+            // starts the segment at the batch.
+            let end = self.log_end_offset();
+            let gap = first.base_offset() - end;
+            let base = if (0..=i64::from(u32::MAX / 2)).contains(&gap) {
+                end
+            } else {
+                first.base_offset()
+            };
+            self.roll_at(base)?;
         }
         self.active_mut()?.append(buf, ranges, now_ms)?;
         self.durability.note_written(self.log_end_offset());

@@ -62,6 +62,9 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
     remove_orphans(dir, &bases)?;
     let recovery_read = checkpoint::read_offset(dir, RECOVERY_POINT);
     let recovery_ck = recovery_read.unwrap_or(0);
+    // An unreadable checkpoint says nothing about which segments the cleaner rewrote,
+    // so a short segment cannot be told from a lost tail; a missing one means none was.
+    let trust_segment_ends = recovery_read.is_some() || !dir.join(RECOVERY_POINT).exists();
     let start_ck = checkpoint::read_offset(dir, LOG_START);
     let hw_ck = checkpoint::read_offset(dir, HIGH_WATERMARK);
     let epochs_read = checkpoint::read_epochs(dir);
@@ -85,11 +88,20 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         if outcome.rebuilt_indexes && next_base.is_some() {
             segment.seal()?;
         }
+        // A closed segment ends where its successor begins (rolls start the next one
+        // at the end of the last), unless the cleaner shortened it, and the cleaner only
+        // rewrites segments below the checkpointed recovery point, which are not
+        // rescanned here. So a rescanned one that ends early lost an unflushed tail
+        // while a later file's pages reached the disk (a power cut, not a process crash).
+        let lost_tail =
+            trust_segment_ends && next_base.is_some_and(|next| segment.next_offset() < next);
         segments.insert(base, segment);
-        if recover && outcome.truncated_bytes > 0 && next_base.is_some() {
-            // A torn batch in the unflushed part means everything after it was written
-            // later and never made durable in order: drop the later segments, as Kafka does.
-            tracing::warn!(dir = %dir.display(), base, "dropping segments after corrupt batch");
+        if recover && (outcome.truncated_bytes > 0 || lost_tail) && next_base.is_some() {
+            // A torn batch or a lost tail in the unflushed part means everything after
+            // it was written later and never made durable in order: drop the later
+            // segments, as Kafka does for a torn batch.
+            truncated_any = true;
+            tracing::warn!(dir = %dir.display(), base, lost_tail, "dropping segments after a corrupt or cut segment");
             for &later in &bases[i + 1..] {
                 crate::segment::remove_files(dir, later)?;
             }

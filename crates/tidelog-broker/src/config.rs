@@ -99,7 +99,13 @@ pub struct BrokerConfig {
     pub node_id: i32,
     pub listen: SocketAddr,
     pub admin_listen: SocketAddr,
+    /// The node's first log directory: the metadata log, the quorum's state and
+    /// `meta.properties` live here (Kafka's `metadata.log.dir` default), besides
+    /// partitions.
     pub data_dir: PathBuf,
+    /// Further log directories (`log.dirs` with several entries, JBOD): partitions
+    /// only, each new one placed in the directory holding the fewest.
+    pub extra_log_dirs: Vec<PathBuf>,
     settings: BTreeMap<String, String>,
     /// Where each setting that is not its default came from.
     origins: BTreeMap<String, Origin>,
@@ -134,6 +140,13 @@ pub struct IgnoredSetting {
 }
 
 impl BrokerConfig {
+    /// Every directory partitions may live in, the data directory first.
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
+        std::iter::once(self.data_dir.clone())
+            .chain(self.extra_log_dirs.iter().cloned())
+            .collect()
+    }
+
     pub fn new(
         node_id: i32,
         listen: SocketAddr,
@@ -149,6 +162,7 @@ impl BrokerConfig {
             listen,
             admin_listen,
             data_dir,
+            extra_log_dirs: Vec::new(),
             settings,
             origins: BTreeMap::new(),
             ranks: BTreeMap::new(),

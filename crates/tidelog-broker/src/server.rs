@@ -90,6 +90,8 @@ pub struct Broker {
     /// This node's controller voter, stopped after the broker.
     voter: Option<Arc<QuorumController>>,
     _lock: std::fs::File,
+    /// The locks on the further log directories (`log.dirs`), held likewise.
+    _extra_locks: Vec<std::fs::File>,
 }
 
 impl Broker {
@@ -121,6 +123,11 @@ impl Broker {
     ) -> Result<Broker, StartError> {
         let data_dir = config.data_dir.clone();
         let lock = claim_data_dir(&data_dir)?;
+        let extra_locks = config
+            .extra_log_dirs
+            .iter()
+            .map(|dir| claim_data_dir(dir))
+            .collect::<Result<Vec<_>, _>>()?;
         let (stopping_tx, stopping) = watch::channel(false);
         let ready = Arc::new(AtomicBool::new(false));
         let metrics = Arc::new(Metrics::new());
@@ -223,7 +230,7 @@ impl Broker {
         flusher.set_failure_observer(Some(metrics.storage.flush_failure_observer()));
         let replicas = Arc::new(ReplicaManager::new(
             node_id,
-            &data_dir,
+            config.log_dirs(),
             Arc::clone(&metrics.storage),
             Arc::clone(&metrics.replication),
             net::SecureTransport::wrap(Arc::clone(&env.transport), outbound),
@@ -231,6 +238,7 @@ impl Broker {
         ));
 
         let (link, voter, image) = join_quorum(&config, cluster.as_ref(), defaults, &env).await?;
+        bind_extra_log_dirs(&config, image.cluster_id()).await?;
         if voter.is_some() {
             // A voter has its image from disk: open the logs it names now (on a
             // blocking thread: opening reads files and may recover a crashed log). A
@@ -360,6 +368,7 @@ impl Broker {
             admin_addr,
             voter,
             _lock: lock,
+            _extra_locks: extra_locks,
         })
     }
 
@@ -444,6 +453,39 @@ pub(crate) async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), 
         .local_addr()
         .map_err(|source| StartError::Bind { addr, source })?;
     Ok((listener, bound))
+}
+
+/// Binds each further log directory to this node and cluster before any partition in
+/// it is opened (see `tidelog_controller::bind_log_dir`). The cluster id is the data
+/// directory's, else the image's; a broker-only node on its very first start knows
+/// neither yet and binds them at its next start.
+async fn bind_extra_log_dirs(
+    config: &BrokerConfig,
+    image_cluster_id: &str,
+) -> Result<(), StartError> {
+    if config.extra_log_dirs.is_empty() {
+        return Ok(());
+    }
+    let (data_dir, dirs, node_id) = (
+        config.data_dir.clone(),
+        config.extra_log_dirs.clone(),
+        config.node_id,
+    );
+    let from_image = Some(image_cluster_id.to_owned()).filter(|id| !id.is_empty());
+    tokio::task::spawn_blocking(move || {
+        let stored = tidelog_controller::data_dir_cluster_id(&data_dir)
+            .map_err(|e| StartError::Metadata(e.to_string()))?;
+        let Some(cluster_id) = stored.or(from_image) else {
+            return Ok(());
+        };
+        for dir in &dirs {
+            tidelog_controller::bind_log_dir(dir, &cluster_id, node_id)
+                .map_err(|e| StartError::Metadata(e.to_string()))?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| StartError::Metadata(format!("binding the log directories panicked: {e}")))?
 }
 
 /// Creates the data directory if it is missing and takes an exclusive advisory lock on

@@ -28,6 +28,13 @@ pub enum ControllerError {
     /// The data directory belongs to another node (`meta.properties` says so).
     #[error("metadata directory belongs to node.id {stored}, but this node is configured as {configured}")]
     NodeIdMismatch { stored: i32, configured: i32 },
+    /// A further log directory's `meta.properties` names another node or cluster.
+    #[error("log directory {dir} belongs to {owner}, not to this node ({this})")]
+    LogDirOfAnotherNode {
+        dir: String,
+        owner: String,
+        this: String,
+    },
     #[error("producer id space is exhausted")]
     ProducerIdsExhausted,
     #[error("snapshot at offset {snapshot:?} is ahead of the log's last offset {last:?}")]

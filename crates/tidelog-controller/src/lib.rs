@@ -30,6 +30,7 @@ pub mod topic_config;
 
 pub use error::{ControllerError, TopicError};
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage, INTERNAL_TOPICS};
+pub use meta_properties::{bind_log_dir, data_dir_cluster_id};
 pub use ops::{validate_topic_name, CreateTopic, TopicDefaults};
 pub use quorum::{metadata_dir, METADATA_DIR_NAME};
 pub use record::{ConfigResource, Endpoint, MetadataRecord};

@@ -114,6 +114,39 @@ pub(crate) fn bind_node_id(dir: &Path, node_id: i32) -> Result<(), ControllerErr
     }
 }
 
+/// Binds a further log directory (`log.dirs` after the first) to this node of
+/// `cluster_id` (the data directory's): its own `meta.properties` names both from the
+/// first start on, so a disk moved over from another node or cluster is refused instead
+/// of having its partitions served as this node's, as Kafka refuses it.
+pub fn bind_log_dir(log_dir: &Path, cluster_id: &str, node_id: i32) -> Result<(), ControllerError> {
+    match load(log_dir)? {
+        Some(props) if props.cluster_id == cluster_id && props.node_id == Some(node_id) => Ok(()),
+        Some(props) => Err(ControllerError::LogDirOfAnotherNode {
+            dir: log_dir.display().to_string(),
+            owner: format!(
+                "cluster.id {} node.id {}",
+                props.cluster_id,
+                props
+                    .node_id
+                    .map_or_else(|| "(none)".to_owned(), |n| n.to_string())
+            ),
+            this: format!("cluster.id {cluster_id} node.id {node_id}"),
+        }),
+        None => {
+            let props = MetaProperties {
+                cluster_id: cluster_id.to_owned(),
+                node_id: Some(node_id),
+            };
+            write_atomically(log_dir, META_PROPERTIES, props.render().as_bytes())
+        }
+    }
+}
+
+/// The cluster id in the metadata directory under `data_dir`, once the node has one.
+pub fn data_dir_cluster_id(data_dir: &Path) -> Result<Option<String>, ControllerError> {
+    stored_cluster_id(&crate::quorum::metadata_dir(data_dir))
+}
+
 fn is_valid_cluster_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64

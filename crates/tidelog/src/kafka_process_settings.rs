@@ -1,6 +1,7 @@
 //! The Kafka broker settings that are `tidelog serve` flags, so a Kafka
 //! `server.properties` starts a node: `node.id` (or `broker.id`) for --node-id,
-//! `log.dirs` / `log.dir` for --data-dir, the controller listener of `listeners` (named
+//! `log.dirs` / `log.dir` for --data-dir (its first entry; further entries are more
+//! log directories for partitions), the controller listener of `listeners` (named
 //! by `controller.listener.names`) for --controller-listen,
 //! `controller.quorum.voters` for --quorum and `process.roles` for --roles. A flag given
 //! on the command line or through its environment variable wins over the file.
@@ -63,18 +64,22 @@ pub(crate) fn apply(config: &mut BrokerConfig, flags: &mut ProcessFlags<'_>) -> 
     }
     if let Some((dirs, origin)) = log_dirs {
         let dirs = list(&dirs);
-        match &dirs[..] {
-            [one] if !explicit("--data-dir", "TIDELOG_DATA_DIR") => {
-                config.data_dir = PathBuf::from(one);
-            }
-            [_] => {}
-            [] => bail!("log.dirs {origin} is empty: give the node's data directory"),
-            many => bail!(
-                "log.dirs {origin} lists {} directories ({}): tidelog keeps a node's data in one directory; give one",
-                many.len(),
-                many.join(", ")
-            ),
+        let Some((first, rest)) = dirs.split_first() else {
+            bail!("log.dirs {origin} is empty: give the node's data directory");
+        };
+        // An explicit --data-dir stands in for the first directory (the one holding
+        // the metadata); the others hold partitions either way.
+        if !explicit("--data-dir", "TIDELOG_DATA_DIR") {
+            config.data_dir = PathBuf::from(first);
         }
+        let mut extra: Vec<PathBuf> = Vec::new();
+        for dir in rest.iter().map(PathBuf::from) {
+            if dir == config.data_dir || extra.contains(&dir) {
+                bail!("log.dirs {origin} lists {} twice", dir.display());
+            }
+            extra.push(dir);
+        }
+        config.extra_log_dirs = extra;
     }
     let controller_names: Vec<String> = controller_listener_names
         .map(|(v, _)| {

@@ -1,6 +1,6 @@
-//! DescribeLogDirs: the node's log directory (tidelog keeps every partition in its one
-//! data directory) with the size of each hosted partition that was asked for (all of
-//! them for a null topic list), and from v4 the file system's total and usable bytes.
+//! DescribeLogDirs: each of the node's log directories (`log.dirs`) with the size of
+//! each hosted partition in it that was asked for (all of them for a null topic list),
+//! and from v4 the file system's total and usable bytes.
 //!
 //! As Kafka: a topic appears only with at least one hosted partition that was asked
 //! for, a partition this node does not host is left out, `offset_lag` is how far the
@@ -39,23 +39,29 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             .flat_map(|t| t.partitions.iter().map(|p| (t.topic.0.to_string(), *p)))
             .collect()
     });
-    let mut topics: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
+    let log_dirs = ctx.replicas.log_dirs().to_vec();
+    // Per log directory, per topic: the partitions asked for.
+    let mut by_dir: Vec<BTreeMap<String, Vec<DescribeLogDirsPartition>>> =
+        vec![BTreeMap::new(); log_dirs.len()];
     for p in ctx.replicas.all() {
         let key = (p.topic.clone(), p.index);
         if wanted.as_ref().is_some_and(|w| !w.contains(&key)) {
             continue;
         }
-        let Ok((size, lag)) = p.with_log(|log| {
+        let Ok((size, lag, parent)) = p.with_log(|log| {
             let size = i64::try_from(log.size_bytes()).unwrap_or(i64::MAX);
             let lag = log
                 .high_watermark()
                 .saturating_sub(log.log_end_offset())
                 .max(0);
-            Ok((size, lag))
+            Ok((size, lag, log.dir().parent().map(Path::to_path_buf)))
         }) else {
             continue; // closed meanwhile (deleted, or the node is stopping)
         };
-        topics.entry(key.0).or_default().push(
+        let Some(i) = parent.and_then(|parent| log_dirs.iter().position(|d| *d == parent)) else {
+            continue;
+        };
+        by_dir[i].entry(key.0).or_default().push(
             DescribeLogDirsPartition::default()
                 .with_partition_index(key.1)
                 .with_partition_size(size)
@@ -63,16 +69,28 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 .with_is_future_key(false),
         );
     }
-    let dir = absolute(&ctx.config.data_dir);
+    let mut results = Vec::with_capacity(log_dirs.len());
+    for (dir, topics) in log_dirs.iter().zip(by_dir) {
+        results.push(describe_dir(&absolute(dir), topics).await);
+    }
+    req.respond(&DescribeLogDirsResponse::default().with_results(results))
+}
+
+/// One directory's answer: its partitions and its file system's size, or
+/// KAFKA_STORAGE_ERROR when the file system cannot be read.
+async fn describe_dir(
+    dir: &Path,
+    topics: BTreeMap<String, Vec<DescribeLogDirsPartition>>,
+) -> DescribeLogDirsResult {
     let space = {
-        let dir = dir.clone();
+        let dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || rustix::fs::statvfs(&dir))
             .await
             .ok()
             .and_then(Result::ok)
     };
     let log_dir = StrBytes::from_string(dir.display().to_string());
-    let result = match space {
+    match space {
         Some(fs) => DescribeLogDirsResult::default()
             .with_log_dir(log_dir)
             .with_total_bytes(bytes(fs.f_blocks, fs.f_frsize))
@@ -91,8 +109,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         None => DescribeLogDirsResult::default()
             .with_log_dir(log_dir)
             .with_error_code(ResponseError::KafkaStorageError.code()),
-    };
-    req.respond(&DescribeLogDirsResponse::default().with_results(vec![result]))
+    }
 }
 
 fn absolute(dir: &Path) -> PathBuf {

@@ -61,32 +61,36 @@ impl DirDeleter {
         (due, pending.values().min().copied())
     }
 
-    /// The background task: queues the renamed directories found in `data_dir` at
+    /// The background task: queues the renamed directories found in the `log_dirs` at
     /// start-up (deleted after `startup_delay`), then deletes each queued directory when
     /// it is due, until `shutdown`. Directories still waiting then stay on disk for the
     /// next start.
     pub(crate) async fn run(
         &self,
-        data_dir: PathBuf,
+        log_dirs: Vec<PathBuf>,
         startup_delay: Duration,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        let scan_dir = data_dir.clone();
-        match tokio::task::spawn_blocking(move || leftover_delete_dirs(&scan_dir)).await {
-            Ok(Ok(leftovers)) => {
-                for dir in leftovers {
-                    tracing::info!(
-                        dir = %dir.display(), delay_ms = startup_delay.as_millis() as u64,
-                        "found a partition directory awaiting deletion; deleting it after the delay"
-                    );
-                    self.schedule(dir, startup_delay);
+        for log_dir in log_dirs {
+            let scan_dir = log_dir.clone();
+            match tokio::task::spawn_blocking(move || leftover_delete_dirs(&scan_dir)).await {
+                Ok(Ok(leftovers)) => {
+                    for dir in leftovers {
+                        tracing::info!(
+                            dir = %dir.display(), delay_ms = startup_delay.as_millis() as u64,
+                            "found a partition directory awaiting deletion; deleting it after the delay"
+                        );
+                        self.schedule(dir, startup_delay);
+                    }
+                }
+                Ok(Err(e)) => tracing::warn!(
+                    dir = %log_dir.display(), error = %e,
+                    "cannot list the log directory for leftover -delete directories"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing leftover -delete directories panicked")
                 }
             }
-            Ok(Err(e)) => tracing::warn!(
-                dir = %data_dir.display(), error = %e,
-                "cannot list the data directory for leftover -delete directories"
-            ),
-            Err(e) => tracing::warn!(error = %e, "listing leftover -delete directories panicked"),
         }
         loop {
             let (due, next) = self.take_due(Instant::now());
@@ -170,7 +174,7 @@ mod tests {
             let data_dir = root.path().to_path_buf();
             async move {
                 deleter
-                    .run(data_dir, Duration::from_millis(1500), stopped)
+                    .run(vec![data_dir], Duration::from_millis(1500), stopped)
                     .await
             }
         });

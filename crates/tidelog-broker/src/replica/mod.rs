@@ -49,7 +49,8 @@ pub(crate) type PartitionKey = (String, i32);
 
 pub(crate) struct ReplicaManager {
     node_id: i32,
-    data_dir: PathBuf,
+    /// The log directories, the data directory first (`log.dirs`).
+    log_dirs: Vec<PathBuf>,
     partitions: RwLock<HashMap<PartitionKey, Arc<Partition>>>,
     /// Told of every fsync, retention deletion, compaction and background failure.
     probe: Arc<StorageProbe>,
@@ -71,7 +72,7 @@ pub(crate) struct ReplicaManager {
 impl ReplicaManager {
     pub(crate) fn new(
         node_id: i32,
-        data_dir: &Path,
+        log_dirs: Vec<PathBuf>,
         probe: Arc<StorageProbe>,
         replication: Arc<ReplicationProbe>,
         transport: Arc<dyn Transport>,
@@ -79,7 +80,7 @@ impl ReplicaManager {
     ) -> Self {
         ReplicaManager {
             node_id,
-            data_dir: data_dir.to_path_buf(),
+            log_dirs,
             partitions: RwLock::new(HashMap::new()),
             probe,
             flusher,
@@ -107,7 +108,7 @@ impl ReplicaManager {
         shutdown: watch::Receiver<bool>,
     ) {
         self.deleter
-            .run(self.data_dir.clone(), startup_delay, shutdown)
+            .run(self.log_dirs.clone(), startup_delay, shutdown)
             .await;
     }
 
@@ -121,8 +122,58 @@ impl ReplicaManager {
         map.values().cloned().collect()
     }
 
-    fn log_dir(&self, topic: &str, partition: i32) -> PathBuf {
-        self.data_dir.join(format!("{topic}-{partition}"))
+    /// The log directories, the data directory first.
+    pub(crate) fn log_dirs(&self) -> &[PathBuf] {
+        &self.log_dirs
+    }
+
+    /// Where each partition about to be opened lives: the log directory already holding
+    /// its directory, else (a new replica) the one holding the fewest partitions, as
+    /// Kafka places them; ties go to the earlier directory in `log.dirs`.
+    fn place(&self, keys: &[&PartitionKey]) -> Vec<PathBuf> {
+        let name = |key: &PartitionKey| format!("{}-{}", key.0, key.1);
+        if let [only] = self.log_dirs.as_slice() {
+            return keys.iter().map(|key| only.join(name(key))).collect();
+        }
+        let mut hosted: Vec<usize> = vec![0; self.log_dirs.len()];
+        for p in self.all() {
+            let parent = p.with_log(|log| Ok(log.dir().parent().map(Path::to_path_buf)));
+            if let Ok(Some(parent)) = parent {
+                if let Some(i) = self.log_dirs.iter().position(|d| *d == parent) {
+                    hosted[i] += 1;
+                }
+            }
+        }
+        let found: Vec<Option<usize>> = keys
+            .iter()
+            .map(|key| {
+                let holders: Vec<usize> = (0..self.log_dirs.len())
+                    .filter(|&i| self.log_dirs[i].join(name(key)).is_dir())
+                    .collect();
+                if holders.len() > 1 {
+                    tracing::warn!(
+                        topic = %key.0, partition = key.1,
+                        dirs = ?holders.iter().map(|&i| &self.log_dirs[i]).collect::<Vec<_>>(),
+                        "partition directory found in several log directories: serving the first"
+                    );
+                }
+                holders.first().copied()
+            })
+            .collect();
+        for i in found.iter().flatten() {
+            hosted[*i] += 1;
+        }
+        keys.iter()
+            .zip(found)
+            .map(|(key, found)| {
+                let i = found.unwrap_or_else(|| {
+                    let fewest = (0..hosted.len()).min_by_key(|&i| hosted[i]).unwrap_or(0);
+                    hosted[fewest] += 1;
+                    fewest
+                });
+                self.log_dirs[i].join(name(key))
+            })
+            .collect()
     }
 
     /// Brings the hosted partitions in line with the metadata image.
@@ -198,11 +249,12 @@ impl ReplicaManager {
         }
         // Opening is mostly waiting on the disk (checkpoints, index maps, a crash
         // rescan), so a node with many partitions opens them on a few threads at once.
-        let dirs = to_open
-            .iter()
-            .map(|(key, topic_id, _, config)| {
-                (self.log_dir(&key.0, key.1), *topic_id, config.clone())
-            })
+        let keys: Vec<&PartitionKey> = to_open.iter().map(|(key, _, _, _)| key).collect();
+        let dirs = self
+            .place(&keys)
+            .into_iter()
+            .zip(&to_open)
+            .map(|(dir, (_, topic_id, _, config))| (dir, *topic_id, config.clone()))
             .collect();
         let opened = tidelog_storage::open_partition_logs(dirs, LOG_OPEN_CLOSE_THREADS);
         let mut adopted = Vec::new();

@@ -217,7 +217,7 @@ fn what_tidelog_cannot_honour_stops_start_up_with_the_reason() {
             "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
             "removed in Kafka 4.0",
         ),
-        ("log.dirs=/a,/b", "one directory"),
+        ("log.dirs=/a,/b,/b", "lists /b twice"),
         ("log.segment.bytes=1", "log.segment.bytes"),
         ("num.partitions=0", "at least 1"),
         ("log.cleanup.policy=bogus", "log.cleanup.policy"),

@@ -100,3 +100,63 @@ def test_copies_go_to_another_nodes_leader_and_wait_for_it(cluster_factory):
         assert sorted(dead_letters(cluster.node(1).bootstrap, dlq, 2)) == sorted([first, second])
     finally:
         c.close()
+
+
+def test_a_new_leader_writes_the_copy_the_old_one_could_not(cluster_factory):
+    """The share partition's leader stores the rejected record as ARCHIVING while the
+    dead-letter partition is down, then is killed: the new leader never delivers the
+    record, and writes its copy once the dead-letter partition is back."""
+    cluster = cluster_factory(size=4, voters=3, settings=FAST_HEARTBEATS)
+    topic, group = unique("share-dlq-failover"), unique("sg")
+    dlq = "dlq." + unique("dead")
+    create_topic(cluster, topic, assignment=[[1, 2]])
+    create_topic(cluster, dlq, assignment=[[4]], config={"errors.deadletterqueue.group.enable": "true"})
+    set_group_configs(cluster.bootstrap, group, {
+        "share.auto.offset.reset": "earliest",
+        "errors.deadletterqueue.topic.name": dlq,
+        "errors.deadletterqueue.copy.record.enable": "true",
+    })
+    prod = producer(cluster.bootstrap)
+    for value in (b"poison", b"fine"):
+        prod.produce(topic, value=value, partition=0)
+    assert prod.flush(30) == 0
+    wait_partition(cluster, topic, 0, lambda s: s.leader == 1 and len(s.isr) == 2, 30, "node 1 leading, both in sync")
+
+    cluster.node(4).kill9()
+    c = share_consumer(cluster.node(2).bootstrap, group, topic, explicit=True)
+    try:
+        got = []
+        wait_until(lambda: got.extend(m for m in c.poll(0.5) if m.error() is None) or len(got) >= 2, 30,
+                   "the two records")
+        by_value = {m.value(): m for m in got}
+        c.acknowledge(by_value[b"poison"], AcknowledgeType.REJECT)
+        c.acknowledge(by_value[b"fine"], AcknowledgeType.ACCEPT)
+        results = c.commit_sync(10)
+        assert all(e is None for e in results.values()), results
+        # Stored as ARCHIVING: the copy cannot be written with node 4 down.
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            assert not [m for m in c.poll(0.3) if m.error() is None], "the rejected record came back"
+    finally:
+        c.close()
+
+    cluster.node(1).kill9()
+    wait_partition(cluster, topic, 0, lambda s: s.leader == 2, 30, "node 2 leading", exclude=(1,))
+    cluster.node(4).restart()
+    wait_partition(cluster, dlq, 0, lambda s: s.leader == 4, 30, "node 4 leading the dead-letter topic again",
+                   exclude=(1,))
+
+    d = share_consumer(cluster.node(2).bootstrap, group, topic, explicit=True)
+    try:
+        copies = []
+        deadline = time.monotonic() + 60
+        while not copies:
+            assert time.monotonic() < deadline, "the new leader never wrote the copy"
+            assert not [m for m in d.poll(0.5) if m.error() is None], "the rejected record came back"
+            copies = dead_letters(cluster.node(2).bootstrap, dlq, 0, settle=1.0)
+        assert dead_letters(cluster.node(2).bootstrap, dlq, 1) == [(b"poison", str(by_value[b"poison"].offset()))]
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            assert not [m for m in d.poll(0.3) if m.error() is None], "a finished record came back"
+    finally:
+        d.close()

@@ -217,3 +217,32 @@ def test_an_internal_topic_is_refused_as_a_dead_letter_topic(dlq_broker):
                           {"errors.deadletterqueue.topic.name": "__consumer_offsets"})
     assert refused.value.args[0].name() == "INVALID_CONFIG", refused.value
     assert "must not start with '__'" in refused.value.args[0].str()
+
+
+def test_a_missing_dead_letter_topic_is_created_when_the_cluster_allows_it(broker_factory):
+    broker = broker_factory({**FAST_HEARTBEATS, "errors.deadletterqueue.auto.create.topics.enable": "true"})
+    bootstrap = broker.bootstrap
+    topic, group = unique("share-dlq-auto"), unique("sg")
+    dlq = "dlq." + unique("auto")
+    create_topic(bootstrap, topic, partitions=1)
+    set_group_configs(bootstrap, group, {
+        "share.auto.offset.reset": "earliest",
+        "errors.deadletterqueue.topic.name": dlq,
+    })
+    produce(bootstrap, topic, [(b"k", b"bad")])
+    c = share_consumer(bootstrap, group, topic, explicit=True)
+    try:
+        got = []
+        wait_until(lambda: got.extend(records_of(c.poll(0.5))) or got, 30, "the record")
+        c.acknowledge(got[0], AcknowledgeType.REJECT)
+        c.commit_sync(10)
+    finally:
+        c.close()
+    (copy,) = read_topic(bootstrap, dlq)
+    assert headers_of(copy)["__dlq.errors.message"] == REJECTED
+    resource = ConfigResource(ResourceType.TOPIC, dlq)
+    client = admin(bootstrap)
+    (future,) = client.describe_configs([resource], request_timeout=15).values()
+    configs = future.result(timeout=20)
+    assert configs["errors.deadletterqueue.group.enable"].value == "true"
+    assert configs["message.timestamp.type"].value == "CreateTime"

@@ -25,8 +25,10 @@
 //!   exceeded the threshold.`).
 //!
 //! The records wait in ARCHIVING (stored as Kafka's state 3, see `partition`) while
-//! their copy is written, so a new leader writes the copies of the records the old one
-//! had not finished: a failover can write a copy twice, never lose one. The copy is
+//! their copy is written, and the state is stored before the copy is written, so a new
+//! leader writes the copies of the records the old one had not finished rather than
+//! delivering them: a failover can write a copy twice, never lose one, and a record
+//! with a copy is never delivered again. The copy is
 //! written with acks=all, appended here when this node leads the dead-letter partition,
 //! else produced to its leader over the inter-broker listener; only then are the
 //! records ARCHIVED and the state stored. A write that fails for a reason that can
@@ -226,6 +228,17 @@ async fn handle(ctx: &Ctx, job: Job) {
         return;
     }
     let (group, topic_id, partition) = (&key.0, key.1, key.2);
+    // ARCHIVING is stored before the copy is written (the acknowledgement path stored
+    // it already; a lock that ran out or a closed session did not): a leader taking
+    // over after the copy writes it again instead of delivering the record.
+    if let Err(e) = super::fetch::persist(ctx, &key, &entry).await {
+        tracing::warn!(group, %topic_id, partition, error = ?e, "share state not stored before a dead-letter write; it will be tried again");
+        let offsets: Vec<i64> = letters.iter().map(|l| l.offset).collect();
+        entry
+            .lock()
+            .dead_letter_failed(&offsets, Instant::now() + RETRY_DELAY);
+        return;
+    }
     let done = match write(ctx, &key, &letters).await {
         Ok(written) => {
             tracing::debug!(group, %topic_id, partition, records = written.len(), "records copied to the dead-letter topic");

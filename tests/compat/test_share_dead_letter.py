@@ -246,3 +246,43 @@ def test_a_missing_dead_letter_topic_is_created_when_the_cluster_allows_it(broke
     configs = future.result(timeout=20)
     assert configs["errors.deadletterqueue.group.enable"].value == "true"
     assert configs["message.timestamp.type"].value == "CreateTime"
+
+
+def reject_one(bootstrap, topic, group, value):
+    """Produces `value`, and a share consumer of `group` REJECTs it."""
+    produce(bootstrap, topic, [(b"k", value)])
+    c = share_consumer(bootstrap, group, topic, explicit=True)
+    try:
+        got = []
+        wait_until(lambda: got.extend(m for m in records_of(c.poll(0.5)) if m.value() == value) or got, 30,
+                   f"{value!r}")
+        c.acknowledge(got[0], AcknowledgeType.REJECT)
+        c.commit_sync(10)
+    finally:
+        c.close()
+
+
+def test_the_topic_name_prefix_is_a_dynamic_broker_config(broker_factory):
+    broker = broker_factory(FAST_HEARTBEATS)
+    bootstrap = broker.bootstrap
+    topic, group = unique("share-dlq-prefix"), unique("sg")
+    dead = "dead." + unique("prefix")  # not under the default prefix `dlq.`
+    create_topic(bootstrap, topic, partitions=1)
+    create_topic(bootstrap, dead, partitions=1, config={"errors.deadletterqueue.group.enable": "true"})
+    set_group_configs(bootstrap, group, {
+        "share.auto.offset.reset": "earliest",
+        "errors.deadletterqueue.topic.name": dead,
+    })
+    reject_one(bootstrap, topic, group, b"first")
+    assert read_topic(bootstrap, dead, at_least=0, settle=2) == [], "a copy under the wrong prefix"
+
+    client = admin(bootstrap)
+    entry = ConfigEntry("errors.deadletterqueue.topic.name.prefix", "dead.",
+                        incremental_operation=AlterConfigOpType.SET)
+    futures = client.incremental_alter_configs(
+        [ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])], request_timeout=15)
+    for f in futures.values():
+        f.result(timeout=20)
+    reject_one(bootstrap, topic, group, b"second")
+    (copy,) = read_topic(bootstrap, dead)
+    assert headers_of(copy)["__dlq.errors.offset"] == "1"

@@ -62,8 +62,9 @@ pub(crate) struct ShareGroupConfig {
 
 /// The share settings of `group_id`: its own group configs (KIP-932's
 /// `share.record.lock.duration.ms`, `share.delivery.count.limit`,
-/// `share.partition.max.record.locks`, `share.auto.offset.reset`) where it has them,
-/// else the broker's `group.share.*` defaults.
+/// `share.partition.max.record.locks`, `share.auto.offset.reset`; KIP-1191's
+/// `errors.deadletterqueue.topic.name`) where it has them, else the broker's
+/// `group.share.*` defaults.
 pub(crate) fn group_share_config(configs: &GroupConfigs, group_id: &str) -> ShareGroupConfig {
     let (lock_ms, delivery_limit, max_locks) = configs.share_limits(group_id);
     ShareGroupConfig {
@@ -250,8 +251,8 @@ impl ShareManager {
     /// A member's session ended: what it held in `partitions` of `group` goes back.
     pub(crate) fn release(&self, group: &str, member: &str, partitions: &[(Uuid, i32)]) {
         for (topic, partition) in partitions {
-            if let Some(e) = self.existing(&(group.to_string(), *topic, *partition)) {
-                let key = (group.to_string(), *topic, *partition);
+            let key = (group.to_string(), *topic, *partition);
+            if let Some(e) = self.existing(&key) {
                 let freed = e.lock().release_member(member);
                 if freed {
                     e.wake();

@@ -27,6 +27,10 @@ const APPLIED: &[&str] = &[
     settings::MAX_CONNECTIONS.name,
     settings::FOLLOWER_REPLICATION_THROTTLED_RATE.name,
     settings::PRODUCER_ID_EXPIRATION_MS.name,
+    // KIP-1191's cluster configs: read from the effective settings at each
+    // dead-letter write.
+    settings::ERRORS_DEADLETTERQUEUE_AUTO_CREATE_TOPICS_ENABLE.name,
+    settings::ERRORS_DEADLETTERQUEUE_TOPIC_NAME_PREFIX.name,
 ];
 
 /// Kafka's dynamic settings that tidelog accepts with no effect, as it does them at

@@ -35,6 +35,11 @@ pub(crate) const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.r
 pub(crate) const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub(crate) const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 pub(crate) const SHARE_RENEW_ACKNOWLEDGE_ENABLE: &str = "share.renew.acknowledge.enable";
+/// KIP-1191: the share group's dead-letter topic (blank: none).
+pub(crate) const ERRORS_DEADLETTERQUEUE_TOPIC_NAME: &str = "errors.deadletterqueue.topic.name";
+/// KIP-1191: whether the dead-letter record carries the key and value of the record.
+pub(crate) const ERRORS_DEADLETTERQUEUE_COPY_RECORD_ENABLE: &str =
+    "errors.deadletterqueue.copy.record.enable";
 pub(crate) const STREAMS_SESSION_TIMEOUT_MS: &str = "streams.session.timeout.ms";
 pub(crate) const STREAMS_HEARTBEAT_INTERVAL_MS: &str = "streams.heartbeat.interval.ms";
 pub(crate) const STREAMS_NUM_STANDBY_REPLICAS: &str = "streams.num.standby.replicas";
@@ -50,6 +55,9 @@ enum Rule {
     /// `earliest`, `latest` or `by_duration:<ISO-8601 duration>` (any case).
     AutoOffsetReset,
     Boolean,
+    /// Any text; IncrementalAlterConfigs refuses one starting with `__` (the internal
+    /// topics' prefix), after every other check, as Kafka's `GroupConfig.validateValues`.
+    DeadLetterTopic,
 }
 
 /// A broker setting a group config is bounded by, with Kafka's default for it (read
@@ -158,6 +166,24 @@ const DEFS: &[Def] = &[
         min: None,
         max: None,
         doc: "Whether the renew acknowledge type is enabled for the share group.",
+    },
+    Def {
+        name: ERRORS_DEADLETTERQUEUE_TOPIC_NAME,
+        rule: Rule::DeadLetterTopic,
+        default_from: None,
+        kafka_default: "",
+        min: None,
+        max: None,
+        doc: "The name of the topic to be used as the dead-letter queue (DLQ) topic for this share group. If blank (the default), the group does not have a DLQ topic.",
+    },
+    Def {
+        name: ERRORS_DEADLETTERQUEUE_COPY_RECORD_ENABLE,
+        rule: Rule::Boolean,
+        default_from: None,
+        kafka_default: "false",
+        min: None,
+        max: None,
+        doc: "When writing onto the dead-letter queue topic, whether to copy the original record onto the DLQ topic, or just write a record containing the context information headers.",
     },
     Def {
         name: STREAMS_SESSION_TIMEOUT_MS,
@@ -331,6 +357,8 @@ fn check_rule(d: &Def, value: &str) -> Result<(), String> {
                 return Err(invalid("Expected value to be either true or false"));
             }
         }
+        // Any text; its one rule is checked last (see `validate`), as Kafka does.
+        Rule::DeadLetterTopic => {}
     }
     Ok(())
 }
@@ -422,6 +450,15 @@ impl BrokerGroupDefaults {
             if int(session) <= int(heartbeat) {
                 return Err(format!("{session} must be greater than {heartbeat}"));
             }
+        }
+        // KIP-1191: a dead-letter topic is never an internal topic.
+        if value(ERRORS_DEADLETTERQUEUE_TOPIC_NAME)
+            .trim()
+            .starts_with("__")
+        {
+            return Err(format!(
+                "{ERRORS_DEADLETTERQUEUE_TOPIC_NAME}: DLQ topic name must not start with '__'"
+            ));
         }
         Ok(())
     }
@@ -530,6 +567,22 @@ impl GroupConfigs {
         self.text(group_id, SHARE_AUTO_OFFSET_RESET)
             .trim()
             .to_ascii_lowercase()
+    }
+
+    /// The group's dead-letter topic (KIP-1191 `errors.deadletterqueue.topic.name`,
+    /// `None` when blank) and whether its records copy the key and value
+    /// (`errors.deadletterqueue.copy.record.enable`).
+    pub(crate) fn dead_letter_topic(&self, group_id: &str) -> Option<(String, bool)> {
+        let topic = self.text(group_id, ERRORS_DEADLETTERQUEUE_TOPIC_NAME);
+        let topic = topic.trim();
+        if topic.is_empty() {
+            return None;
+        }
+        let copy = self
+            .text(group_id, ERRORS_DEADLETTERQUEUE_COPY_RECORD_ENABLE)
+            .trim()
+            .eq_ignore_ascii_case("true");
+        Some((topic.to_string(), copy))
     }
 
     /// The group's `consumer.session.timeout.ms`.

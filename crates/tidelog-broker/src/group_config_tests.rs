@@ -234,3 +234,41 @@ fn share_groups_read_their_own_configs_else_the_brokers_share_defaults() {
     assert_eq!(lookup.share_heartbeat_interval_ms("other"), 500);
     assert_eq!(lookup.share_session_timeout_ms("other"), 45_000);
 }
+
+/// KIP-1191's group configs: a dead-letter topic is never an internal topic (checked
+/// last, as Kafka does), and the copy flag is a boolean.
+#[test]
+fn a_dead_letter_topic_is_never_internal() {
+    let d = kafka_defaults();
+    assert_eq!(
+        d.validate(&props(&[
+            (ERRORS_DEADLETTERQUEUE_TOPIC_NAME, "dlq.orders"),
+            (ERRORS_DEADLETTERQUEUE_COPY_RECORD_ENABLE, "true"),
+        ])),
+        Ok(())
+    );
+    assert_eq!(
+        d.validate(&props(&[(ERRORS_DEADLETTERQUEUE_TOPIC_NAME, "")])),
+        Ok(())
+    );
+    assert_eq!(
+        d.validate(&props(&[(
+            ERRORS_DEADLETTERQUEUE_TOPIC_NAME,
+            "__consumer_offsets"
+        )])),
+        Err("errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'".into())
+    );
+    assert_eq!(
+        d.validate(&props(&[
+            (ERRORS_DEADLETTERQUEUE_TOPIC_NAME, "__x"),
+            (SHARE_DELIVERY_COUNT_LIMIT, "11"),
+        ])),
+        Err("share.delivery.count.limit must be less than or equal to group.share.max.delivery.count.limit".into())
+    );
+    assert_eq!(
+        d.validate(&props(&[(ERRORS_DEADLETTERQUEUE_COPY_RECORD_ENABLE, "yes")])),
+        Err("Invalid value yes for configuration errors.deadletterqueue.copy.record.enable: Expected value to be either true or false".into())
+    );
+    let configs = GroupConfigs::new(d);
+    assert_eq!(configs.dead_letter_topic("g"), None);
+}

@@ -337,6 +337,9 @@ impl Broker {
         });
         tasks.start("transaction coordinator", |stop| txns.run(stop));
         tasks.start("share coordinator", |stop| share_state.run(stop));
+        tasks.start("share dead-letter writer", |stop| {
+            crate::share::dead_letter::run(Arc::clone(&ctx), stop)
+        });
         if cluster.is_none() {
             // Nobody else needs to answer: a client of a single node finds it registered
             // and its metadata in place from its first request.

@@ -172,6 +172,12 @@ settings! {
     GROUP_SHARE_DELIVERY_COUNT_LIMIT: i64 = "group.share.delivery.count.limit", "5";
     GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS: i64 = "group.share.partition.max.record.locks", "2000";
     GROUP_SHARE_MAX_SHARE_SESSIONS: i64 = "group.share.max.share.sessions", "2000";
+    // KIP-1191 dead-letter topics of share groups: whether a missing one is created,
+    // and the prefix a dead-letter topic's name must have ("" for none).
+    ERRORS_DEADLETTERQUEUE_AUTO_CREATE_TOPICS_ENABLE: bool =
+        "errors.deadletterqueue.auto.create.topics.enable", "false";
+    ERRORS_DEADLETTERQUEUE_TOPIC_NAME_PREFIX: String =
+        "errors.deadletterqueue.topic.name.prefix", "dlq.";
     // The bounds a share group's own configs are held to (Kafka's ShareGroupConfig).
     GROUP_SHARE_MIN_SESSION_TIMEOUT_MS: i64 = "group.share.min.session.timeout.ms", "45000";
     GROUP_SHARE_MAX_SESSION_TIMEOUT_MS: i64 = "group.share.max.session.timeout.ms", "60000";

@@ -123,6 +123,8 @@ static CONFIGS: &[ConfigDef] = &[
         "Accepted and stored; tidelog does not recompress (see compression.type)."),
     def("delete.retention.ms", T::Long, "86400000", "log.cleaner.delete.retention.ms", Rule::LongAtLeast(0),
         "How long tombstones of a compacted topic are kept."),
+    def("errors.deadletterqueue.group.enable", T::Boolean, "false", "", Rule::Boolean,
+        "Whether a share group may use this topic as its dead-letter topic (KIP-1191)."),
     def("file.delete.delay.ms", T::Long, "60000", "log.segment.delete.delay.ms", Rule::LongAtLeast(0),
         "How long a deleted or replaced partition directory, renamed to <name>.<id>-delete, waits before its files are removed."),
     def("flush.messages", T::Long, LONG_MAX, "log.flush.interval.messages", Rule::LongAtLeast(1),

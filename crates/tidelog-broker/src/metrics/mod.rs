@@ -4,7 +4,8 @@
 //!
 //! Two kinds of figure live here:
 //! - *event* counters and histograms, bumped where the event happens: `requests`
-//!   (connections and every request), `quotas` (client quota throttling), `topics` (bytes in/out per topic), `storage`
+//!   (connections and every request), `quotas` (client quota throttling), `topics` (bytes in/out per topic), `shares`
+//!   (records copied to share groups' dead-letter topics), `storage`
 //!   (fsync latency, retention, compaction), `replication` (ISR changes, elections);
 //! - *state* gauges, computed when `/metrics` is scraped from what the node already
 //!   knows: `cluster` (per-partition offsets, size, segments; under-replicated,
@@ -26,6 +27,7 @@ mod quotas;
 mod remote_logs;
 mod replication;
 mod requests;
+mod shares;
 mod storage;
 pub(crate) mod tail;
 mod topics;
@@ -44,6 +46,7 @@ pub(crate) use node_view::NodeView;
 pub(crate) use quotas::QuotaProbe;
 pub(crate) use replication::ReplicationProbe;
 pub(crate) use requests::{RequestProbe, RequestTiming};
+pub(crate) use shares::ShareProbe;
 pub(crate) use storage::{StorageOperation, StorageProbe};
 pub(crate) use topics::TopicProbe;
 
@@ -58,6 +61,7 @@ pub(crate) struct Metrics {
     /// Lag over time per group, filled by the lag-history sampler task.
     pub(crate) lag_history: Arc<LagHistory>,
     pub(crate) quotas: QuotaProbe,
+    pub(crate) shares: ShareProbe,
 }
 
 impl Metrics {
@@ -69,6 +73,7 @@ impl Metrics {
         let replication = Arc::new(ReplicationProbe::register(&mut registry));
         let groups = Arc::new(GroupProbe::new());
         let quotas = QuotaProbe::register(&mut registry);
+        let shares = ShareProbe::register(&mut registry);
         registry.register(
             "build",
             "The running tidelog version",
@@ -83,6 +88,7 @@ impl Metrics {
             groups,
             lag_history: Arc::new(LagHistory::new()),
             quotas,
+            shares,
         }
     }
 

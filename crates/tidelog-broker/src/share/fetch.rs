@@ -166,7 +166,11 @@ fn state_error(e: &ShareStateError) -> ResponseError {
 
 /// Writes the share partition's state to the share coordinator (here or on another
 /// node), answered once it is replicated.
-async fn persist(ctx: &Ctx, key: &ShareKey, entry: &Arc<ShareEntry>) -> Result<(), ResponseError> {
+pub(crate) async fn persist(
+    ctx: &Ctx,
+    key: &ShareKey,
+    entry: &Arc<ShareEntry>,
+) -> Result<(), ResponseError> {
     let _turn = entry.writes.lock().await;
     let (start_offset, batches) = entry.lock().snapshot();
     let snapshot = ShareSnapshot {
@@ -252,11 +256,13 @@ pub(crate) async fn acknowledge(
         entry.wake();
     }
     // Durable before it is answered: an accepted record is not delivered again by a
-    // later leader.
+    // later leader, and a rejected one is stored as ARCHIVING until its dead-letter
+    // copy is written (KIP-1191), which starts once it is stored.
     let key = (group.to_string(), topic_id, partition);
     if let Err(e) = persist(ctx, &key, &entry).await {
         return Some(e);
     }
+    ctx.shares.dispatch_dead_letters(&key, &entry);
     result
 }
 
@@ -275,8 +281,12 @@ pub(crate) async fn acquire(
     p.park(notify);
     entry.park(notify);
     let now = Instant::now();
+    entry.lock().expire_locks(now);
+    // Records whose locks ran out at the delivery limit, or whose dead-letter write
+    // is due for another try (KIP-1191).
+    ctx.shares
+        .dispatch_dead_letters(&(group.to_string(), topic_id, partition), &entry);
     let mut sp = entry.lock();
-    sp.expire_locks(now);
     let offset = sp.next_fetch_offset();
     let read = p.read(offset, max_bytes.max(1), false).map_err(|e| {
         ResponseError::try_from_code(e.code()).unwrap_or(ResponseError::UnknownServerError)

@@ -7,6 +7,7 @@
 //! the share coordinator (`state`, `__share_group_state`) before it answers an
 //! acknowledgement; a new leader (or a restart) starts from what was written.
 
+pub(crate) mod dead_letter;
 pub(crate) mod fetch;
 pub(crate) mod partition;
 #[cfg(test)]
@@ -61,8 +62,9 @@ pub(crate) struct ShareGroupConfig {
 
 /// The share settings of `group_id`: its own group configs (KIP-932's
 /// `share.record.lock.duration.ms`, `share.delivery.count.limit`,
-/// `share.partition.max.record.locks`, `share.auto.offset.reset`) where it has them,
-/// else the broker's `group.share.*` defaults.
+/// `share.partition.max.record.locks`, `share.auto.offset.reset`; KIP-1191's
+/// `errors.deadletterqueue.topic.name`) where it has them, else the broker's
+/// `group.share.*` defaults.
 pub(crate) fn group_share_config(configs: &GroupConfigs, group_id: &str) -> ShareGroupConfig {
     let (lock_ms, delivery_limit, max_locks) = configs.share_limits(group_id);
     ShareGroupConfig {
@@ -70,6 +72,7 @@ pub(crate) fn group_share_config(configs: &GroupConfigs, group_id: &str) -> Shar
             lock_duration: Duration::from_millis(u64::try_from(lock_ms).unwrap_or(30_000)),
             delivery_limit: i16::try_from(delivery_limit).unwrap_or(i16::MAX),
             max_in_flight: max_locks.max(1),
+            dead_letter: configs.dead_letter_topic(group_id).is_some(),
         },
         auto_offset_reset: AutoOffsetReset::parse(&configs.share_auto_offset_reset(group_id)),
     }
@@ -117,13 +120,53 @@ impl ShareEntry {
 pub(crate) struct ShareManager {
     partitions: Mutex<HashMap<ShareKey, Arc<ShareEntry>>>,
     pub(crate) sessions: session::SessionCache,
+    /// The dead-letter writer's queue (`dead_letter::run`), bounded.
+    dead_letters: tokio::sync::mpsc::Sender<dead_letter::Job>,
+    /// Its other end, until the writer takes it.
+    dead_letter_queue: Mutex<Option<tokio::sync::mpsc::Receiver<dead_letter::Job>>>,
 }
 
 impl ShareManager {
     pub(crate) fn new(max_sessions: usize) -> ShareManager {
+        let (dead_letters, queue) = tokio::sync::mpsc::channel(dead_letter::QUEUE);
         ShareManager {
             partitions: Mutex::new(HashMap::new()),
             sessions: session::SessionCache::new(max_sessions),
+            dead_letters,
+            dead_letter_queue: Mutex::new(Some(queue)),
+        }
+    }
+
+    /// The dead-letter writer's end of the queue (once).
+    pub(crate) fn take_dead_letter_queue(
+        &self,
+    ) -> Option<tokio::sync::mpsc::Receiver<dead_letter::Job>> {
+        self.dead_letter_queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
+    /// Hands the records of `entry` waiting in ARCHIVING to the dead-letter writer
+    /// (KIP-1191). A full queue gives them back for a later try.
+    pub(crate) fn dispatch_dead_letters(&self, key: &ShareKey, entry: &Arc<ShareEntry>) {
+        let now = std::time::Instant::now();
+        let letters = entry.lock().dead_letters(dead_letter::MAX_PER_JOB, now);
+        if letters.is_empty() {
+            return;
+        }
+        let job = dead_letter::Job {
+            key: key.clone(),
+            entry: Arc::clone(entry),
+            letters,
+        };
+        if let Err(e) = self.dead_letters.try_send(job) {
+            let job = e.into_inner();
+            let offsets: Vec<i64> = job.letters.iter().map(|l| l.offset).collect();
+            tracing::debug!(group = %key.0, topic_id = %key.1, partition = key.2, "dead-letter queue full; records wait");
+            entry
+                .lock()
+                .dead_letter_failed(&offsets, now + dead_letter::RETRY_DELAY);
         }
     }
 
@@ -208,11 +251,13 @@ impl ShareManager {
     /// A member's session ended: what it held in `partitions` of `group` goes back.
     pub(crate) fn release(&self, group: &str, member: &str, partitions: &[(Uuid, i32)]) {
         for (topic, partition) in partitions {
-            if let Some(e) = self.existing(&(group.to_string(), *topic, *partition)) {
+            let key = (group.to_string(), *topic, *partition);
+            if let Some(e) = self.existing(&key) {
                 let freed = e.lock().release_member(member);
                 if freed {
                     e.wake();
                 }
+                self.dispatch_dead_letters(&key, &e);
             }
         }
     }

@@ -10,6 +10,13 @@
 //! it is ARCHIVED. The window between SPSO and SPEO is bounded by the in-flight limit
 //! (`group.share.partition.max.record.locks`).
 //!
+//! With a dead-letter topic (KIP-1191: the group's `errors.deadletterqueue.topic.name`),
+//! a record REJECTed, or whose delivery count reached the limit, goes to ARCHIVING
+//! instead (Kafka's state 3, stored as such): it is not delivered again and holds the
+//! SPSO until its copy is on the dead-letter topic (`dead_letters`, then
+//! `dead_lettered`), when it becomes ARCHIVED. A new leader restores ARCHIVING and
+//! writes the copy again, so a failover can duplicate a copy but never lose one.
+//!
 //! This type is a pure state machine: no clock of its own (callers pass `now`), no I/O.
 //! Lock expiry is applied when the partition is next looked at (`expire_locks`), which
 //! is when a fetch could hand the record out again.
@@ -46,7 +53,36 @@ pub(crate) enum RecordState {
     Available,
     Acquired,
     Acknowledged,
+    /// On its way to the dead-letter topic (KIP-1191): not deliverable, not finished.
+    Archiving,
     Archived,
+}
+
+/// Why a record goes to the dead-letter topic: the `__dlq.errors.message` header,
+/// Kafka's `ShareGroupDLQManager.CLIENT_REJECT` and `DELIVERY_COUNT_EXCEEDED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DeadLetterCause {
+    ClientReject,
+    DeliveryCountExceeded,
+}
+
+impl DeadLetterCause {
+    pub(crate) fn message(self) -> &'static str {
+        match self {
+            DeadLetterCause::ClientReject => "Offset rejected by client.",
+            DeadLetterCause::DeliveryCountExceeded => {
+                "Offset delivery count exceeded the threshold."
+            }
+        }
+    }
+}
+
+/// One record to copy to the dead-letter topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeadLetter {
+    pub(crate) offset: i64,
+    pub(crate) delivery_count: i16,
+    pub(crate) cause: DeadLetterCause,
 }
 
 impl RecordState {
@@ -61,6 +97,22 @@ struct InFlight {
     delivery_count: i16,
     /// The member holding the acquisition lock, and when it runs out.
     lock: Option<(String, Instant)>,
+    /// ARCHIVING: why, and whether its copy is being written now.
+    dead_letter: Option<(DeadLetterCause, bool)>,
+}
+
+impl InFlight {
+    /// REJECTed or at the delivery limit: ARCHIVING with a dead-letter topic, else
+    /// ARCHIVED.
+    fn give_up(&mut self, cause: DeadLetterCause, dead_letter: bool) {
+        self.lock = None;
+        if dead_letter {
+            self.state = RecordState::Archiving;
+            self.dead_letter = Some((cause, false));
+        } else {
+            self.state = RecordState::Archived;
+        }
+    }
 }
 
 /// The limits a share partition works under (the group's, see `share::config`).
@@ -69,6 +121,8 @@ pub(crate) struct ShareLimits {
     pub(crate) lock_duration: Duration,
     pub(crate) delivery_limit: i16,
     pub(crate) max_in_flight: i64,
+    /// The group has a dead-letter topic (KIP-1191).
+    pub(crate) dead_letter: bool,
 }
 
 /// A contiguous run of records acquired by one fetch, all with the same delivery count.
@@ -94,6 +148,8 @@ pub(crate) struct SharePartition {
     end: i64,
     in_flight: BTreeMap<i64, InFlight>,
     limits: ShareLimits,
+    /// No dead-letter copy is handed out before this (after a failed write).
+    dead_letter_retry_at: Option<Instant>,
 }
 
 impl SharePartition {
@@ -105,6 +161,7 @@ impl SharePartition {
             end: start,
             in_flight: BTreeMap::new(),
             limits,
+            dead_letter_retry_at: None,
         }
     }
 
@@ -205,6 +262,7 @@ impl SharePartition {
                             state: RecordState::Acquired,
                             delivery_count: 1,
                             lock: Some((member.to_string(), deadline)),
+                            dead_letter: None,
                         },
                     );
                     Some(1)
@@ -279,14 +337,19 @@ impl SharePartition {
                 type_at(offset)
             };
             let limit = self.limits.delivery_limit;
+            let dead_letter = self.limits.dead_letter;
             if let Some(r) = self.in_flight.get_mut(&offset) {
                 r.lock = None;
-                r.state = match kind {
-                    AckType::Accept => RecordState::Acknowledged,
-                    AckType::Gap | AckType::Reject => RecordState::Archived,
-                    AckType::Release if r.delivery_count >= limit => RecordState::Archived,
-                    AckType::Release => RecordState::Available,
-                };
+                match kind {
+                    AckType::Accept => r.state = RecordState::Acknowledged,
+                    // An offset without a record has nothing to copy.
+                    AckType::Gap => r.state = RecordState::Archived,
+                    AckType::Reject => r.give_up(DeadLetterCause::ClientReject, dead_letter),
+                    AckType::Release if r.delivery_count >= limit => {
+                        r.give_up(DeadLetterCause::DeliveryCountExceeded, dead_letter);
+                    }
+                    AckType::Release => r.state = RecordState::Available,
+                }
             }
         }
         self.advance_start();
@@ -297,13 +360,14 @@ impl SharePartition {
     /// the delivery limit). Returns whether any became deliverable.
     pub(crate) fn expire_locks(&mut self, now: Instant) -> bool {
         let limit = self.limits.delivery_limit;
+        let dead_letter = self.limits.dead_letter;
         let mut freed = false;
         for r in self.in_flight.values_mut() {
             if r.state == RecordState::Acquired && r.lock.as_ref().is_some_and(|(_, at)| *at <= now)
             {
                 r.lock = None;
                 if r.delivery_count >= limit {
-                    r.state = RecordState::Archived;
+                    r.give_up(DeadLetterCause::DeliveryCountExceeded, dead_letter);
                 } else {
                     r.state = RecordState::Available;
                     freed = true;
@@ -317,13 +381,14 @@ impl SharePartition {
     /// A member's share session ended: what it holds is released (delivery counts stay).
     pub(crate) fn release_member(&mut self, member: &str) -> bool {
         let limit = self.limits.delivery_limit;
+        let dead_letter = self.limits.dead_letter;
         let mut freed = false;
         for r in self.in_flight.values_mut() {
             if r.state == RecordState::Acquired && r.lock.as_ref().is_some_and(|(m, _)| m == member)
             {
                 r.lock = None;
                 if r.delivery_count >= limit {
-                    r.state = RecordState::Archived;
+                    r.give_up(DeadLetterCause::DeliveryCountExceeded, dead_letter);
                 } else {
                     r.state = RecordState::Available;
                     freed = true;
@@ -343,6 +408,7 @@ impl SharePartition {
             let state = match r.state {
                 RecordState::Available | RecordState::Acquired => 0,
                 RecordState::Acknowledged => 2,
+                RecordState::Archiving => 3,
                 RecordState::Archived => 4,
             };
             match batches.last_mut() {
@@ -379,15 +445,27 @@ impl SharePartition {
             for offset in b.first.max(start)..=last {
                 let state = match b.state {
                     2 => RecordState::Acknowledged,
+                    3 => RecordState::Archiving,
                     4 => RecordState::Archived,
                     _ => RecordState::Available,
                 };
+                // The cause is not stored: as Kafka's `maybeResumeDlqArchiving`, a
+                // record at the delivery limit used it up, any other was rejected.
+                let dead_letter = (state == RecordState::Archiving).then(|| {
+                    let cause = if b.delivery_count >= limits.delivery_limit {
+                        DeadLetterCause::DeliveryCountExceeded
+                    } else {
+                        DeadLetterCause::ClientReject
+                    };
+                    (cause, false)
+                });
                 sp.in_flight.insert(
                     offset,
                     InFlight {
                         state,
                         delivery_count: b.delivery_count,
                         lock: None,
+                        dead_letter,
                     },
                 );
                 sp.end = sp.end.max(offset + 1);
@@ -395,6 +473,59 @@ impl SharePartition {
         }
         sp.advance_start();
         sp
+    }
+
+    /// The ARCHIVING records whose copy is not being written (at most `max`), now
+    /// marked as being written; none before the retry time of a failed write.
+    pub(crate) fn dead_letters(&mut self, max: usize, now: Instant) -> Vec<DeadLetter> {
+        if self.dead_letter_retry_at.is_some_and(|at| now < at) {
+            return Vec::new();
+        }
+        self.dead_letter_retry_at = None;
+        let mut out = Vec::new();
+        for (offset, r) in &mut self.in_flight {
+            if out.len() >= max {
+                break;
+            }
+            if let Some((cause, sending @ false)) = r.dead_letter.as_mut() {
+                *sending = true;
+                out.push(DeadLetter {
+                    offset: *offset,
+                    delivery_count: r.delivery_count,
+                    cause: *cause,
+                });
+            }
+        }
+        out
+    }
+
+    /// The copies of `offsets` are on the dead-letter topic (or, misconfigured, will
+    /// never be): ARCHIVING becomes ARCHIVED.
+    pub(crate) fn dead_lettered(&mut self, offsets: &[i64]) {
+        for offset in offsets {
+            if let Some(r) = self.in_flight.get_mut(offset) {
+                if r.state == RecordState::Archiving {
+                    r.state = RecordState::Archived;
+                    r.dead_letter = None;
+                }
+            }
+        }
+        self.advance_start();
+    }
+
+    /// Writing the copies of `offsets` failed: they are handed out again from
+    /// `retry_at`.
+    pub(crate) fn dead_letter_failed(&mut self, offsets: &[i64], retry_at: Instant) {
+        for offset in offsets {
+            if let Some((_, sending)) = self
+                .in_flight
+                .get_mut(offset)
+                .and_then(|r| r.dead_letter.as_mut())
+            {
+                *sending = false;
+            }
+        }
+        self.dead_letter_retry_at = Some(retry_at);
     }
 
     /// Finished records at the front leave the window: SPSO moves to the first record

@@ -1,12 +1,16 @@
 use std::time::{Duration, Instant};
 
-use super::partition::{AckError, AckType, Acquired, RecordState, ShareLimits, SharePartition};
+use super::partition::{
+    AckError, AckType, Acquired, DeadLetter, DeadLetterCause, RecordState, ShareLimits,
+    SharePartition,
+};
 
 fn limits() -> ShareLimits {
     ShareLimits {
         lock_duration: Duration::from_secs(30),
         delivery_limit: 3,
         max_in_flight: 100,
+        dead_letter: false,
     }
 }
 
@@ -253,4 +257,115 @@ fn auto_offset_reset_reads_kafkas_strategies() {
         AutoOffsetReset::ByDuration(Duration::from_secs(600))
     );
     assert_eq!(AutoOffsetReset::parse("nonsense"), AutoOffsetReset::Latest);
+}
+
+fn with_dead_letter_topic() -> ShareLimits {
+    ShareLimits {
+        dead_letter: true,
+        ..limits()
+    }
+}
+
+/// KIP-1191: with a dead-letter topic a REJECTed record is ARCHIVING until its copy is
+/// written: never delivered again, handed out for copying once, and holding the
+/// start offset until the copy is done.
+#[test]
+fn a_rejected_record_waits_in_archiving_for_its_dead_letter_copy() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, with_dead_letter_topic());
+    sp.acquire("a", &[(0, 2)], 100, now);
+    sp.acknowledge(
+        "a",
+        0,
+        2,
+        &[AckType::Accept, AckType::Reject, AckType::Accept],
+    )
+    .unwrap();
+    assert_eq!(sp.state_of(1), Some((RecordState::Archiving, 1)));
+    assert_eq!(sp.start_offset(), 1, "the copy holds the start offset");
+    assert!(sp.acquire("b", &[(0, 2)], 100, now).is_empty());
+    let copy = DeadLetter {
+        offset: 1,
+        delivery_count: 1,
+        cause: DeadLetterCause::ClientReject,
+    };
+    assert_eq!(sp.dead_letters(10, now), vec![copy]);
+    assert!(sp.dead_letters(10, now).is_empty(), "handed out once");
+    // A failed write hands it out again, after the retry time.
+    let retry = now + Duration::from_secs(1);
+    sp.dead_letter_failed(&[1], retry);
+    assert!(sp.dead_letters(10, now).is_empty());
+    assert_eq!(sp.dead_letters(10, retry), vec![copy]);
+    sp.dead_lettered(&[1]);
+    assert_eq!(sp.state_of(1), None);
+    assert_eq!(sp.start_offset(), 3);
+    assert!(sp.dead_letters(10, retry).is_empty());
+}
+
+#[test]
+fn the_delivery_limit_sends_a_record_to_the_dead_letter_topic() {
+    let mut now = Instant::now();
+    let mut sp = SharePartition::new(0, with_dead_letter_topic());
+    for count in 1..=3 {
+        assert_eq!(sp.acquire("a", &[(0, 0)], 100, now), vec![run(0, 0, count)]);
+        now += Duration::from_secs(31);
+        sp.expire_locks(now);
+    }
+    assert_eq!(sp.state_of(0), Some((RecordState::Archiving, 3)));
+    assert!(sp.acquire("a", &[(0, 0)], 100, now).is_empty());
+    // A release at the limit, and a member leaving at the limit, alike.
+    sp.acquire("a", &[(1, 2)], 100, now);
+    for _ in 0..2 {
+        sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+        sp.release_member("a");
+        sp.acquire("a", &[(1, 2)], 100, now);
+    }
+    sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+    sp.release_member("a");
+    let exceeded = |offset| DeadLetter {
+        offset,
+        delivery_count: 3,
+        cause: DeadLetterCause::DeliveryCountExceeded,
+    };
+    assert_eq!(
+        sp.dead_letters(10, now),
+        vec![exceeded(0), exceeded(1), exceeded(2)]
+    );
+    sp.dead_lettered(&[0, 1, 2]);
+    assert_eq!(sp.start_offset(), 3);
+}
+
+/// ARCHIVING is stored (Kafka's state 3): a new leader writes the copy again, with
+/// the cause the delivery count tells.
+#[test]
+fn archiving_survives_a_new_leader() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, with_dead_letter_topic());
+    sp.acquire("a", &[(0, 1)], 100, now);
+    sp.acknowledge("a", 0, 0, &[AckType::Reject]).unwrap();
+    // Being written when the leader went away: the new one writes it again.
+    assert_eq!(sp.dead_letters(10, now).len(), 1);
+    let (start, batches) = sp.snapshot();
+    assert_eq!(batches[0].state, 3);
+    let mut restored = SharePartition::from_snapshot(start, &batches, with_dead_letter_topic());
+    assert_eq!(restored.state_of(0), Some((RecordState::Archiving, 1)));
+    assert_eq!(
+        restored.dead_letters(10, now),
+        vec![DeadLetter {
+            offset: 0,
+            delivery_count: 1,
+            cause: DeadLetterCause::ClientReject,
+        }]
+    );
+    assert_eq!(restored.next_fetch_offset(), 1);
+}
+
+#[test]
+fn without_a_dead_letter_topic_a_rejected_record_is_archived() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 0)], 100, now);
+    sp.acknowledge("a", 0, 0, &[AckType::Reject]).unwrap();
+    assert_eq!(sp.state_of(0), None);
+    assert!(sp.dead_letters(10, now).is_empty());
 }

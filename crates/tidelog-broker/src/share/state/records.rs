@@ -20,8 +20,9 @@ pub(crate) type StateKey = (String, Uuid, i32);
 pub(crate) struct StateBatch {
     pub(crate) first: i64,
     pub(crate) last: i64,
-    /// 0 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED (Kafka's codes; ACQUIRED is stored as
-    /// AVAILABLE: a lock does not outlive its leader).
+    /// 0 AVAILABLE, 2 ACKNOWLEDGED, 3 ARCHIVING (its dead-letter copy under way,
+    /// KIP-1191), 4 ARCHIVED (Kafka's codes; ACQUIRED is stored as AVAILABLE: a lock
+    /// does not outlive its leader).
     pub(crate) state: i8,
     pub(crate) delivery_count: i16,
 }

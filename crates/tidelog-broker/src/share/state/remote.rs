@@ -312,7 +312,8 @@ pub(crate) fn snapshot_of_write(p: &WritePartition) -> Result<ShareSnapshot, Str
                 b.first_offset, b.last_offset
             ));
         }
-        if !matches!(b.delivery_state, 0 | 2 | 4) || b.delivery_count < 0 {
+        // 3 is ARCHIVING: a record waiting for its dead-letter copy (KIP-1191).
+        if !matches!(b.delivery_state, 0 | 2 | 3 | 4) || b.delivery_count < 0 {
             return Err(format!(
                 "state batch {}..{} has delivery state {} count {}",
                 b.first_offset, b.last_offset, b.delivery_state, b.delivery_count
@@ -409,5 +410,7 @@ mod tests {
             "negative count"
         );
         assert!(snapshot_of_write(&with(0, vec![batch(0, 1, 2, 1), batch(2, 9, 4, 5)])).is_ok());
+        // ARCHIVING (KIP-1191's dead-letter copy under way) is a leader's state too.
+        assert!(snapshot_of_write(&with(0, vec![batch(0, 1, 3, 1), batch(2, 9, 4, 5)])).is_ok());
     }
 }

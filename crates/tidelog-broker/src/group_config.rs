@@ -562,6 +562,15 @@ impl GroupConfigs {
         )
     }
 
+    /// The group's `share.renew.acknowledge.enable` (KIP-1240): whether its members may
+    /// RENEW acquisition locks (KIP-1222).
+    pub(crate) fn share_renew_acknowledge_enable(&self, group_id: &str) -> bool {
+        !self
+            .text(group_id, SHARE_RENEW_ACKNOWLEDGE_ENABLE)
+            .trim()
+            .eq_ignore_ascii_case("false")
+    }
+
     /// The group's `share.auto.offset.reset`, lower case.
     pub(crate) fn share_auto_offset_reset(&self, group_id: &str) -> String {
         self.text(group_id, SHARE_AUTO_OFFSET_RESET)

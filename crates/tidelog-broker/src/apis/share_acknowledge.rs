@@ -1,6 +1,8 @@
 //! ShareAcknowledge (KIP-932): a share-group member acknowledges records it acquired
 //! (ACCEPT, RELEASE, REJECT, or GAP for offsets that held no record) without fetching,
-//! within its share session; epoch -1 acknowledges and closes the session.
+//! within its share session; epoch -1 acknowledges and closes the session. Version 2
+//! (KIP-1222) adds RENEW, which keeps a record acquired under a new lock, and answers
+//! the lock duration (`acquisition_lock_timeout_ms`) so the client knows how long.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::share_acknowledge_request::ShareAcknowledgeRequest;
@@ -18,7 +20,7 @@ use crate::net::Reply;
 use crate::share::fetch::{self, AckBatch};
 use crate::share::session::SessionStep;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: ShareAcknowledgeRequest = req.decode()?;
@@ -47,6 +49,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             return req.respond(&ShareAcknowledgeResponse::default().with_error_code(e.code()))
         }
     };
+    let renew_in_version = req.version() >= 2;
     let image = ctx.metadata.image();
     let mut topics = Vec::new();
     for t in &request.topics {
@@ -65,11 +68,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     .collect();
                 fetch::acknowledge(
                     ctx,
-                    &group,
-                    &member,
-                    t.topic_id,
-                    p.partition_index,
+                    (&group, &member),
+                    (t.topic_id, p.partition_index),
                     &batches,
+                    renew_in_version,
                 )
                 .await
             };
@@ -93,5 +95,9 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     if let SessionStep::Closed(partitions) = step {
         ctx.shares.release(&group, &member, &partitions);
     }
-    req.respond(&ShareAcknowledgeResponse::default().with_responses(topics))
+    req.respond(
+        &ShareAcknowledgeResponse::default()
+            .with_acquisition_lock_timeout_ms(super::share_fetch::lock_timeout_ms(ctx, &group))
+            .with_responses(topics),
+    )
 }

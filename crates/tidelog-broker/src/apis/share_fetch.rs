@@ -3,6 +3,13 @@
 //! piggy-backed. Records come back acquired for the member under an acquisition lock;
 //! with nothing to acquire the fetch waits up to `max_wait_ms` for records to arrive,
 //! to be released, or for a lock to run out.
+//!
+//! Version 2 (Kafka 4.2) adds the RENEW acknowledgement (KIP-1222) and the acquire mode
+//! (KIP-1206). A fetch that carries renewals (`is_renew_ack`) only acknowledges: it
+//! acquires nothing and must ask for nothing (its wait and byte and record limits are
+//! 0). Both acquire modes are honoured as they stand: records are acquired one by one
+//! up to `max_records`, never past it, which is what record-limit asks and what
+//! batch-optimized allows.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +35,10 @@ use crate::share::fetch::{self, AckBatch};
 use crate::share::group_share_config;
 use crate::share::session::SessionStep;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
+
+/// KIP-1206's acquire modes (`ShareAcquireMode`): batch-optimized and record-limit.
+const ACQUIRE_MODES: std::ops::RangeInclusive<i8> = 0..=1;
 
 /// The longest a share fetch may wait, whatever the client asks.
 const MAX_WAIT_CAP: Duration = Duration::from_secs(60);
@@ -67,6 +77,27 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             "GroupId and MemberId can't be empty.",
         ));
     }
+    if !ACQUIRE_MODES.contains(&request.share_acquire_mode) {
+        return req.respond(&refuse(
+            ResponseError::InvalidRequest,
+            "ShareAcquireMode must be 0 (batch_optimized) or 1 (record_limit).",
+        ));
+    }
+    let renew_only = request.is_renew_ack;
+    if renew_only
+        && (
+            request.max_wait_ms,
+            request.min_bytes,
+            request.max_bytes,
+            request.max_records,
+        ) != (0, 0, 0, 0)
+    {
+        return req.respond(&refuse(
+            ResponseError::InvalidRequest,
+            "A ShareFetch renewing acquisition locks must not fetch: MaxWaitMs, MinBytes, MaxBytes and MaxRecords must be 0.",
+        ));
+    }
+    let renew_in_version = req.version() >= 2;
     let access = req.access(ctx);
     if let Some(code) = access.refused(AclOperation::Read, ResourceType::Group, &group) {
         return req.respond(&ShareFetchResponse::default().with_error_code(code));
@@ -143,11 +174,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             if a.error.is_none() {
                 a.ack_error = fetch::acknowledge(
                     ctx,
-                    &group,
-                    &member,
-                    t.topic_id,
-                    p.partition_index,
+                    (&group, &member),
+                    (t.topic_id, p.partition_index),
                     &batches,
+                    renew_in_version,
                 )
                 .await;
             }
@@ -157,16 +187,10 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         // Closing the session: what the member still holds goes back to the others.
         ctx.shares.release(&group, &member, &partitions);
     }
-    let lock_ms = i32::try_from(
-        group_share_config(&ctx.groups.config.group_configs, &group)
-            .limits
-            .lock_duration
-            .as_millis(),
-    )
-    .unwrap_or(i32::MAX);
+    let lock_ms = lock_timeout_ms(ctx, &group);
     let header = req.header.clone();
     let metrics = Arc::clone(&req.metrics);
-    let Some(partitions) = fetch_from else {
+    let Some(partitions) = fetch_from.filter(|_| !renew_only) else {
         return Ok(later_response(
             &metrics,
             &header,
@@ -248,6 +272,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
             }
         }
     })))
+}
+
+/// The group's acquisition lock duration (`share.record.lock.duration.ms`), as the
+/// responses carry it.
+pub(super) fn lock_timeout_ms(ctx: &Ctx, group: &str) -> i32 {
+    let limits = group_share_config(&ctx.groups.config.group_configs, group).limits;
+    i32::try_from(limits.lock_duration.as_millis()).unwrap_or(i32::MAX)
 }
 
 fn response(

@@ -215,35 +215,50 @@ pub(crate) async fn revalidate(ctx: &Ctx, group: &str, topic_id: Uuid, partition
 }
 
 /// Applies a member's acknowledgements for one partition; the partition's error, if any.
+/// RENEW is a type of version 2 (KIP-1222): `renew_in_version` says the request is
+/// one, else a batch holding it is INVALID_REQUEST, as an unknown type is. A group
+/// whose `share.renew.acknowledge.enable` is false refuses it with
+/// INVALID_RECORD_STATE, as Kafka does.
 pub(crate) async fn acknowledge(
     ctx: &Ctx,
-    group: &str,
-    member: &str,
-    topic_id: Uuid,
-    partition: i32,
+    (group, member): (&str, &str),
+    (topic_id, partition): (Uuid, i32),
     batches: &[AckBatch],
+    renew_in_version: bool,
 ) -> Option<ResponseError> {
     let (_, entry) = match share_partition(ctx, group, topic_id, partition).await {
         Ok(x) => x,
         Err(e) => return Some(e),
     };
+    let renew_enabled = ctx
+        .groups
+        .config
+        .group_configs
+        .share_renew_acknowledge_enable(group);
     let mut result = None;
     let mut freed = false;
     {
+        let now = Instant::now();
         let mut sp = entry.lock();
-        sp.expire_locks(Instant::now());
+        sp.expire_locks(now);
         for b in batches {
             let Some(types) = b
                 .types
                 .iter()
-                .map(|t| AckType::from_code(*t))
+                .map(|t| {
+                    AckType::from_code(*t).filter(|k| renew_in_version || *k != AckType::Renew)
+                })
                 .collect::<Option<Vec<_>>>()
             else {
                 result = Some(ResponseError::InvalidRequest);
                 continue;
             };
+            if !renew_enabled && types.contains(&AckType::Renew) {
+                result = Some(ResponseError::InvalidRecordState);
+                continue;
+            }
             freed |= types.contains(&AckType::Release);
-            if let Err(e) = sp.acknowledge(member, b.first, b.last, &types) {
+            if let Err(e) = sp.acknowledge(member, b.first, b.last, &types, now) {
                 tracing::debug!(group, member, %topic_id, partition, error = %e, "acknowledgement refused");
                 result = Some(match e {
                     super::partition::AckError::Malformed(..) => ResponseError::InvalidRequest,

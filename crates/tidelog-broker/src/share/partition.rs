@@ -34,6 +34,10 @@ pub(crate) enum AckType {
     Accept,
     Release,
     Reject,
+    /// KIP-1222 (ShareFetch / ShareAcknowledge v2): the member keeps the record and its
+    /// acquisition lock starts again, for a record that takes longer to process than
+    /// one lock; the delivery count does not change (it is not a new delivery).
+    Renew,
 }
 
 impl AckType {
@@ -43,6 +47,7 @@ impl AckType {
             1 => Some(AckType::Accept),
             2 => Some(AckType::Release),
             3 => Some(AckType::Reject),
+            4 => Some(AckType::Renew),
             _ => None,
         }
     }
@@ -289,15 +294,17 @@ impl SharePartition {
         out
     }
 
-    /// Applies one acknowledgement batch of `member`: `types` holds one type for the
-    /// whole range or one per offset. All or nothing: a batch naming an offset the
-    /// member does not hold changes nothing.
+    /// Applies one acknowledgement batch of `member` at `now`: `types` holds one type
+    /// for the whole range or one per offset. All or nothing: a batch naming an offset
+    /// the member does not hold (never acquired, acquired by another, or whose lock ran
+    /// out by `now`) changes nothing.
     pub(crate) fn acknowledge(
         &mut self,
         member: &str,
         first: i64,
         last: i64,
         types: &[AckType],
+        now: Instant,
     ) -> Result<(), AckError> {
         let span = last
             .checked_sub(first)
@@ -322,9 +329,13 @@ impl SharePartition {
             {
                 continue;
             }
+            // A lock that ran out is not held even before `expire_locks` has seen it:
+            // the record may already be promised to another member's fetch.
             let held = self.in_flight.get(&offset).is_some_and(|r| {
                 r.state == RecordState::Acquired
-                    && r.lock.as_ref().is_some_and(|(m, _)| m == member)
+                    && r.lock
+                        .as_ref()
+                        .is_some_and(|(m, at)| m == member && *at > now)
             });
             if !held {
                 return Err(AckError::NotAcquired(offset));
@@ -338,6 +349,7 @@ impl SharePartition {
             };
             let limit = self.limits.delivery_limit;
             let dead_letter = self.limits.dead_letter;
+            let renewed_until = now + self.limits.lock_duration;
             if let Some(r) = self.in_flight.get_mut(&offset) {
                 r.lock = None;
                 match kind {
@@ -349,6 +361,8 @@ impl SharePartition {
                         r.give_up(DeadLetterCause::DeliveryCountExceeded, dead_letter);
                     }
                     AckType::Release => r.state = RecordState::Available,
+                    // Still ACQUIRED, same delivery count, a whole new lock.
+                    AckType::Renew => r.lock = Some((member.to_string(), renewed_until)),
                 }
             }
         }

@@ -45,13 +45,13 @@ fn accepted_records_move_the_start_offset() {
     let now = Instant::now();
     let mut sp = SharePartition::new(0, limits());
     sp.acquire("a", &[(0, 9)], 100, now);
-    sp.acknowledge("a", 2, 3, &[AckType::Accept]).unwrap();
+    sp.acknowledge("a", 2, 3, &[AckType::Accept], now).unwrap();
     assert_eq!(sp.start_offset(), 0, "offsets 0-1 are still in flight");
-    sp.acknowledge("a", 0, 1, &[AckType::Accept, AckType::Reject])
+    sp.acknowledge("a", 0, 1, &[AckType::Accept, AckType::Reject], now)
         .unwrap();
     assert_eq!(sp.start_offset(), 4);
     assert_eq!(sp.state_of(1), None, "finished records leave the window");
-    sp.acknowledge("a", 4, 9, &[AckType::Accept]).unwrap();
+    sp.acknowledge("a", 4, 9, &[AckType::Accept], now).unwrap();
     assert_eq!((sp.start_offset(), sp.end_offset()), (10, 10));
     assert_eq!(sp.counts(), (0, 0));
 }
@@ -63,7 +63,7 @@ fn only_the_holder_may_acknowledge_and_a_bad_batch_changes_nothing() {
     sp.acquire("a", &[(0, 4)], 2, now);
     sp.acquire("b", &[(0, 4)], 10, now);
     assert_eq!(
-        sp.acknowledge("a", 0, 2, &[AckType::Accept]),
+        sp.acknowledge("a", 0, 2, &[AckType::Accept], now),
         Err(AckError::NotAcquired(2))
     );
     assert_eq!(sp.state_of(0), Some((RecordState::Acquired, 1)));
@@ -72,15 +72,16 @@ fn only_the_holder_may_acknowledge_and_a_bad_batch_changes_nothing() {
             "a",
             0,
             1,
-            &[AckType::Accept, AckType::Accept, AckType::Accept]
+            &[AckType::Accept, AckType::Accept, AckType::Accept],
+            now
         ),
         Err(AckError::Malformed(0, 1))
     );
-    assert!(sp.acknowledge("a", 3, 2, &[AckType::Accept]).is_err());
+    assert!(sp.acknowledge("a", 3, 2, &[AckType::Accept], now).is_err());
     // Accepting twice is refused: the record is no longer acquired.
-    sp.acknowledge("a", 0, 0, &[AckType::Accept]).unwrap();
+    sp.acknowledge("a", 0, 0, &[AckType::Accept], now).unwrap();
     assert_eq!(
-        sp.acknowledge("a", 0, 0, &[AckType::Accept]),
+        sp.acknowledge("a", 0, 0, &[AckType::Accept], now),
         Err(AckError::NotAcquired(0))
     );
 }
@@ -90,7 +91,7 @@ fn released_records_come_back_with_a_higher_delivery_count() {
     let now = Instant::now();
     let mut sp = SharePartition::new(0, limits());
     sp.acquire("a", &[(0, 4)], 100, now);
-    sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+    sp.acknowledge("a", 1, 1, &[AckType::Release], now).unwrap();
     assert_eq!(sp.next_fetch_offset(), 1);
     assert_eq!(sp.acquire("b", &[(0, 4)], 100, now), vec![run(1, 1, 2)]);
 }
@@ -108,7 +109,7 @@ fn expired_locks_make_records_available_again() {
     assert_eq!(sp.acquire("b", &[(0, 2)], 100, later), vec![run(0, 2, 2)]);
     // a's late acknowledgement is refused: b holds the records now.
     assert_eq!(
-        sp.acknowledge("a", 0, 0, &[AckType::Accept]),
+        sp.acknowledge("a", 0, 0, &[AckType::Accept], now),
         Err(AckError::NotAcquired(0))
     );
 }
@@ -132,11 +133,11 @@ fn the_delivery_limit_archives_a_record() {
     // A release at the limit archives as well.
     sp.acquire("a", &[(1, 1)], 100, now);
     for _ in 0..2 {
-        sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+        sp.acknowledge("a", 1, 1, &[AckType::Release], now).unwrap();
         sp.acquire("a", &[(1, 1)], 100, now);
     }
     assert_eq!(sp.state_of(1), Some((RecordState::Acquired, 3)));
-    sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+    sp.acknowledge("a", 1, 1, &[AckType::Release], now).unwrap();
     assert_eq!(sp.state_of(1), None);
     assert_eq!(sp.start_offset(), 2);
 }
@@ -146,7 +147,7 @@ fn rejected_records_never_come_back() {
     let now = Instant::now();
     let mut sp = SharePartition::new(0, limits());
     sp.acquire("a", &[(0, 2)], 100, now);
-    sp.acknowledge("a", 1, 1, &[AckType::Reject]).unwrap();
+    sp.acknowledge("a", 1, 1, &[AckType::Reject], now).unwrap();
     sp.expire_locks(now + Duration::from_secs(60));
     let again = sp.acquire("b", &[(0, 2)], 100, now + Duration::from_secs(60));
     assert_eq!(again, vec![run(0, 0, 2), run(2, 2, 2)]);
@@ -164,7 +165,7 @@ fn the_in_flight_window_is_bounded() {
     );
     assert_eq!(sp.acquire("a", &[(0, 9)], 100, now), vec![run(0, 3, 1)]);
     assert!(sp.acquire("b", &[(0, 9)], 100, now).is_empty());
-    sp.acknowledge("a", 0, 1, &[AckType::Accept]).unwrap();
+    sp.acknowledge("a", 0, 1, &[AckType::Accept], now).unwrap();
     assert_eq!(sp.acquire("b", &[(0, 9)], 100, now), vec![run(4, 5, 1)]);
 }
 
@@ -201,6 +202,7 @@ fn gaps_are_archived_and_skipped_offsets_hold_no_record() {
             AckType::Accept,
             AckType::Accept,
         ],
+        now,
     )
     .unwrap();
     assert_eq!((sp.start_offset(), sp.end_offset()), (7, 7));
@@ -221,9 +223,9 @@ fn the_snapshot_keeps_what_is_finished_and_frees_what_was_locked() {
     let now = Instant::now();
     let mut sp = SharePartition::new(0, limits());
     sp.acquire("a", &[(0, 9)], 100, now);
-    sp.acknowledge("a", 2, 4, &[AckType::Accept]).unwrap();
-    sp.acknowledge("a", 5, 5, &[AckType::Reject]).unwrap();
-    sp.acknowledge("a", 6, 6, &[AckType::Release]).unwrap();
+    sp.acknowledge("a", 2, 4, &[AckType::Accept], now).unwrap();
+    sp.acknowledge("a", 5, 5, &[AckType::Reject], now).unwrap();
+    sp.acknowledge("a", 6, 6, &[AckType::Release], now).unwrap();
     let (start, batches) = sp.snapshot();
     assert_eq!(start, 0);
     let states: Vec<(i64, i64, i8, i16)> = batches
@@ -279,6 +281,7 @@ fn a_rejected_record_waits_in_archiving_for_its_dead_letter_copy() {
         0,
         2,
         &[AckType::Accept, AckType::Reject, AckType::Accept],
+        now,
     )
     .unwrap();
     assert_eq!(sp.state_of(1), Some((RecordState::Archiving, 1)));
@@ -316,11 +319,11 @@ fn the_delivery_limit_sends_a_record_to_the_dead_letter_topic() {
     // A release at the limit, and a member leaving at the limit, alike.
     sp.acquire("a", &[(1, 2)], 100, now);
     for _ in 0..2 {
-        sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+        sp.acknowledge("a", 1, 1, &[AckType::Release], now).unwrap();
         sp.release_member("a");
         sp.acquire("a", &[(1, 2)], 100, now);
     }
-    sp.acknowledge("a", 1, 1, &[AckType::Release]).unwrap();
+    sp.acknowledge("a", 1, 1, &[AckType::Release], now).unwrap();
     sp.release_member("a");
     let exceeded = |offset| DeadLetter {
         offset,
@@ -342,7 +345,7 @@ fn archiving_survives_a_new_leader() {
     let now = Instant::now();
     let mut sp = SharePartition::new(0, with_dead_letter_topic());
     sp.acquire("a", &[(0, 1)], 100, now);
-    sp.acknowledge("a", 0, 0, &[AckType::Reject]).unwrap();
+    sp.acknowledge("a", 0, 0, &[AckType::Reject], now).unwrap();
     // Being written when the leader went away: the new one writes it again.
     assert_eq!(sp.dead_letters(10, now).len(), 1);
     let (start, batches) = sp.snapshot();
@@ -365,7 +368,95 @@ fn without_a_dead_letter_topic_a_rejected_record_is_archived() {
     let now = Instant::now();
     let mut sp = SharePartition::new(0, limits());
     sp.acquire("a", &[(0, 0)], 100, now);
-    sp.acknowledge("a", 0, 0, &[AckType::Reject]).unwrap();
+    sp.acknowledge("a", 0, 0, &[AckType::Reject], now).unwrap();
     assert_eq!(sp.state_of(0), None);
     assert!(sp.dead_letters(10, now).is_empty());
+}
+
+#[test]
+fn renew_restarts_the_lock_of_a_held_record_without_a_new_delivery() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 2)], 100, now);
+    let later = now + Duration::from_secs(20);
+    sp.acknowledge("a", 1, 1, &[AckType::Renew], later).unwrap();
+    assert_eq!(sp.state_of(1), Some((RecordState::Acquired, 1)));
+    // Past the first lock: offsets 0 and 2 come back, 1 is still a's.
+    let past_first_lock = now + Duration::from_secs(31);
+    assert!(sp.expire_locks(past_first_lock));
+    assert_eq!(sp.state_of(1), Some((RecordState::Acquired, 1)));
+    assert_eq!(
+        sp.acquire("b", &[(0, 2)], 100, past_first_lock),
+        vec![run(0, 0, 2), run(2, 2, 2)]
+    );
+    assert_eq!(
+        sp.next_lock_deadline(),
+        Some(later + Duration::from_secs(30)),
+        "the renewed lock runs a whole lock duration from the renewal"
+    );
+    sp.acknowledge("a", 1, 1, &[AckType::Accept], past_first_lock)
+        .unwrap();
+    assert_eq!(sp.state_of(1), Some((RecordState::Acknowledged, 1)));
+}
+
+#[test]
+fn renew_may_be_mixed_with_other_types_in_one_batch() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 2)], 100, now);
+    sp.acknowledge(
+        "a",
+        0,
+        2,
+        &[AckType::Accept, AckType::Renew, AckType::Release],
+        now,
+    )
+    .unwrap();
+    assert_eq!(sp.start_offset(), 1);
+    assert_eq!(sp.state_of(1), Some((RecordState::Acquired, 1)));
+    assert_eq!(sp.state_of(2), Some((RecordState::Available, 1)));
+}
+
+#[test]
+fn renew_is_refused_for_a_record_the_member_does_not_hold() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 1)], 1, now);
+    sp.acquire("b", &[(0, 1)], 1, now);
+    // Offset 1 is b's, offset 5 was never acquired.
+    assert_eq!(
+        sp.acknowledge("a", 1, 1, &[AckType::Renew], now),
+        Err(AckError::NotAcquired(1))
+    );
+    assert_eq!(
+        sp.acknowledge("a", 5, 5, &[AckType::Renew], now),
+        Err(AckError::NotAcquired(5))
+    );
+    // Nothing moved: b's lock is as it was.
+    assert_eq!(sp.next_lock_deadline(), Some(now + Duration::from_secs(30)));
+}
+
+#[test]
+fn renew_is_refused_once_the_lock_ran_out() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 0)], 1, now);
+    let expired = now + Duration::from_secs(30);
+    // Refused at the deadline even before expire_locks has looked.
+    assert_eq!(
+        sp.acknowledge("a", 0, 0, &[AckType::Renew], expired),
+        Err(AckError::NotAcquired(0))
+    );
+    assert!(sp.expire_locks(expired));
+    assert_eq!(
+        sp.acknowledge("a", 0, 0, &[AckType::Renew], expired),
+        Err(AckError::NotAcquired(0))
+    );
+    assert_eq!(sp.state_of(0), Some((RecordState::Available, 1)));
+}
+
+#[test]
+fn renew_is_acknowledge_type_4() {
+    assert_eq!(AckType::from_code(4), Some(AckType::Renew));
+    assert_eq!(AckType::from_code(5), None);
 }

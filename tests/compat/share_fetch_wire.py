@@ -7,7 +7,10 @@ import struct
 import time
 import uuid
 
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
 import kafka_wire as kw
+from compat_helpers import admin, create_topic, producer, unique
 
 SHARE_GROUP_HEARTBEAT, SHARE_FETCH, SHARE_ACKNOWLEDGE = 76, 78, 79
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
@@ -173,3 +176,30 @@ class Member:
                 assert part["error"] == 0, part
                 return part["acquired"]
             assert time.monotonic() < deadline, f"{self.member_id} acquired nothing"
+
+
+def share_topic_with_records(bootstrap, values, lock_ms, renew_enabled=True):
+    """A topic holding `values` and a group reading it from the start under a `lock_ms`
+    acquisition lock (its own `share.record.lock.duration.ms`, a GROUP config)."""
+    topic, group = unique("share-renew"), unique("sg")
+    create_topic(bootstrap, topic, partitions=1)
+    configs = [
+        ConfigEntry("share.record.lock.duration.ms", str(lock_ms), incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("share.renew.acknowledge.enable", str(renew_enabled).lower(),
+                    incremental_operation=AlterConfigOpType.SET),
+    ]
+    client = admin(bootstrap)  # kept alive until its futures are done
+    futures = client.incremental_alter_configs(
+        [ConfigResource(ResourceType.GROUP, group, incremental_configs=configs)], request_timeout=15
+    )
+    for f in futures.values():
+        f.result(timeout=20)
+    # FindCoordinator creates the offsets topic, which ShareGroupHeartbeat needs.
+    for f in client.describe_consumer_groups([group], request_timeout=15).values():
+        f.result(timeout=20)
+    prod = producer(bootstrap)
+    for v in values:
+        prod.produce(topic, value=v)
+    assert prod.flush(20) == 0
+    return topic, group

@@ -8,10 +8,8 @@ config, IncrementalAlterConfigs); every wait is bounded."""
 import time
 
 import pytest
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from compat_helpers import admin, create_topic, producer, unique
-from share_fetch_wire import ACCEPT, INVALID_RECORD_STATE, INVALID_REQUEST, RENEW, Member
+from share_fetch_wire import ACCEPT, INVALID_RECORD_STATE, INVALID_REQUEST, RENEW, Member, share_topic_with_records
 
 LOCK_MS = 4000
 
@@ -34,35 +32,9 @@ def broker(tmp_path_factory):
     broker.cleanup()
 
 
-def share_topic_with_records(bootstrap, values, renew_enabled=True):
-    """A topic holding `values` and a group reading it from the start under a LOCK_MS lock."""
-    topic, group = unique("share-renew"), unique("sg")
-    create_topic(bootstrap, topic, partitions=1)
-    configs = [
-        ConfigEntry("share.record.lock.duration.ms", str(LOCK_MS), incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("share.renew.acknowledge.enable", str(renew_enabled).lower(),
-                    incremental_operation=AlterConfigOpType.SET),
-    ]
-    client = admin(bootstrap)  # kept alive until its futures are done
-    futures = client.incremental_alter_configs(
-        [ConfigResource(ResourceType.GROUP, group, incremental_configs=configs)], request_timeout=15
-    )
-    for f in futures.values():
-        f.result(timeout=20)
-    # FindCoordinator creates the offsets topic, which ShareGroupHeartbeat needs.
-    for f in client.describe_consumer_groups([group], request_timeout=15).values():
-        f.result(timeout=20)
-    prod = producer(bootstrap)
-    for v in values:
-        prod.produce(topic, value=v)
-    assert prod.flush(20) == 0
-    return topic, group
-
-
 def test_a_renewed_record_is_not_redelivered_after_its_first_lock(broker):
     bootstrap = broker.bootstrap
-    topic, group = share_topic_with_records(bootstrap, [b"slow-work"])
+    topic, group = share_topic_with_records(bootstrap, [b"slow-work"], LOCK_MS)
     holder, other = Member(bootstrap, group), Member(bootstrap, group)
     topic_id = holder.join(topic)
     assert other.join(topic) == topic_id
@@ -95,7 +67,7 @@ def test_a_renewed_record_is_not_redelivered_after_its_first_lock(broker):
 
 def test_a_renewing_share_fetch_only_acknowledges(broker):
     bootstrap = broker.bootstrap
-    topic, group = share_topic_with_records(bootstrap, [b"a", b"b"])
+    topic, group = share_topic_with_records(bootstrap, [b"a", b"b"], LOCK_MS)
     member = Member(bootstrap, group)
     topic_id = member.join(topic)
     assert member.acquire(topic_id) == [(0, 1, 1)]
@@ -114,7 +86,7 @@ def test_a_renewing_share_fetch_only_acknowledges(broker):
 
 def test_renew_is_refused_before_version_2_and_after_the_lock(broker):
     bootstrap = broker.bootstrap
-    topic, group = share_topic_with_records(bootstrap, [b"a"])
+    topic, group = share_topic_with_records(bootstrap, [b"a"], LOCK_MS)
     member = Member(bootstrap, group)
     topic_id = member.join(topic)
     assert member.acquire(topic_id) == [(0, 0, 1)]
@@ -135,7 +107,7 @@ def test_renew_is_refused_before_version_2_and_after_the_lock(broker):
 
 def test_a_group_may_turn_renewals_off(broker):
     bootstrap = broker.bootstrap
-    topic, group = share_topic_with_records(bootstrap, [b"a"], renew_enabled=False)
+    topic, group = share_topic_with_records(bootstrap, [b"a"], LOCK_MS, renew_enabled=False)
     member = Member(bootstrap, group)
     topic_id = member.join(topic)
     assert member.acquire(topic_id) == [(0, 0, 1)]

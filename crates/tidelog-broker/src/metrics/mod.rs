@@ -5,7 +5,9 @@
 //! Two kinds of figure live here:
 //! - *event* counters and histograms, bumped where the event happens: `requests`
 //!   (connections and every request), `quotas` (client quota throttling), `topics` (bytes in/out per topic), `shares`
-//!   (records copied to share groups' dead-letter topics), `storage`
+//!   (per share partition: redelivered, archived and dead-lettered records, and the
+//!   in-flight, acquired and lag gauges its leader sets at each fetch and
+//!   acknowledgement), `storage`
 //!   (fsync latency, retention, compaction), `replication` (ISR changes, elections);
 //! - *state* gauges, computed when `/metrics` is scraped from what the node already
 //!   knows: `cluster` (per-partition offsets, size, segments; under-replicated,

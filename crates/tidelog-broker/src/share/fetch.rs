@@ -226,7 +226,7 @@ pub(crate) async fn acknowledge(
     batches: &[AckBatch],
     renew_in_version: bool,
 ) -> Option<ResponseError> {
-    let (_, entry) = match share_partition(ctx, group, topic_id, partition).await {
+    let (p, entry) = match share_partition(ctx, group, topic_id, partition).await {
         Ok(x) => x,
         Err(e) => return Some(e),
     };
@@ -265,6 +265,9 @@ pub(crate) async fn acknowledge(
                     super::partition::AckError::NotAcquired(_) => ResponseError::InvalidRecordState,
                 });
             }
+        }
+        if let Ok(offsets) = p.offsets() {
+            observe(ctx, group, &p, &mut sp, offsets.high_watermark);
         }
     }
     if freed {
@@ -308,6 +311,7 @@ pub(crate) async fn acquire(
     })?;
     sp.log_start_moved(read.log_start_offset);
     let Some(slice) = read.slice else {
+        observe(ctx, group, &p, &mut sp, read.high_watermark);
         return Ok(Fetched {
             records: Bytes::new(),
             acquired: Vec::new(),
@@ -324,6 +328,7 @@ pub(crate) async fn acquire(
         .map(|b| (b.first, b.last))
         .collect();
     let acquired = sp.acquire(member, &ranges, max_records, now);
+    observe(ctx, group, &p, &mut sp, read.high_watermark);
     drop(sp);
     let mut records = Vec::new();
     for b in &batches {
@@ -338,6 +343,19 @@ pub(crate) async fn acquire(
         records: Bytes::from(records),
         acquired,
     })
+}
+
+/// The share partition's metrics from its state now, the log's `high_watermark` and
+/// what happened to it since the last time (KIP-932's in-flight, acquired and lag; the
+/// redelivered and archived counts).
+fn observe(ctx: &Ctx, group: &str, p: &Partition, sp: &mut SharePartition, high_watermark: i64) {
+    ctx.metrics.shares.observe(
+        (group, &p.topic, p.index),
+        sp.start_offset(),
+        high_watermark,
+        sp.gauges(),
+        sp.take_transitions(),
+    );
 }
 
 /// The earliest acquisition lock deadline among `partitions` of `group`.

@@ -108,8 +108,9 @@ struct InFlight {
 
 impl InFlight {
     /// REJECTed or at the delivery limit: ARCHIVING with a dead-letter topic, else
-    /// ARCHIVED.
-    fn give_up(&mut self, cause: DeadLetterCause, dead_letter: bool) {
+    /// ARCHIVED. Counted in `archived`.
+    fn give_up(&mut self, cause: DeadLetterCause, dead_letter: bool, archived: &mut u64) {
+        *archived = archived.saturating_add(1);
         self.lock = None;
         if dead_letter {
             self.state = RecordState::Archiving;
@@ -147,6 +148,27 @@ pub(crate) enum AckError {
     Malformed(i64, i64),
 }
 
+/// What a share partition holds now, for its gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShareGauges {
+    /// Records between SPSO and SPEO not finished with (available, acquired, or on
+    /// their way to the dead-letter topic).
+    pub(crate) in_flight: u64,
+    /// Records acquired by a member now.
+    pub(crate) acquired: u64,
+    /// Records finished with above SPSO (they wait for the records below them).
+    pub(crate) finished_above_start: u64,
+}
+
+/// Transitions since they were last taken (`take_transitions`), for the counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ShareTransitions {
+    /// Records acquired again (a delivery count above 1).
+    pub(crate) redelivered: u64,
+    /// Records given up on (REJECTed, or at the delivery limit).
+    pub(crate) archived: u64,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct SharePartition {
     start: i64,
@@ -155,6 +177,7 @@ pub(crate) struct SharePartition {
     limits: ShareLimits,
     /// No dead-letter copy is handed out before this (after a failed write).
     dead_letter_retry_at: Option<Instant>,
+    transitions: ShareTransitions,
 }
 
 impl SharePartition {
@@ -167,7 +190,33 @@ impl SharePartition {
             in_flight: BTreeMap::new(),
             limits,
             dead_letter_retry_at: None,
+            transitions: ShareTransitions::default(),
         }
+    }
+
+    /// The gauges' values now.
+    pub(crate) fn gauges(&self) -> ShareGauges {
+        let mut gauges = ShareGauges {
+            in_flight: 0,
+            acquired: 0,
+            finished_above_start: 0,
+        };
+        for r in self.in_flight.values() {
+            if r.state.finished() {
+                gauges.finished_above_start += 1;
+            } else {
+                gauges.in_flight += 1;
+            }
+            if r.state == RecordState::Acquired {
+                gauges.acquired += 1;
+            }
+        }
+        gauges
+    }
+
+    /// The transitions counted since the last call.
+    pub(crate) fn take_transitions(&mut self) -> ShareTransitions {
+        std::mem::take(&mut self.transitions)
     }
 
     /// The share-partition start offset (SPSO): every record below it is done with.
@@ -253,6 +302,9 @@ impl SharePartition {
                         Some(r) if r.state == RecordState::Available => {
                             r.state = RecordState::Acquired;
                             r.delivery_count = r.delivery_count.saturating_add(1);
+                            if r.delivery_count > 1 {
+                                self.transitions.redelivered += 1;
+                            }
                             r.lock = Some((member.to_string(), deadline));
                             Some(r.delivery_count)
                         }
@@ -356,9 +408,17 @@ impl SharePartition {
                     AckType::Accept => r.state = RecordState::Acknowledged,
                     // An offset without a record has nothing to copy.
                     AckType::Gap => r.state = RecordState::Archived,
-                    AckType::Reject => r.give_up(DeadLetterCause::ClientReject, dead_letter),
+                    AckType::Reject => r.give_up(
+                        DeadLetterCause::ClientReject,
+                        dead_letter,
+                        &mut self.transitions.archived,
+                    ),
                     AckType::Release if r.delivery_count >= limit => {
-                        r.give_up(DeadLetterCause::DeliveryCountExceeded, dead_letter);
+                        r.give_up(
+                            DeadLetterCause::DeliveryCountExceeded,
+                            dead_letter,
+                            &mut self.transitions.archived,
+                        );
                     }
                     AckType::Release => r.state = RecordState::Available,
                     // Still ACQUIRED, same delivery count, a whole new lock.
@@ -381,7 +441,11 @@ impl SharePartition {
             {
                 r.lock = None;
                 if r.delivery_count >= limit {
-                    r.give_up(DeadLetterCause::DeliveryCountExceeded, dead_letter);
+                    r.give_up(
+                        DeadLetterCause::DeliveryCountExceeded,
+                        dead_letter,
+                        &mut self.transitions.archived,
+                    );
                 } else {
                     r.state = RecordState::Available;
                     freed = true;
@@ -402,7 +466,11 @@ impl SharePartition {
             {
                 r.lock = None;
                 if r.delivery_count >= limit {
-                    r.give_up(DeadLetterCause::DeliveryCountExceeded, dead_letter);
+                    r.give_up(
+                        DeadLetterCause::DeliveryCountExceeded,
+                        dead_letter,
+                        &mut self.transitions.archived,
+                    );
                 } else {
                     r.state = RecordState::Available;
                     freed = true;

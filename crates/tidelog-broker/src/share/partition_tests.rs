@@ -1,8 +1,8 @@
 use std::time::{Duration, Instant};
 
 use super::partition::{
-    AckError, AckType, Acquired, DeadLetter, DeadLetterCause, RecordState, ShareLimits,
-    SharePartition,
+    AckError, AckType, Acquired, DeadLetter, DeadLetterCause, RecordState, ShareGauges,
+    ShareLimits, SharePartition, ShareTransitions,
 };
 
 fn limits() -> ShareLimits {
@@ -459,4 +459,48 @@ fn renew_is_refused_once_the_lock_ran_out() {
 fn renew_is_acknowledge_type_4() {
     assert_eq!(AckType::from_code(4), Some(AckType::Renew));
     assert_eq!(AckType::from_code(5), None);
+}
+
+#[test]
+fn gauges_and_transitions_follow_the_records() {
+    let now = Instant::now();
+    let mut sp = SharePartition::new(0, limits());
+    sp.acquire("a", &[(0, 4)], 100, now);
+    sp.acknowledge(
+        "a",
+        0,
+        4,
+        &[
+            AckType::Release,
+            AckType::Accept,
+            AckType::Accept,
+            AckType::Reject,
+            AckType::Renew,
+        ],
+        now,
+    )
+    .unwrap();
+    // 0 available, 1-2 acknowledged, 3 archived, 4 still acquired.
+    assert_eq!(
+        sp.gauges(),
+        ShareGauges {
+            in_flight: 2,
+            acquired: 1,
+            finished_above_start: 3
+        }
+    );
+    assert_eq!(sp.acquire("b", &[(0, 4)], 100, now), vec![run(0, 0, 2)]);
+    assert_eq!(
+        sp.take_transitions(),
+        ShareTransitions {
+            redelivered: 1,
+            archived: 1
+        }
+    );
+    assert_eq!(
+        sp.take_transitions(),
+        ShareTransitions::default(),
+        "taken once"
+    );
+    assert_eq!(sp.gauges().acquired, 2);
 }

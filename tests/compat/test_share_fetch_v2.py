@@ -1,6 +1,7 @@
-"""KIP-1222's RENEW acknowledgement (ShareFetch and ShareAcknowledge v2, Kafka 4.2) on
-the wire: a member keeps a record past its acquisition lock by renewing it, another
-member does not get it meanwhile, and version 1 refuses RENEW as Kafka does.
+"""ShareFetch and ShareAcknowledge v2 (Kafka 4.2) on the wire. KIP-1222's RENEW
+acknowledgement: a member keeps a record past its acquisition lock by renewing it,
+another member does not get it meanwhile, and version 1 refuses RENEW as Kafka does.
+KIP-1206's acquire mode: record_limit acquires no more than MaxRecords.
 
 The group's lock is made short with its own `share.record.lock.duration.ms` (a GROUP
 config, IncrementalAlterConfigs); every wait is bounded."""
@@ -116,3 +117,20 @@ def test_a_group_may_turn_renewals_off(broker):
     # The record is still the member's to finish.
     error, _, partition_error = member.acknowledge(topic_id, [(0, 0, [ACCEPT])])
     assert (error, partition_error) == (0, 0)
+
+
+def test_record_limit_acquires_no_more_than_max_records(broker):
+    bootstrap = broker.bootstrap
+    topic, group = share_topic_with_records(bootstrap, [b"a", b"b", b"c"], LOCK_MS)
+    member = Member(bootstrap, group)
+    topic_id = member.join(topic)
+    error, _, _ = member.fetch(topic_id, acquire_mode=2, max_wait_ms=0)
+    assert error == INVALID_REQUEST, "an acquire mode Kafka 4.2 does not have"
+    deadline = time.monotonic() + 15
+    while True:
+        error, _, part = member.fetch(topic_id, acquire_mode=1, max_records=1, max_wait_ms=1000, min_bytes=1)
+        assert error == 0
+        if part and part["acquired"]:
+            break
+        assert time.monotonic() < deadline, "nothing acquired"
+    assert part["acquired"] == [(0, 0, 1)], "one record, though its batch holds three"

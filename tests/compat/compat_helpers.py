@@ -8,7 +8,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, ShareConsumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.partitioner import murmur2
 
@@ -266,4 +266,37 @@ def kafka_python_roundtrip(bootstrap, topic, values, group_id=None, timeout=30, 
                 break
     finally:
         cons.close()
+    return got
+
+
+def set_group_configs(bootstrap, group, configs):
+    """IncrementalAlterConfigs SET on the GROUP resource; raises on a refusal."""
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    client = admin(bootstrap)  # kept alive until the answer is in
+    futures = client.incremental_alter_configs(
+        [ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)], request_timeout=15)
+    for f in futures.values():
+        f.result(timeout=20)
+
+
+def read_partition_zero(bootstrap, topic, settle=3.0, timeout=30, at_least=1):
+    """Every record of partition 0 of `topic`: waits for `at_least`, then `settle` more
+    seconds so a late duplicate would show."""
+    c = consumer(bootstrap)
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    try:
+        deadline = time.monotonic() + timeout
+        while len(got) < at_least:
+            assert time.monotonic() < deadline, f"only {len(got)} records on {topic}"
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got.append(m)
+        quiet = time.monotonic() + settle
+        while time.monotonic() < quiet:
+            m = c.poll(0.3)
+            if m is not None and m.error() is None:
+                got.append(m)
+    finally:
+        c.close()
     return got

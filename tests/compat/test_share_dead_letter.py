@@ -9,10 +9,13 @@ is never delivered to the group again. Every wait is bounded.
 import time
 
 import pytest
-from confluent_kafka import AcknowledgeType, KafkaException, TopicPartition
+from confluent_kafka import AcknowledgeType, KafkaException
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from compat_helpers import admin, consumer, create_topic, producer, share_consumer, unique, wait_until
+from compat_helpers import (
+    admin, create_topic, producer, read_partition_zero, set_group_configs, share_consumer, unique,
+    wait_until,
+)
 
 FAST_HEARTBEATS = {"group.share.heartbeat.interval.ms": "500", "group.share.min.heartbeat.interval.ms": "500"}
 REJECTED = "Offset rejected by client."
@@ -27,16 +30,6 @@ def dlq_broker(tmp_path_factory):
     broker.start()
     yield broker
     broker.cleanup()
-
-
-def set_group_configs(bootstrap, group, configs):
-    """IncrementalAlterConfigs SET on the GROUP resource; raises on a refusal."""
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
-    client = admin(bootstrap)  # kept alive until the answer is in
-    futures = client.incremental_alter_configs(
-        [ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)], request_timeout=15)
-    for f in futures.values():
-        f.result(timeout=20)
 
 
 def records_of(batch):
@@ -54,31 +47,24 @@ def produce(bootstrap, topic, pairs):
     assert prod.flush(30) == 0
 
 
-def read_topic(bootstrap, topic, settle=3.0, timeout=30, at_least=1):
-    """Every record of partition 0 of `topic`: waits for `at_least`, then `settle` more
-    seconds so a duplicate would show."""
-    c = consumer(bootstrap)
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(got) < at_least:
-            assert time.monotonic() < deadline, f"only {len(got)} records on {topic}"
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                got.append(m)
-        quiet = time.monotonic() + settle
-        while time.monotonic() < quiet:
-            m = c.poll(0.3)
-            if m is not None and m.error() is None:
-                got.append(m)
-    finally:
-        c.close()
-    return got
-
-
 def headers_of(m):
     return {k: (v.decode() if v is not None else None) for k, v in (m.headers() or [])}
+
+
+def reject_one(bootstrap, topic, group, value):
+    """Produces `value`, and a share consumer of `group` REJECTs it; returns the record."""
+    produce(bootstrap, topic, [(b"k", value)])
+    c = share_consumer(bootstrap, group, topic, explicit=True)
+    try:
+        got = []
+        wait_until(lambda: got.extend(m for m in records_of(c.poll(0.5)) if m.value() == value) or got, 30,
+                   f"{value!r}")
+        c.acknowledge(got[0], AcknowledgeType.REJECT)
+        c.commit_sync(10)
+    finally:
+        c.close()
+    return got[0]
+
 
 
 def dead_lettered_metric(broker, group):
@@ -124,7 +110,7 @@ def test_rejected_and_exhausted_records_appear_once_on_the_dead_letter_topic(dlq
     finally:
         c.close()
 
-    copies = read_topic(bootstrap, dlq, at_least=2)
+    copies = read_partition_zero(bootstrap, dlq, at_least=2)
     assert len(copies) == 2, [(m.value(), headers_of(m)) for m in copies]
     by_value = {m.value(): m for m in copies}
     assert set(by_value) == {b"poison", b"flaky"}
@@ -169,19 +155,11 @@ def test_without_copy_record_the_dead_letter_record_has_headers_alone(dlq_broker
         "share.auto.offset.reset": "earliest",
         "errors.deadletterqueue.topic.name": dlq,
     })
-    produce(bootstrap, topic, [(b"k", b"bad")])
-    c = share_consumer(bootstrap, group, topic, explicit=True)
-    try:
-        got = []
-        wait_until(lambda: got.extend(records_of(c.poll(0.5))) or got, 30, "the record")
-        c.acknowledge(got[0], AcknowledgeType.REJECT)
-        c.commit_sync(10)
-    finally:
-        c.close()
-    (copy,) = read_topic(bootstrap, dlq)
+    rejected = reject_one(bootstrap, topic, group, b"bad")
+    (copy,) = read_partition_zero(bootstrap, dlq)
     assert (copy.key(), copy.value()) == (None, None)
     assert headers_of(copy)["__dlq.errors.message"] == REJECTED
-    assert headers_of(copy)["__dlq.errors.offset"] == str(got[0].offset())
+    assert headers_of(copy)["__dlq.errors.offset"] == str(rejected.offset())
 
 
 def test_a_topic_not_enabled_for_dead_letters_gets_no_copy(dlq_broker):
@@ -208,7 +186,7 @@ def test_a_topic_not_enabled_for_dead_letters_gets_no_copy(dlq_broker):
             assert not records_of(c.poll(0.3)), "the rejected record came back"
     finally:
         c.close()
-    assert read_topic(bootstrap, dlq, at_least=0, settle=2) == []
+    assert read_partition_zero(bootstrap, dlq, at_least=0, settle=2) == []
 
 
 def test_an_internal_topic_is_refused_as_a_dead_letter_topic(dlq_broker):
@@ -229,37 +207,16 @@ def test_a_missing_dead_letter_topic_is_created_when_the_cluster_allows_it(broke
         "share.auto.offset.reset": "earliest",
         "errors.deadletterqueue.topic.name": dlq,
     })
-    produce(bootstrap, topic, [(b"k", b"bad")])
-    c = share_consumer(bootstrap, group, topic, explicit=True)
-    try:
-        got = []
-        wait_until(lambda: got.extend(records_of(c.poll(0.5))) or got, 30, "the record")
-        c.acknowledge(got[0], AcknowledgeType.REJECT)
-        c.commit_sync(10)
-    finally:
-        c.close()
-    (copy,) = read_topic(bootstrap, dlq)
+    rejected = reject_one(bootstrap, topic, group, b"bad")
+    (copy,) = read_partition_zero(bootstrap, dlq)
     assert headers_of(copy)["__dlq.errors.message"] == REJECTED
+    assert headers_of(copy)["__dlq.errors.offset"] == str(rejected.offset())
     resource = ConfigResource(ResourceType.TOPIC, dlq)
     client = admin(bootstrap)
     (future,) = client.describe_configs([resource], request_timeout=15).values()
     configs = future.result(timeout=20)
     assert configs["errors.deadletterqueue.group.enable"].value == "true"
     assert configs["message.timestamp.type"].value == "CreateTime"
-
-
-def reject_one(bootstrap, topic, group, value):
-    """Produces `value`, and a share consumer of `group` REJECTs it."""
-    produce(bootstrap, topic, [(b"k", value)])
-    c = share_consumer(bootstrap, group, topic, explicit=True)
-    try:
-        got = []
-        wait_until(lambda: got.extend(m for m in records_of(c.poll(0.5)) if m.value() == value) or got, 30,
-                   f"{value!r}")
-        c.acknowledge(got[0], AcknowledgeType.REJECT)
-        c.commit_sync(10)
-    finally:
-        c.close()
 
 
 def test_the_topic_name_prefix_is_a_dynamic_broker_config(broker_factory):
@@ -274,7 +231,7 @@ def test_the_topic_name_prefix_is_a_dynamic_broker_config(broker_factory):
         "errors.deadletterqueue.topic.name": dead,
     })
     reject_one(bootstrap, topic, group, b"first")
-    assert read_topic(bootstrap, dead, at_least=0, settle=2) == [], "a copy under the wrong prefix"
+    assert read_partition_zero(bootstrap, dead, at_least=0, settle=2) == [], "a copy under the wrong prefix"
 
     client = admin(bootstrap)
     entry = ConfigEntry("errors.deadletterqueue.topic.name.prefix", "dead.",
@@ -284,5 +241,5 @@ def test_the_topic_name_prefix_is_a_dynamic_broker_config(broker_factory):
     for f in futures.values():
         f.result(timeout=20)
     reject_one(bootstrap, topic, group, b"second")
-    (copy,) = read_topic(bootstrap, dead)
+    (copy,) = read_partition_zero(bootstrap, dead)
     assert headers_of(copy)["__dlq.errors.offset"] == "1"

@@ -8,44 +8,18 @@ copy is written: late, but once, and the earlier copy is not written again.
 
 import time
 
-from confluent_kafka import AcknowledgeType, TopicPartition
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka import AcknowledgeType
 
 from cluster_meta import create_topic, leaders, wait_partition
-from compat_helpers import admin, consumer, producer, share_consumer, unique, wait_until
+from compat_helpers import producer, read_partition_zero, set_group_configs, share_consumer, unique, wait_until
 
 FAST_HEARTBEATS = {"group.share.heartbeat.interval.ms": "500", "group.share.min.heartbeat.interval.ms": "500"}
-
-
-def set_group_configs(bootstrap, group, configs):
-    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
-    client = admin(bootstrap)
-    futures = client.incremental_alter_configs(
-        [ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)], request_timeout=15)
-    for f in futures.values():
-        f.result(timeout=20)
 
 
 def dead_letters(bootstrap, topic, want, settle=3.0, timeout=60):
     """(value, __dlq.errors.offset) of every record of partition 0 of `topic`, once
     `want` are there and `settle` seconds passed with no more."""
-    c = consumer(bootstrap)
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    try:
-        deadline = time.monotonic() + timeout
-        while len(got) < want:
-            assert time.monotonic() < deadline, f"only {got} on {topic}"
-            m = c.poll(0.5)
-            if m is not None and m.error() is None:
-                got.append(m)
-        quiet = time.monotonic() + settle
-        while time.monotonic() < quiet:
-            m = c.poll(0.3)
-            if m is not None and m.error() is None:
-                got.append(m)
-    finally:
-        c.close()
+    got = read_partition_zero(bootstrap, topic, settle=settle, timeout=timeout, at_least=want)
     return [(m.value(), dict(m.headers())["__dlq.errors.offset"].decode()) for m in got]
 
 

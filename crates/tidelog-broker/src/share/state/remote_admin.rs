@@ -24,6 +24,8 @@ use super::ShareStateError;
 use crate::replica::ReplicaManager;
 
 const VERSION: i16 = 0;
+/// ReadShareGroupStateSummary v1 answers the delivery-complete count (KIP-1226).
+const SUMMARY_VERSION: i16 = 1;
 
 fn unnamed(node: i32) -> ShareStateError {
     ShareStateError::Unreachable {
@@ -68,7 +70,7 @@ impl Coordinators {
                 image,
                 node,
                 ApiKey::ReadShareGroupStateSummary,
-                VERSION,
+                SUMMARY_VERSION,
                 &request,
             )
             .await?;
@@ -85,6 +87,7 @@ impl Coordinators {
             state_epoch: found.state_epoch,
             leader_epoch: found.leader_epoch,
             start_offset: found.start_offset,
+            delivery_complete_count: found.delivery_complete_count,
             batches: Vec::new(),
         }))
     }

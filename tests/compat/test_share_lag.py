@@ -3,13 +3,14 @@ ShareConsumer: the records between the start offset and the high watermark that 
 yet delivered for good (neither accepted nor rejected), exactly; v0 answers the same
 start offset without it."""
 
+import json
 import time
 
 from confluent_kafka import AcknowledgeType
 
 import share_offsets_wire as wire
 from compat_helpers import create_topic, share_consumer, unique, wait_until
-from test_share_group_offsets import earliest
+from test_share_group_offsets import cli, earliest
 from test_share_groups import FAST_HEARTBEATS, produce_values, records_of
 
 NONE = 0
@@ -67,6 +68,11 @@ def test_the_v1_lag_counts_exactly_the_records_not_yet_done(broker_factory):
         time.sleep(0.2)
     assert error == NONE
     assert (start, lag) == (START, UNFINISHED), f"start {start} lag {lag}"
+
+    # The CLI shows the broker's lag, not its upper bound (log end - start = 7).
+    shown = json.loads(cli(broker, "share-group", "describe", group, "--output", "json").stdout)
+    (row,) = [p for p in shown["partitions"] if p["topic"] == topic]
+    assert (row["lag"], row["lag_is_upper_bound"]) == (UNFINISHED, False), shown
 
     # v0: the same start offset, no lag on the wire.
     start, _epoch, error = described(0)

@@ -38,8 +38,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_RESPONSE: usize = 8 << 20;
 /// The versions spoken between tidelog nodes.
 const READ_VERSION: i16 = 0;
-/// v1 carries the delivery-complete count (KIP-1226).
+/// v1 carries the delivery-complete count (KIP-1226); v0 is what a node of an older
+/// release answers during a rolling upgrade.
 const WRITE_VERSION: i16 = 1;
+const WRITE_VERSION_BEFORE_KIP_1226: i16 = 0;
 
 type Slot = Arc<tokio::sync::Mutex<Option<Peer>>>;
 
@@ -110,21 +112,42 @@ impl Coordinators {
         key: &StateKey,
         snapshot: &ShareSnapshot,
     ) -> Result<(), ShareStateError> {
-        let request = WriteShareGroupStateRequest::default()
-            .with_group_id(StrBytes::from_string(key.0.clone()))
-            .with_topics(vec![WriteStateData::default()
-                .with_topic_id(key.1)
-                .with_partitions(vec![write_partition(key.2, snapshot)])]);
-        let response: WriteShareGroupStateResponse = self
+        let request = |partition: WritePartition| {
+            WriteShareGroupStateRequest::default()
+                .with_group_id(StrBytes::from_string(key.0.clone()))
+                .with_topics(vec![WriteStateData::default()
+                    .with_topic_id(key.1)
+                    .with_partitions(vec![partition])])
+        };
+        let partition = write_partition(key.2, snapshot);
+        let asked = self
             .call(
                 replicas,
                 image,
                 node,
                 ApiKey::WriteShareGroupState,
                 WRITE_VERSION,
-                &request,
+                &request(partition.clone()),
             )
-            .await?;
+            .await;
+        let response: WriteShareGroupStateResponse = match asked {
+            // A node of an older release cannot decode a v1 request: once more
+            // at v0, without the count (the lag is then not known until a later write).
+            Err(ShareStateError::Unreachable { .. }) => {
+                let without_count =
+                    partition.with_delivery_complete_count(UNKNOWN_DELIVERY_COMPLETE_COUNT);
+                self.call(
+                    replicas,
+                    image,
+                    node,
+                    ApiKey::WriteShareGroupState,
+                    WRITE_VERSION_BEFORE_KIP_1226,
+                    &request(without_count),
+                )
+                .await?
+            }
+            other => other?,
+        };
         let code = response
             .results
             .iter()

@@ -24,7 +24,8 @@ use super::ShareStateError;
 use crate::replica::ReplicaManager;
 
 const VERSION: i16 = 0;
-/// ReadShareGroupStateSummary v1 answers the delivery-complete count (KIP-1226).
+/// ReadShareGroupStateSummary v1 answers the delivery-complete count (KIP-1226); a
+/// node of an older release (a rolling upgrade) answers only v0.
 const SUMMARY_VERSION: i16 = 1;
 
 fn unnamed(node: i32) -> ShareStateError {
@@ -64,7 +65,7 @@ impl Coordinators {
                 .with_partitions(vec![SummaryPartition::default()
                     .with_partition(key.2)
                     .with_leader_epoch(-1)])]);
-        let response: ReadShareGroupStateSummaryResponse = self
+        let asked = self
             .call(
                 replicas,
                 image,
@@ -73,7 +74,23 @@ impl Coordinators {
                 SUMMARY_VERSION,
                 &request,
             )
-            .await?;
+            .await;
+        let response: ReadShareGroupStateSummaryResponse = match asked {
+            // An older node cannot decode a v1 request: once more at v0 (its
+            // answer reads as count -1, lag unknown).
+            Err(ShareStateError::Unreachable { .. }) => {
+                self.call(
+                    replicas,
+                    image,
+                    node,
+                    ApiKey::ReadShareGroupStateSummary,
+                    VERSION,
+                    &request,
+                )
+                .await?
+            }
+            other => other?,
+        };
         let found = response
             .results
             .iter()

@@ -366,15 +366,6 @@ impl DescribeShareGroupOffsetsResponsePartition {
         self.start_offset = value;
         self
     }
-    /// Sets `lag` to the passed value.
-    ///
-    /// The share-partition lag, or -1 if it is not known.
-    ///
-    /// Supported API versions: 1
-    pub fn with_lag(mut self, value: i64) -> Self {
-        self.lag = value;
-        self
-    }
     /// Sets `leader_epoch` to the passed value.
     ///
     /// The leader epoch of the partition.
@@ -382,6 +373,15 @@ impl DescribeShareGroupOffsetsResponsePartition {
     /// Supported API versions: 0
     pub fn with_leader_epoch(mut self, value: i32) -> Self {
         self.leader_epoch = value;
+        self
+    }
+    /// Sets `lag` to the passed value.
+    ///
+    /// The share-partition lag, or -1 if it is not known.
+    ///
+    /// Supported API versions: 1
+    pub fn with_lag(mut self, value: i64) -> Self {
+        self.lag = value;
         self
     }
     /// Sets `error_code` to the passed value.

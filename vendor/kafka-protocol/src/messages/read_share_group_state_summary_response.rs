@@ -108,15 +108,6 @@ impl PartitionResult {
         self.leader_epoch = value;
         self
     }
-    /// Sets `delivery_complete_count` to the passed value.
-    ///
-    /// The number of offsets greater than or equal to the share-partition start offset for which delivery has been completed, or -1.
-    ///
-    /// Supported API versions: 1
-    pub fn with_delivery_complete_count(mut self, value: i32) -> Self {
-        self.delivery_complete_count = value;
-        self
-    }
     /// Sets `start_offset` to the passed value.
     ///
     /// The share-partition start offset.
@@ -124,6 +115,15 @@ impl PartitionResult {
     /// Supported API versions: 0
     pub fn with_start_offset(mut self, value: i64) -> Self {
         self.start_offset = value;
+        self
+    }
+    /// Sets `delivery_complete_count` to the passed value.
+    ///
+    /// The number of offsets greater than or equal to the share-partition start offset for which delivery has been completed, or -1.
+    ///
+    /// Supported API versions: 1
+    pub fn with_delivery_complete_count(mut self, value: i32) -> Self {
+        self.delivery_complete_count = value;
         self
     }
     /// Sets unknown_tagged_fields to the passed value.

@@ -1,6 +1,7 @@
-"""DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets v0
-(KIP-932, API keys 90-92) by hand: the Python clients have no admin calls for them yet,
-and Kafka's own tool is Java. All three are flexible versions."""
+"""DescribeShareGroupOffsets (v0, or v1 with the lag of KIP-1226), AlterShareGroupOffsets
+and DeleteShareGroupOffsets v0 (KIP-932, API keys 90-92) by hand: the Python clients have
+no admin calls for them yet, and Kafka's own tool is Java. All three are flexible
+versions."""
 
 import uuid
 
@@ -13,9 +14,10 @@ def _topic_name_and_id(r):
     return r.compact_string(), uuid.UUID(bytes=r.take(16))
 
 
-def describe(bootstrap, group, topics=None):
+def describe(bootstrap, group, topics=None, version=0):
     """{'error': code, 'message': str, 'topics': {name: {partition: (start, leader epoch, error)}}};
-    `topics` None asks for every share partition the group has state for."""
+    at version 1 each partition is (start, leader epoch, error, lag). `topics` None asks
+    for every share partition the group has state for."""
     if topics is None:
         wanted = kw.uvarint(0)
     else:
@@ -25,14 +27,16 @@ def describe(bootstrap, group, topics=None):
         ])
     body = kw.compact_array([kw.compact_string(group) + wanted + b"\x00"])
     with kw.Connection.to(bootstrap) as conn:
-        r = conn.flexible_call(DESCRIBE, 0, body)
+        r = conn.flexible_call(DESCRIBE, version, body)
     r.i32()
 
     def partition():
-        index, start, epoch, error = r.i32(), r.i64(), r.i32(), r.i16()
+        index, start, epoch = r.i32(), r.i64(), r.i32()
+        lag = r.i64() if version >= 1 else None
+        error = r.i16()
         r.compact_string()
         r.skip_tags()
-        return index, (start, epoch, error)
+        return index, (start, epoch, error) if version == 0 else (start, epoch, error, lag)
 
     def topic():
         name, _ = _topic_name_and_id(r)

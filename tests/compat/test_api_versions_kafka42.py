@@ -20,9 +20,6 @@ BEHIND_KAFKA_4_2 = {
     26: 4,   # EndTxn v5: epoch bump per transaction, TV2 (KIP-890)
     27: 1,   # WriteTxnMarkers v2: transaction version in the marker (KIP-1228)
     28: 4,   # TxnOffsetCommit v5: TV2 (KIP-890)
-    85: 0,   # WriteShareGroupState v1 (between brokers; tidelog's nodes speak v0)
-    87: 0,   # ReadShareGroupStateSummary v1: the delivery-complete count (KIP-1226)
-    90: 0,   # DescribeShareGroupOffsets v1: lag (KIP-1226)
 }
 # Advertised although a stock Kafka 4.2 (no telemetry receiver configured) leaves them out.
 BEYOND_STOCK_KAFKA = {71, 72}

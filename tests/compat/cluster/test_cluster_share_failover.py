@@ -141,7 +141,9 @@ def test_share_group_offsets_reset_where_the_share_coordinator_is_another_node(c
     """AlterShareGroupOffsets, DescribeShareGroupOffsets and DeleteShareGroupOffsets at
     the group's coordinator, for share partitions whose state is kept by other nodes
     (InitializeShareGroupState, ReadShareGroupStateSummary, DeleteShareGroupState between
-    nodes): a new member starts exactly at the reset offsets."""
+    nodes): a new member starts exactly at the reset offsets. DescribeShareGroupOffsets
+    v1's lag (KIP-1226) takes the high watermark of partitions led by other nodes from
+    their leaders, and the delivery-complete count from the state's coordinator."""
     import share_offsets_wire as wire
     from cluster_wire import find_coordinator
 
@@ -176,6 +178,10 @@ def test_share_group_offsets_reset_where_the_share_coordinator_is_another_node(c
         c.close()
     described = wire.describe(at, group)
     assert {p: v[0] for p, v in described["topics"][topic].items()} == {p: PER_PARTITION for p in range(PARTITIONS)}
+    # Everything accepted: no lag, wherever the partition's leader is.
+    described = wire.describe(at, group, version=1)
+    assert {p: (v[0], v[3]) for p, v in described["topics"][topic].items()} == \
+        {p: (PER_PARTITION, 0) for p in range(PARTITIONS)}, described
 
     reset = {p: 60 + 10 * p for p in range(PARTITIONS)}
 
@@ -186,6 +192,10 @@ def test_share_group_offsets_reset_where_the_share_coordinator_is_another_node(c
     error, message, partitions = wait_until(altered, 15, "the group empty")
     assert (error, partitions) == (0, {topic: {p: 0 for p in range(PARTITIONS)}}), message
     assert {p: v[0] for p, v in wire.describe(at, group)["topics"][topic].items()} == reset
+    # From a reset start offset nothing is done yet: lag = high watermark - start.
+    described = wire.describe(at, group, version=1)
+    assert {p: v[3] for p, v in described["topics"][topic].items()} == \
+        {p: PER_PARTITION - start for p, start in reset.items()}, described
 
     c = share_consumer(cluster.bootstrap, group, topic, explicit=True)
     seen, accepted = [], set()
@@ -205,3 +215,64 @@ def test_share_group_offsets_reset_where_the_share_coordinator_is_another_node(c
     assert wire.describe(at, group)["topics"] == {}
     after = wire.describe(at, group, {topic: list(range(PARTITIONS))})["topics"][topic]
     assert all(v == (-1, -1, 0) for v in after.values()), after
+
+
+def test_share_lag_where_the_state_and_the_partitions_are_on_other_nodes(cluster_factory):
+    """DescribeShareGroupOffsets v1 (KIP-1226) at the group's coordinator on a 3-node
+    cluster: each leader writes its delivery-complete count to the share-state
+    coordinator (WriteShareGroupState v1 for the partition whose coordinator is another
+    node), the group coordinator reads it (ReadShareGroupStateSummary v1 where the state
+    is elsewhere) and asks the other leaders for their high watermarks. The lag is
+    exactly the records neither accepted nor rejected."""
+    import share_offsets_wire as wire
+    from cluster_wire import find_coordinator
+
+    cluster = cluster_factory(settings={"group.share.heartbeat.interval.ms": "500",
+                                        "group.share.min.heartbeat.interval.ms": "500"})
+    topic = unique("share-lag")
+    create_topic(cluster, topic, assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    create_state_topic(cluster, topic)
+    led = leaders(cluster, topic, PARTITIONS)
+    group, _remote = group_with_a_remote_coordinator(cluster, topic_id(cluster, topic), led)
+    error, coordinator = find_coordinator(cluster.serving()[0].bootstrap, group, 0)
+    assert error == 0
+    start_earliest(cluster, group)
+    per_partition, accept, reject = 10, {0, 1, 2, 5, 6}, {7}
+    prod = producer(cluster.bootstrap, **{"enable.idempotence": True, "acks": "all"})
+    for p in range(PARTITIONS):
+        for i in range(per_partition):
+            prod.produce(topic, value=b"p%d-%02d" % (p, i), partition=p)
+    assert prod.flush(60) == 0
+
+    everything = {(p, o) for p in range(PARTITIONS) for o in range(per_partition)}
+    chosen = {(p, o) for p in range(PARTITIONS) for o in accept | reject}
+    seen, done = set(), set()
+    c = share_consumer(cluster.bootstrap, group, topic, explicit=True)
+    try:
+        def take():
+            for m in c.poll(0.5):
+                if m.error() is not None:
+                    continue
+                at = (m.partition(), m.offset())
+                seen.add(at)
+                kind = (AcknowledgeType.ACCEPT if m.offset() in accept else
+                        AcknowledgeType.REJECT if m.offset() in reject else AcknowledgeType.RELEASE)
+                c.acknowledge(m, kind)
+                if kind != AcknowledgeType.RELEASE:
+                    done.add(at)
+            c.commit_sync(10)
+            return seen == everything and done == chosen
+
+        wait_until(take, 60, "every record seen and the chosen ones accepted or rejected")
+    finally:
+        c.close()
+
+    at = cluster.node(coordinator).bootstrap
+    want = {p: (3, 4) for p in range(PARTITIONS)}  # start 3; 3, 4, 8 and 9 not done
+    got = None
+    deadline = time.monotonic() + 20
+    while got != want and time.monotonic() < deadline:
+        described = wire.describe(at, group, version=1)
+        got = {p: (v[0], v[3]) for p, v in described["topics"][topic].items()}
+        time.sleep(0.2)
+    assert got == want, described

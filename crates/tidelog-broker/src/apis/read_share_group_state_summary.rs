@@ -18,7 +18,8 @@ use super::Request;
 use crate::context::Ctx;
 use crate::net::Reply;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+/// v1 answers the delivery-complete count (KIP-1226).
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 fn refusal(p: &PartitionData, (code, message): Refusal) -> PartitionResult {
     PartitionResult::default()
@@ -47,7 +48,8 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 Ok(Some(s)) => answer
                     .with_state_epoch(s.state_epoch)
                     .with_leader_epoch(s.leader_epoch)
-                    .with_start_offset(s.start_offset),
+                    .with_start_offset(s.start_offset)
+                    .with_delivery_complete_count(s.delivery_complete_count),
                 Ok(None) => answer.with_leader_epoch(-1).with_start_offset(-1),
                 Err(e) => refusal(p, (e.code(), Some(e.to_string()))),
             },

@@ -18,7 +18,8 @@ use crate::context::Ctx;
 use crate::net::Reply;
 use crate::share::state::remote::snapshot_of_write;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+/// v1 carries the delivery-complete count (KIP-1226).
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: WriteShareGroupStateRequest = req.decode()?;

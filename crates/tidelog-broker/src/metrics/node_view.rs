@@ -33,20 +33,41 @@ impl NodeView {
         purpose: &str,
         timeout: Duration,
     ) -> Result<Peer, String> {
-        let (host, port) = self
-            .metadata
-            .image()
-            .inter_broker_endpoint(to)
-            .ok_or_else(|| "it is not a registered broker".to_owned())?;
-        let client_id = format!("tidelog-{purpose}-{}", self.node_id);
-        Peer::connect(
-            self.replicas.inter_broker_transport(),
-            &host,
-            port,
-            client_id,
+        connect_to_node(
+            &self.metadata,
+            &self.replicas,
+            self.node_id,
+            to,
+            purpose,
             timeout,
         )
         .await
-        .map_err(|e| e.to_string())
     }
+}
+
+/// A connection from node `from` to node `to`'s inter-broker listener, secured as it
+/// requires, named `tidelog-<purpose>-<from>` in the other node's logs (the request
+/// handlers that ask another leader use it too, without a `NodeView`).
+pub(crate) async fn connect_to_node(
+    metadata: &MetadataManager,
+    replicas: &ReplicaManager,
+    from: i32,
+    to: i32,
+    purpose: &str,
+    timeout: Duration,
+) -> Result<Peer, String> {
+    let (host, port) = metadata
+        .image()
+        .inter_broker_endpoint(to)
+        .ok_or_else(|| "it is not a registered broker".to_owned())?;
+    let client_id = format!("tidelog-{purpose}-{from}");
+    Peer::connect(
+        replicas.inter_broker_transport(),
+        &host,
+        port,
+        client_id,
+        timeout,
+    )
+    .await
+    .map_err(|e| e.to_string())
 }

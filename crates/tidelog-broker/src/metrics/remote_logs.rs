@@ -34,7 +34,7 @@ const STALE_AFTER: Duration = Duration::from_secs(300);
 /// Remote partitions asked about in one refresh, at most.
 const MAX_PARTITIONS: usize = 10_000;
 /// Bound of one leader's answers (connect, ListOffsets twice, Fetch).
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest answer read; a Fetch asks for one batch per call.
 const MAX_RESPONSE: usize = 4 << 20;
 /// Kafka's largest batch by default (`message.max.bytes`): one whole first batch.
@@ -42,7 +42,7 @@ const ONE_BATCH: i32 = 1 << 20;
 const LIST_OFFSETS_VERSION: i16 = 7;
 const FETCH_VERSION: i16 = 12;
 const EARLIEST: i64 = -2;
-const LATEST: i64 = -1;
+pub(crate) const LATEST: i64 = -1;
 
 /// What a leader said of one partition.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -119,8 +119,8 @@ impl RemoteLogs {
             .connect(leader, "lag", CALL_TIMEOUT)
             .await
             .map_err(|why| format!("node {leader}: {why}"))?;
-        let starts = list_offsets(&mut peer, partitions, EARLIEST).await?;
-        let ends = list_offsets(&mut peer, partitions, LATEST).await?;
+        let starts = list_offsets(&mut peer, partitions.keys(), EARLIEST).await?;
+        let ends = list_offsets(&mut peer, partitions.keys(), LATEST).await?;
         let read_at = Instant::now();
         for (key, committed) in partitions {
             let (Some(&log_start), Some(&high_watermark)) = (starts.get(key), ends.get(key)) else {
@@ -178,14 +178,15 @@ fn topic_name(topic: &str) -> TopicName {
 }
 
 /// One ListOffsets for every partition of `partitions`: offset by (topic, partition),
-/// the partitions the leader refused left out.
-async fn list_offsets(
+/// the partitions the leader refused left out. DescribeShareGroupOffsets asks the
+/// leaders of other nodes' partitions for their high watermarks with it too.
+pub(crate) async fn list_offsets<'a>(
     peer: &mut Peer,
-    partitions: &Wanted,
+    partitions: impl IntoIterator<Item = &'a (String, i32)>,
     timestamp: i64,
 ) -> Result<HashMap<(String, i32), i64>, String> {
     let mut topics: BTreeMap<&str, Vec<ListOffsetsPartition>> = BTreeMap::new();
-    for (topic, partition) in partitions.keys() {
+    for (topic, partition) in partitions {
         topics.entry(topic).or_default().push(
             ListOffsetsPartition::default()
                 .with_partition_index(*partition)

@@ -16,7 +16,7 @@ use tidelog_records::BatchHeader;
 use uuid::Uuid;
 
 use super::partition::{AckType, Acquired, SharePartition};
-use super::state::records::ShareSnapshot;
+use super::state::records::{delivery_complete_count, ShareSnapshot};
 use super::state::ShareStateError;
 use super::{group_share_config, AutoOffsetReset, ShareEntry, ShareKey};
 use crate::context::Ctx;
@@ -178,6 +178,7 @@ pub(crate) async fn persist(
         state_epoch: entry.state_epoch,
         leader_epoch: entry.leader_epoch,
         start_offset,
+        delivery_complete_count: delivery_complete_count(&batches),
         batches,
     };
     match ctx.share_state.write(key.clone(), snapshot).await {

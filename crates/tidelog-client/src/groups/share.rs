@@ -14,7 +14,7 @@ use kafka_protocol::messages::describe_share_group_offsets_request::{
     DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequestGroup,
 };
 use kafka_protocol::messages::share_group_describe_request::ShareGroupDescribeRequest;
-use kafka_protocol::messages::{GroupId, TopicName};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, GroupId, TopicName};
 
 use super::text;
 use crate::client::Client;
@@ -52,7 +52,14 @@ pub struct SharePartitionOffset {
     pub partition: i32,
     pub start_offset: Option<i64>,
     pub leader_epoch: Option<i32>,
+    /// The broker's lag of the share partition (DescribeShareGroupOffsets v1,
+    /// KIP-1226): records up to the high watermark not yet delivered for good. `None`
+    /// when the broker does not know it or does not speak v1.
+    pub lag: Option<i64>,
 }
+
+/// The first DescribeShareGroupOffsets version with the lag (KIP-1226).
+const OFFSETS_LAG_VERSION: i16 = 1;
 
 impl Client {
     async fn describe_share_group_once(&mut self, group: &str) -> Result<ShareGroupDescription> {
@@ -101,13 +108,25 @@ impl Client {
 
     async fn share_group_offsets_once(&mut self, group: &str) -> Result<Vec<SharePartitionOffset>> {
         let mut conn = self.coordinator(group).await?;
+        // The raw connection has no version table: ask the coordinator whether it
+        // answers the lag (v1), else use v0 (Kafka 4.0-4.1, older tidelog).
+        let version = match conn
+            .call(&ApiVersionsRequest::default(), 0)
+            .await?
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == ApiKey::DescribeShareGroupOffsets as i16)
+        {
+            Some(k) if k.max_version >= OFFSETS_LAG_VERSION => OFFSETS_LAG_VERSION,
+            _ => 0,
+        };
         let request = DescribeShareGroupOffsetsRequest::default().with_groups(vec![
             DescribeShareGroupOffsetsRequestGroup::default()
                 .with_group_id(GroupId(text(group)))
                 .with_topics(None),
         ]);
         let response = conn
-            .call_retrying(&request, 0, |r| {
+            .call_retrying(&request, version, |r| {
                 r.groups.first().map_or(0, |g| g.error_code)
             })
             .await?;
@@ -130,6 +149,7 @@ impl Client {
                     partition: p.partition_index,
                     start_offset: (p.start_offset >= 0).then_some(p.start_offset),
                     leader_epoch: (p.leader_epoch >= 0).then_some(p.leader_epoch),
+                    lag: (p.lag >= 0).then_some(p.lag),
                 });
             }
         }

@@ -28,9 +28,9 @@ enum ShareGroupCommand {
         output: OutputArgs,
     },
     /// State, epochs and members, and per share partition: its start offset (where the
-    /// records still being delivered begin), the log end, and the lag between them (an
-    /// upper bound: records past the start already acknowledged count until the start
-    /// moves past them).
+    /// records still being delivered begin), the log end, and its lag: the broker's
+    /// (KIP-1226: acknowledged records past the start do not count) when it answers
+    /// one, else the log end less the start (an upper bound, marked `<=`).
     Describe {
         /// Share group id.
         group: String,
@@ -139,7 +139,11 @@ async fn describe(client: &mut Client, group: &str, output: OutputArgs) -> anyho
         let end = client
             .list_offsets(&o.topic, o.partition, OffsetSpec::Latest)
             .await?;
-        let lag = o.start_offset.map(|start| (end - start).max(0));
+        // (lag, whether it is only an upper bound).
+        let lag = match o.lag {
+            Some(lag) => Some((lag, false)),
+            None => o.start_offset.map(|start| ((end - start).max(0), true)),
+        };
         rows.push((o, end, lag));
     }
     if output.json() {
@@ -160,7 +164,9 @@ async fn describe(client: &mut Client, group: &str, output: OutputArgs) -> anyho
             .map(|(o, end, lag)| {
                 json!({
                     "topic": o.topic, "partition": o.partition, "start_offset": o.start_offset,
-                    "leader_epoch": o.leader_epoch, "log_end": end, "lag": lag,
+                    "leader_epoch": o.leader_epoch, "log_end": end,
+                    "lag": lag.map(|(lag, _)| lag),
+                    "lag_is_upper_bound": lag.map(|(_, bound)| bound),
                 })
             })
             .collect();
@@ -211,7 +217,11 @@ async fn describe(client: &mut Client, group: &str, output: OutputArgs) -> anyho
             o.partition,
             dash(o.start_offset),
             dash(o.leader_epoch.map(i64::from)),
-            dash(lag)
+            lag.map_or("-".to_string(), |(lag, bound)| if bound {
+                format!("<={lag}")
+            } else {
+                lag.to_string()
+            })
         )?;
     }
     Ok(())

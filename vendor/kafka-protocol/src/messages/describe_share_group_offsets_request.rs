@@ -2,6 +2,7 @@
 //!
 //! See the schema for this message [here](https://github.com/apache/kafka/blob/trunk/clients/src/main/resources/common/message/DescribeShareGroupOffsetsRequest.json).
 // WARNING: the items of this module are generated and should not be edited directly
+// tidelog patch: version 1 (Kafka 4.2) has version 0's fields. Accepted versions 0 -> 0-1.
 #![allow(unused)]
 
 use std::borrow::Borrow;
@@ -17,7 +18,7 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeShareGroupOffsetsRequest {
@@ -55,7 +56,7 @@ impl DescribeShareGroupOffsetsRequest {
 #[cfg(feature = "client")]
 impl Encodable for DescribeShareGroupOffsetsRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::CompactArray(types::Struct { version }).encode(buf, &self.groups)?;
@@ -91,7 +92,7 @@ impl Encodable for DescribeShareGroupOffsetsRequest {
 #[cfg(feature = "broker")]
 impl Decodable for DescribeShareGroupOffsetsRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let groups = types::CompactArray(types::Struct { version }).decode(buf)?;
@@ -120,11 +121,11 @@ impl Default for DescribeShareGroupOffsetsRequest {
 }
 
 impl Message for DescribeShareGroupOffsetsRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeShareGroupOffsetsRequestGroup {
@@ -179,7 +180,7 @@ impl DescribeShareGroupOffsetsRequestGroup {
 #[cfg(feature = "client")]
 impl Encodable for DescribeShareGroupOffsetsRequestGroup {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.group_id)?;
@@ -217,7 +218,7 @@ impl Encodable for DescribeShareGroupOffsetsRequestGroup {
 #[cfg(feature = "broker")]
 impl Decodable for DescribeShareGroupOffsetsRequestGroup {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let group_id = types::CompactString.decode(buf)?;
@@ -249,11 +250,11 @@ impl Default for DescribeShareGroupOffsetsRequestGroup {
 }
 
 impl Message for DescribeShareGroupOffsetsRequestGroup {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeShareGroupOffsetsRequestTopic {
@@ -305,7 +306,7 @@ impl DescribeShareGroupOffsetsRequestTopic {
 #[cfg(feature = "client")]
 impl Encodable for DescribeShareGroupOffsetsRequestTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if !(0..=1).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.topic_name)?;
@@ -343,7 +344,7 @@ impl Encodable for DescribeShareGroupOffsetsRequestTopic {
 #[cfg(feature = "broker")]
 impl Decodable for DescribeShareGroupOffsetsRequestTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if !(0..=1).contains(&version) {
             bail!("specified version not supported by this message type");
         }
         let topic_name = types::CompactString.decode(buf)?;
@@ -375,7 +376,7 @@ impl Default for DescribeShareGroupOffsetsRequestTopic {
 }
 
 impl Message for DescribeShareGroupOffsetsRequestTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

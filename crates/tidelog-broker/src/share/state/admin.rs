@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use super::records::{ShareSnapshot, ShareStateRecord, StateKey};
+use super::records::{ShareSnapshot, ShareStateRecord, StateKey, UNKNOWN_DELIVERY_COMPLETE_COUNT};
 use super::{Home, ShareStateCoordinator, ShareStateError, ShareStateShard, MAX_STATES};
 use crate::coordinator::{CoordinatorError, Outcome};
 
@@ -40,6 +40,13 @@ impl ShareStateShard {
             state_epoch,
             leader_epoch,
             start_offset,
+            // Kafka's: from a start offset nothing is complete yet; without one the
+            // lag cannot be known.
+            delivery_complete_count: if start_offset >= 0 {
+                0
+            } else {
+                UNKNOWN_DELIVERY_COMPLETE_COUNT
+            },
             batches: Vec::new(),
         };
         Outcome::records(

@@ -576,6 +576,37 @@ mod tests {
     }
 
     #[test]
+    fn the_delivery_complete_count_a_leader_writes_is_kept_and_summarized() {
+        let mut shard = ShareStateShard::empty();
+        let key = ("g".to_string(), Uuid::from_u128(7), 0);
+        let leader = |start_offset, delivery_complete_count| ShareSnapshot {
+            leader_epoch: 1,
+            start_offset,
+            delivery_complete_count,
+            ..ShareSnapshot::default()
+        };
+        let stored = written(shard.write(key.clone(), leader(10, 4))).unwrap();
+        assert_eq!(stored.delivery_complete_count, 4);
+        shard.replay(
+            0,
+            None,
+            ShareStateRecord::Snapshot(key.clone(), Some(stored)),
+        );
+        assert_eq!(shard.summary(&key).unwrap().delivery_complete_count, 4);
+        // A v0 leader's write: not known.
+        let from_v0 = written(shard.write(key.clone(), leader(12, -1))).unwrap();
+        shard.replay(
+            1,
+            None,
+            ShareStateRecord::Snapshot(key.clone(), Some(from_v0)),
+        );
+        assert_eq!(shard.summary(&key).unwrap().delivery_complete_count, -1);
+        // Offsets altered to a start offset: nothing is complete from there (Kafka's 0).
+        let reset = written(shard.initialize(key.clone(), 3, 20)).unwrap();
+        assert_eq!(reset.delivery_complete_count, 0);
+    }
+
+    #[test]
     fn the_coordinator_key_names_the_topic_id_as_kafka_does() {
         let id = Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
         // Kafka's Uuid.toString: unpadded URL-safe base64 of the 16 bytes.

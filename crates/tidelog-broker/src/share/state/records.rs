@@ -5,6 +5,11 @@
 //! batches (compact array of first offset, last offset, delivery state, delivery
 //! count, each with an empty tagged-field section). Kafka's ShareUpdate (type 1) is
 //! read and skipped: this coordinator writes whole snapshots.
+//!
+//! The delivery-complete count (KIP-1226; Kafka's snapshot records carry it since 4.2)
+//! is the value's tagged field 0, an int32, written when it is known: a tagged field
+//! keeps the records written before it readable (they read as unknown, Kafka's -1), and
+//! those written with it readable by a node that does not know it (it skips the tag).
 
 use bytes::{BufMut, BytesMut};
 use uuid::Uuid;
@@ -27,13 +32,48 @@ pub(crate) struct StateBatch {
     pub(crate) delivery_count: i16,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// Kafka's value of a delivery-complete count no leader has written (a state from
+/// before KIP-1226, or initialized without a start offset).
+pub(crate) const UNKNOWN_DELIVERY_COMPLETE_COUNT: i32 = -1;
+/// The tag of the delivery-complete count in a snapshot value.
+const DELIVERY_COMPLETE_COUNT_TAG: u64 = 0;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ShareSnapshot {
     pub(crate) snapshot_epoch: u16,
     pub(crate) state_epoch: i32,
     pub(crate) leader_epoch: i32,
     pub(crate) start_offset: i64,
+    /// KIP-1226: the records at or above the start offset whose delivery is complete
+    /// (ACKNOWLEDGED or ARCHIVED), as the leader counted them; -1 when not known. The
+    /// share-partition lag is high watermark - start offset - this.
+    pub(crate) delivery_complete_count: i32,
     pub(crate) batches: Vec<StateBatch>,
+}
+
+impl Default for ShareSnapshot {
+    fn default() -> ShareSnapshot {
+        ShareSnapshot {
+            snapshot_epoch: 0,
+            state_epoch: 0,
+            leader_epoch: 0,
+            start_offset: 0,
+            delivery_complete_count: UNKNOWN_DELIVERY_COMPLETE_COUNT,
+            batches: Vec::new(),
+        }
+    }
+}
+
+/// The delivery-complete count of a leader's in-flight window: every offset of its
+/// ACKNOWLEDGED (2) and ARCHIVED (4) runs. ARCHIVING (3) is not complete yet: its
+/// dead-letter copy is under way. Saturates at `i32::MAX` (the wire's type).
+pub(crate) fn delivery_complete_count(batches: &[StateBatch]) -> i32 {
+    let complete: i64 = batches
+        .iter()
+        .filter(|b| matches!(b.state, 2 | 4))
+        .map(|b| b.last.saturating_sub(b.first).saturating_add(1).max(0))
+        .fold(0i64, i64::saturating_add);
+    i32::try_from(complete).unwrap_or(i32::MAX)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,7 +107,14 @@ pub(crate) fn encode_value(s: &ShareSnapshot) -> Vec<u8> {
         buf.put_i16(b.delivery_count);
         put_varint(&mut buf, 0);
     }
-    put_varint(&mut buf, 0);
+    if s.delivery_complete_count >= 0 {
+        put_varint(&mut buf, 1);
+        put_varint(&mut buf, DELIVERY_COMPLETE_COUNT_TAG);
+        put_varint(&mut buf, 4);
+        buf.put_i32(s.delivery_complete_count);
+    } else {
+        put_varint(&mut buf, 0);
+    }
     buf.to_vec()
 }
 
@@ -115,7 +162,19 @@ pub(crate) fn decode(key: &[u8], value: Option<&[u8]>) -> Result<ShareStateRecor
             delivery_count,
         });
     }
-    v.tagged(|_, _| {})?;
+    let mut delivery_complete_count = UNKNOWN_DELIVERY_COMPLETE_COUNT;
+    let mut malformed = false;
+    v.tagged(|tag, bytes| {
+        if tag == DELIVERY_COMPLETE_COUNT_TAG {
+            match <[u8; 4]>::try_from(bytes) {
+                Ok(b) => delivery_complete_count = i32::from_be_bytes(b),
+                Err(_) => malformed = true,
+            }
+        }
+    })?;
+    if malformed {
+        return Err(FormatError::Short);
+    }
     Ok(ShareStateRecord::Snapshot(
         key,
         Some(ShareSnapshot {
@@ -123,6 +182,7 @@ pub(crate) fn decode(key: &[u8], value: Option<&[u8]>) -> Result<ShareStateRecor
             state_epoch,
             leader_epoch,
             start_offset,
+            delivery_complete_count,
             batches,
         }),
     ))
@@ -140,6 +200,7 @@ mod tests {
             state_epoch: 1,
             leader_epoch: 2,
             start_offset: 100,
+            delivery_complete_count: 5,
             batches: vec![StateBatch {
                 first: 100,
                 last: 104,
@@ -160,5 +221,59 @@ mod tests {
         }
         assert!(decode(&[0, 0, 0x7f, 0xff], None).is_err());
         assert_eq!(decode(&[0, 1, 0, 0], None), Ok(ShareStateRecord::Skipped));
+    }
+
+    #[test]
+    fn the_delivery_complete_count_is_kept_and_a_record_without_it_reads_as_unknown() {
+        let key = ("g".to_string(), Uuid::from_u128(9), 3);
+        let snap = ShareSnapshot {
+            start_offset: 100,
+            delivery_complete_count: 42,
+            ..ShareSnapshot::default()
+        };
+        let (k, v) = (encode_key(&key), encode_value(&snap));
+        let Ok(ShareStateRecord::Snapshot(_, Some(read))) = decode(&k, Some(&v)) else {
+            panic!("not a snapshot");
+        };
+        assert_eq!(read.delivery_complete_count, 42);
+        // A value as written before KIP-1226: no tagged field.
+        let old = encode_value(&ShareSnapshot {
+            delivery_complete_count: UNKNOWN_DELIVERY_COMPLETE_COUNT,
+            ..snap.clone()
+        });
+        assert_eq!(old.len() + 6, v.len(), "count, tag, size and an int32");
+        let Ok(ShareStateRecord::Snapshot(_, Some(read))) = decode(&k, Some(&old)) else {
+            panic!("not a snapshot");
+        };
+        assert_eq!(read.delivery_complete_count, -1);
+        // A count that is not an int32 is an error, not a guess.
+        let mut bad = v.clone();
+        let at = bad.len() - 5;
+        bad[at] = 3;
+        bad.truncate(bad.len() - 1);
+        assert!(decode(&k, Some(&bad)).is_err());
+    }
+
+    #[test]
+    fn the_delivery_complete_count_counts_acknowledged_and_archived_offsets() {
+        let run = |first, last, state| StateBatch {
+            first,
+            last,
+            state,
+            delivery_count: 1,
+        };
+        let batches = [
+            run(10, 12, 2), // acknowledged: 3
+            run(13, 13, 0), // available
+            run(14, 15, 3), // archiving: not yet complete
+            run(16, 19, 4), // archived: 4
+        ];
+        assert_eq!(delivery_complete_count(&batches), 7);
+        assert_eq!(delivery_complete_count(&[]), 0);
+        assert_eq!(
+            delivery_complete_count(&[run(0, i64::MAX, 2)]),
+            i32::MAX,
+            "saturates"
+        );
     }
 }

@@ -26,7 +26,9 @@ use kafka_protocol::messages::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tidelog_controller::MetadataImage;
 
-use super::records::{ShareSnapshot, StateBatch, StateKey};
+use super::records::{
+    delivery_complete_count, ShareSnapshot, StateBatch, StateKey, UNKNOWN_DELIVERY_COMPLETE_COUNT,
+};
 use super::ShareStateError;
 use crate::replica::{Peer, ReplicaManager};
 
@@ -36,7 +38,10 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_RESPONSE: usize = 8 << 20;
 /// The versions spoken between tidelog nodes.
 const READ_VERSION: i16 = 0;
-const WRITE_VERSION: i16 = 0;
+/// v1 carries the delivery-complete count (KIP-1226); v0 is what a node of an older
+/// release answers during a rolling upgrade.
+const WRITE_VERSION: i16 = 1;
+const WRITE_VERSION_BEFORE_KIP_1226: i16 = 0;
 
 type Slot = Arc<tokio::sync::Mutex<Option<Peer>>>;
 
@@ -107,21 +112,42 @@ impl Coordinators {
         key: &StateKey,
         snapshot: &ShareSnapshot,
     ) -> Result<(), ShareStateError> {
-        let request = WriteShareGroupStateRequest::default()
-            .with_group_id(StrBytes::from_string(key.0.clone()))
-            .with_topics(vec![WriteStateData::default()
-                .with_topic_id(key.1)
-                .with_partitions(vec![write_partition(key.2, snapshot)])]);
-        let response: WriteShareGroupStateResponse = self
+        let request = |partition: WritePartition| {
+            WriteShareGroupStateRequest::default()
+                .with_group_id(StrBytes::from_string(key.0.clone()))
+                .with_topics(vec![WriteStateData::default()
+                    .with_topic_id(key.1)
+                    .with_partitions(vec![partition])])
+        };
+        let partition = write_partition(key.2, snapshot);
+        let asked = self
             .call(
                 replicas,
                 image,
                 node,
                 ApiKey::WriteShareGroupState,
                 WRITE_VERSION,
-                &request,
+                &request(partition.clone()),
             )
-            .await?;
+            .await;
+        let response: WriteShareGroupStateResponse = match asked {
+            // A node of an older release cannot decode a v1 request: once more
+            // at v0, without the count (the lag is then not known until a later write).
+            Err(ShareStateError::Unreachable { .. }) => {
+                let without_count =
+                    partition.with_delivery_complete_count(UNKNOWN_DELIVERY_COMPLETE_COUNT);
+                self.call(
+                    replicas,
+                    image,
+                    node,
+                    ApiKey::WriteShareGroupState,
+                    WRITE_VERSION_BEFORE_KIP_1226,
+                    &request(without_count),
+                )
+                .await?
+            }
+            other => other?,
+        };
         let code = response
             .results
             .iter()
@@ -225,6 +251,7 @@ fn snapshot(
     state_epoch: i32,
     leader_epoch: i32,
     start_offset: i64,
+    delivery_complete_count: i32,
     batches: &[impl WireBatch],
 ) -> ShareSnapshot {
     ShareSnapshot {
@@ -232,6 +259,7 @@ fn snapshot(
         state_epoch,
         leader_epoch,
         start_offset,
+        delivery_complete_count,
         batches: batches.iter().map(WireBatch::batch).collect(),
     }
 }
@@ -247,6 +275,13 @@ pub(crate) fn snapshot_of_read(
             p.state_epoch,
             leader_epoch,
             p.start_offset,
+            // ReadShareGroupState does not carry it: the leader counts its window.
+            delivery_complete_count(
+                &p.state_batches
+                    .iter()
+                    .map(WireBatch::batch)
+                    .collect::<Vec<_>>(),
+            ),
             &p.state_batches,
         )
     })
@@ -284,6 +319,7 @@ fn write_partition(partition: i32, s: &ShareSnapshot) -> WritePartition {
         .with_state_epoch(s.state_epoch)
         .with_leader_epoch(s.leader_epoch)
         .with_start_offset(s.start_offset)
+        .with_delivery_complete_count(s.delivery_complete_count)
         .with_state_batches(
             s.batches
                 .iter()
@@ -325,6 +361,9 @@ pub(crate) fn snapshot_of_write(p: &WritePartition) -> Result<ShareSnapshot, Str
         p.state_epoch,
         p.leader_epoch,
         p.start_offset,
+        // A v0 writer sends none: Kafka's -1 (the lag is then not known).
+        p.delivery_complete_count
+            .max(UNKNOWN_DELIVERY_COMPLETE_COUNT),
         &p.state_batches,
     ))
 }
@@ -348,6 +387,8 @@ mod tests {
             state_epoch: 2,
             leader_epoch: 5,
             start_offset: 10,
+            // 10..=12 acknowledged, 14..=20 archived.
+            delivery_complete_count: 10,
             batches: vec![
                 StateBatch {
                     first: 10,
@@ -370,8 +411,12 @@ mod tests {
             ],
         };
         let on_the_wire = write_partition(0, &snapshot);
+        assert_eq!(on_the_wire.delivery_complete_count, 10);
         let stored = snapshot_of_write(&on_the_wire).unwrap();
         assert_eq!(stored, snapshot);
+        // From a v0 writer (no count): not known.
+        let from_v0 = snapshot_of_write(&on_the_wire.clone().with_delivery_complete_count(-1));
+        assert_eq!(from_v0.unwrap().delivery_complete_count, -1);
         let answer = read_result(0, Some(&stored));
         assert_eq!(snapshot_of_read(&answer, 5), Some(snapshot));
         assert_eq!(

@@ -24,6 +24,9 @@ use super::ShareStateError;
 use crate::replica::ReplicaManager;
 
 const VERSION: i16 = 0;
+/// ReadShareGroupStateSummary v1 answers the delivery-complete count (KIP-1226); a
+/// node of an older release (a rolling upgrade) answers only v0.
+const SUMMARY_VERSION: i16 = 1;
 
 fn unnamed(node: i32) -> ShareStateError {
     ShareStateError::Unreachable {
@@ -62,16 +65,32 @@ impl Coordinators {
                 .with_partitions(vec![SummaryPartition::default()
                     .with_partition(key.2)
                     .with_leader_epoch(-1)])]);
-        let response: ReadShareGroupStateSummaryResponse = self
+        let asked = self
             .call(
                 replicas,
                 image,
                 node,
                 ApiKey::ReadShareGroupStateSummary,
-                VERSION,
+                SUMMARY_VERSION,
                 &request,
             )
-            .await?;
+            .await;
+        let response: ReadShareGroupStateSummaryResponse = match asked {
+            // An older node cannot decode a v1 request: once more at v0 (its
+            // answer reads as count -1, lag unknown).
+            Err(ShareStateError::Unreachable { .. }) => {
+                self.call(
+                    replicas,
+                    image,
+                    node,
+                    ApiKey::ReadShareGroupStateSummary,
+                    VERSION,
+                    &request,
+                )
+                .await?
+            }
+            other => other?,
+        };
         let found = response
             .results
             .iter()
@@ -85,6 +104,7 @@ impl Coordinators {
             state_epoch: found.state_epoch,
             leader_epoch: found.leader_epoch,
             start_offset: found.start_offset,
+            delivery_complete_count: found.delivery_complete_count,
             batches: Vec::new(),
         }))
     }

@@ -30,7 +30,7 @@ use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
 pub(crate) use partition::{Appended, Partition, PartitionError};
-pub(crate) use peer::Peer;
+pub(crate) use peer::{Peer, PeerError};
 pub(crate) use replication::{replication_outcome, HwSnapshot, ReplicaError};
 pub(crate) use state::Role;
 

@@ -180,6 +180,10 @@ pub(crate) enum ShareStateError {
     /// The coordinator on another node could not be asked.
     #[error("the share coordinator on node {node} could not be asked: {why}")]
     Unreachable { node: i32, why: String },
+    /// The node closed the connection on the request instead of answering: what a node
+    /// of an older release does with a version it does not know (a rolling upgrade).
+    #[error("the share coordinator on node {node} closed the connection on the request")]
+    HungUp { node: i32 },
     /// The coordinator on another node answered this Kafka error code.
     #[error("the share coordinator on node {node} answered error {code}")]
     Refused { node: i32, code: i16 },
@@ -198,9 +202,9 @@ impl ShareStateError {
             ShareStateError::FencedStateEpoch(_) => ResponseError::FencedStateEpoch.code(),
             ShareStateError::Refused { code, .. } => *code,
             ShareStateError::Coordinator(c) => c.code(),
-            ShareStateError::Unreachable { .. } | ShareStateError::Unavailable(_) => {
-                ResponseError::CoordinatorNotAvailable.code()
-            }
+            ShareStateError::Unreachable { .. }
+            | ShareStateError::HungUp { .. }
+            | ShareStateError::Unavailable(_) => ResponseError::CoordinatorNotAvailable.code(),
         }
     }
 }

@@ -30,7 +30,7 @@ use super::records::{
     delivery_complete_count, ShareSnapshot, StateBatch, StateKey, UNKNOWN_DELIVERY_COMPLETE_COUNT,
 };
 use super::ShareStateError;
-use crate::replica::{Peer, ReplicaManager};
+use crate::replica::{Peer, PeerError, ReplicaManager};
 
 /// Bound of one exchange (connect, send, answer).
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -131,9 +131,10 @@ impl Coordinators {
             )
             .await;
         let response: WriteShareGroupStateResponse = match asked {
-            // A node of an older release cannot decode a v1 request: once more
-            // at v0, without the count (the lag is then not known until a later write).
-            Err(ShareStateError::Unreachable { .. }) => {
+            // A node of an older release closes the connection on a v1 request: once
+            // more at v0, without the count (the lag is then not known until a later
+            // write). A node that is down or slow is not asked twice.
+            Err(ShareStateError::HungUp { .. }) => {
                 let without_count =
                     partition.with_delivery_complete_count(UNKNOWN_DELIVERY_COMPLETE_COUNT);
                 self.call(
@@ -210,6 +211,10 @@ impl Coordinators {
         };
         match peer.call(key, version, request, MAX_RESPONSE, left).await {
             Ok(response) => Ok(response),
+            Err(PeerError::Closed) => {
+                *held = None;
+                Err(ShareStateError::HungUp { node })
+            }
             Err(e) => {
                 *held = None;
                 Err(unreachable(e.to_string()))

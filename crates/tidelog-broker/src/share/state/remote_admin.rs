@@ -76,9 +76,9 @@ impl Coordinators {
             )
             .await;
         let response: ReadShareGroupStateSummaryResponse = match asked {
-            // An older node cannot decode a v1 request: once more at v0 (its
-            // answer reads as count -1, lag unknown).
-            Err(ShareStateError::Unreachable { .. }) => {
+            // An older node closes the connection on a v1 request: once more at
+            // v0 (its answer reads as count -1, lag unknown).
+            Err(ShareStateError::HungUp { .. }) => {
                 self.call(
                     replicas,
                     image,

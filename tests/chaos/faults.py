@@ -1,0 +1,176 @@
+"""Faults on a seeded schedule. `random.Random(seed)` picks every fault, its victim and
+its length, so a seed names a schedule (the cluster's own timing still varies).
+
+Each fault is recorded as `fault_start` (with what it hit) and `fault_end`, and is healed
+before the next one starts: the next fault waits, bounded, until every node answers
+/readyz again. Faults that need network namespaces are in the menu only when the cluster
+runs in a NetnsLab.
+"""
+
+import threading
+import time
+
+import cluster_wire
+from cluster_meta import elect_preferred, leaders, wait_full_isr
+
+RECOVERY_TIMEOUT_S = 90.0
+NODE_START_TIMEOUT_S = 90.0
+REJOIN_TIMEOUT_S = 60.0
+
+
+class FaultError(Exception):
+    """A fault could not be healed in time (a node did not come back)."""
+
+
+class FaultScheduler:
+    def __init__(self, cluster, history, rng, topic, partitions, txn_client=None, lab=None):
+        self.cluster, self.history, self.rng = cluster, history, rng
+        self.topic, self.partitions = topic, partitions
+        self.txn_client, self.lab = txn_client, lab
+        self.stopping = threading.Event()
+        self.error = None
+        self.done = []  # names of the faults that ran
+        self._next_id = 1
+        self.menu = {
+            "kill-partition-leader": self.kill_partition_leader,
+            "kill-controller-leader": self.kill_controller_leader,
+            "pause-node": self.pause_node,
+            "rolling-restart": self.rolling_restart,
+            "leadership-transfer": self.leadership_transfer,
+        }
+        if txn_client is not None:
+            self.menu["crash-transactional-client"] = self.crash_client
+        if lab is not None:
+            self.menu["isolate-partition-leader"] = self.isolate_partition_leader
+            self.menu["isolate-controller-leader"] = self.isolate_controller_leader
+        self._thread = threading.Thread(target=self._guarded, daemon=True, name="faults")
+
+    # --- the schedule
+
+    def start(self, calm_s=(2.0, 5.0)):
+        self.calm_s = calm_s
+        self._thread.start()
+        return self
+
+    def stop(self, timeout=240):
+        """Finish the fault under way (it heals itself) and stop."""
+        self.stopping.set()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _guarded(self):
+        try:
+            while not self.stopping.wait(self.rng.uniform(*self.calm_s)):
+                name = self.rng.choice(sorted(self.menu))
+                self.menu[name]()
+                self.done.append(name)
+                self.wait_recovered()
+        except Exception as err:  # noqa: BLE001 - the runner reports it
+            self.error = f"{type(err).__name__}: {err}"
+            self.history.record("fault_error", error=self.error)
+
+    def _window(self, name, **detail):
+        fault_id = self._next_id
+        self._next_id += 1
+        self.history.record("fault_start", fault=name, id=fault_id, **detail)
+        return fault_id
+
+    def _end(self, name, fault_id):
+        self.history.record("fault_end", fault=name, id=fault_id)
+
+    def _hold(self, low, high):
+        time.sleep(self.rng.uniform(low, high))  # not cut short by stop(): the fault lasts as drawn
+
+    def wait_recovered(self):
+        deadline = time.monotonic() + RECOVERY_TIMEOUT_S
+        while not all(n.serving() and n.is_ready() for n in self.cluster.nodes.values()):
+            if time.monotonic() > deadline:
+                raise FaultError(f"the cluster did not recover within {RECOVERY_TIMEOUT_S} s")
+            time.sleep(0.5)
+
+    # --- who leads
+
+    def partition_leader(self):
+        partition = self.rng.randrange(self.partitions)
+        try:
+            leader = leaders(self.cluster, self.topic, self.partitions).get(partition, -1)
+        except AssertionError:
+            leader = -1
+        return partition, (leader if leader in self.cluster.nodes else self.rng.choice(sorted(self.cluster.nodes)))
+
+    def controller_leader(self):
+        for node in self.cluster.serving():
+            leader = cluster_wire.describe_quorum_leader(node.bootstrap)
+            if leader in self.cluster.nodes:
+                return leader
+        return self.rng.choice(sorted(self.cluster.nodes))
+
+    # --- the faults
+
+    def _kill_and_restart(self, name, victim, **detail):
+        fault_id = self._window(name, node=victim, **detail)
+        self.cluster.node(victim).kill9()
+        self._hold(2, 6)
+        self.cluster.node(victim).start(NODE_START_TIMEOUT_S)
+        self._end(name, fault_id)
+
+    def kill_partition_leader(self):
+        partition, leader = self.partition_leader()
+        self._kill_and_restart("kill-partition-leader", leader, partition=partition)
+
+    def kill_controller_leader(self):
+        self._kill_and_restart("kill-controller-leader", self.controller_leader())
+
+    def pause_node(self):
+        victim = self.rng.choice(sorted(self.cluster.nodes))
+        fault_id = self._window("pause-node", node=victim)
+        node = self.cluster.node(victim)
+        node.pause()
+        try:
+            self._hold(2, 6)
+        finally:
+            node.resume()
+        self._end("pause-node", fault_id)
+
+    def rolling_restart(self):
+        """SIGTERM (controlled shutdown) and restart each node in turn; the next goes only
+        once the last is back in every ISR (a node answers /readyz well before that)."""
+        fault_id = self._window("rolling-restart")
+        for node_id in sorted(self.cluster.nodes):
+            node = self.cluster.node(node_id)
+            node.terminate()
+            node.start(NODE_START_TIMEOUT_S)
+            wait_full_isr(self.cluster, self.topic, self.partitions, REJOIN_TIMEOUT_S)
+        self._end("rolling-restart", fault_id)
+
+    def leadership_transfer(self):
+        """A preferred-leader election for one partition: its leader moves under load when
+        an earlier fault left it elsewhere."""
+        partition = self.rng.randrange(self.partitions)
+        fault_id = self._window("leadership-transfer", partition=partition)
+        try:
+            elect_preferred(self.cluster, self.topic, partition)
+        except AssertionError as err:
+            self.history.record("fault_note", id=fault_id, note=str(err)[:300])
+        self._end("leadership-transfer", fault_id)
+
+    def crash_client(self):
+        fault_id = self._window("crash-transactional-client")
+        self.txn_client.crash()
+        self._end("crash-transactional-client", fault_id)
+
+    def _isolate(self, name, victim, **detail):
+        fault_id = self._window(name, node=victim, **detail)
+        self.lab.isolate(victim)
+        try:
+            self._hold(4, 8)
+        finally:
+            self.lab.heal()
+        self._end(name, fault_id)
+
+    def isolate_partition_leader(self):
+        partition, leader = self.partition_leader()
+        self._isolate("isolate-partition-leader", leader, partition=partition)
+
+    def isolate_controller_leader(self):
+        self._isolate("isolate-controller-leader", self.controller_leader())

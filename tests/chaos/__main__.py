@@ -57,6 +57,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     # A run that stops making progress: `kill -USR1 <pid>` prints every thread's stack.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # SIGTERM (a CI timeout) unwinds through the runner's cleanup: nodes killed, namespaces gone.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     if args.command == "check":
         paths = sorted(Path(args.workdir).glob("*history.jsonl"))

@@ -12,6 +12,7 @@ import time
 
 import cluster_wire
 from cluster_meta import elect_preferred, leaders, wait_full_isr
+from netns import VOID_MAC, _ip
 
 RECOVERY_TIMEOUT_S = 90.0
 NODE_START_TIMEOUT_S = 90.0
@@ -43,6 +44,7 @@ class FaultScheduler:
         if lab is not None:
             self.menu["isolate-partition-leader"] = self.isolate_partition_leader
             self.menu["isolate-controller-leader"] = self.isolate_controller_leader
+            self.menu["cut-clients-from-leader"] = self.cut_clients_from_leader
         self._thread = threading.Thread(target=self._guarded, daemon=True, name="faults")
 
     # --- the schedule
@@ -133,12 +135,13 @@ class FaultScheduler:
         self._end("pause-node", fault_id)
 
     def rolling_restart(self):
-        """SIGTERM (controlled shutdown) and restart each node in turn; the next goes only
-        once the last is back in every ISR (a node answers /readyz well before that)."""
+        """SIGTERM (controlled shutdown) each node in turn, leave it down a moment (the
+        others carry the load), restart it; the next goes only once it is back in every ISR."""
         fault_id = self._window("rolling-restart")
         for node_id in sorted(self.cluster.nodes):
             node = self.cluster.node(node_id)
             node.terminate()
+            self._hold(1, 3)
             node.start(NODE_START_TIMEOUT_S)
             wait_full_isr(self.cluster, self.topic, self.partitions, REJOIN_TIMEOUT_S)
         self._end("rolling-restart", fault_id)
@@ -174,3 +177,31 @@ class FaultScheduler:
 
     def isolate_controller_leader(self):
         self._isolate("isolate-controller-leader", self.controller_leader())
+
+    def cut_clients_from_leader(self):
+        """The leader of a partition keeps its peers but loses its clients: its answers
+        to the driver's address vanish (the nodes still see each other)."""
+        partition, leader = self.partition_leader()
+        fault_id = self._window("cut-clients-from-leader", node=leader, partition=partition)
+        cut = ClientCut(self.lab, leader)
+        try:
+            self._hold(4, 8)
+        finally:
+            cut.heal()
+        self._end("cut-clients-from-leader", fault_id)
+
+
+class ClientCut:
+    """In a node's namespace, packets to the driver (the bridge's address in the root
+    namespace) go into the lab's `void0` pair and vanish, as NetnsLab does for peers."""
+
+    def __init__(self, lab, node):
+        self.namespace = lab.namespace(node)
+        self.client = f"{lab.subnet}.254"
+        _ip("-n", self.namespace, "neigh", "replace", self.client, "lladdr", VOID_MAC, "dev", "void0",
+            "nud", "permanent")
+        _ip("-n", self.namespace, "route", "add", f"{self.client}/32", "dev", "void0")
+
+    def heal(self):
+        _ip("-n", self.namespace, "route", "del", f"{self.client}/32", "dev", "void0", check=False)
+        _ip("-n", self.namespace, "neigh", "del", self.client, "dev", "void0", check=False)

@@ -42,7 +42,8 @@ Anomalies (names as in Jepsen's Kafka workload; the definitions are this file's)
                         the end of the drain (must drain to 0)
 
 Availability is a figure, not an anomaly: the longest time without any acknowledged send
-during each fault (from its start to its end) and over the whole run.
+during each fault (from its start to its end) and over the whole run, overall and in the
+partition that waited longest.
 """
 
 import json
@@ -229,20 +230,35 @@ def check_unseen(events, anomalies):
     return len(unseen)
 
 
+def _longest_gap(start, end, times):
+    """The longest stretch of [start, end] with no time of `times` in it."""
+    points = [start] + [t for t in times if start < t < end] + [end]
+    return max(b - a for a, b in zip(points, points[1:]))
+
+
 def availability(events):
-    """[{fault, id, seconds, longest_gap}] per fault window, and a last entry for the whole run."""
-    acks = [e["t"] for e in events if e["type"] == "send_ok"]
+    """[{fault, id, seconds, longest_gap, worst_partition_gap}] per fault window, and a
+    last entry for the whole run. `longest_gap`: no acknowledged send at all;
+    `worst_partition_gap`: none in the one partition that waited longest (a fault on one
+    leader stalls its partitions while the others carry on)."""
+    acks, by_partition = [], defaultdict(list)
+    for e in events:
+        if e["type"] == "send_ok":
+            acks.append(e["t"])
+            by_partition[(e["topic"], e["partition"])].append(e["t"])
     starts = {e["id"]: e for e in events if e["type"] == "fault_start"}
     windows = [(starts[e["id"]], e["t"]) for e in events if e["type"] == "fault_end" and e["id"] in starts]
     figures = []
     for start, end in windows:
-        points = [start["t"]] + [t for t in acks if start["t"] < t < end] + [end]
-        gap = max(b - a for a, b in zip(points, points[1:]))
+        worst = max((_longest_gap(start["t"], end, times) for times in by_partition.values()), default=0.0)
         figures.append({"fault": start["fault"], "id": start["id"], "seconds": round(end - start["t"], 2),
-                        "longest_gap": round(gap, 2)})
+                        "longest_gap": round(_longest_gap(start["t"], end, acks), 2),
+                        "worst_partition_gap": round(worst, 2)})
     if len(acks) > 1:
+        worst = max(_longest_gap(acks[0], acks[-1], times) for times in by_partition.values())
         figures.append({"fault": "whole run", "id": None, "seconds": round(acks[-1] - acks[0], 2),
-                        "longest_gap": round(max(b - a for a, b in zip(acks, acks[1:])), 2)})
+                        "longest_gap": round(_longest_gap(acks[0], acks[-1], acks), 2),
+                        "worst_partition_gap": round(worst, 2)})
     return figures
 
 
@@ -289,7 +305,7 @@ def report(result, events):
     lines = [f"history: {json.dumps(result.stats, sort_keys=True)}"]
     for fig in result.availability:
         lines.append(f"availability: {fig['fault']} {fig['id'] or ''} lasted {fig['seconds']} s, "
-                     f"longest write gap {fig['longest_gap']} s")
+                     f"longest write gap {fig['longest_gap']} s, in one partition {fig['worst_partition_gap']} s")
     if not result.anomalies:
         lines.append("no anomaly")
     for a in result.anomalies:

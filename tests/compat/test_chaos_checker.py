@@ -178,9 +178,12 @@ def test_availability_is_the_longest_gap_between_acknowledgements_in_a_fault():
     s = Story()
     s.add("fault_start", fault="pause", id=7)  # t=0
     s.ack("p1", 0, 0, 0)  # t=1
-    for _ in range(4):
-        s.add("noise")  # t=2..5
-    s.ack("p1", 1, 0, 1)  # t=6
+    s.ack("p1", 1, 1, 0)  # t=2
+    for _ in range(3):
+        s.add("noise")  # t=3..5
+    s.ack("p1", 2, 0, 1)  # t=6
     s.add("fault_end", fault="pause", id=7)  # t=7
     figures = check(s.events).availability
-    assert figures[0] == {"fault": "pause", "id": 7, "seconds": 7.0, "longest_gap": 5.0}
+    # Any write: none from t=2 to t=6. Partition 1: none from t=2 to the end of the fault.
+    assert figures[0] == {"fault": "pause", "id": 7, "seconds": 7.0, "longest_gap": 4.0,
+                          "worst_partition_gap": 5.0}

@@ -50,9 +50,6 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-EXCERPT_FAULTS = 4
-
-
 @dataclass
 class Anomaly:
     kind: str
@@ -104,9 +101,16 @@ def check_lost_and_duplicates(events, outcomes, anomalies):
     final, finished = _final_values(events, "read_uncommitted")
     committed_final, committed_finished = _final_values(events, "read_committed")
     txn_sends = [e for e in events if e["type"] == "txn_send"]
+    at_offset = {(e["topic"], e["partition"], e["offset"]): e for e in events
+                 if e["type"] == "final_read" and e["isolation"] == "read_uncommitted"}
+    ends = {(e["topic"], e["partition"]): e for e in events
+            if e["type"] == "final_read_end" and e["isolation"] == "read_uncommitted"}
     for e in events:
         if e["type"] == "send_ok" and e["topic"] in finished and not final[e["topic"]].get(e["value"]):
-            anomalies.append(Anomaly("lost-write", f"acknowledged {e['value']!r} is not in the final read", [e]))
+            # Shown with what the final read found at its offset, or where that partition ended.
+            instead = at_offset.get((e["topic"], e["partition"], e["offset"])) or ends.get((e["topic"], e["partition"]))
+            anomalies.append(Anomaly("lost-write", f"acknowledged {e['value']!r} is not in the final read",
+                                     [e] + ([instead] if instead else [])))
     for e in txn_sends:
         if outcomes[e["txn"]] == "committed" and e["topic"] in committed_finished:
             if not committed_final[e["topic"]].get(e["value"]):
@@ -290,12 +294,14 @@ def _tally(values):
 
 
 def excerpt(anomaly, events):
-    """The anomaly's own events plus the faults that started or ended among them, as lines."""
+    """The anomaly's own events, plus the last fault that began before the first of them
+    (its start and end): what was going on when it happened. As lines, in time order."""
     shown = list(anomaly.events)
     if shown:
-        first, last = min(e["t"] for e in shown), max(e["t"] for e in shown)
-        faults = [e for e in events if e["type"] in ("fault_start", "fault_end") and first <= e["t"] <= last]
-        shown += faults[:EXCERPT_FAULTS]
+        first = min(e["t"] for e in shown)
+        began = [e for e in events if e["type"] == "fault_start" and e["t"] <= first]
+        if began:
+            shown += [e for e in events if e["type"] in ("fault_start", "fault_end") and e["id"] == began[-1]["id"]]
     shown.sort(key=lambda e: e["t"])
     return [json.dumps(e, sort_keys=True) for e in shown]
 

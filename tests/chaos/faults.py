@@ -24,8 +24,9 @@ class FaultError(Exception):
 
 
 class FaultScheduler:
-    def __init__(self, cluster, history, rng, topic, partitions, txn_client=None, lab=None):
+    def __init__(self, cluster, history, rng, topic, partitions, txn_client=None, lab=None, full_disk=None):
         self.cluster, self.history, self.rng = cluster, history, rng
+        self.full_disk = full_disk  # a DataDirMount: the one node whose disk can fill
         self.topic, self.partitions = topic, partitions
         self.txn_client, self.lab = txn_client, lab
         self.stopping = threading.Event()
@@ -45,6 +46,8 @@ class FaultScheduler:
             self.menu["isolate-partition-leader"] = self.isolate_partition_leader
             self.menu["isolate-controller-leader"] = self.isolate_controller_leader
             self.menu["cut-clients-from-leader"] = self.cut_clients_from_leader
+        if full_disk is not None:
+            self.menu["disk-full"] = self.disk_full
         self._thread = threading.Thread(target=self._guarded, daemon=True, name="faults")
 
     # --- the schedule
@@ -84,8 +87,14 @@ class FaultScheduler:
         time.sleep(self.rng.uniform(low, high))  # not cut short by stop(): the fault lasts as drawn
 
     def wait_recovered(self):
+        """Every node answering /readyz; a node that is not running exited by itself (each
+        fault restarts what it killed): that ends the schedule as an error."""
         deadline = time.monotonic() + RECOVERY_TIMEOUT_S
         while not all(n.serving() and n.is_ready() for n in self.cluster.nodes.values()):
+            dead = [n for n in self.cluster.nodes.values() if not n.alive()]
+            if dead:
+                raise FaultError(f"{dead[0]} exited by itself with code {dead[0].proc.returncode}\n"
+                                 f"{dead[0].log_tail(15)}")
             if time.monotonic() > deadline:
                 raise FaultError(f"the cluster did not recover within {RECOVERY_TIMEOUT_S} s")
             time.sleep(0.5)
@@ -161,6 +170,23 @@ class FaultScheduler:
         fault_id = self._window("crash-transactional-client")
         self.txn_client.crash()
         self._end("crash-transactional-client", fault_id)
+
+    def disk_full(self):
+        """Fill one node's data directory, hold, free it. A node may stop on a failed write
+        (as a Kafka broker with one log directory does): that is noted, and it is restarted
+        once there is room again; what it acknowledged is still checked."""
+        node = self.full_disk.node
+        fault_id = self._window("disk-full", node=node.node_id)
+        self.full_disk.fill()
+        try:
+            self._hold(3, 6)
+        finally:
+            self.full_disk.free()
+        if not node.alive():
+            self.history.record("fault_note", id=fault_id, note=f"{node} exited with {node.proc.returncode} "
+                                "while its disk was full; restarted")
+            node.start(NODE_START_TIMEOUT_S)
+        self._end("disk-full", fault_id)
 
     def _isolate(self, name, victim, **detail):
         fault_id = self._window(name, node=victim, **detail)

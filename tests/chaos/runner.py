@@ -24,6 +24,7 @@ from cluster_nodes import Cluster
 from netns import NetnsLab, unavailable_reason
 
 from . import checker
+from .disk import DataDirMount
 from .faults import FaultScheduler
 from .history import History, load
 from .txn_client import TxnClient
@@ -70,10 +71,16 @@ def run(options):
         lab = NetnsLab(options.nodes).setup()
     else:
         notes.append(f"network namespaces unavailable ({reason}): no partition faults")
-    cluster = txn = faults = None
+    cluster = txn = faults = full_disk = None
     workers = []
     try:
         cluster = Cluster(workdir / "cluster", size=options.nodes, voters=min(3, options.nodes), lab=lab)
+        # The node whose disk can fill: chosen by the seed, mounted before it first starts.
+        full_disk = DataDirMount(cluster.node(1 + options.seed % options.nodes))
+        reason = full_disk.try_mount()
+        if reason is not None:
+            notes.append(f"no disk-full fault: {reason}")
+            full_disk = None
         cluster.start(CLUSTER_START_TIMEOUT_S)
         config = {"min.insync.replicas": "2"}
         replicas = min(3, options.nodes)
@@ -98,7 +105,8 @@ def run(options):
                         "chaos-txn", options.seed, workdir / "txn-worker.log").start()
         _wait(lambda: all(s.acked for s in senders), WARMUP_TIMEOUT_S, "every sender acknowledged before faults")
 
-        faults = FaultScheduler(cluster, history, random.Random(options.seed), DATA_TOPIC, PARTITIONS, txn, lab)
+        faults = FaultScheduler(cluster, history, random.Random(options.seed), DATA_TOPIC, PARTITIONS, txn, lab,
+                                full_disk)
         faults.start()
         time.sleep(options.seconds)
         if not faults.stop():
@@ -107,6 +115,10 @@ def run(options):
             errors.append(f"fault scheduler: {faults.error}")
         notes.append(f"faults: {', '.join(faults.done) or 'none'}")
 
+        # Every fault restarts what it killed: a node found dead now exited on its own.
+        if faults.error is None:
+            errors += [f"node {n.node_id} exited by itself with code {n.proc.returncode}\n{n.log_tail(15)}"
+                       for n in cluster.nodes.values() if not n.alive()]
         heal(cluster, lab, history)
         for sender in senders:
             if not sender.stop(timeout=90):
@@ -124,6 +136,8 @@ def run(options):
         for topic, isolation in ((DATA_TOPIC, "read_uncommitted"), (TXN_TOPIC, "read_uncommitted"),
                                  (TXN_TOPIC, "read_committed")):
             final_read(history, cluster.bootstrap, topic, isolation)
+        errors += [f"node {n.node_id} exited by itself with code {n.proc.returncode} after healing\n"
+                   f"{n.log_tail(15)}" for n in cluster.nodes.values() if not n.alive()]
     except Exception as err:  # noqa: BLE001 - a run that could not finish is an error, reported below
         errors.append(f"run aborted: {type(err).__name__}: {err}")
     finally:
@@ -135,6 +149,8 @@ def run(options):
             txn.cleanup()
         if cluster is not None:
             cluster.cleanup()
+        if full_disk is not None:
+            full_disk.unmount()
         if lab is not None:
             lab.teardown()
         history.close()

@@ -2,6 +2,7 @@
 holds confluent-kafka; TIDELOG_BIN picks the broker binary):
 
     python -m tests.chaos run --seed 7 --seconds 60 [--nodes 3] [--rate 20] [--workdir DIR] [--no-netns]
+                              [--without FAULT ...]
     python -m tests.chaos soak --hours 8 [--first-seed 1000] [--seconds 300]
     python -m tests.chaos check DIR        (check a run's recorded history again)
 
@@ -24,9 +25,10 @@ from .history import load
 from .runner import Options, run
 
 
-def run_one(seed, seconds, nodes, rate, netns, workdir=None, keep=False):
+def run_one(seed, seconds, nodes, rate, netns, without, workdir=None, keep=False):
     workdir = Path(workdir or tempfile.mkdtemp(prefix=f"tidelog-chaos-{seed}-"))
-    outcome = run(Options(seed=seed, seconds=seconds, workdir=workdir, nodes=nodes, rate=rate, netns=netns))
+    outcome = run(Options(seed=seed, seconds=seconds, workdir=workdir, nodes=nodes, rate=rate, netns=netns,
+                          without=tuple(without)))
     print(outcome.report, flush=True)
     failed = bool(outcome.result.anomalies or outcome.errors)
     if failed or keep:
@@ -44,6 +46,8 @@ def main(argv=None):
         p.add_argument("--nodes", type=int, default=3)
         p.add_argument("--rate", type=float, default=20.0, help="sends per second per producer")
         p.add_argument("--no-netns", action="store_true", help="no network namespaces (no partitions)")
+        p.add_argument("--without", action="append", default=[], metavar="FAULT",
+                       help="leave this fault out (repeatable), e.g. disk-eio")
     run_p, soak_p = sub.choices["run"], sub.choices["soak"]
     run_p.add_argument("--seed", type=int, required=True)
     run_p.add_argument("--seconds", type=float, default=60)
@@ -67,12 +71,13 @@ def main(argv=None):
         print(checker.report(result, events))
         return 1 if result.anomalies else 0
     if args.command == "run":
-        return int(run_one(args.seed, args.seconds, args.nodes, args.rate, not args.no_netns, args.workdir, args.keep))
+        return int(run_one(args.seed, args.seconds, args.nodes, args.rate, not args.no_netns, args.without,
+                           args.workdir, args.keep))
     deadline = time.monotonic() + args.hours * 3600
     seed = args.first_seed
     while time.monotonic() < deadline:
         print(f"=== soak: seed {seed}", flush=True)
-        if run_one(seed, args.seconds, args.nodes, args.rate, not args.no_netns):
+        if run_one(seed, args.seconds, args.nodes, args.rate, not args.no_netns, args.without):
             return 1
         seed += 1
     return 0

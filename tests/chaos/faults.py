@@ -24,9 +24,11 @@ class FaultError(Exception):
 
 
 class FaultScheduler:
-    def __init__(self, cluster, history, rng, topic, partitions, txn_client=None, lab=None, full_disk=None):
+    def __init__(self, cluster, history, rng, topic, partitions, txn_client=None, lab=None, full_disk=None,
+                 shim=None, without=()):
         self.cluster, self.history, self.rng = cluster, history, rng
         self.full_disk = full_disk  # a DataDirMount: the one node whose disk can fill
+        self.shim = shim  # a NodeShim: the one node whose clock and disk misbehave
         self.topic, self.partitions = topic, partitions
         self.txn_client, self.lab = txn_client, lab
         self.stopping = threading.Event()
@@ -48,6 +50,12 @@ class FaultScheduler:
             self.menu["cut-clients-from-leader"] = self.cut_clients_from_leader
         if full_disk is not None:
             self.menu["disk-full"] = self.disk_full
+        if shim is not None:
+            self.menu["clock-jump"] = self.clock_jump
+            self.menu["slow-disk"] = self.slow_disk
+            self.menu["disk-eio"] = self.disk_eio
+        for name in without:
+            self.menu.pop(name, None)
         self._thread = threading.Thread(target=self._guarded, daemon=True, name="faults")
 
     # --- the schedule
@@ -187,6 +195,33 @@ class FaultScheduler:
                                 "while its disk was full; restarted")
             node.start(NODE_START_TIMEOUT_S)
         self._end("disk-full", fault_id)
+
+    def _shim_fault(self, name, low, high, **setting):
+        """Hold a shim setting on its node, then clear it; a node that stopped on it (a
+        failed write) is noted and restarted."""
+        node = self.shim.node
+        fault_id = self._window(name, node=node.node_id, **setting)
+        self.shim.set(**setting)
+        try:
+            self._hold(low, high)
+        finally:
+            self.shim.set()
+        if not node.alive():
+            self.history.record("fault_note", id=fault_id, note=f"{node} exited with {node.proc.returncode} "
+                                f"during {name}; restarted")
+            node.start(NODE_START_TIMEOUT_S)
+        self._end(name, fault_id)
+
+    def clock_jump(self):
+        """The node's wall clock jumps forward or back by minutes to hours, then back."""
+        offset_ms = self.rng.choice((-1, 1)) * self.rng.randint(60, 7200) * 1000
+        self._shim_fault("clock-jump", 4, 8, clock_offset_ms=offset_ms)
+
+    def slow_disk(self):
+        self._shim_fault("slow-disk", 4, 8, slow_ms=self.rng.randint(100, 500))
+
+    def disk_eio(self):
+        self._shim_fault("disk-eio", 3, 6, eio=True)
 
     def _isolate(self, name, victim, **detail):
         fault_id = self._window(name, node=victim, **detail)

@@ -27,6 +27,7 @@ from . import checker
 from .disk import DataDirMount
 from .faults import FaultScheduler
 from .history import History, load
+from .shim import NodeShim, build
 from .txn_client import TxnClient
 from .workload import CommittedWatcher, Reader, Sender, client_logger
 
@@ -48,6 +49,7 @@ class Options:
     nodes: int = 3
     rate: float = 20.0  # sends per second per producer; low enough for a loaded 2-core box
     netns: bool = True  # use network namespaces when they can be made
+    without: tuple = ()  # fault names left out of the menu
 
 
 @dataclass
@@ -81,6 +83,13 @@ def run(options):
         if reason is not None:
             notes.append(f"no disk-full fault: {reason}")
             full_disk = None
+        # The same node's clock and disk misbehave through the LD_PRELOAD shim.
+        library, reason = build(workdir)
+        shim = None
+        if library is None:
+            notes.append(f"no clock or disk-error faults: {reason}")
+        else:
+            shim = NodeShim(cluster.node(1 + options.seed % options.nodes), library, workdir).attach()
         cluster.start(CLUSTER_START_TIMEOUT_S)
         config = {"min.insync.replicas": "2"}
         replicas = min(3, options.nodes)
@@ -106,7 +115,7 @@ def run(options):
         _wait(lambda: all(s.acked for s in senders), WARMUP_TIMEOUT_S, "every sender acknowledged before faults")
 
         faults = FaultScheduler(cluster, history, random.Random(options.seed), DATA_TOPIC, PARTITIONS, txn, lab,
-                                full_disk)
+                                full_disk, shim, options.without)
         faults.start()
         time.sleep(options.seconds)
         if not faults.stop():

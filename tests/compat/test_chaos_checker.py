@@ -40,7 +40,7 @@ class Story:
                 self.add("final_read", isolation=isolation, topic=topic, partition=partition, offset=offset,
                          value=value)
             self.add("final_read_end", isolation=isolation, topic=topic, partition=partition,
-                     high_watermark=len(values))
+                     records=len(values))
 
 
 def clean(tail=None):
@@ -66,6 +66,7 @@ def clean(tail=None):
     s.poll("c1", 0, 0, "tx-1-a", topic=OUT)
     if tail:
         tail(s)
+    s.add("drained", complete=True)
     s.final(DATA, {0: ["p1-0", "p1-1"], 1: ["p2-0"], 2: []})
     s.final(OUT, {0: ["tx-1-a", "tx-2-a"]})
     s.final(OUT, {0: ["tx-1-a"]}, isolation="read_committed")
@@ -174,11 +175,13 @@ def test_committed_offset_backwards_unless_a_lower_commit_explains_it():
     assert kinds(clean(lower_commit)) == []
 
 
-def test_unseen_acknowledged_writes():
+def test_unseen_acknowledged_writes_after_the_drain_only():
     events = [e for e in clean() if not (e["type"] == "poll" and e["value"] == "p2-0")]
     found = check(events)
     assert found.kinds() == ["unseen"]
     assert found.stats["unseen"] == 1
+    undrained = check([e for e in events if e["type"] != "drained"])
+    assert undrained.kinds() == [] and undrained.stats["unseen"] is None
 
 
 def test_availability_is_the_longest_gap_between_acknowledgements_in_a_fault():

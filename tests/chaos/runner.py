@@ -1,7 +1,8 @@
 """One chaos run: cluster, workload, seeded faults, healing, drain, final read, check.
 
 Layout of a run's directory: `history.jsonl` (the driver's events), `txn-history.jsonl`
-(the transactional worker's), `report.txt`, `cluster/node<N>/node.log`, `txn-worker.log`.
+(the transactional worker's), `report.txt`, `cluster/node<N>/node.log`, `txn-worker.log`,
+`clients.log` (librdkafka's own lines), `faultshim.so` and its control file.
 
 Phases, each bounded:
   1. start the cluster (in network namespaces when they can be made), create the topics
@@ -70,7 +71,12 @@ def run(options):
     lab = None
     reason = unavailable_reason() if options.netns else "disabled (--no-netns)"
     if reason is None:
-        lab = NetnsLab(options.nodes).setup()
+        lab = NetnsLab(options.nodes)
+        try:
+            lab.setup()
+        except BaseException:
+            lab.teardown()  # what was made before the failure
+            raise
     else:
         notes.append(f"network namespaces unavailable ({reason}): no partition faults")
     cluster = txn = faults = full_disk = None

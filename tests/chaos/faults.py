@@ -1,0 +1,268 @@
+"""Faults on a seeded schedule. `random.Random(seed)` picks every fault, its victim and
+its length, so a seed names a schedule (the cluster's own timing still varies).
+
+Each fault is recorded as `fault_start` (with what it hit) and `fault_end`, and is healed
+before the next one starts: the next fault waits, bounded, until every node answers
+/readyz again. Faults that need network namespaces are in the menu only when the cluster
+runs in a NetnsLab.
+"""
+
+import threading
+import time
+
+import cluster_wire
+from cluster_meta import elect_preferred, leaders, wait_full_isr
+from netns import VOID_MAC, _ip
+
+RECOVERY_TIMEOUT_S = 90.0
+NODE_START_TIMEOUT_S = 90.0
+REJOIN_TIMEOUT_S = 60.0
+
+
+class FaultError(Exception):
+    """A fault could not be healed in time (a node did not come back)."""
+
+
+class FaultScheduler:
+    def __init__(self, cluster, history, rng, topic, partitions, txn_client=None, lab=None, full_disk=None,
+                 shim=None, without=()):
+        self.cluster, self.history, self.rng = cluster, history, rng
+        self.full_disk = full_disk  # a DataDirMount: the one node whose disk can fill
+        self.shim = shim  # a NodeShim: the one node whose clock and disk misbehave
+        self.topic, self.partitions = topic, partitions
+        self.txn_client, self.lab = txn_client, lab
+        self.stopping = threading.Event()
+        self.error = None
+        self.done = []  # names of the faults that ran
+        self._next_id = 1
+        self.menu = {
+            "kill-partition-leader": self.kill_partition_leader,
+            "kill-controller-leader": self.kill_controller_leader,
+            "pause-node": self.pause_node,
+            "rolling-restart": self.rolling_restart,
+            "leadership-transfer": self.leadership_transfer,
+        }
+        if txn_client is not None:
+            self.menu["crash-transactional-client"] = self.crash_client
+        if lab is not None:
+            self.menu["isolate-partition-leader"] = self.isolate_partition_leader
+            self.menu["isolate-controller-leader"] = self.isolate_controller_leader
+            self.menu["cut-clients-from-leader"] = self.cut_clients_from_leader
+        if full_disk is not None:
+            self.menu["disk-full"] = self.disk_full
+        if shim is not None:
+            self.menu["clock-jump"] = self.clock_jump
+            self.menu["slow-disk"] = self.slow_disk
+            self.menu["disk-eio"] = self.disk_eio
+        for name in without:
+            self.menu.pop(name, None)
+        self._thread = threading.Thread(target=self._guarded, daemon=True, name="faults")
+
+    # --- the schedule
+
+    def start(self, calm_s=(2.0, 5.0)):
+        self.calm_s = calm_s
+        self._thread.start()
+        return self
+
+    def stop(self, timeout=240):
+        """Finish the fault under way (it heals itself) and stop."""
+        self.stopping.set()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _guarded(self):
+        try:
+            while not self.stopping.wait(self.rng.uniform(*self.calm_s)):
+                name = self.rng.choice(sorted(self.menu))
+                self.menu[name]()
+                self.done.append(name)
+                self.wait_recovered()
+        except Exception as err:  # noqa: BLE001 - the runner reports it
+            self.error = f"{type(err).__name__}: {err}"
+            self.history.record("fault_error", error=self.error)
+
+    def _window(self, name, **detail):
+        fault_id = self._next_id
+        self._next_id += 1
+        self.history.record("fault_start", fault=name, id=fault_id, **detail)
+        return fault_id
+
+    def _end(self, name, fault_id):
+        self.history.record("fault_end", fault=name, id=fault_id)
+
+    def _hold(self, low, high):
+        time.sleep(self.rng.uniform(low, high))  # not cut short by stop(): the fault lasts as drawn
+
+    def wait_recovered(self):
+        """Every node answering /readyz; a node that is not running exited by itself (each
+        fault restarts what it killed): that ends the schedule as an error."""
+        deadline = time.monotonic() + RECOVERY_TIMEOUT_S
+        while not all(n.serving() and n.is_ready() for n in self.cluster.nodes.values()):
+            dead = [n for n in self.cluster.nodes.values() if not n.alive()]
+            if dead:
+                raise FaultError(f"{dead[0]} exited by itself with code {dead[0].proc.returncode}\n"
+                                 f"{dead[0].log_tail(15)}")
+            if time.monotonic() > deadline:
+                raise FaultError(f"the cluster did not recover within {RECOVERY_TIMEOUT_S} s")
+            time.sleep(0.5)
+
+    # --- who leads
+
+    def partition_leader(self):
+        partition = self.rng.randrange(self.partitions)
+        try:
+            leader = leaders(self.cluster, self.topic, self.partitions).get(partition, -1)
+        except AssertionError:
+            leader = -1
+        return partition, (leader if leader in self.cluster.nodes else self.rng.choice(sorted(self.cluster.nodes)))
+
+    def controller_leader(self):
+        for node in self.cluster.serving():
+            leader = cluster_wire.describe_quorum_leader(node.bootstrap)
+            if leader in self.cluster.nodes:
+                return leader
+        return self.rng.choice(sorted(self.cluster.nodes))
+
+    # --- the faults
+
+    def _kill_and_restart(self, name, victim, **detail):
+        fault_id = self._window(name, node=victim, **detail)
+        self.cluster.node(victim).kill9()
+        self._hold(2, 6)
+        self.cluster.node(victim).start(NODE_START_TIMEOUT_S)
+        self._end(name, fault_id)
+
+    def kill_partition_leader(self):
+        partition, leader = self.partition_leader()
+        self._kill_and_restart("kill-partition-leader", leader, partition=partition)
+
+    def kill_controller_leader(self):
+        self._kill_and_restart("kill-controller-leader", self.controller_leader())
+
+    def pause_node(self):
+        victim = self.rng.choice(sorted(self.cluster.nodes))
+        fault_id = self._window("pause-node", node=victim)
+        node = self.cluster.node(victim)
+        node.pause()
+        try:
+            self._hold(2, 6)
+        finally:
+            node.resume()
+        self._end("pause-node", fault_id)
+
+    def rolling_restart(self):
+        """SIGTERM (controlled shutdown) each node in turn, leave it down a moment (the
+        others carry the load), restart it; the next goes only once it is back in every ISR."""
+        fault_id = self._window("rolling-restart")
+        for node_id in sorted(self.cluster.nodes):
+            node = self.cluster.node(node_id)
+            node.terminate()
+            self._hold(1, 3)
+            node.start(NODE_START_TIMEOUT_S)
+            wait_full_isr(self.cluster, self.topic, self.partitions, REJOIN_TIMEOUT_S)
+        self._end("rolling-restart", fault_id)
+
+    def leadership_transfer(self):
+        """A preferred-leader election for one partition: its leader moves under load when
+        an earlier fault left it elsewhere."""
+        partition = self.rng.randrange(self.partitions)
+        fault_id = self._window("leadership-transfer", partition=partition)
+        try:
+            elect_preferred(self.cluster, self.topic, partition)
+        except AssertionError as err:
+            self.history.record("fault_note", id=fault_id, note=str(err)[:300])
+        self._end("leadership-transfer", fault_id)
+
+    def crash_client(self):
+        fault_id = self._window("crash-transactional-client")
+        self.txn_client.crash()
+        self._end("crash-transactional-client", fault_id)
+
+    def disk_full(self):
+        """Fill one node's data directory, hold, free it. A node may stop on a failed write
+        (as a Kafka broker with one log directory does): that is noted, and it is restarted
+        once there is room again; what it acknowledged is still checked."""
+        node = self.full_disk.node
+        fault_id = self._window("disk-full", node=node.node_id)
+        self.full_disk.fill()
+        try:
+            self._hold(3, 6)
+        finally:
+            self.full_disk.free()
+        if not node.alive():
+            self.history.record("fault_note", id=fault_id, note=f"{node} exited with {node.proc.returncode} "
+                                "while its disk was full; restarted")
+            node.start(NODE_START_TIMEOUT_S)
+        self._end("disk-full", fault_id)
+
+    def _shim_fault(self, name, low, high, **setting):
+        """Hold a shim setting on its node, then clear it; a node that stopped on it (a
+        failed write) is noted and restarted."""
+        node = self.shim.node
+        fault_id = self._window(name, node=node.node_id, **setting)
+        self.shim.set(**setting)
+        try:
+            self._hold(low, high)
+        finally:
+            self.shim.set()
+        if not node.alive():
+            self.history.record("fault_note", id=fault_id, note=f"{node} exited with {node.proc.returncode} "
+                                f"during {name}; restarted")
+            node.start(NODE_START_TIMEOUT_S)
+        self._end(name, fault_id)
+
+    def clock_jump(self):
+        """The node's wall clock jumps forward or back by minutes to hours, then back."""
+        offset_ms = self.rng.choice((-1, 1)) * self.rng.randint(60, 7200) * 1000
+        self._shim_fault("clock-jump", 4, 8, clock_offset_ms=offset_ms)
+
+    def slow_disk(self):
+        self._shim_fault("slow-disk", 4, 8, slow_ms=self.rng.randint(100, 500))
+
+    def disk_eio(self):
+        self._shim_fault("disk-eio", 3, 6, eio=True)
+
+    def _isolate(self, name, victim, **detail):
+        fault_id = self._window(name, node=victim, **detail)
+        self.lab.isolate(victim)
+        try:
+            self._hold(4, 8)
+        finally:
+            self.lab.heal()
+        self._end(name, fault_id)
+
+    def isolate_partition_leader(self):
+        partition, leader = self.partition_leader()
+        self._isolate("isolate-partition-leader", leader, partition=partition)
+
+    def isolate_controller_leader(self):
+        self._isolate("isolate-controller-leader", self.controller_leader())
+
+    def cut_clients_from_leader(self):
+        """The leader of a partition keeps its peers but loses its clients: its answers
+        to the driver's address vanish (the nodes still see each other)."""
+        partition, leader = self.partition_leader()
+        fault_id = self._window("cut-clients-from-leader", node=leader, partition=partition)
+        cut = ClientCut(self.lab, leader)
+        try:
+            self._hold(4, 8)
+        finally:
+            cut.heal()
+        self._end("cut-clients-from-leader", fault_id)
+
+
+class ClientCut:
+    """In a node's namespace, packets to the driver (the bridge's address in the root
+    namespace) go into the lab's `void0` pair and vanish, as NetnsLab does for peers."""
+
+    def __init__(self, lab, node):
+        self.namespace = lab.namespace(node)
+        self.client = f"{lab.subnet}.254"
+        _ip("-n", self.namespace, "neigh", "replace", self.client, "lladdr", VOID_MAC, "dev", "void0",
+            "nud", "permanent")
+        _ip("-n", self.namespace, "route", "add", f"{self.client}/32", "dev", "void0")
+
+    def heal(self):
+        _ip("-n", self.namespace, "route", "del", f"{self.client}/32", "dev", "void0", check=False)
+        _ip("-n", self.namespace, "neigh", "del", self.client, "dev", "void0", check=False)

@@ -1,0 +1,42 @@
+"""The chaos checker's CI slice: two fixed seeds of tests/chaos (workload, seeded faults,
+healing, final read, checker) on a 3-node cluster, in network namespaces when they can be
+made (as root), so partitions are among the faults; without them the run says so and
+uses the other faults.
+
+A failure prints the checker's report: each anomaly with the history excerpt that shows
+it, and where the run's directory (history, node logs) was kept. Longer runs and soaks:
+`python -m tests.chaos run|soak` (docs/reliability.md).
+"""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from chaos.runner import Options, run  # noqa: E402
+
+# Fault phase per seed: two seeds stay within about three minutes on two loaded cores.
+FAULT_SECONDS = 30
+SEEDS = (11, 12)
+# A transient write error (EIO, or ENOSPC on a full disk) on a node's metadata log stops
+# its controller for good: the process keeps running and is never ready again. A known
+# finding (docs/reliability.md), reproduced by `python -m tests.chaos run --seed 26
+# --seconds 60` (EIO) and `--seed 1 --seconds 40` (disk full); left out here until fixed.
+WITHOUT = ("disk-eio", "disk-full")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_chaos_seed_finds_no_anomaly(seed, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp(f"chaos-{seed}")
+    outcome = run(Options(seed=seed, seconds=FAULT_SECONDS, workdir=workdir, without=WITHOUT))
+    print(outcome.report)
+    assert not outcome.errors, outcome.report
+    assert not outcome.result.anomalies, outcome.report
+    stats = outcome.result.stats
+    assert stats["faults"] >= 2, outcome.report
+    assert stats["acknowledged"] > 0 and stats["final_read"] >= stats["acknowledged"], outcome.report
+    assert stats["transactions"].get("committed", 0) > 0, outcome.report
+    shutil.rmtree(workdir / "cluster", ignore_errors=True)  # the history and report stay

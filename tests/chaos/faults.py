@@ -190,11 +190,23 @@ class FaultScheduler:
             self._hold(3, 6)
         finally:
             self.full_disk.free()
+        self._restart_if_it_stopped(node, fault_id, "while its disk was full")
+        self._end("disk-full", fault_id)
+
+    def _restart_if_it_stopped(self, node, fault_id, when):
+        """A node stops on a failed write of its metadata log (fail-stop, as Kafka halts
+        on a failed metadata log directory), possibly a moment after the fault is cleared
+        while it shuts down: wait until it is ready again or has exited, and restart it if
+        it exited. One still neither after the timeout is left to `wait_recovered`."""
+        deadline = time.monotonic() + RECOVERY_TIMEOUT_S
+        while node.alive() and not (node.serving() and node.is_ready()):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.5)
         if not node.alive():
             self.history.record("fault_note", id=fault_id, note=f"{node} exited with {node.proc.returncode} "
-                                "while its disk was full; restarted")
+                                f"{when}; restarted")
             node.start(NODE_START_TIMEOUT_S)
-        self._end("disk-full", fault_id)
 
     def _shim_fault(self, name, low, high, **setting):
         """Hold a shim setting on its node, then clear it; a node that stopped on it (a
@@ -206,10 +218,7 @@ class FaultScheduler:
             self._hold(low, high)
         finally:
             self.shim.set()
-        if not node.alive():
-            self.history.record("fault_note", id=fault_id, note=f"{node} exited with {node.proc.returncode} "
-                                f"during {name}; restarted")
-            node.start(NODE_START_TIMEOUT_S)
+        self._restart_if_it_stopped(node, fault_id, f"during {name}")
         self._end(name, fault_id)
 
     def clock_jump(self):

@@ -387,6 +387,16 @@ impl Broker {
     /// waiting requests the node is stopping, stops the background tasks in reverse
     /// order of start (the Kafka listener first), closes every log cleanly, then stops
     /// this node's controller voter.
+    /// Resolves with the reason if this node's controller voter stopped on its own
+    /// (see `RaftQuorum::failed`); the process should then stop. Never resolves on a
+    /// broker-only node.
+    pub async fn failed(&self) -> String {
+        match &self.voter {
+            Some(voter) => voter.quorum().failed().await,
+            None => std::future::pending().await,
+        }
+    }
+
     pub async fn shutdown(self) {
         crate::metadata::controlled_shutdown(&self.ctx).await;
         let _ = self.stopping.send(true);

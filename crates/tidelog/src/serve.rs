@@ -182,18 +182,25 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
         match (broker, cluster) {
             (false, Some(cluster)) => {
                 let node = ControllerNode::start(config, cluster).await?;
-                wait_for_signal().await?;
-                tracing::info!("shutting down");
+                let failure = tokio::select! {
+                    signal = wait_for_signal() => { signal?; None }
+                    why = node.failed() => Some(why),
+                };
+                stopping(failure.as_deref());
                 node.shutdown().await;
+                stopped(failure)
             }
             (_, cluster) => {
                 let broker = Broker::start_with(config, cluster).await?;
-                wait_for_signal().await?;
-                tracing::info!("shutting down");
+                let failure = tokio::select! {
+                    signal = wait_for_signal() => { signal?; None }
+                    why = broker.failed() => Some(why),
+                };
+                stopping(failure.as_deref());
                 broker.shutdown().await;
+                stopped(failure)
             }
         }
-        Ok(())
     })
 }
 
@@ -229,6 +236,26 @@ where
         };
         anyhow::anyhow!("{value:?} from {origin} is not {expected}: {e}")
     })
+}
+
+fn stopping(failure: Option<&str>) {
+    match failure {
+        None => tracing::info!("shutting down"),
+        Some(why) => tracing::error!(
+            error = why,
+            "this node's controller voter stopped on an error (its metadata log or vote \
+             could not be written); stopping the node so that it is restarted"
+        ),
+    }
+}
+
+/// A node stopped by its controller's failure exits non-zero, so a supervisor
+/// (systemd's Restart=on-failure, a container's restart policy) starts it again.
+fn stopped(failure: Option<String>) -> anyhow::Result<()> {
+    match failure {
+        None => Ok(()),
+        Some(why) => anyhow::bail!("the controller voter failed: {why}"),
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

@@ -196,6 +196,12 @@ impl ControllerNode {
         self.admin_addr
     }
 
+    /// Resolves with the reason if this node's controller voter stopped on its own
+    /// (see `RaftQuorum::failed`); the process should then stop.
+    pub async fn failed(&self) -> String {
+        self.controller.quorum().failed().await
+    }
+
     pub async fn shutdown(self) {
         self.tasks.stop_all().await;
         stop_voter(&self.controller).await;

@@ -364,6 +364,24 @@ impl RaftQuorum {
         }
     }
 
+    /// Resolves when the Raft core stopped on its own: a failed write or fsync of the
+    /// metadata log or vote (EIO, a full disk) ends it for good, and a voter that stays
+    /// up without it never serves again. The node then stops so that its supervisor
+    /// restarts it, as Kafka halts on a failed metadata log directory; recovery at the
+    /// next start runs the same code as after a crash. Not meant to be awaited while the
+    /// node itself is shutting the core down.
+    pub async fn failed(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow_and_update().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "the Raft core ended".to_owned();
+            }
+        }
+    }
+
     /// A clean stop (what a node does on SIGTERM): a leader first hands its
     /// leadership to another voter ([`RaftQuorum::hand_over_leadership`]), then the
     /// voter shuts down ([`RaftQuorum::shutdown`]).

@@ -94,28 +94,13 @@ async fn run_share_async(spec: &ShareSpec) -> anyhow::Result<ShareResult> {
         let progress = Arc::clone(&progress);
         let total = spec.records;
         tasks.push(tokio::spawn(async move {
-            let client = Client::connect_to(&bootstrap).await?;
-            let mut consumer = ShareConsumer::join(client, config).await?;
-            while !progress.done.load(Ordering::Relaxed) && Instant::now() < deadline {
-                let seen = consumer.poll().await?;
-                if seen.acquired > 0 {
-                    lock(&progress.served).insert(index);
-                }
-                progress
-                    .redelivered
-                    .fetch_add(seen.redelivered, Ordering::Relaxed);
-                let accepted = progress
-                    .accepted
-                    .fetch_add(seen.accepted, Ordering::Relaxed)
-                    + seen.accepted;
-                if accepted >= total && !progress.done.swap(true, Ordering::Relaxed) {
-                    *lock(&progress.finished_at) = Some(Instant::now());
-                }
+            let outcome = share_member(&bootstrap, config, index, total, deadline, &progress).await;
+            // One member failing ends the run: the others stop instead of waiting out
+            // the deadline for records the failed member held.
+            if outcome.is_err() {
+                progress.done.store(true, Ordering::Relaxed);
             }
-            // What this consumer still owes is accepted on the way out.
-            let last = consumer.close().await?;
-            progress.accepted.fetch_add(last, Ordering::Relaxed);
-            anyhow::Ok(())
+            outcome
         }));
     }
     let mut failure = None;
@@ -146,6 +131,39 @@ async fn run_share_async(spec: &ShareSpec) -> anyhow::Result<ShareResult> {
         redelivery_rate: progress.redelivered.load(Ordering::Relaxed) as f64 / spec.records as f64,
         consumers_served,
     })
+}
+
+/// One share consumer: joins, polls until the run is done, accepts what it still owes.
+async fn share_member(
+    bootstrap: &str,
+    config: ShareConsumerConfig,
+    index: usize,
+    total: u64,
+    deadline: Instant,
+    progress: &ShareProgress,
+) -> anyhow::Result<()> {
+    let client = Client::connect_to(bootstrap).await?;
+    let mut consumer = ShareConsumer::join(client, config).await?;
+    while !progress.done.load(Ordering::Relaxed) && Instant::now() < deadline {
+        let seen = consumer.poll().await?;
+        if seen.acquired > 0 {
+            lock(&progress.served).insert(index);
+        }
+        progress
+            .redelivered
+            .fetch_add(seen.redelivered, Ordering::Relaxed);
+        let accepted = progress
+            .accepted
+            .fetch_add(seen.accepted, Ordering::Relaxed)
+            + seen.accepted;
+        if accepted >= total && !progress.done.swap(true, Ordering::Relaxed) {
+            *lock(&progress.finished_at) = Some(Instant::now());
+        }
+    }
+    // What this consumer still owes is accepted on the way out.
+    let last = consumer.close().await?;
+    progress.accepted.fetch_add(last, Ordering::Relaxed);
+    Ok(())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

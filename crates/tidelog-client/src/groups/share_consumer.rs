@@ -12,7 +12,7 @@ use kafka_protocol::messages::share_acknowledge_request::{
     self as ack, AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest,
 };
 use kafka_protocol::messages::share_fetch_request::{
-    AcknowledgementBatch, FetchPartition, FetchTopic, ShareFetchRequest,
+    AcknowledgementBatch, FetchPartition, FetchTopic, ForgottenTopic, ShareFetchRequest,
 };
 use kafka_protocol::messages::share_group_heartbeat_request::ShareGroupHeartbeatRequest;
 use kafka_protocol::messages::{GroupId, TopicName};
@@ -66,6 +66,8 @@ struct LeaderSession {
     partitions: Vec<PartitionKey>,
     /// Acquired records to ACCEPT with the next request, by partition.
     pending: BTreeMap<PartitionKey, Vec<(i64, i64)>>,
+    /// Partitions the assignment dropped that the open session still holds.
+    forgotten: Vec<PartitionKey>,
 }
 
 pub struct ShareConsumer {
@@ -197,7 +199,14 @@ impl ShareConsumer {
                 .push((topic_id, partition));
         }
         for session in self.sessions.values_mut() {
-            session.partitions.clear();
+            let dropped: Vec<PartitionKey> = session
+                .partitions
+                .drain(..)
+                .filter(|k| !by_leader.values().flatten().any(|a| a == k))
+                .collect();
+            if session.epoch > 0 {
+                session.forgotten.extend(dropped);
+            }
         }
         for (leader, partitions) in by_leader {
             if !self.sessions.contains_key(&leader) {
@@ -218,6 +227,7 @@ impl ShareConsumer {
                         epoch: 0,
                         partitions: Vec::new(),
                         pending: BTreeMap::new(),
+                        forgotten: Vec::new(),
                     },
                 );
             }
@@ -310,6 +320,20 @@ async fn share_fetch(
                 .with_acknowledgement_batches(batches),
         );
     }
+    // A partition still owed acknowledgements is forgotten by a later fetch, after them.
+    let forget: Vec<PartitionKey> = session
+        .forgotten
+        .iter()
+        .filter(|k| !keys.contains(k))
+        .copied()
+        .collect();
+    let mut forgotten_topics: BTreeMap<Uuid, Vec<i32>> = BTreeMap::new();
+    for (topic_id, partition) in &forget {
+        forgotten_topics
+            .entry(*topic_id)
+            .or_default()
+            .push(*partition);
+    }
     let max_wait_ms = i32::try_from(config.max_wait.as_millis()).unwrap_or(i32::MAX);
     let request = ShareFetchRequest::default()
         .with_group_id(Some(GroupId(text(&config.group))))
@@ -329,6 +353,16 @@ async fn share_fetch(
                         .with_partitions(partitions)
                 })
                 .collect(),
+        )
+        .with_forgotten_topics_data(
+            forgotten_topics
+                .into_iter()
+                .map(|(topic_id, partitions)| {
+                    ForgottenTopic::default()
+                        .with_topic_id(topic_id)
+                        .with_partitions(partitions)
+                })
+                .collect(),
         );
     let response = session
         .conn
@@ -343,6 +377,7 @@ async fn share_fetch(
         // The session is gone (e.g. the leader restarted): the next fetch opens a new
         // one; the unacknowledged records come back after their acquisition lock.
         session.epoch = 0;
+        session.forgotten.clear();
         return ClientError::check(
             response.error_code,
             response.error_message.as_deref(),
@@ -351,6 +386,7 @@ async fn share_fetch(
         .map(|()| SharePoll::default());
     }
     session.epoch = session.epoch.checked_add(1).unwrap_or(1);
+    session.forgotten.retain(|k| !forget.contains(k));
     let mut seen = SharePoll::default();
     for topic in response.responses {
         for p in topic.partitions {
@@ -421,6 +457,7 @@ async fn close_session(group: &str, member_id: &str, session: &mut LeaderSession
         .call(&request, SHARE_ACKNOWLEDGE_VERSION)
         .await?;
     session.pending.clear();
+    session.forgotten.clear();
     session.epoch = 0;
     ClientError::check(
         response.error_code,

@@ -65,6 +65,28 @@ pub(crate) enum Command {
     Tls(TlsArgs),
     /// A group of N members absorbing one more: classic eager, cooperative, KIP-848.
     Rebalance(RebalanceArgs),
+    /// More consumers than partitions: a share group (KIP-932) against a classic group.
+    Share(ShareArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct ShareArgs {
+    /// Consumers in each group.
+    #[arg(long, default_value_t = 32)]
+    pub(crate) consumers: usize,
+    #[arg(long, default_value_t = 4)]
+    pub(crate) partitions: i32,
+    /// Records produced once, then read by each group in full.
+    #[arg(long, default_value_t = 200_000)]
+    pub(crate) records: u64,
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) record_size: usize,
+    /// Runs of each group kind, interleaved; the table reports medians.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) runs: usize,
+    /// The longest one group may take to read everything.
+    #[arg(long, default_value_t = 300.0)]
+    pub(crate) timeout_secs: f64,
 }
 
 #[derive(clap::Args, Debug, Clone)]

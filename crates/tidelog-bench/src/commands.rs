@@ -8,7 +8,7 @@ use anyhow::{anyhow, Context};
 use crate::broker::{self, SpawnOptions, SpawnedBroker};
 use crate::ceilings::{self, CeilingSizes, Ceilings};
 use crate::cli::{Args, Command, OmbPreset, ScaleName};
-use crate::load::{self, admin, consume, e2e, produce, rebalance};
+use crate::load::{self, admin, consume, e2e, produce, rebalance, share};
 use crate::report::{self, Figure};
 use crate::stats::LatencySummary;
 use crate::targets::{self, Scale};
@@ -168,6 +168,20 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 timeout: Duration::from_secs_f64(r.timeout_secs),
             };
             (rebalance::figures(&spec, r.runs)?, Vec::new())
+        }
+        Command::Share(s) => {
+            let topic = load::fresh_topic("share");
+            admin::create_topic(&bootstrap, &topic, s.partitions, 1, &[])?;
+            let fill = targets::produce_spec(&bootstrap, &topic, s.record_size, s.records);
+            produce::run(&fill)?;
+            let spec = share::ShareSpec {
+                bootstrap: bootstrap.clone(),
+                topic,
+                consumers: s.consumers,
+                records: s.records,
+                timeout: Duration::from_secs_f64(s.timeout_secs),
+            };
+            (share::figures(&spec, s.runs)?, Vec::new())
         }
         Command::Tls(t) => {
             let (Some(broker), Some(files)) = (broker.as_ref(), tls_files.as_ref()) else {

@@ -13,6 +13,7 @@ mod member;
 mod rates;
 pub(crate) mod raw;
 mod share;
+mod share_consumer;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -33,6 +34,7 @@ pub use member::Membership;
 pub use rates::{CommitRates, Sample};
 pub(crate) use raw::RawConnection;
 pub use share::{ShareGroupDescription, ShareGroupMember, SharePartitionOffset};
+pub use share_consumer::{accept_batches, ShareConsumer, ShareConsumerConfig, SharePoll};
 
 use crate::client::Client;
 use crate::cluster::retrying;

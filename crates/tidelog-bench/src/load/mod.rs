@@ -10,6 +10,7 @@ pub(crate) mod native_consume;
 pub(crate) mod native_produce;
 pub(crate) mod produce;
 pub(crate) mod rebalance;
+pub(crate) mod share;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -31,6 +31,19 @@ def _i64(v):
     return struct.pack(">q", v)
 
 
+def _partition_zero(r, partition_data):
+    """Reads a response's topics array (topic id, partitions read by `partition_data` as
+    (index, fields)) and returns what partition 0 answered, or None."""
+    def topic():
+        r.take(16)
+        parts = dict(r.compact_array(partition_data) or [])
+        r.skip_tags()
+        return parts
+
+    topics = r.compact_array(topic) or []
+    return {k: v for t in topics for k, v in t.items()}.get(0)
+
+
 class Member:
     """One share-group member speaking the wire: its id, its group epoch and its share
     session epoch (0 opens a session, then 1, 2, ...)."""
@@ -120,15 +133,7 @@ class Member:
             r.skip_tags()
             return index, fields
 
-        def topic():
-            r.take(16)
-            parts = dict(r.compact_array(partition_data) or [])
-            r.skip_tags()
-            return parts
-
-        topics = r.compact_array(topic) or []
-        parts = {k: v for t in topics for k, v in t.items()}
-        return error, lock_ms, parts.get(0)
+        return error, lock_ms, _partition_zero(r, partition_data)
 
     def acknowledge(self, topic_id, acks, version=2, renew=False):
         """One ShareAcknowledge of partition 0 of `topic_id`; returns (error, lock ms or
@@ -156,15 +161,7 @@ class Member:
             r.skip_tags()
             return index, code
 
-        def topic():
-            r.take(16)
-            parts = dict(r.compact_array(partition_data) or [])
-            r.skip_tags()
-            return parts
-
-        topics = r.compact_array(topic) or []
-        parts = {k: v for t in topics for k, v in t.items()}
-        return error, lock_ms, parts.get(0)
+        return error, lock_ms, _partition_zero(r, partition_data)
 
     def acquire(self, topic_id, timeout=15):
         """Fetches until records are acquired; returns [(first, last, delivery count)]."""

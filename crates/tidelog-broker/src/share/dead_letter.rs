@@ -57,7 +57,8 @@ use tokio::sync::watch;
 use super::partition::DeadLetter;
 use super::{ShareEntry, ShareKey};
 use crate::context::{now_ms, Ctx};
-use crate::replica::{Peer, Role};
+use crate::metrics::connect_to_node;
+use crate::replica::Role;
 use crate::settings;
 
 /// Jobs (one share partition's records each) waiting for the writer.
@@ -467,21 +468,16 @@ async fn produce_to(
     batch: Vec<u8>,
 ) -> Result<(), DeadLetterError> {
     let retriable = |why: String| DeadLetterError::Retriable(format!("{topic}-{partition}: {why}"));
-    let (host, port) = ctx
-        .metadata
-        .image()
-        .inter_broker_endpoint(leader)
-        .ok_or_else(|| retriable(format!("node {leader} is not a registered broker")))?;
-    let client_id = format!("tidelog-dead-letter-{}", ctx.node_id());
-    let mut peer = Peer::connect(
-        ctx.replicas.inter_broker_transport(),
-        &host,
-        port,
-        client_id,
+    let mut peer = connect_to_node(
+        &ctx.metadata,
+        &ctx.replicas,
+        ctx.node_id(),
+        leader,
+        "dead-letter",
         WRITE_TIMEOUT,
     )
     .await
-    .map_err(|e| retriable(e.to_string()))?;
+    .map_err(|e| retriable(format!("node {leader}: {e}")))?;
     let request = ProduceRequest::default()
         .with_acks(-1)
         .with_timeout_ms(i32::try_from(WRITE_TIMEOUT.as_millis()).unwrap_or(i32::MAX))

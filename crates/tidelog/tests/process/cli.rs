@@ -348,7 +348,14 @@ fn broker_config_sets_describes_and_deletes_dynamic_configs() {
 
 #[test]
 fn unreachable_broker_is_a_clear_error() {
-    let addr = free_addr().to_string();
+    // A port free on 127.0.0.2: the other tests of this binary, running meanwhile, pick
+    // their servers' ports on 127.0.0.1, so none can start listening on this address
+    // between the pick and the CLI's connect (a free 127.0.0.1 port once was taken).
+    let addr = TcpListener::bind("127.0.0.2:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
     let started = Instant::now();
     let out = tidelog(&addr, &["topic", "list", "--api-timeout-ms", "1500"], b"");
     assert!(!out.ok);

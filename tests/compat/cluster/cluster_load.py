@@ -13,7 +13,7 @@ import time
 import traceback
 from collections import Counter
 
-from confluent_kafka import KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 
 from compat_helpers import TRANSIENT_CONSUMER_ERRORS, client_logger, consumer
 
@@ -27,6 +27,9 @@ TOLERATED_CONSUMER_ERRORS = TRANSIENT_CONSUMER_ERRORS | {
     KafkaError._TIMED_OUT,
     KafkaError._RESOLVE,
 }
+# What a ListOffsets may answer just after an election, before every node knows it.
+MOVING_LEADER = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.FENCED_LEADER_EPOCH}
 
 
 class ContinuousProducer:
@@ -182,7 +185,14 @@ def read_log(bootstrap, topic, partitions, timeout=90, isolation="read_uncommitt
         patience = time.monotonic() + 15
         for p in range(partitions):
             while True:
-                ends[p] = cons.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)[1]
+                try:
+                    ends[p] = cons.get_watermark_offsets(TopicPartition(topic, p), timeout=15, cached=False)[1]
+                except KafkaException as err:
+                    # A leader elected a moment ago: the node asked may not know it yet.
+                    if err.args[0].code() not in MOVING_LEADER or time.monotonic() > patience:
+                        raise
+                    time.sleep(0.2)
+                    continue
                 if ends[p] >= (at_least or {}).get(p, 0) or time.monotonic() > patience:
                     break
                 time.sleep(0.2)

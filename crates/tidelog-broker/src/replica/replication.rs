@@ -157,7 +157,7 @@ impl Partition {
             if !repl.is_leader() {
                 return false;
             }
-            repl.isr_high_watermark(log.log_end_offset())
+            repl.committable_high_watermark(log.log_end_offset())
         };
         let old = log.high_watermark();
         match candidate {

@@ -79,7 +79,7 @@ async fn acks_all_waits_for_every_isr_member() {
 }
 
 #[tokio::test]
-async fn too_small_an_isr_is_refused_before_and_after_the_append() {
+async fn too_small_an_isr_is_refused_before_the_append_and_holds_the_hw_after_it() {
     let dir = tempfile::tempdir().unwrap();
     let p = partition(&dir, "t-0", 1);
     p.apply_assignment(&assignment(1, 1, &[1], 2), 0);
@@ -96,15 +96,23 @@ async fn too_small_an_isr_is_refused_before_and_after_the_append() {
         tokio::spawn(async move { p.wait_replicated(done.end_offset, 1, LONG).await })
     };
     tokio::time::sleep(SHORT).await;
-    // The controller shrinks the ISR to the leader alone: the HW reaches the batch,
-    // but fewer than min.insync.replicas hold it.
+    // The controller shrinks the ISR to the leader alone: fewer than
+    // min.insync.replicas hold the batch, so the HW stays below it and the writer
+    // keeps waiting instead of being told its kept record failed.
     let mut shrunk = assignment(1, 1, &[1], 2);
     shrunk.partition_epoch = 2;
     p.apply_assignment(&shrunk, 2);
-    assert_eq!(
-        waiter.await.unwrap().map_err(ReplicaError::code),
-        Err(ResponseError::NotEnoughReplicasAfterAppend.code())
-    );
+    tokio::time::sleep(SHORT).await;
+    assert_eq!(p.offsets().unwrap().high_watermark, 0);
+    assert!(!waiter.is_finished());
+    // The follower catches up and is back in the ISR: the write is committed.
+    p.record_follower_fetch(2, done.end_offset, 0, 3, 2_000)
+        .unwrap();
+    let mut whole = assignment(1, 1, &[1, 2], 2);
+    whole.partition_epoch = 3;
+    p.apply_assignment(&whole, 3);
+    assert_eq!(waiter.await.unwrap(), Ok(()));
+    assert_eq!(p.offsets().unwrap().high_watermark, done.end_offset);
 }
 
 #[tokio::test]
@@ -389,4 +397,25 @@ async fn delete_records_waits_for_every_isr_member_to_move_its_log_start() {
     assert_eq!(p.hw_watch().borrow().low_watermark, 2);
     p.apply_assignment(&assignment(1, 1, &[1, 2], 2), 31);
     assert_eq!(p.wait_low_watermark(3, SHORT).await, Ok(3));
+}
+
+#[test]
+fn an_isr_shrunk_after_the_hw_passed_the_batch_answers_not_enough_replicas_after_append() {
+    let s = HwSnapshot {
+        high_watermark: 10,
+        low_watermark: 0,
+        leader_epoch: 1,
+        is_leader: true,
+        isr_len: 1,
+        min_isr: 2,
+    };
+    assert_eq!(
+        replication_outcome(&s, 10, 1).map(|r| r.map_err(ReplicaError::code)),
+        Some(Err(ResponseError::NotEnoughReplicasAfterAppend.code()))
+    );
+    assert_eq!(
+        replication_outcome(&s, 11, 1),
+        None,
+        "still below the HW: waits"
+    );
 }

@@ -212,6 +212,28 @@ impl ReplicaState {
         isr
     }
 
+    /// The high watermark this leader may publish: [`Self::isr_high_watermark`], but
+    /// none while the committed ISR is smaller than min.insync.replicas (capped by the
+    /// replica count) — Kafka's strict min-ISR rule (KIP-966, Kafka 3.7+). Without it a
+    /// leader cut off from its followers shrinks the ISR to itself, commits alone, and
+    /// answers acks=all writers NOT_ENOUGH_REPLICAS_AFTER_APPEND for records it kept:
+    /// a client that then drops them from its retry queue (librdkafka does, on a
+    /// transaction abort) reuses their sequence numbers, and the broker deduplicates
+    /// the next transaction's records away. Held back, the write simply waits until the
+    /// ISR is whole enough again, and then succeeds.
+    pub(crate) fn committable_high_watermark(&self, leader_leo: i64) -> Option<i64> {
+        if self.isr.len() < self.effective_min_isr() {
+            return None;
+        }
+        self.isr_high_watermark(leader_leo)
+    }
+
+    /// min.insync.replicas, but never more than there are replicas (a topic of
+    /// replication factor 1 with a cluster-wide minimum of 2 still commits).
+    pub(crate) fn effective_min_isr(&self) -> usize {
+        self.min_isr.min(self.replicas.len()).max(1)
+    }
+
     /// The high watermark the ISR allows: the smallest LEO over the (maximal) ISR, the
     /// leader's own `leader_leo` included. `None` when a member's LEO is not known yet.
     pub(crate) fn isr_high_watermark(&self, leader_leo: i64) -> Option<i64> {

@@ -330,3 +330,42 @@ fn a_follower_at_the_hw_rejoins_only_when_caught_up_by_the_shrink_rule() {
     s.record_fetch(3, leo, leo, t);
     assert_eq!(s.wanted_isr_change(leo - 5, t, LAG), Some(vec![1, 2, 3]));
 }
+
+#[test]
+fn the_hw_holds_while_the_isr_is_below_min_insync_replicas() {
+    let mut s = leader_of_three(0);
+    s.record_fetch(2, 100, 100, 1);
+    s.record_fetch(3, 100, 100, 1);
+    assert_eq!(s.committable_high_watermark(120), Some(100));
+    // Cut off from both followers, the leader shrank the ISR to itself (min 2).
+    s.apply(&assignment(1, 1, &[1]), 120, 2);
+    assert_eq!(
+        s.isr_high_watermark(120),
+        Some(120),
+        "the ISR alone would allow it"
+    );
+    assert_eq!(s.committable_high_watermark(120), None, "strict min ISR");
+    // One follower back in the ISR: min.insync.replicas = 2 is met again.
+    s.record_fetch(2, 120, 120, 3);
+    s.apply(&assignment(1, 1, &[1, 2]), 120, 3);
+    assert_eq!(s.committable_high_watermark(120), Some(120));
+}
+
+#[test]
+fn min_insync_replicas_above_the_replica_count_does_not_block_the_hw() {
+    let mut s = ReplicaState::sole_leader(1, 0);
+    s.apply(
+        &ImageAssignment {
+            leader: 1,
+            leader_epoch: 1,
+            partition_epoch: 1,
+            replicas: vec![1],
+            isr: vec![1],
+            min_isr: 2,
+        },
+        10,
+        0,
+    );
+    assert_eq!(s.effective_min_isr(), 1);
+    assert_eq!(s.committable_high_watermark(10), Some(10));
+}

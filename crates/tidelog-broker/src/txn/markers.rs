@@ -93,6 +93,9 @@ pub(crate) async fn write_local_marker(
     let p = replicas
         .get(&marker.topic, marker.partition)
         .ok_or(MarkerError::NotHosted)?;
+    // As Kafka appends markers with acks=all: refused before the append while the ISR
+    // is too small, so a retry does not leave one more marker behind each time.
+    p.check_min_isr()?;
     let now = crate::context::now_ms();
     let mut batch = BatchBuilder::control_marker(
         marker.producer_id,

@@ -118,9 +118,10 @@ pub enum DeadLetterError {
         message: String,
         /// The dead-letter topic.
         dead_letter_topic: String,
-        /// Why the produce failed.
+        /// Why the produce failed (boxed: the client's error is large, and this one
+        /// travels in every `Result` of the handler).
         #[source]
-        source: ClientError,
+        source: Box<ClientError>,
     },
 }
 
@@ -236,7 +237,7 @@ impl DeadLetterHandler {
             attempts,
             message: message.to_owned(),
             dead_letter_topic: self.policy.topic.clone(),
-            source,
+            source: Box::new(source),
         };
         let copy = dead_letter_record(record, &self.group, attempts, message, &self.policy);
         let topic = self.policy.topic.as_str();

@@ -55,7 +55,11 @@ async fn a_retry_that_succeeds_counts_every_attempt() {
 #[tokio::test]
 async fn a_handler_that_always_fails_is_called_exactly_max_attempts_times() {
     let (outcome, calls, waits) = run(4, u32::MAX).await;
-    assert_eq!(outcome, Err((4, "boom 4".to_owned())), "the last error is kept");
+    assert_eq!(
+        outcome,
+        Err((4, "boom 4".to_owned())),
+        "the last error is kept"
+    );
     assert_eq!(calls, 4);
     // No wait after the last attempt; every wait at most the cap.
     assert_eq!(waits, vec![ms(10), ms(30), ms(50)]);

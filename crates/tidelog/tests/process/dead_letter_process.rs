@@ -14,8 +14,8 @@ use tidelog_client::dead_letter::{
     Backoff, DeadLetterHandler, DeadLetterOrigin, DeadLetterPolicy, Outcome,
 };
 use tidelog_client::{
-    Client, Consumer, ConsumerConfig, FetchOptions, NewTopic, OffsetReset, ProduceRecord,
-    Producer, ProducerConfig,
+    Client, Consumer, ConsumerConfig, FetchOptions, NewTopic, OffsetReset, ProduceRecord, Producer,
+    ProducerConfig,
 };
 use tokio::time::timeout;
 
@@ -144,7 +144,11 @@ async fn a_poison_record_is_dead_lettered_after_n_attempts_and_the_partition_flo
     assert_eq!(outcomes.len(), 10);
 
     // The partition moved on: the group's committed offset is the end.
-    let committed = client(&node).await.committed_offsets("ledger").await.unwrap();
+    let committed = client(&node)
+        .await
+        .committed_offsets("ledger")
+        .await
+        .unwrap();
     assert_eq!(committed.get(&("orders".to_string(), 0)), Some(&10));
 
     // Exactly one copy, its bytes and headers as the broker's share-group copies name them.

@@ -1,6 +1,7 @@
 //! The client's dead-letter helper against a real `tidelog serve`: a poison record is
 //! tried N times, lands once in the dead-letter topic with the KIP-1191 headers and its
-//! bytes intact, and its partition keeps flowing to the end, committed.
+//! bytes intact, and its partition keeps flowing to the end, committed; a copy that
+//! cannot be written is an error the caller does not commit past.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
@@ -11,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use support::Node;
 use tidelog_client::dead_letter::{
-    Backoff, DeadLetterHandler, DeadLetterOrigin, DeadLetterPolicy, Outcome,
+    Backoff, DeadLetterError, DeadLetterHandler, DeadLetterOrigin, DeadLetterPolicy, Outcome,
 };
 use tidelog_client::{
     Client, Consumer, ConsumerConfig, FetchOptions, NewTopic, OffsetReset, ProduceRecord, Producer,
@@ -61,11 +62,11 @@ fn parse(value: Option<&[u8]>) -> Result<i64, String> {
     text.parse().map_err(|e| format!("{e}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_record_is_dead_lettered_after_n_attempts_and_the_partition_flows_on() {
+/// A node with `orders` (one partition) holding records 0..10, record 4 the poison one,
+/// each with a `trace` header.
+async fn start_with_orders() -> Node {
     let node = Node::start(&["group.initial.rebalance.delay.ms=0"]);
     create(&node, "orders").await;
-    create(&node, "dlq.orders").await;
     let mut producer = Producer::new(client(&node).await, ProducerConfig::default());
     for i in 0..10 {
         let mut r = ProduceRecord::new(Some(key(i)), Some(value(i)));
@@ -73,23 +74,63 @@ async fn a_poison_record_is_dead_lettered_after_n_attempts_and_the_partition_flo
         producer.send("orders", Some(0), r).await.unwrap();
     }
     producer.flush().await.unwrap();
+    node
+}
 
+/// A member of group `ledger` reading `orders`, and its dead-letter handler.
+async fn consumer_and_handler(
+    node: &Node,
+    policy: DeadLetterPolicy,
+) -> (Consumer, DeadLetterHandler) {
     let mut config = ConsumerConfig::for_group("ledger");
     config.auto_offset_reset = OffsetReset::Earliest;
     config.enable_auto_commit = false;
     config.session_timeout = Duration::from_secs(10);
     config.heartbeat_interval = Duration::from_millis(500);
     config.fetch.max_wait = Duration::from_millis(200);
-    let mut consumer = Consumer::new(client(&node).await, config).unwrap();
+    let mut consumer = Consumer::new(client(node).await, config).unwrap();
     consumer.subscribe(&["orders"]).unwrap();
-    let mut policy = DeadLetterPolicy::to_topic("dlq.orders");
+    let dlq = DeadLetterHandler::for_consumer(client(node).await, &consumer, policy).unwrap();
+    (consumer, dlq)
+}
+
+/// N attempts, short waits.
+fn policy(topic: &str) -> DeadLetterPolicy {
+    let mut policy = DeadLetterPolicy::to_topic(topic);
     policy.max_attempts = ATTEMPTS;
     policy.backoff = Backoff {
         initial: Duration::from_millis(20),
         multiplier: 2.0,
         max: Duration::from_millis(50),
     };
-    let mut dlq = DeadLetterHandler::for_consumer(client(&node).await, &consumer, policy).unwrap();
+    policy
+}
+
+async fn committed(node: &Node) -> Option<i64> {
+    let offsets = client(node)
+        .await
+        .committed_offsets("ledger")
+        .await
+        .unwrap();
+    offsets.get(&("orders".to_string(), 0)).copied()
+}
+
+/// Every record of the dead-letter topic's partition 0.
+async fn copies(node: &Node, topic: &str) -> Vec<tidelog_client::ConsumedRecord> {
+    let fetched = client(node)
+        .await
+        .fetch(topic, 0, 0, &FetchOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(fetched.high_watermark, fetched.records.len() as i64);
+    fetched.records
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_record_is_dead_lettered_after_n_attempts_and_the_partition_flows_on() {
+    let node = start_with_orders().await;
+    create(&node, "dlq.orders").await;
+    let (mut consumer, mut dlq) = consumer_and_handler(&node, policy("dlq.orders")).await;
 
     let mut attempts: BTreeMap<i64, u32> = BTreeMap::new();
     let mut credited: Vec<(i64, i64)> = Vec::new();
@@ -144,22 +185,12 @@ async fn a_poison_record_is_dead_lettered_after_n_attempts_and_the_partition_flo
     assert_eq!(outcomes.len(), 10);
 
     // The partition moved on: the group's committed offset is the end.
-    let committed = client(&node)
-        .await
-        .committed_offsets("ledger")
-        .await
-        .unwrap();
-    assert_eq!(committed.get(&("orders".to_string(), 0)), Some(&10));
+    assert_eq!(committed(&node).await, Some(10));
 
     // Exactly one copy, its bytes and headers as the broker's share-group copies name them.
-    let fetched = client(&node)
-        .await
-        .fetch("dlq.orders", 0, 0, &FetchOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(fetched.high_watermark, 1, "one copy, written once");
-    assert_eq!(fetched.records.len(), 1);
-    let copy = &fetched.records[0];
+    let copies = copies(&node, "dlq.orders").await;
+    assert_eq!(copies.len(), 1, "one copy, written once");
+    let copy = &copies[0];
     assert_eq!(copy.key.as_deref(), Some(&key(POISON_OFFSET)[..]));
     assert_eq!(copy.value.as_deref(), Some(POISON));
     let text = |v: &str| Some(Bytes::from(v.to_owned()));
@@ -187,4 +218,69 @@ async fn a_poison_record_is_dead_lettered_after_n_attempts_and_the_partition_flo
             message: ERROR.into(),
         }
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_that_cannot_be_written_is_an_error_and_nothing_is_committed_past_it() {
+    let node = start_with_orders().await;
+    // The dead-letter topic does not exist and may not be auto-created.
+    let mut policy = policy("dlq.missing");
+    policy.allow_auto_create = false;
+    let (mut consumer, mut dlq) = consumer_and_handler(&node, policy).await;
+
+    let mut failed = None;
+    timeout(LIMIT, async {
+        while failed.is_none() {
+            for record in consumer.poll(Duration::from_millis(200)).await.unwrap() {
+                let settled = dlq
+                    .process(&record, async |r| parse(r.value.as_deref()).map(|_| ()))
+                    .await;
+                match settled {
+                    Ok(outcome) => {
+                        assert_eq!(outcome, Outcome::Handled { attempts: 1 });
+                        let tp = (record.topic.clone(), record.partition);
+                        consumer
+                            .commit_offsets_sync(&[(tp, record.offset + 1)])
+                            .await
+                            .unwrap();
+                    }
+                    Err(e) => {
+                        failed = Some((record, e));
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await
+    .expect("the poison record is reached in time");
+    let (record, error) = failed.unwrap();
+    assert_eq!(record.offset, POISON_OFFSET);
+    let DeadLetterError::Produce {
+        attempts, message, ..
+    } = &error
+    else {
+        panic!("a produce error, not {error}");
+    };
+    assert_eq!((*attempts, message.as_str()), (ATTEMPTS, ERROR));
+    // The caller did not commit: a restart would see the poison record again.
+    assert_eq!(committed(&node).await, Some(POISON_OFFSET));
+
+    // Once the topic exists the copy is retried alone, without running the handler.
+    create(&node, "dlq.missing").await;
+    let written = dlq.dead_letter(&record, *attempts, message).await.unwrap();
+    assert_eq!((written.partition, written.offset), (0, 0));
+    let copies = copies(&node, "dlq.missing").await;
+    assert_eq!(copies.len(), 1);
+    assert_eq!(copies[0].value.as_deref(), Some(POISON));
+    let origin = DeadLetterOrigin::of(&copies[0].headers).unwrap();
+    assert_eq!(
+        (
+            origin.offset,
+            origin.delivery_count,
+            origin.message.as_str()
+        ),
+        (POISON_OFFSET, ATTEMPTS, ERROR)
+    );
+    consumer.close().await.unwrap();
 }

@@ -1,5 +1,6 @@
 //! tidelog-client: a native async Kafka-protocol client (producer, fetch, admin) used by
-//! the tidelog CLI, plus the seed's three-call facade ([`SimpleLog`]).
+//! the tidelog CLI, plus the seed's three-call facade ([`SimpleLog`]), a group
+//! [`Consumer`], the effectively-once [`sink`] and the [`dead_letter`] helper.
 //!
 //! Works against tidelog and against any Kafka broker: versions are negotiated per
 //! connection with ApiVersions, and keys are partitioned exactly like the Java client.
@@ -38,6 +39,7 @@ mod client;
 mod cluster;
 mod connection;
 pub mod consumer;
+pub mod dead_letter;
 mod error;
 mod facade;
 mod fetch;

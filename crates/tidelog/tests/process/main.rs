@@ -14,6 +14,7 @@ mod consume_group_process;
 mod consumer_group_process;
 mod consumer_process;
 mod consumer_read_committed_process;
+mod dead_letter_process;
 mod deploy_lint;
 mod group_lag_process;
 mod metrics_documented_process;

@@ -19,6 +19,11 @@ NODE_START_TIMEOUT_S = 90.0
 REJOIN_TIMEOUT_S = 60.0
 
 
+# What a node logs when it stops itself on a failed write of its metadata log (EIO, or
+# ENOSPC on a full disk): fail-stop, exit status 1, so that a supervisor restarts it.
+FAIL_STOP_MARK = "the controller voter failed"
+
+
 class FaultError(Exception):
     """A fault could not be healed in time (a node did not come back)."""
 
@@ -34,6 +39,7 @@ class FaultScheduler:
         self.stopping = threading.Event()
         self.error = None
         self.done = []  # names of the faults that ran
+        self.disk_faulted = set()  # nodes whose disk failed writes or filled up, ever
         self._next_id = 1
         self.menu = {
             "kill-partition-leader": self.kill_partition_leader,
@@ -94,11 +100,30 @@ class FaultScheduler:
     def _hold(self, low, high):
         time.sleep(self.rng.uniform(low, high))  # not cut short by stop(): the fault lasts as drawn
 
+    def failed_stop(self, node):
+        """Whether `node` is down because it stopped itself on a failed write of its
+        metadata log after one of its disk faults. That can come a while after the fault
+        was cleared: a write that failed inside the fault surfaces at the next flush."""
+        return (not node.alive() and node.node_id in self.disk_faulted and node.proc.returncode == 1
+                and FAIL_STOP_MARK in node.log_tail(40))
+
+    def restart_failed_stops(self, when):
+        """Restart every node that fail-stopped (noted in the history), as its supervisor
+        would; returns the nodes restarted."""
+        restarted = [n for n in self.cluster.nodes.values() if self.failed_stop(n)]
+        for node in restarted:
+            self.history.record("fault_note", note=f"{node} stopped itself on a failed metadata write "
+                                f"{when}; restarted")
+            node.start(NODE_START_TIMEOUT_S)
+        return restarted
+
     def wait_recovered(self):
         """Every node answering /readyz; a node that is not running exited by itself (each
-        fault restarts what it killed): that ends the schedule as an error."""
+        fault restarts what it killed), which ends the schedule as an error, unless it
+        fail-stopped after a fault on its own disk (restarted)."""
         deadline = time.monotonic() + RECOVERY_TIMEOUT_S
         while not all(n.serving() and n.is_ready() for n in self.cluster.nodes.values()):
+            self.restart_failed_stops("after its disk fault")
             dead = [n for n in self.cluster.nodes.values() if not n.alive()]
             if dead:
                 raise FaultError(f"{dead[0]} exited by itself with code {dead[0].proc.returncode}\n"
@@ -185,6 +210,7 @@ class FaultScheduler:
         once there is room again; what it acknowledged is still checked."""
         node = self.full_disk.node
         fault_id = self._window("disk-full", node=node.node_id)
+        self.disk_faulted.add(node.node_id)
         self.full_disk.fill()
         try:
             self._hold(3, 6)
@@ -213,6 +239,8 @@ class FaultScheduler:
         failed write) is noted and restarted."""
         node = self.shim.node
         fault_id = self._window(name, node=node.node_id, **setting)
+        if setting.get("eio"):
+            self.disk_faulted.add(node.node_id)
         self.shim.set(**setting)
         try:
             self._hold(low, high)

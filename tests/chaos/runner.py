@@ -130,11 +130,12 @@ def run(options):
             errors.append(f"fault scheduler: {faults.error}")
         notes.append(f"faults: {', '.join(faults.done) or 'none'}")
 
-        # Every fault restarts what it killed: a node found dead now exited on its own.
+        # Every fault restarts what it killed: a node found dead now exited on its own,
+        # unless it fail-stopped after a fault on its own disk (heal() restarts it).
         if faults.error is None:
             errors += [f"node {n.node_id} exited by itself with code {n.proc.returncode}\n{n.log_tail(15)}"
-                       for n in cluster.nodes.values() if not n.alive()]
-        heal(cluster, lab, history)
+                       for n in cluster.nodes.values() if not n.alive() and not faults.failed_stop(n)]
+        heal(cluster, lab, history, faults)
         for sender in senders:
             if not sender.stop(timeout=90):
                 errors.append(f"{sender.name} did not stop")
@@ -152,7 +153,7 @@ def run(options):
                                  (TXN_TOPIC, "read_committed")):
             final_read(history, cluster.bootstrap, topic, isolation)
         errors += [f"node {n.node_id} exited by itself with code {n.proc.returncode} after healing\n"
-                   f"{n.log_tail(15)}" for n in cluster.nodes.values() if not n.alive()]
+                   f"{n.log_tail(15)}" for n in cluster.nodes.values() if not n.alive() and not faults.failed_stop(n)]
     except Exception as err:  # noqa: BLE001 - a run that could not finish is an error, reported below
         errors.append(f"run aborted: {type(err).__name__}: {err}")
     finally:
@@ -180,8 +181,10 @@ def run(options):
     return Outcome(result, events, text, workdir, errors, notes)
 
 
-def heal(cluster, lab, history):
-    """End every fault still in force and wait until every replica is back in sync."""
+def heal(cluster, lab, history, faults):
+    """End every fault still in force and wait until every replica is back in sync. A
+    node that fail-stops once more (a write that failed during its disk fault surfacing
+    late) is restarted once more."""
     if lab is not None:
         lab.heal()
     for node in cluster.nodes.values():
@@ -190,7 +193,12 @@ def heal(cluster, lab, history):
         elif not node.alive():
             node.launch()
     for node in cluster.nodes.values():
-        node.wait_ready(HEAL_TIMEOUT_S)
+        try:
+            node.wait_ready(HEAL_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - re-raised unless it is a fail-stop
+            if not faults.failed_stop(node):
+                raise
+            faults.restart_failed_stops("while healing")
     wait_full_isr(cluster, DATA_TOPIC, PARTITIONS, HEAL_TIMEOUT_S)
     wait_full_isr(cluster, TXN_TOPIC, PARTITIONS, HEAL_TIMEOUT_S)
     history.record("healed")

@@ -13,8 +13,8 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, MetadataResponse, ProduceRequest, ProduceResponse,
-    TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, InitProducerIdResponse, MetadataResponse,
+    ProduceRequest, ProduceResponse, ProducerId, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -64,12 +64,19 @@ async fn serve(mut socket: TcpStream, port: i32, refusals: usize, counters: Arc<
                     api(ApiKey::ApiVersions, 3),
                     api(ApiKey::Metadata, 12),
                     api(ApiKey::Produce, 11),
+                    api(ApiKey::InitProducerId, 4),
                 ]);
                 encode_response(id, h.api_key, v, &body)
             }
             ApiKey::Metadata => {
                 counters.metadata.fetch_add(1, Ordering::SeqCst);
                 encode_response(id, h.api_key, v, &metadata(port))
+            }
+            ApiKey::InitProducerId => {
+                let body = InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(7))
+                    .with_producer_epoch(0);
+                encode_response(id, h.api_key, v, &body)
             }
             ApiKey::Produce => {
                 let req: ProduceRequest = decode_request_body(&mut frame, v).unwrap();

@@ -168,6 +168,11 @@ impl Producer {
                     return Err(self.buffer_full(size, started, last));
                 }
             };
+            // The keyless records' batches just went out: the next ones start a batch
+            // on another partition (KIP-480 switches when a batch is sent).
+            for s in self.sticky.values_mut() {
+                s.rotate();
+            }
             if let Some(e) = round.retriable {
                 for topic in &round.stale {
                     self.client.invalidate_topic(topic);

@@ -97,6 +97,8 @@ impl Producer {
     /// the oldest batch of every partition and waits for their acknowledgements, retrying
     /// while the broker is unreachable, for at most `max.block.ms`; then fails with
     /// [`ClientError::BufferFull`] and the record is not queued (the buffered ones stay).
+    /// An error that fails the buffered records while it sends them (see
+    /// [`Producer::flush`]) is returned here instead.
     pub async fn send(
         &mut self,
         topic: &str,

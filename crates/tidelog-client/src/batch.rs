@@ -78,15 +78,19 @@ pub(crate) fn read_batch(
     Ok((out, None))
 }
 
-/// Writes `records` as one RecordBatch v2 as a non-idempotent producer sends it: base
-/// offset 0, no producer id/epoch/sequence (-1), CreateTime. `now_ms` stands in for
-/// missing timestamps.
+/// Writes `records` as one RecordBatch v2: base offset 0, CreateTime, and either no
+/// producer (-1s, as a non-idempotent producer sends it) or `(producer id, epoch, base
+/// sequence)` of an idempotent one. `now_ms` stands in for missing timestamps.
 pub(crate) fn write_batch(
     records: &[ProduceRecord],
     codec: Compression,
     now_ms: i64,
+    producer: Option<(i64, i16, i32)>,
 ) -> Result<Bytes> {
     let mut builder = BatchBuilder::new().compression(codec_of(codec));
+    if let Some((id, epoch, sequence)) = producer {
+        builder = builder.producer(id, epoch, sequence);
+    }
     for r in records {
         builder.push(
             r.timestamp.unwrap_or(now_ms),

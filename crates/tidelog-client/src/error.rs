@@ -90,6 +90,43 @@ pub enum ClientError {
     /// A caller-supplied argument is invalid.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// `send` found no room for a record in the producer's buffer (`buffer.memory`) and
+    /// none was freed by acknowledgements within `max.block.ms`: the broker is down or
+    /// slower than the application. The record was not queued; those buffered stay.
+    #[error("producer buffer full: no room for a {record}-byte record in buffer.memory={buffer_memory} bytes ({used} in use, unacknowledged or awaiting flush) after waiting {waited_ms} ms (max.block.ms={max_block_ms}){}", last.as_ref().map(|e| format!("; last delivery attempt: {e}")).unwrap_or_default())]
+    BufferFull {
+        /// The configured `buffer.memory`.
+        buffer_memory: usize,
+        /// Bytes in use when `send` gave up.
+        used: usize,
+        /// The approximate size of the record that did not fit.
+        record: usize,
+        /// The configured `max.block.ms`.
+        max_block_ms: u64,
+        /// How long `send` waited.
+        waited_ms: u64,
+        /// Why the buffered records could not be delivered meanwhile, when known.
+        last: Option<Box<ClientError>>,
+    },
+    /// The broker refused an idempotent producer's batch for its sequence or epoch
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH,
+    /// PRODUCER_FENCED). Retrying could reorder records, so every buffered record failed;
+    /// the producer gets a new producer id before it sends again.
+    #[error("idempotent producer {producer_id} (epoch {epoch}): {topic}-{partition} refused its batch with {}{}; the buffered records were dropped and the producer starts over with a new producer id", kafka_error_name(*error), message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
+    ProducerSequence {
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The producer id the batch carried.
+        producer_id: i64,
+        /// Its epoch.
+        epoch: i16,
+        /// The Kafka error.
+        error: ResponseError,
+        /// The broker's error message, when it sent one.
+        message: Option<String>,
+    },
     /// A request kept failing with retriable errors until the API timeout
     /// ([`crate::ClientConfig::api_timeout`]) ran out; `last` is the last failure.
     #[error("{last} (still failing after retrying for {} s)", .after.as_secs())]
@@ -105,7 +142,9 @@ impl ClientError {
     /// The Kafka error code behind this error, when the broker sent one.
     pub fn response_error(&self) -> Option<ResponseError> {
         match self {
-            ClientError::Broker { error, .. } => Some(*error),
+            ClientError::Broker { error, .. } | ClientError::ProducerSequence { error, .. } => {
+                Some(*error)
+            }
             ClientError::GaveUp { last, .. } => last.response_error(),
             _ => None,
         }

@@ -36,6 +36,7 @@ pub(crate) const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
+    (ApiKey::InitProducerId, 0, 5),
 ];
 
 /// Our supported range for `key`, if we send that API at all.
@@ -141,6 +142,7 @@ mod tests {
             ApiKey::DeleteAcls => DeleteAclsRequest::VERSIONS,
             ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
             ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
+            ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

@@ -98,6 +98,9 @@ async fn produce(args: ProduceArgs) -> anyhow::Result<()> {
     let config = ProducerConfig {
         acks: args.acks,
         compression: args.compression,
+        // Idempotence needs acks=all; asking for fewer acks asks for no idempotence, as
+        // Kafka's console producer does when only acks is given.
+        enable_idempotence: args.acks == Acks::All,
         ..ProducerConfig::default()
     };
     let mut producer = Producer::new(client, config);

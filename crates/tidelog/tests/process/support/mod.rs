@@ -141,6 +141,17 @@ impl Node {
         self.spawn();
     }
 
+    /// Sends a signal (`STOP`, `CONT`) to the node: a stopped node keeps its sockets, so
+    /// clients connect and send but get no answer.
+    pub fn signal(&self, signal: &str) {
+        if let Some(child) = &self.child {
+            let _ = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(child.id().to_string())
+                .status();
+        }
+    }
+
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }

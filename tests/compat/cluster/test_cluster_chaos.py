@@ -21,12 +21,9 @@ from chaos.runner import Options, run  # noqa: E402
 # Fault phase per seed: two seeds stay within about three minutes on two loaded cores.
 FAULT_SECONDS = 30
 SEEDS = (11, 12)
-# A failed write of a node's metadata log (EIO, or ENOSPC on a full disk) stops that node
-# (fail-stop, exit 1; the schedule restarts it, as a supervisor would). It may stop a
-# while after the fault is cleared, once its controller next writes, which the
-# scheduler's recovery check still takes for a node dying by itself: these two faults
-# run in `python -m tests.chaos run|soak`, not in this slice.
-WITHOUT = ("disk-eio", "disk-full")
+# Every fault is in the menu: a node that stops itself on a failed metadata write after
+# a fault on its own disk (fail-stop) is restarted by the scheduler, as a supervisor would.
+WITHOUT = ()
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -7,11 +7,12 @@ before the next one starts: the next fault waits, bounded, until every node answ
 runs in a NetnsLab.
 """
 
+import subprocess
 import threading
 import time
 
 import cluster_wire
-from cluster_meta import elect_preferred, leaders, wait_full_isr
+from cluster_meta import elect_preferred, leaders, partition, wait_full_isr
 from netns import VOID_MAC, _ip
 
 RECOVERY_TIMEOUT_S = 90.0
@@ -47,6 +48,7 @@ class FaultScheduler:
             "pause-node": self.pause_node,
             "rolling-restart": self.rolling_restart,
             "leadership-transfer": self.leadership_transfer,
+            "reassign-under-load": self.reassign_under_load,
         }
         if txn_client is not None:
             self.menu["crash-transactional-client"] = self.crash_client
@@ -198,6 +200,32 @@ class FaultScheduler:
         except AssertionError as err:
             self.history.record("fault_note", id=fault_id, note=str(err)[:300])
         self._end("leadership-transfer", fault_id)
+
+    def reassign_under_load(self):
+        """Move one partition's replica off a follower and back while the writers run: the
+        follower deletes its copy, then rebuilds it from offset 0 and rejoins the ISR
+        (`tidelog partition reassign --wait`, twice)."""
+        index = self.rng.randrange(self.partitions)
+        state = partition(self.cluster, self.topic, index)
+        followers = [r for r in state.replicas if r != state.leader]
+        if not followers:
+            return
+        dropped = self.rng.choice(followers)
+        fault_id = self._window("reassign-under-load", partition=index, node=dropped)
+        smaller = [r for r in state.replicas if r != dropped]
+        for replicas in (smaller, smaller + [dropped]):
+            self._reassign(fault_id, index, replicas)
+        self._end("reassign-under-load", fault_id)
+
+    def _reassign(self, fault_id, index, replicas):
+        move = subprocess.run(
+            [str(self.cluster.binary), "partition", "reassign", "--topic", self.topic, "--partition",
+             str(index), "--replicas", ",".join(map(str, replicas)), "--wait", "--timeout",
+             str(int(REJOIN_TIMEOUT_S)), "--bootstrap", self.cluster.bootstrap],
+            capture_output=True, text=True, timeout=REJOIN_TIMEOUT_S + 30)
+        if move.returncode != 0:
+            raise FaultError(f"reassigning {self.topic}-{index} to {replicas} failed: {move.stdout}{move.stderr}")
+        self.history.record("fault_note", id=fault_id, note=f"{self.topic}-{index} on {replicas}")
 
     def crash_client(self):
         fault_id = self._window("crash-transactional-client")

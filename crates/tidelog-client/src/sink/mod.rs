@@ -28,6 +28,8 @@
 //! back) is outside the window by design and will apply effects again: the sink warns
 //! loudly when it sees one.
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
@@ -78,6 +80,31 @@ pub enum SinkError {
     #[cfg(feature = "sqlite")]
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// The database failed (with the server's message, which tokio-postgres keeps in
+    /// the error's source).
+    #[cfg(feature = "postgres")]
+    #[error("postgres: {}", postgres_detail(.0))]
+    Postgres(#[from] tokio_postgres::Error),
+    /// A PostgreSQL step did not finish in time; an `apply` cut short is rolled back
+    /// unless its commit had reached the server, and is safe to redeliver either way.
+    #[cfg(feature = "postgres")]
+    #[error("postgres: {what} took longer than {limit:?}")]
+    PostgresTimeout {
+        /// The step.
+        what: &'static str,
+        /// Its bound.
+        limit: Duration,
+    },
+}
+
+/// tokio-postgres shows only the error's kind ("db error"); the server's message
+/// (`ERROR: relation "x" does not exist`) is its source.
+#[cfg(feature = "postgres")]
+fn postgres_detail(e: &tokio_postgres::Error) -> String {
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
 }
 
 /// A message's identity as its producer minted it.

@@ -24,6 +24,7 @@ mod partition_dirs_process;
 mod payments_process;
 mod plan_bootstrap;
 mod plan_cli;
+mod postgres_sink_process;
 mod producer_process;
 mod replication_process;
 mod serve_process;

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 pub mod cli_run;
 pub mod cluster;
 pub mod cluster_calls;
+pub mod postgres;
 
 fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind port 0");

@@ -312,6 +312,11 @@ pub(crate) enum Command {
         session: Session,
         reply: Option<oneshot::Sender<Result<()>>>,
     },
+    /// Committed offsets as the member at its epoch (a consumer-protocol member).
+    FetchOffsets {
+        partitions: Vec<TopicPartition>,
+        reply: oneshot::Sender<Result<BTreeMap<TopicPartition, i64>>>,
+    },
     /// Leave the group (a consumer-protocol member: `kip848.rs`), then stop.
     Leave { reply: oneshot::Sender<()> },
 }
@@ -343,6 +348,10 @@ pub(crate) async fn run(
                 None => return,
                 Some(Command::Connection(c)) => conn = Some(c),
                 Some(Command::Session(s)) => session = s,
+                Some(Command::FetchOffsets { reply, .. }) => {
+                    let _ = reply.send(Err(ClientError::Protocol(
+                        "a classic member fetches offsets as a non-member".into())));
+                }
                 // The classic member leaves from `close` over its own connection.
                 Some(Command::Leave { reply }) => {
                     let _ = reply.send(());

@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
-use super::coordinator::{self, Shared};
+use super::coordinator::{self, Command, Shared};
 use super::kip848::{self, IdPartition, Membership, Target};
 use super::{Consumer, GroupState};
 use crate::error::{ClientError, Result};
@@ -178,6 +178,30 @@ impl Consumer {
         }
         state.set_owned(join, ids);
         Ok(())
+    }
+
+    /// Committed offsets of `partitions` fetched as this consumer-protocol member at its
+    /// epoch (through the heartbeat task); `None` for a classic member.
+    pub(super) async fn member_committed(
+        &mut self,
+        partitions: &[TopicPartition],
+    ) -> Option<Result<BTreeMap<TopicPartition, i64>>> {
+        let g = self.group.as_ref().filter(|g| g.kip.is_some())?;
+        let (reply, answer) = oneshot::channel();
+        let command = Command::FetchOffsets {
+            partitions: partitions.to_vec(),
+            reply,
+        };
+        if g.commands.send(command).await.is_err() {
+            return Some(Err(ClientError::Protocol(
+                "the group task has stopped".into(),
+            )));
+        }
+        Some(
+            answer.await.unwrap_or_else(|_| {
+                Err(ClientError::Protocol("the group task has stopped".into()))
+            }),
+        )
     }
 
     /// Topic id -> name for the target's topics, from the cached metadata, refreshed for

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::coordinator::{self, Command, Shared};
+use super::member_offsets;
 use crate::client::{Client, ClientConfig};
 use crate::error::{ClientError, Result};
 use crate::groups::{text, RawConnection};
@@ -224,6 +225,17 @@ pub(crate) async fn run(
                     if let Some(reply) = reply {
                         let _ = reply.send(result);
                     }
+                }
+                Some(Command::FetchOffsets { partitions, reply }) => {
+                    let (member, epoch) = state.identity();
+                    let result = match link.get(&settings).await {
+                        Ok(c) => member_offsets::fetch(c, &settings.group, &member, epoch, &partitions).await,
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = &result {
+                        link.note(e);
+                    }
+                    let _ = reply.send(result);
                 }
                 Some(Command::Leave { reply }) => {
                     leave(&settings, &state, &mut link).await;

@@ -242,9 +242,11 @@ impl Consumer {
         if missing.is_empty() {
             return Ok(());
         }
-        let committed = match &self.config.group_id {
-            Some(group) => self.client.committed_offsets(group).await?,
-            None => BTreeMap::new(),
+        let as_member = self.member_committed(&missing).await;
+        let committed = match (as_member, self.config.group_id.clone()) {
+            (Some(as_member), _) => as_member?,
+            (None, Some(group)) => self.client.committed_offsets(&group).await?,
+            (None, None) => BTreeMap::new(),
         };
         for tp in missing {
             let offset = match committed.get(&tp) {

@@ -39,6 +39,7 @@ pub(crate) mod coordinator;
 mod fetcher;
 mod incremental;
 mod kip848;
+mod member_offsets;
 mod membership;
 mod storm;
 

@@ -405,3 +405,7 @@ async fn leave(settings: &Settings, state: &Membership, link: &mut Link) {
     }
     state.lose();
 }
+
+#[cfg(test)]
+#[path = "kip848_tests.rs"]
+mod tests;

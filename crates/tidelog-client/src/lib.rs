@@ -63,8 +63,8 @@ pub use client::{Client, ClientConfig};
 pub use cluster::{ClusterBroker, ClusterDescription, QuorumInfo, QuorumReplica, METADATA_TOPIC};
 pub use connection::{Connection, ConnectionConfig};
 pub use consumer::{
-    AssignmentStrategy, Consumer, ConsumerConfig, ConsumerLag, ConsumerRecord, IsolationLevel,
-    OffsetReset, PendingCommit, RebalanceListener,
+    AssignmentStrategy, Consumer, ConsumerConfig, ConsumerLag, ConsumerRecord, GroupProtocol,
+    IsolationLevel, OffsetReset, PendingCommit, RebalanceListener,
 };
 pub use error::{kafka_error_name, ClientError, Result};
 pub use facade::SimpleLog;

@@ -67,6 +67,17 @@ impl AssignmentStrategy {
     }
 }
 
+/// How a subscribed consumer takes part in its group (`group.protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GroupProtocol {
+    /// JoinGroup / SyncGroup / Heartbeat, the leader member assigns (`classic`).
+    #[default]
+    Classic,
+    /// KIP-848's ConsumerGroupHeartbeat: the broker assigns, members reconcile
+    /// incrementally (`consumer`).
+    Consumer,
+}
+
 /// Settings of a [`crate::Consumer`]. Field docs give Kafka's property name and default.
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
@@ -98,6 +109,11 @@ pub struct ConsumerConfig {
     /// Long poll and size limits of each fetch (`fetch.max.wait.ms`, `fetch.min.bytes`,
     /// `fetch.max.bytes`, `max.partition.fetch.bytes`).
     pub fetch: FetchOptions,
+    /// `group.protocol` (classic).
+    pub group_protocol: GroupProtocol,
+    /// `group.remote.assignor`: the broker-side assignor a `consumer`-protocol member
+    /// asks for (`uniform`, `range`); `None` leaves the choice to the broker.
+    pub group_remote_assignor: Option<String>,
 }
 
 impl Default for ConsumerConfig {
@@ -115,6 +131,8 @@ impl Default for ConsumerConfig {
             isolation_level: IsolationLevel::ReadUncommitted,
             assignment_strategies: vec![AssignmentStrategy::Range, AssignmentStrategy::RoundRobin],
             fetch: FetchOptions::default(),
+            group_protocol: GroupProtocol::Classic,
+            group_remote_assignor: None,
         }
     }
 }
@@ -182,6 +200,17 @@ impl ConsumerConfig {
                     return Err(bad());
                 }
             }
+            "group.protocol" => {
+                self.group_protocol = match value.trim().to_ascii_lowercase().as_str() {
+                    "classic" => GroupProtocol::Classic,
+                    "consumer" => GroupProtocol::Consumer,
+                    _ => return Err(bad()),
+                }
+            }
+            "group.remote.assignor" => {
+                let name = value.trim();
+                self.group_remote_assignor = (!name.is_empty()).then(|| name.to_owned());
+            }
             "fetch.max.wait.ms" => self.fetch.max_wait = ms()?,
             "fetch.min.bytes" => self.fetch.min_bytes = positive()?,
             "fetch.max.bytes" => self.fetch.max_bytes = positive()?,
@@ -235,7 +264,14 @@ mod tests {
             .set("session.timeout.ms", "6000")
             .unwrap()
             .set("max.partition.fetch.bytes", "65536")
+            .unwrap()
+            .set("group.protocol", "consumer")
+            .unwrap()
+            .set("group.remote.assignor", "uniform")
             .unwrap();
+        assert_eq!(c.group_protocol, GroupProtocol::Consumer);
+        assert_eq!(c.group_remote_assignor.as_deref(), Some("uniform"));
+        assert!(c.set("group.protocol", "eager").is_err());
         assert_eq!(c.group_id.as_deref(), Some("g"));
         assert_eq!(c.auto_offset_reset, OffsetReset::Earliest);
         assert_eq!(c.max_poll_records, 7);

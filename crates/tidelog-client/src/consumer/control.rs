@@ -224,6 +224,13 @@ impl Consumer {
         }
         self.assigned.clear();
         if let Some(mut g) = self.group.take() {
+            if g.kip.is_some() {
+                // The heartbeat task leaves (epoch -1, or -2 when static) and stops.
+                let (reply, left) = oneshot::channel();
+                if g.commands.send(Command::Leave { reply }).await.is_ok() {
+                    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), left).await;
+                }
+            }
             if g.pending.take().is_some() {
                 // The unfinished join (aborted now) held the connection: leave over a new one.
                 if let Some(group) = self.config.group_id.as_deref() {

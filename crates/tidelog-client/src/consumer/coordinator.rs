@@ -288,7 +288,7 @@ impl Shared {
         self.last_poll_ms.store(now, Ordering::Relaxed);
     }
 
-    fn since_poll(&self) -> Duration {
+    pub(crate) fn since_poll(&self) -> Duration {
         let last = Duration::from_millis(self.last_poll_ms.load(Ordering::Relaxed));
         self.epoch.elapsed().saturating_sub(last)
     }
@@ -312,6 +312,13 @@ pub(crate) enum Command {
         session: Session,
         reply: Option<oneshot::Sender<Result<()>>>,
     },
+    /// Committed offsets as the member at its epoch (a consumer-protocol member).
+    FetchOffsets {
+        partitions: Vec<TopicPartition>,
+        reply: oneshot::Sender<Result<BTreeMap<TopicPartition, i64>>>,
+    },
+    /// Leave the group (a consumer-protocol member: `kip848.rs`), then stop.
+    Leave { reply: oneshot::Sender<()> },
 }
 
 /// Settings of the background task.
@@ -341,6 +348,15 @@ pub(crate) async fn run(
                 None => return,
                 Some(Command::Connection(c)) => conn = Some(c),
                 Some(Command::Session(s)) => session = s,
+                Some(Command::FetchOffsets { reply, .. }) => {
+                    let _ = reply.send(Err(ClientError::Protocol(
+                        "a classic member fetches offsets as a non-member".into())));
+                }
+                // The classic member leaves from `close` over its own connection.
+                Some(Command::Leave { reply }) => {
+                    let _ = reply.send(());
+                    return;
+                }
                 Some(Command::Commit { offsets, session: as_member, reply }) => {
                     let result = match conn.as_mut() {
                         Some(c) => commit(c, &settings.group, &as_member.member_id,

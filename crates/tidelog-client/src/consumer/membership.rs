@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::coordinator::{
     self, Command, JoinParams, Joined, Metadata, Session, Shared, TaskSettings,
 };
-use super::AssignmentStrategy;
+use super::{AssignmentStrategy, GroupProtocol};
 use super::{Consumer, GroupState, OffsetReset};
 use crate::error::{ClientError, Result};
 use crate::groups::RawConnection;
@@ -50,6 +50,9 @@ impl Consumer {
         if self.subscription.is_empty() {
             return Ok(());
         }
+        if self.config.group_protocol == GroupProtocol::Consumer {
+            return self.ensure_consumer_group(&group_id).await;
+        }
         if self.group.is_none() {
             let shared = Shared::new();
             let (commands, receiver) = mpsc::channel(coordinator::COMMAND_QUEUE);
@@ -69,6 +72,7 @@ impl Consumer {
                 commands,
                 task,
                 pending: None,
+                kip: None,
             });
         }
         let Some(g) = self.group.as_mut() else {
@@ -238,9 +242,11 @@ impl Consumer {
         if missing.is_empty() {
             return Ok(());
         }
-        let committed = match &self.config.group_id {
-            Some(group) => self.client.committed_offsets(group).await?,
-            None => BTreeMap::new(),
+        let as_member = self.member_committed(&missing).await;
+        let committed = match (as_member, self.config.group_id.clone()) {
+            (Some(as_member), _) => as_member?,
+            (None, Some(group)) => self.client.committed_offsets(&group).await?,
+            (None, None) => BTreeMap::new(),
         };
         for tp in missing {
             let offset = match committed.get(&tp) {

@@ -4,7 +4,10 @@
 //! `coordinator.rs`), which ends when the consumer is closed or dropped; a join runs in
 //! a task of its own that `poll` waits for only until its timeout (`membership.rs`).
 //!
-//! Rebalances are eager: every partition is revoked (after an automatic commit when
+//! With `group.protocol=consumer` the member speaks KIP-848 instead (`kip848.rs`,
+//! `incremental.rs`): the broker assigns, and only the partitions that move are revoked.
+//!
+//! Classic rebalances are eager: every partition is revoked (after an automatic commit when
 //! `enable.auto.commit` is on), the member rejoins, and the new assignment starts from
 //! the group's committed offsets, or `auto.offset.reset` where there are none. The
 //! cooperative-sticky protocol is not implemented yet.
@@ -34,6 +37,9 @@ mod config;
 mod control;
 pub(crate) mod coordinator;
 mod fetcher;
+mod incremental;
+mod kip848;
+mod member_offsets;
 mod membership;
 mod storm;
 
@@ -44,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-pub use config::{AssignmentStrategy, ConsumerConfig, IsolationLevel, OffsetReset};
+pub use config::{AssignmentStrategy, ConsumerConfig, GroupProtocol, IsolationLevel, OffsetReset};
 pub use control::{ConsumerLag, PendingCommit};
 
 use crate::client::Client;
@@ -62,6 +68,12 @@ pub trait RebalanceListener: Send {
     fn on_revoked(&mut self, partitions: &[TopicPartition]);
     /// After the new generation's assignment, before any of its records are returned.
     fn on_assigned(&mut self, partitions: &[TopicPartition]);
+    /// The membership was lost (fenced by the coordinator, or left after
+    /// `max.poll.interval.ms`): the partitions may already belong to another member, so
+    /// nothing was committed. Kafka's default: the same as `on_revoked`.
+    fn on_lost(&mut self, partitions: &[TopicPartition]) {
+        self.on_revoked(partitions);
+    }
 }
 
 /// A record as `poll` returns it: the record and the topic it came from.
@@ -105,6 +117,8 @@ struct GroupState {
     task: tokio::task::JoinHandle<()>,
     /// A join under way (`poll` waits for it only until its own deadline).
     pending: Option<membership::PendingJoin>,
+    /// With `group.protocol=consumer`: the membership the KIP-848 heartbeat task keeps.
+    kip: Option<Arc<kip848::Membership>>,
 }
 
 /// A Kafka consumer. See the module docs for an example.

@@ -12,6 +12,8 @@ mod cluster_ops_process;
 mod cluster_process;
 mod consume_group_process;
 mod consumer_group_process;
+mod consumer_kip848_member_process;
+mod consumer_kip848_process;
 mod consumer_process;
 mod consumer_read_committed_process;
 mod dead_letter_process;

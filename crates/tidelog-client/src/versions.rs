@@ -150,6 +150,10 @@ mod tests {
             ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
             ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
             ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+            ApiKey::AddPartitionsToTxn => AddPartitionsToTxnRequest::VERSIONS,
+            ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::VERSIONS,
+            ApiKey::EndTxn => EndTxnRequest::VERSIONS,
+            ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

@@ -41,6 +41,11 @@ pub struct RecordMetadata {
 ///
 /// Idempotent by default (`enable.idempotence`): the first send asks for a producer id,
 /// and a batch retried after a lost answer is written once.
+///
+/// With `transactional.id` it writes transactions: [`Producer::init_transactions`], then
+/// per transaction [`Producer::begin_transaction`], sends (and
+/// [`Producer::send_offsets_to_transaction`]), and [`Producer::commit_transaction`] or
+/// [`Producer::abort_transaction`]. See `docs/client.md`.
 #[derive(Debug)]
 pub struct Producer {
     client: Client,

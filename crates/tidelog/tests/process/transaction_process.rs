@@ -3,7 +3,7 @@
 //! an aborted one does not (read_uncommitted sees it); a second producer with the same
 //! `transactional.id` fences the first, whose open transaction is aborted; offsets sent
 //! with `send_offsets_to_transaction` become the group's only when the transaction
-//! commits.
+//! commits; a send failed by a stopped broker leaves the transaction abortable only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
@@ -307,4 +307,54 @@ async fn offsets_sent_to_a_transaction_count_only_when_it_commits() {
         committed(admin.committed_offsets("txg").await.unwrap()),
         Some(12)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_send_leaves_the_transaction_abortable_only() {
+    let mut node = Node::start(&[]);
+    create(&node, "flaky", 2).await;
+    let mut p = producer(&node, "tx-flaky").await;
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    let written = send_both(&mut p, "flaky", "written", 2).await;
+    p.flush().await.unwrap();
+
+    // The broker goes away: the next flush runs out of retries and fails.
+    node.stop();
+    send_both(&mut p, "flaky", "lost", 2).await;
+    p.flush().await.unwrap_err();
+    for e in [
+        p.commit_transaction().await.unwrap_err(),
+        p.send("flaky", Some(0), record("refused", 0))
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(
+                e,
+                ClientError::Transaction {
+                    kind: TransactionErrorKind::Abortable,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("abort_transaction"), "{e}");
+    }
+
+    // Abort is allowed (once the coordinator is back), and the producer goes on.
+    node.restart();
+    p.abort_transaction().await.unwrap();
+    p.begin_transaction().unwrap();
+    let after = send_both(&mut p, "flaky", "after", 2).await;
+    p.commit_transaction().await.unwrap();
+
+    assert_eq!(
+        read_all(&node, "flaky", 2, IsolationLevel::ReadCommitted).await,
+        by_partition(after.clone())
+    );
+    let uncommitted = read_all(&node, "flaky", 2, IsolationLevel::ReadUncommitted).await;
+    for r in written.iter().chain(&after) {
+        assert!(uncommitted.contains(r), "{r:?} in {uncommitted:?}");
+    }
 }

@@ -80,14 +80,17 @@ pub(crate) fn read_batch(
 
 /// Writes `records` as one RecordBatch v2: base offset 0, CreateTime, and either no
 /// producer (-1s, as a non-idempotent producer sends it) or `(producer id, epoch, base
-/// sequence)` of an idempotent one. `now_ms` stands in for missing timestamps.
+/// sequence)` of an idempotent one, marked transactional for a transactional producer. `now_ms` stands in for missing timestamps.
 pub(crate) fn write_batch(
     records: &[ProduceRecord],
     codec: Compression,
     now_ms: i64,
     producer: Option<(i64, i16, i32)>,
+    transactional: bool,
 ) -> Result<Bytes> {
-    let mut builder = BatchBuilder::new().compression(codec_of(codec));
+    let mut builder = BatchBuilder::new()
+        .compression(codec_of(codec))
+        .transactional(transactional && producer.is_some());
     if let Some((id, epoch, sequence)) = producer {
         builder = builder.producer(id, epoch, sequence);
     }

@@ -127,6 +127,22 @@ pub enum ClientError {
         /// The broker's error message, when it sent one.
         message: Option<String>,
     },
+    /// A transactional producer's call failed or is not allowed now. `kind` says what the
+    /// producer can still do: nothing ([`TransactionErrorKind::Fatal`]: fenced by a newer
+    /// instance with the same `transactional.id`, or not authorized), only abort the
+    /// transaction ([`TransactionErrorKind::Abortable`]), or the call came in the wrong
+    /// state ([`TransactionErrorKind::InvalidState`]; nothing changed).
+    #[error("transactional producer {transactional_id}: {reason}{}", error.map(|e| format!(" ({})", kafka_error_name(e))).unwrap_or_default())]
+    Transaction {
+        /// The `transactional.id`.
+        transactional_id: String,
+        /// What the producer can still do.
+        kind: TransactionErrorKind,
+        /// The Kafka error behind it, when the broker sent one.
+        error: Option<ResponseError>,
+        /// What happened, and what to do.
+        reason: String,
+    },
     /// A request kept failing with retriable errors until the API timeout
     /// ([`crate::ClientConfig::api_timeout`]) ran out; `last` is the last failure.
     #[error("{last} (still failing after retrying for {} s)", .after.as_secs())]
@@ -138,6 +154,19 @@ pub enum ClientError {
     },
 }
 
+/// What a [`ClientError::Transaction`] leaves the producer able to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionErrorKind {
+    /// Nothing: another producer with the same `transactional.id` fenced this one
+    /// (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH) or the id is not authorized
+    /// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Every further call fails; drop it.
+    Fatal,
+    /// The open transaction can only be aborted (a send in it failed).
+    Abortable,
+    /// The call is not allowed in the producer's current state; nothing changed.
+    InvalidState,
+}
+
 impl ClientError {
     /// The Kafka error code behind this error, when the broker sent one.
     pub fn response_error(&self) -> Option<ResponseError> {
@@ -146,6 +175,7 @@ impl ClientError {
                 Some(*error)
             }
             ClientError::GaveUp { last, .. } => last.response_error(),
+            ClientError::Transaction { error, .. } => *error,
             _ => None,
         }
     }

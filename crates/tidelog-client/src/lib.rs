@@ -66,7 +66,7 @@ pub use consumer::{
     AssignmentStrategy, Consumer, ConsumerConfig, ConsumerLag, ConsumerRecord, GroupProtocol,
     IsolationLevel, OffsetReset, PendingCommit, RebalanceListener,
 };
-pub use error::{kafka_error_name, ClientError, Result};
+pub use error::{kafka_error_name, ClientError, Result, TransactionErrorKind};
 pub use facade::SimpleLog;
 pub use fetch::{FetchOptions, FetchedPartition, OffsetSpec};
 pub use kafka_protocol::records::Compression;
@@ -75,7 +75,7 @@ pub use log_dirs::ReplicaSize;
 pub use metadata::{BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata};
 pub use partition_admin::{ElectionType, PartitionOutcome, PartitionReassignment, TopicPartition};
 pub use partitioner::{murmur2, partition_for_key, to_positive};
-pub use producer::{Acks, Producer, ProducerConfig, RecordMetadata};
+pub use producer::{Acks, ConsumerGroupMetadata, Producer, ProducerConfig, RecordMetadata};
 pub use quotas::{EntityQuotas, QuotaEntity, QuotaMatch};
 pub use records::{decode_fetched, encode_batch, ConsumedRecord, DecodedRecords, ProduceRecord};
 pub use sasl::{SaslCredentials, SaslMechanism};

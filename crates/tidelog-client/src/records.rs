@@ -77,7 +77,7 @@ pub fn encode_batch(
             "a record batch needs at least one record".into(),
         ));
     }
-    crate::batch::write_batch(records, compression, now_ms, None)
+    crate::batch::write_batch(records, compression, now_ms, None, false)
 }
 
 /// What [`decode_fetched`] found in a fetch response's record bytes.

@@ -37,6 +37,13 @@ pub(crate) const CLIENT_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeClientQuotas, 0, 1),
     (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::InitProducerId, 0, 5),
+    // Transactions as the client drives them (KIP-98), not KIP-890's broker-side
+    // verification: AddPartitionsToTxn stops at v3 (v4 batches transactions for
+    // brokers), EndTxn, AddOffsetsToTxn and TxnOffsetCommit before their TV2 versions.
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
 ];
 
 /// Our supported range for `key`, if we send that API at all.
@@ -143,6 +150,10 @@ mod tests {
             ApiKey::DescribeClientQuotas => DescribeClientQuotasRequest::VERSIONS,
             ApiKey::AlterClientQuotas => AlterClientQuotasRequest::VERSIONS,
             ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS,
+            ApiKey::AddPartitionsToTxn => AddPartitionsToTxnRequest::VERSIONS,
+            ApiKey::AddOffsetsToTxn => AddOffsetsToTxnRequest::VERSIONS,
+            ApiKey::EndTxn => EndTxnRequest::VERSIONS,
+            ApiKey::TxnOffsetCommit => TxnOffsetCommitRequest::VERSIONS,
             other => panic!("{other:?} not in the table"),
         };
         for &(key, min, max) in CLIENT_APIS {

@@ -139,19 +139,26 @@ fn drop_aborted(
     let mut open: BTreeSet<i64> = BTreeSet::new();
     let mut kept = Vec::with_capacity(records.len());
     for record in records {
-        while let Some(&(first, producer)) = starts.peek() {
-            if first > record.offset {
-                break;
+        // Starts and markers up to this record, in offset order: a marker that closed
+        // an earlier transaction of P must not close an aborted one of P opened after it.
+        loop {
+            let start = starts.peek().copied().filter(|s| s.0 <= record.offset);
+            let marker = markers.peek().copied().filter(|m| m.1 <= record.offset);
+            match (start, marker) {
+                (Some((first, _)), Some((producer, at))) if at < first => {
+                    open.remove(&producer);
+                    markers.next();
+                }
+                (Some((_, producer)), _) => {
+                    open.insert(producer);
+                    starts.next();
+                }
+                (None, Some((producer, _))) => {
+                    open.remove(&producer);
+                    markers.next();
+                }
+                (None, None) => break,
             }
-            open.insert(producer);
-            starts.next();
-        }
-        while let Some(&(producer, at)) = markers.peek() {
-            if at > record.offset {
-                break;
-            }
-            open.remove(&producer);
-            markers.next();
         }
         if !open.contains(&record.producer_id) {
             kept.push(record);
@@ -229,5 +236,27 @@ mod tests {
             .map(|r| r.offset)
             .collect();
         assert_eq!(kept, vec![1, 3, 4]);
+    }
+
+    #[test]
+    fn an_abort_after_a_commit_of_the_same_producer_is_dropped() {
+        // Producer 7: 0-1 committed (marker at 2), 3-4 aborted (marker at 5), 6 committed
+        // (marker at 7). The commit marker at 2 must not close the abort opened at 3.
+        let records = vec![
+            record(0, 7),
+            record(1, 7),
+            record(3, 7),
+            record(4, 7),
+            record(6, 7),
+        ];
+        let markers = [(7, 2), (7, 5), (7, 7)];
+        let aborted = [AbortedTransaction::default()
+            .with_producer_id(ProducerId(7))
+            .with_first_offset(3)];
+        let kept: Vec<i64> = drop_aborted(records, &markers, &aborted)
+            .iter()
+            .map(|r| r.offset)
+            .collect();
+        assert_eq!(kept, vec![0, 1, 6]);
     }
 }

@@ -220,6 +220,19 @@ impl Consumer {
             .map(|g| (g.generation, g.member_id.as_str()))
     }
 
+    /// The group, generation, member id and instance id to pass to
+    /// [`crate::Producer::send_offsets_to_transaction`] (`None` without `group.id`).
+    pub fn group_metadata(&self) -> Option<crate::ConsumerGroupMetadata> {
+        let group_id = self.config.group_id.as_deref()?;
+        let mut metadata = crate::ConsumerGroupMetadata::new(group_id);
+        if let Some((generation, member_id)) = self.generation() {
+            metadata.generation_id = generation;
+            metadata.member_id = member_id.to_owned();
+        }
+        metadata.group_instance_id = self.config.group_instance_id.clone();
+        Some(metadata)
+    }
+
     /// Longest rebalance this member measured (join, sync and loading committed
     /// offsets): with `session.timeout.ms`, what sizes the sink's dedup window.
     pub fn measured_rebalance_time(&self) -> Duration {

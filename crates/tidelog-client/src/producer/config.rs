@@ -67,6 +67,12 @@ pub struct ProducerConfig {
     /// batch carries the producer id, epoch and per-partition sequence, so a retried
     /// batch that was already written is not written again. Needs `acks=all`.
     pub enable_idempotence: bool,
+    /// Makes the producer transactional (`transactional.id`): it must call
+    /// `init_transactions` first and send only inside transactions. Needs idempotence.
+    pub transactional_id: Option<String>,
+    /// How long the coordinator lets a transaction stay open before it aborts it
+    /// (`transaction.timeout.ms`, Kafka's 60 s).
+    pub transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -80,6 +86,8 @@ impl Default for ProducerConfig {
             buffer_memory: 32 * 1024 * 1024,
             max_block: Duration::from_secs(60),
             enable_idempotence: true,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -87,7 +95,7 @@ impl Default for ProducerConfig {
 impl ProducerConfig {
     /// Sets one setting by its Kafka producer name (`acks`, `compression.type`,
     /// `batch.size`, `request.timeout.ms`, `buffer.memory`, `max.block.ms`,
-    /// `enable.idempotence`). Combinations are checked when the producer is used
+    /// `enable.idempotence`, `transactional.id`, `transaction.timeout.ms`). Combinations are checked when the producer is used
     /// ([`ProducerConfig::validate`]), so settings can be given in any order.
     pub fn set(&mut self, name: &str, value: &str) -> Result<&mut Self> {
         let bad = || ClientError::InvalidArgument(format!("{name}={value:?} is not valid"));
@@ -125,6 +133,17 @@ impl ProducerConfig {
             "enable.idempotence" => {
                 self.enable_idempotence = value.trim().parse().map_err(|_| bad())?
             }
+            "transactional.id" => {
+                let id = value.trim();
+                self.transactional_id = (!id.is_empty()).then(|| id.to_owned());
+            }
+            "transaction.timeout.ms" => {
+                let timeout = ms()?;
+                if timeout.is_zero() || timeout.as_millis() > i32::MAX as u128 {
+                    return Err(bad());
+                }
+                self.transaction_timeout = timeout;
+            }
             _ => {
                 return Err(ClientError::InvalidArgument(format!(
                     "unknown producer setting {name}"
@@ -141,6 +160,11 @@ impl ProducerConfig {
             return Err(ClientError::InvalidArgument(
                 "enable.idempotence=true needs acks=all; set acks=all or enable.idempotence=false"
                     .into(),
+            ));
+        }
+        if self.transactional_id.is_some() && !self.enable_idempotence {
+            return Err(ClientError::InvalidArgument(
+                "transactional.id needs enable.idempotence=true".into(),
             ));
         }
         if self.buffer_memory == 0 || self.max_batch_bytes == 0 {
@@ -186,5 +210,23 @@ mod tests {
         );
         c.set("enable.idempotence", "false").unwrap();
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn transactional_settings_by_kafka_names() {
+        let mut c = ProducerConfig::default();
+        assert_eq!(c.transactional_id, None);
+        assert_eq!(c.transaction_timeout, Duration::from_secs(60));
+        c.set("transactional.id", "orders-tx")
+            .unwrap()
+            .set("transaction.timeout.ms", "15000")
+            .unwrap();
+        assert_eq!(c.transactional_id.as_deref(), Some("orders-tx"));
+        assert_eq!(c.transaction_timeout, Duration::from_millis(15_000));
+        assert!(c.set("transaction.timeout.ms", "0").is_err());
+        c.validate().unwrap();
+        c.set("enable.idempotence", "false").unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("transactional.id"), "{err}");
     }
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
@@ -42,6 +42,9 @@ type Answer = (
 impl Producer {
     pub(super) async fn round(&mut self) -> Result<Round> {
         let mut round = Round::default();
+        if self.txn.is_some() && self.identity.is_none() {
+            return Err(self.txn_not_ready());
+        }
         if self.config.enable_idempotence && self.identity.is_none() {
             match init_producer_id(&mut self.client).await {
                 Ok(id) => self.identity = Some(id),
@@ -196,6 +199,7 @@ impl Producer {
     /// time, the same bytes on every retry.
     fn encoded(&mut self, key: &PartitionKey, now: i64) -> Result<(Bytes, usize)> {
         let compression = self.config.compression;
+        let transactional = self.txn.is_some();
         let Some(batch) = self.buffer.oldest_mut(key) else {
             return Err(ClientError::Protocol(format!(
                 "no batch waiting for {}-{}",
@@ -209,7 +213,7 @@ impl Producer {
             let sequence = id.take_sequence(key, batch.slots.len());
             (id.producer_id, id.epoch, sequence)
         });
-        let bytes = write_batch(&batch.records, compression, now, producer)?;
+        let bytes = write_batch(&batch.records, compression, now, producer, transactional)?;
         batch.records = Vec::new();
         batch.encoded = Some(bytes.clone());
         Ok((bytes, batch.len()))
@@ -225,6 +229,11 @@ impl Producer {
             );
         }
         ProduceRequest::default()
+            .with_transactional_id(
+                self.txn
+                    .as_ref()
+                    .map(|t| TransactionalId(StrBytes::from_string(t.id.clone()))),
+            )
             .with_acks(self.config.acks.wire())
             .with_timeout_ms(
                 i32::try_from(self.config.produce_timeout.as_millis()).unwrap_or(i32::MAX),

@@ -23,6 +23,15 @@ pub(super) struct Identity {
 }
 
 impl Identity {
+    /// A producer id and epoch with every sequence at 0.
+    pub(super) fn new(producer_id: i64, epoch: i16) -> Identity {
+        Identity {
+            producer_id,
+            epoch,
+            next: HashMap::new(),
+        }
+    }
+
     /// The base sequence of a new batch of `count` records to `key`; the next batch
     /// starts after it.
     pub(super) fn take_sequence(&mut self, key: &PartitionKey, count: usize) -> i32 {

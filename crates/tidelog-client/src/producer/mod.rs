@@ -7,6 +7,7 @@ mod buffer;
 mod config;
 mod dispatch;
 mod idempotence;
+mod transaction;
 
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -19,9 +20,11 @@ use crate::partitioner::{partition_for_key, StickyPartitioner};
 use crate::records::ProduceRecord;
 
 pub use config::{Acks, ProducerConfig};
+pub use transaction::ConsumerGroupMetadata;
 
 use buffer::Buffer;
 use idempotence::Identity;
+use transaction::{Op, Transactional};
 
 /// Where a record was written. `offset` is -1 with acks=0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +41,11 @@ pub struct RecordMetadata {
 ///
 /// Idempotent by default (`enable.idempotence`): the first send asks for a producer id,
 /// and a batch retried after a lost answer is written once.
+///
+/// With `transactional.id` it writes transactions: [`Producer::init_transactions`], then
+/// per transaction [`Producer::begin_transaction`], sends (and
+/// [`Producer::send_offsets_to_transaction`]), and [`Producer::commit_transaction`] or
+/// [`Producer::abort_transaction`]. See `docs/client.md`.
 #[derive(Debug)]
 pub struct Producer {
     client: Client,
@@ -49,12 +57,18 @@ pub struct Producer {
     identity: Option<Identity>,
     /// Test hook: treat the next round's acknowledgements as lost.
     lose_next_acks: bool,
+    /// The transactional state, with `transactional.id`.
+    txn: Option<Transactional>,
 }
 
 impl Producer {
     /// A producer over an existing client. The settings are checked on first use
     /// ([`ProducerConfig::validate`]).
     pub fn new(client: Client, config: ProducerConfig) -> Producer {
+        let txn = config
+            .transactional_id
+            .clone()
+            .map(|id| Transactional::new(id, config.transaction_timeout));
         Producer {
             buffer: Buffer::new(config.buffer_memory, config.max_batch_bytes),
             client,
@@ -62,6 +76,7 @@ impl Producer {
             sticky: HashMap::new(),
             identity: None,
             lose_next_acks: false,
+            txn,
         }
     }
 
@@ -99,6 +114,10 @@ impl Producer {
     /// [`ClientError::BufferFull`] and the record is not queued (the buffered ones stay).
     /// An error that fails the buffered records while it sends them (see
     /// [`Producer::flush`]) is returned here instead.
+    ///
+    /// A transactional producer sends only inside a transaction; a partition's first
+    /// record in it adds the partition to the transaction (AddPartitionsToTxn). An error
+    /// leaves the transaction abortable only.
     pub async fn send(
         &mut self,
         topic: &str,
@@ -106,6 +125,29 @@ impl Producer {
         record: ProduceRecord,
     ) -> Result<()> {
         self.config.validate()?;
+        self.txn_check(Op::Send)?;
+        let sent = self.send_inner(topic, partition, record).await;
+        match (sent, self.txn.as_mut()) {
+            (Err(e), Some(txn))
+                if !matches!(
+                    e,
+                    ClientError::InvalidArgument(_)
+                        | ClientError::UnknownPartition { .. }
+                        | ClientError::Transaction { .. }
+                ) =>
+            {
+                Err(txn.failed(e))
+            }
+            (sent, _) => sent,
+        }
+    }
+
+    async fn send_inner(
+        &mut self,
+        topic: &str,
+        partition: Option<i32>,
+        record: ProduceRecord,
+    ) -> Result<()> {
         let started = Instant::now();
         let deadline = started + self.config.max_block;
         let size = record.approx_size();
@@ -144,10 +186,14 @@ impl Producer {
             topic: topic.to_owned(),
             partition: partition.unwrap_or(0),
         })?;
+        let key = (topic.to_owned(), chosen);
+        if self.txn.is_some() {
+            self.add_partition(&key, deadline).await?;
+        }
         if !self.buffer.has_room(size) {
             self.make_room(size, started, deadline).await?;
         }
-        self.buffer.push((topic.to_owned(), chosen), record);
+        self.buffer.push(key, record);
         Ok(())
     }
 
@@ -208,8 +254,23 @@ impl Producer {
     /// changes and broken connections are retried (`retries` times); when retries run
     /// out the records stay buffered for the next flush. Any other error fails every
     /// buffered record.
+    ///
+    /// In a transaction, an error leaves the transaction abortable only.
     pub async fn flush(&mut self) -> Result<Vec<RecordMetadata>> {
         self.config.validate()?;
+        if let Some(txn) = &self.txn {
+            if let transaction::State::Fatal(_) = txn.state {
+                self.txn_check(Op::Send)?;
+            }
+        }
+        let flushed = self.flush_inner().await;
+        match (flushed, self.txn.as_mut()) {
+            (Err(e), Some(txn)) => Err(txn.failed(e)),
+            (flushed, _) => flushed,
+        }
+    }
+
+    async fn flush_inner(&mut self) -> Result<Vec<RecordMetadata>> {
         for s in self.sticky.values_mut() {
             s.rotate();
         }
@@ -235,8 +296,15 @@ impl Producer {
 
     /// An error that fails every buffered record: they are dropped, and an idempotent
     /// producer starts over with a new producer id (its sequences now have a gap).
+    ///
+    /// A transactional producer keeps its id and epoch (abort needs them, and takes a
+    /// new epoch afterwards); its transaction becomes abortable only, or the producer
+    /// unusable when it was fenced.
     fn fail(&mut self, error: ClientError) -> ClientError {
         self.buffer.clear();
+        if let Some(txn) = self.txn.as_mut() {
+            return txn.failed(error);
+        }
         self.identity = None;
         error
     }

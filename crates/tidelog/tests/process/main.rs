@@ -31,3 +31,4 @@ mod producer_process;
 mod replication_process;
 mod serve_process;
 mod server_properties_process;
+mod transaction_process;

@@ -9,17 +9,14 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use support::native::client;
 use support::Node;
 use tidelog_client::{
-    Client, Consumer, ConsumerConfig, NewTopic, OffsetReset, RebalanceListener, TopicPartition,
+    Consumer, ConsumerConfig, NewTopic, OffsetReset, RebalanceListener, TopicPartition,
 };
 use tokio::time::timeout;
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-async fn client(node: &Node) -> Client {
-    Client::connect_to(&node.kafka.to_string()).await.unwrap()
-}
 
 async fn setup(topic: &str, partitions: i32) -> Node {
     let node = Node::start(&["group.initial.rebalance.delay.ms=0"]);

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use support::native::{client, create_topic as create};
 use support::Node;
 use tidelog_client::{
-    Client, Consumer, ConsumerConfig, NewTopic, OffsetReset, OffsetSpec, ProduceRecord, Producer,
-    ProducerConfig,
+    Consumer, ConsumerConfig, OffsetReset, OffsetSpec, ProduceRecord, Producer, ProducerConfig,
 };
 use tokio::time::{timeout, Instant};
 
@@ -22,22 +22,6 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 fn start() -> Node {
     Node::start(&["group.initial.rebalance.delay.ms=0"])
-}
-
-async fn client(node: &Node) -> Client {
-    Client::connect_to(&node.kafka.to_string()).await.unwrap()
-}
-
-async fn create(node: &Node, topic: &str, partitions: i32) {
-    let mut c = client(node).await;
-    c.create_topic(&NewTopic {
-        name: topic.into(),
-        partitions,
-        replication_factor: 1,
-        configs: vec![],
-    })
-    .await
-    .unwrap();
 }
 
 /// Produces `values` to `partition` (None: by key), with optional timestamps.

@@ -10,13 +10,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use support::native::{client, create_topic};
 use support::Node;
 use tidelog_client::dead_letter::{
     Backoff, DeadLetterError, DeadLetterHandler, DeadLetterOrigin, DeadLetterPolicy, Outcome,
 };
 use tidelog_client::{
-    Client, Consumer, ConsumerConfig, FetchOptions, NewTopic, OffsetReset, ProduceRecord, Producer,
-    ProducerConfig,
+    Consumer, ConsumerConfig, FetchOptions, OffsetReset, ProduceRecord, Producer, ProducerConfig,
 };
 use tokio::time::timeout;
 
@@ -27,21 +27,8 @@ const POISON_OFFSET: i64 = 4;
 const POISON: &[u8] = b"poison\x00\xff\xfe";
 const ERROR: &str = "cannot parse the amount: not UTF-8";
 
-async fn client(node: &Node) -> Client {
-    Client::connect_to(&node.kafka.to_string()).await.unwrap()
-}
-
 async fn create(node: &Node, topic: &str) {
-    client(node)
-        .await
-        .create_topic(&NewTopic {
-            name: topic.into(),
-            partitions: 1,
-            replication_factor: 1,
-            configs: vec![],
-        })
-        .await
-        .unwrap();
+    create_topic(node, topic, 1).await;
 }
 
 fn key(i: i64) -> Bytes {

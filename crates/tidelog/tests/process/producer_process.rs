@@ -14,25 +14,13 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::{ApiKey, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use support::native::{client, create_topic};
 use support::{Conn, Node};
-use tidelog_client::{Client, ClientError, NewTopic, ProduceRecord, Producer, ProducerConfig};
+use tidelog_client::{ClientError, ProduceRecord, Producer, ProducerConfig};
 use tidelog_storage::BatchHeader;
 
-async fn client(node: &Node) -> Client {
-    Client::connect_to(&node.kafka.to_string()).await.unwrap()
-}
-
 async fn create(node: &Node, topic: &str) {
-    client(node)
-        .await
-        .create_topic(&NewTopic {
-            name: topic.into(),
-            partitions: 1,
-            replication_factor: 1,
-            configs: vec![],
-        })
-        .await
-        .unwrap();
+    create_topic(node, topic, 1).await;
 }
 
 fn record(i: usize) -> ProduceRecord {

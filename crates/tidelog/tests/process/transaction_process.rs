@@ -12,28 +12,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
+use support::native::{client, create_topic as create};
 use support::Node;
 use tidelog_client::{
-    Client, ClientError, Consumer, ConsumerConfig, ConsumerGroupMetadata, IsolationLevel, NewTopic,
-    OffsetReset, OffsetSpec, ProduceRecord, Producer, ProducerConfig, TransactionErrorKind,
+    ClientError, Consumer, ConsumerConfig, ConsumerGroupMetadata, IsolationLevel, OffsetReset,
+    OffsetSpec, ProduceRecord, Producer, ProducerConfig, TransactionErrorKind,
 };
-
-async fn client(node: &Node) -> Client {
-    Client::connect_to(&node.kafka.to_string()).await.unwrap()
-}
-
-async fn create(node: &Node, topic: &str, partitions: i32) {
-    client(node)
-        .await
-        .create_topic(&NewTopic {
-            name: topic.into(),
-            partitions,
-            replication_factor: 1,
-            configs: vec![],
-        })
-        .await
-        .unwrap();
-}
 
 async fn producer(node: &Node, transactional_id: &str) -> Producer {
     let mut config = ProducerConfig::default();

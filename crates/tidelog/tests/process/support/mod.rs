@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 pub mod cli_run;
 pub mod cluster;
 pub mod cluster_calls;
+pub mod native;
 pub mod postgres;
 
 fn free_port() -> u16 {

@@ -11,25 +11,14 @@ use std::time::Duration;
 
 use support::native::client;
 use support::Node;
-use tidelog_client::{
-    Consumer, ConsumerConfig, NewTopic, OffsetReset, RebalanceListener, TopicPartition,
-};
+use tidelog_client::{Consumer, ConsumerConfig, OffsetReset, RebalanceListener, TopicPartition};
 use tokio::time::timeout;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 async fn setup(topic: &str, partitions: i32) -> Node {
     let node = Node::start(&["group.initial.rebalance.delay.ms=0"]);
-    client(&node)
-        .await
-        .create_topic(&NewTopic {
-            name: topic.into(),
-            partitions,
-            replication_factor: 1,
-            configs: vec![],
-        })
-        .await
-        .unwrap();
+    support::native::create_topic(&node, topic, partitions).await;
     node
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use support::Node;
 use tidelog_client::{
-    Client, Consumer, ConsumerConfig, NewTopic, OffsetReset, RebalanceListener, TopicPartition,
+    Client, Consumer, ConsumerConfig, OffsetReset, RebalanceListener, TopicPartition,
 };
 use tokio::time::timeout;
 
@@ -22,17 +22,7 @@ async fn setup(topic: &str, partitions: i32) -> Node {
         "group.consumer.heartbeat.interval.ms=200",
         "group.consumer.min.heartbeat.interval.ms=100",
     ]);
-    Client::connect_to(&node.kafka.to_string())
-        .await
-        .unwrap()
-        .create_topic(&NewTopic {
-            name: topic.into(),
-            partitions,
-            replication_factor: 1,
-            configs: vec![],
-        })
-        .await
-        .unwrap();
+    support::native::create_topic(&node, topic, partitions).await;
     node
 }
 

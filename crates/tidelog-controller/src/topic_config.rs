@@ -156,7 +156,7 @@ static CONFIGS: &[ConfigDef] = &[
     def("min.compaction.lag.ms", T::Long, "0", "log.cleaner.min.compaction.lag.ms", Rule::LongAtLeast(0),
         "Minimum age of a record before compaction may remove it."),
     def("min.insync.replicas", T::Int, "1", "min.insync.replicas", Rule::IntAtLeast(1),
-        "Fewest in-sync replicas for an acks=all write to succeed."),
+        "Fewest in-sync replicas for an acks=all write to succeed; below it (capped at the replica count) the high watermark stands still, so nothing new is served or acknowledged until the ISR grows back (Kafka 4's strict min-ISR rule)."),
     def("preallocate", T::Boolean, "false", "log.preallocate", Rule::Boolean,
         "Accepted and stored; segment files grow as they are written."),
     def("remote.log.copy.disable", T::Boolean, "false", "", Rule::Unsupported { value: "false", why: TIERED },

@@ -155,10 +155,11 @@ class TailReader:
 
     def stop(self):
         """Never raises (for a `finally`); `check_reader` asserts it stopped. The wait
-        outlasts librdkafka's socket.timeout.ms (60 s): its close waits for a request in
-        flight to a node that was killed to time out."""
+        outlasts librdkafka's socket.timeout.ms (60 s) twice over: its close waits for a
+        request in flight to a node that was killed to time out, and CI once saw a close
+        still waiting after 75 s (under investigation: see docs/reliability.md)."""
         self._stop.set()
-        self._thread.join(75)
+        self._thread.join(130)
 
     def count(self):
         return sum(len(v) for v in self.seen.values())

@@ -409,7 +409,9 @@ pub(crate) async fn run(
     }
 }
 
-fn note_failure(shared: &Shared, e: &ClientError) {
+/// Whether `e` means the coordinator connection is gone: it broke, or the coordinator
+/// moved. Both protocols then find the coordinator again.
+pub(super) fn coordinator_lost(e: &ClientError) -> bool {
     let moved = matches!(
         e.response_error(),
         Some(ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable)
@@ -418,7 +420,11 @@ fn note_failure(shared: &Shared, e: &ClientError) {
         e,
         ClientError::Io { .. } | ClientError::Closed { .. } | ClientError::Timeout { .. }
     );
-    if moved || broken {
+    moved || broken
+}
+
+fn note_failure(shared: &Shared, e: &ClientError) {
+    if coordinator_lost(e) {
         shared.coordinator_lost.store(true, Ordering::Relaxed);
         shared.rejoin_needed.store(true, Ordering::Relaxed);
     }

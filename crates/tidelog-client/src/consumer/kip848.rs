@@ -177,15 +177,7 @@ impl Link {
 
     /// Forgets the connection when `e` says it broke or the coordinator moved.
     fn note(&mut self, e: &ClientError) {
-        let moved = matches!(
-            e.response_error(),
-            Some(ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable)
-        );
-        let broken = matches!(
-            e,
-            ClientError::Io { .. } | ClientError::Closed { .. } | ClientError::Timeout { .. }
-        );
-        if moved || broken {
+        if coordinator::coordinator_lost(e) {
             self.conn = None;
         }
     }

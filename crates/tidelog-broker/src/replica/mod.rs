@@ -16,6 +16,8 @@ mod peer;
 #[cfg(test)]
 mod produce_validation_tests;
 mod replication;
+#[cfg(test)]
+mod sim;
 mod state;
 mod throttle;
 

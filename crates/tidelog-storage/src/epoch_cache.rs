@@ -77,10 +77,19 @@ impl LeaderEpochCache {
     }
 
     /// OffsetForLeaderEpoch: the largest epoch `<= epoch` and the offset where it ended
-    /// (the next epoch's start, or `log_end` for the latest).
+    /// (the next epoch's start, or `log_end` for the latest). An epoch older than every
+    /// one known ends where the first known one starts, as Kafka answers: a follower
+    /// holding records of an epoch this log never had (or no longer has) must cut them,
+    /// or it keeps records the leader does not have below offsets the leader reuses.
+    /// `None` only when no epoch is known (an empty log).
     pub(crate) fn end_offset_for(&self, epoch: i32, log_end: i64) -> Option<(i32, i64)> {
         let idx = self.entries.partition_point(|e| e.epoch <= epoch);
-        let found = self.entries.get(idx.checked_sub(1)?)?;
+        let Some(found) = idx.checked_sub(1).and_then(|i| self.entries.get(i)) else {
+            return self
+                .entries
+                .first()
+                .map(|first| (epoch, first.start_offset));
+        };
         let end = self
             .entries
             .get(idx)

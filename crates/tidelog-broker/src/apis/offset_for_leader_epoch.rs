@@ -1,6 +1,7 @@
 //! OffsetForLeaderEpoch: for each (partition, leader epoch) the largest epoch not above
 //! it in the leader's epoch cache and the offset where that epoch ended (the log end
-//! for the current epoch). Consumers use it to detect log truncation after a leader
+//! for the current epoch; for an epoch older than every one cached, the start of the
+//! first, as Kafka answers). Consumers use it to detect log truncation after a leader
 //! change (KIP-320); a request with a replica id must come from a registered broker.
 //! Answered by the leader only, after the current-leader-epoch checks.
 

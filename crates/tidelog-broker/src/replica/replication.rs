@@ -108,7 +108,8 @@ impl Partition {
     }
 
     /// OffsetForLeaderEpoch: the largest epoch `<= epoch` in this log and the offset
-    /// where it ended (the log end for the latest), or (-1, -1) when none is known.
+    /// where it ended (the log end for the latest); for an epoch older than every one
+    /// known, that epoch and the first known one's start; (-1, -1) when none is known.
     pub(crate) fn end_offset_for_epoch(&self, epoch: i32) -> Result<(i32, i64), PartitionError> {
         self.with_log(|log| Ok(log.end_offset_for_epoch(epoch).unwrap_or((-1, -1))))
     }

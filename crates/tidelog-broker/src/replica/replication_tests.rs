@@ -419,3 +419,31 @@ fn an_isr_shrunk_after_the_hw_passed_the_batch_answers_not_enough_replicas_after
         "still below the HW: waits"
     );
 }
+
+/// Found by the replication simulation (seed 1952): a leader isolated before anyone
+/// fetched keeps a record of its epoch 0; the next leader's log starts in epoch 1 at
+/// the same offset. The old leader, now a follower, must be told its log diverges
+/// (Kafka answers an epoch older than every known one with the first one's start),
+/// not left holding a record the leader has another one in place of.
+#[tokio::test]
+async fn a_follower_with_an_epoch_the_leader_never_had_is_cut_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader = partition(&dir, "leader", 2);
+    leader.apply_assignment(&assignment(2, 1, &[2, 3], 1), 0);
+    leader
+        .append(&mut batch(&["new-0", "new-1"]), 1000)
+        .unwrap();
+    let old = partition(&dir, "old", 1);
+    old.apply_assignment(&assignment(1, 0, &[1, 2, 3], 1), 0);
+    old.append(&mut batch(&["stale"]), 1000).unwrap();
+    old.apply_assignment(&assignment(2, 1, &[2, 3], 1), 1);
+
+    let (fetch_offset, last_epoch, _) = old.follower_position().unwrap();
+    assert_eq!((fetch_offset, last_epoch), (1, 0));
+    let diverging = leader.diverging_epoch(last_epoch, fetch_offset);
+    assert_eq!(diverging, Some((0, 0)));
+    let (epoch, end) = diverging.unwrap();
+    let cut = old.truncate_to_divergence(epoch, end).unwrap().unwrap();
+    assert_eq!((cut.old_end, cut.new_end), (1, 0));
+    assert_eq!(old.follower_position().unwrap().0, 0);
+}

@@ -184,7 +184,8 @@ impl Log {
     pub fn leader_epochs(&self) -> &[EpochEntry] {
         self.epochs.entries()
     }
-    /// OffsetForLeaderEpoch: largest epoch `<= epoch` and its end offset.
+    /// OffsetForLeaderEpoch: largest epoch `<= epoch` and its end offset (for an epoch
+    /// older than every known one: that epoch and the first known one's start).
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
         self.epochs.end_offset_for(epoch, self.log_end_offset())
     }

@@ -116,13 +116,16 @@ fn epoch_cache_answers_offset_for_leader_epoch() {
     assert!(!c.assign(1, 10));
     assert!(c.assign(3, 50));
     assert!(!c.assign(2, 60), "older epoch accepted");
-    assert_eq!(c.end_offset_for(0, 80), None);
+    // Older than every known epoch: it ends where the first known one starts.
+    assert_eq!(c.end_offset_for(0, 80), Some((0, 0)));
     assert_eq!(c.end_offset_for(1, 80), Some((1, 50)));
     assert_eq!(c.end_offset_for(2, 80), Some((1, 50)));
     assert_eq!(c.end_offset_for(3, 80), Some((3, 80)));
     assert_eq!(c.end_offset_for(9, 80), Some((3, 80)));
     assert!(c.truncate_from_start(20));
     assert_eq!(c.pairs(), vec![(1, 20), (3, 50)]);
+    assert_eq!(c.end_offset_for(0, 80), Some((0, 20)));
+    assert_eq!(LeaderEpochCache::default().end_offset_for(0, 80), None);
     assert!(c.truncate_from_end(50));
     assert_eq!(c.pairs(), vec![(1, 20)]);
 }

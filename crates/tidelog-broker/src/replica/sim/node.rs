@@ -107,7 +107,8 @@ pub(super) struct SimNode {
 const HEARTBEAT_MS: i64 = 500;
 const METADATA_MS: i64 = 100;
 const ISR_CHECK_MS: i64 = 250;
-const CHECKPOINT_MS: i64 = 1_000;
+/// replica.high.watermark.checkpoint.interval.ms
+const CHECKPOINT_MS: i64 = 5_000;
 const FETCH_TIMEOUT_MS: i64 = 1_000;
 const FETCH_BACKOFF_MS: i64 = 50;
 const ALTER_TIMEOUT_MS: i64 = 3_000;

@@ -345,15 +345,15 @@ pub(super) async fn probe_loop(controller: Weak<QuorumController>, stop: watch::
     .await;
 }
 
-/// Dials each of `endpoints` once (bounded by [`PROBE_CONNECT_TIMEOUT`]); a connection
-/// made is dropped at once.
+/// Dials each of `endpoints` once (bounded by [`PROBE_CONNECT_TIMEOUT`]), as bare TCP:
+/// a connection made is dropped at once, with no TLS or SASL on a secured cluster.
 pub(super) async fn probe(transport: &dyn Transport, endpoints: &[String]) -> Probe {
     if endpoints.is_empty() {
         return Probe::Unknown;
     }
     for addr in endpoints {
-        match tokio::time::timeout(PROBE_CONNECT_TIMEOUT, transport.connect(addr)).await {
-            Ok(Ok(_connection)) => return Probe::Answered,
+        match tokio::time::timeout(PROBE_CONNECT_TIMEOUT, transport.reach(addr)).await {
+            Ok(Ok(())) => return Probe::Answered,
             Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {}
             Ok(Err(_)) | Err(_) => return Probe::Unknown,
         }

@@ -12,6 +12,11 @@ directions between the leader and its peers.
   cut tells), rejoins the ISR, and — made leader again by a preferred
   election — serves exactly the records the majority acknowledged, none of its own.
 
+A shorter cut with the default liveness settings (9 s sessions) must not look like a
+dead node: no FIN arrives and nothing refuses a connection, so the controller leader
+elected by the majority, which never heard the cut-off node's heartbeats, still leaves
+it unfenced and leading until its session times out.
+
 Needs root and `ip netns`; skipped otherwise.
 """
 
@@ -20,7 +25,7 @@ import time
 
 import cluster_wire
 from cluster_load import produce_batch, read_log, values_of
-from cluster_meta import WIRE_ERRORS, create_topic, elect_preferred, full_isr, partition, wait_partition
+from cluster_meta import WIRE_ERRORS, create_topic, elect_preferred, full_isr, partition, view, wait_partition
 from compat_helpers import unique
 
 ISOLATED_WRITE_S = 8.0  # keep writing to the cut-off leader this long (4 session timeouts)
@@ -106,3 +111,29 @@ def test_isolated_leader_acknowledges_nothing_and_truncates_after_healing(netns_
     assert not leaked, f"the old leader serves {len(leaked)} records it appended while cut off, e.g. {leaked[:3]}"
     assert served == expected
     assert partition(cluster, topic, 0, via=isolated).leader == isolated
+
+
+def test_a_short_cut_does_not_fence_the_controller_leader(netns_lab, cluster_factory):
+    cluster = cluster_factory(size=3, voters=3, lab=netns_lab, settings={
+        "broker.session.timeout.ms": "9000", "broker.heartbeat.interval.ms": "2000",
+        "replica.lag.time.max.ms": "30000"})
+    isolated = cluster_wire.describe_quorum_leader(cluster.node(1).bootstrap) or 1
+    rest = [n for n in (1, 2, 3) if n != isolated]
+    topic = create_topic(cluster, unique("short-cut"), config={"min.insync.replicas": "2"},
+                         assignment=[[isolated] + rest])
+    wait_partition(cluster, topic, 0, lambda s: s.leader == isolated and full_isr(s), 30,
+                   f"leader {isolated}, full ISR")
+    netns_lab.isolate(isolated)
+    try:
+        deadline = time.monotonic() + 4.0
+        seen = 0
+        while time.monotonic() < deadline:
+            answer = view(cluster, [topic], via=rest[0])
+            if answer is not None and topic in answer.topics:
+                seen += 1
+                assert isolated in answer.brokers, f"node {isolated} fenced within 4 s of a silent cut"
+                assert answer.topics[topic][1][0].leader == isolated, "leadership moved within 4 s of a silent cut"
+            time.sleep(0.2)
+        assert seen, "the majority answered no Metadata during the cut"
+    finally:
+        netns_lab.heal()

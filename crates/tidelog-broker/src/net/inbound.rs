@@ -97,6 +97,10 @@ impl Transport for SecureListenTransport {
         self.inner.connect(addr)
     }
 
+    fn reach<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<()>> {
+        self.inner.reach(addr)
+    }
+
     fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Box<dyn Listener>>> {
         Box::pin(async move {
             let inner = self.inner.listen(addr).await?;

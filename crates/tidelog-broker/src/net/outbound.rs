@@ -107,6 +107,10 @@ impl Transport for SecureTransport {
         Box::pin(self.connect_secured(addr))
     }
 
+    fn reach<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<()>> {
+        self.inner.reach(addr)
+    }
+
     fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Box<dyn Listener>>> {
         self.inner.listen(addr)
     }

@@ -136,6 +136,8 @@ async fn start_voter(
                 .clamp(0, 100),
         )
         .unwrap_or(DEFAULT_LEADER_IMBALANCE_PERCENT),
+        // A killed broker is fenced within about a second, not a session timeout.
+        probe_departed_brokers: true,
     };
     Ok(QuorumController::start_on_clock(
         Arc::new(quorum),

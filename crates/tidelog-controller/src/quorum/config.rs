@@ -42,7 +42,7 @@ pub struct QuorumConfig {
 }
 
 impl QuorumConfig {
-    /// Defaults: heartbeats every 150 ms, elections after 1–2 s of silence, writes
+    /// Defaults: heartbeats every 100 ms, elections after 0.5–1 s of silence, writes
     /// bounded by 5 s, a snapshot every 10 000 entries keeping 1 000 behind it; the
     /// cluster id derived from the voter list; listening on this node's own entry.
     pub fn new(node_id: i32, peers: QuorumPeers, dir: impl Into<PathBuf>) -> QuorumConfig {
@@ -52,9 +52,14 @@ impl QuorumConfig {
             cluster_id: peers.derived_cluster_id(),
             peers,
             dir: dir.into(),
-            heartbeat_interval: Duration::from_millis(150),
-            election_timeout_min: Duration::from_millis(1000),
-            election_timeout_max: Duration::from_millis(2000),
+            // A killed leader is replaced within about a second: openraft's voters
+            // refuse a candidate until the longest election timeout (their leader lease)
+            // has passed since the leader's last heartbeat, so that timeout bounds the
+            // failover. Five heartbeats fit in the shortest, so a leader whose heartbeats
+            // are merely late by a few hundred milliseconds keeps its office.
+            heartbeat_interval: Duration::from_millis(100),
+            election_timeout_min: Duration::from_millis(500),
+            election_timeout_max: Duration::from_millis(1000),
             write_timeout: Duration::from_secs(5),
             snapshot_every_entries: 10_000,
             entries_kept_after_snapshot: 1_000,

@@ -10,6 +10,13 @@
 //! the log, as Kafka does). A broker silent for the session timeout is fenced with a
 //! `FenceBroker` record; its next heartbeat unfences it. A newly elected leader grants
 //! every broker a fresh session, so a leader change never fences anyone by itself.
+//!
+//! A broker that died is fenced sooner, on evidence rather than silence (`sessions.rs`):
+//! when a connection that carried its heartbeats closes, or when this node takes office
+//! without having heard from it, the leader dials the broker's listeners after a short
+//! grace; "connection refused" from every one (nothing listens: the process is gone) with
+//! no heartbeat meanwhile fences it. A paused process still accepts connections and a
+//! partitioned host does not answer at all, so both wait for the session timeout.
 
 mod leader;
 mod partitions;
@@ -17,7 +24,7 @@ mod sessions;
 
 use leader::Handler;
 use partitions::rebalance_loop;
-use sessions::fence_loop;
+use sessions::{fence_loop, probe_loop};
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -87,6 +94,10 @@ pub struct ControllerOptions {
     /// `leader.imbalance.per.broker.percentage`: a broker's partitions go back to it
     /// only when more than this share of those it prefers to lead are led elsewhere.
     pub leader_imbalance_percent: u32,
+    /// Whether a broker whose heartbeat connection closed (or that a new leader has not
+    /// heard from) is probed and fenced when nothing listens at its address any more;
+    /// off, only the session timeout fences.
+    pub probe_departed_brokers: bool,
 }
 
 impl Default for ControllerOptions {
@@ -96,6 +107,7 @@ impl Default for ControllerOptions {
             unclean_leader_election_default: false,
             auto_rebalance_interval: None,
             leader_imbalance_percent: DEFAULT_LEADER_IMBALANCE_PERCENT,
+            probe_departed_brokers: true,
         }
     }
 }
@@ -110,6 +122,10 @@ struct Sessions {
     shutting_down: BTreeMap<i32, i64>,
     /// The traffic figures of each broker's latest heartbeat this term.
     traffic: BTreeMap<i32, BrokerTraffic>,
+    /// Brokers that may be gone, with when the doubt arose (a heartbeat connection
+    /// closed, or this node took office): probed once a grace passes with no heartbeat.
+    /// Bounded by the registered brokers.
+    suspects: BTreeMap<i32, Instant>,
 }
 
 /// The controller of one voter; all requests may be made on any voter.
@@ -194,6 +210,12 @@ impl QuorumController {
             stop_rx.clone(),
             options.session_timeout,
         ))];
+        if options.probe_departed_brokers {
+            tasks.push(tokio::spawn(probe_loop(
+                Arc::downgrade(&controller),
+                stop_rx.clone(),
+            )));
+        }
         if let Some(interval) = options.auto_rebalance_interval {
             tasks.push(tokio::spawn(rebalance_loop(
                 Arc::downgrade(&controller),

@@ -30,7 +30,15 @@ pub(crate) trait ForwardHandler: Send + Sync + 'static {
         call: ForwardedCall,
         may_forward: bool,
     ) -> Pin<Box<dyn Future<Output = ForwardReply> + Send + '_>>;
+
+    /// The peer of a connection that carried heartbeats of `brokers` (sent by that
+    /// broker's own node) closed it or reset it: the broker's process may be gone.
+    fn heartbeat_connection_closed(&self, _brokers: &[i32]) {}
 }
+
+/// Brokers remembered per connection as having heartbeated on it; a node sends its
+/// own broker's, so one is the norm.
+const MAX_HEARTBEAT_BROKERS_PER_CONNECTION: usize = 4;
 
 pub(crate) struct ServerShared {
     pub(crate) raft: Raft<TypeConfig>,
@@ -80,16 +88,34 @@ async fn serve_connection(
     _permit: OwnedSemaphorePermit,
 ) {
     let mut stream = BufStream::new(stream);
+    let mut heartbeats: Vec<i32> = Vec::new();
+    let peer_gone = |heartbeats: &[i32]| {
+        if let (false, Some(handler)) = (heartbeats.is_empty(), shared.forward.get()) {
+            handler.heartbeat_connection_closed(heartbeats);
+        }
+    };
     loop {
         let envelope: RpcEnvelope =
             match tokio::time::timeout(rpc::IDLE_TIMEOUT, rpc::read_message(&mut stream)).await {
                 Ok(Ok(envelope)) => envelope,
-                Ok(Err(WireError::Closed)) | Err(_) => return,
+                // Idle too long: this side closes; the peer is not known to be gone.
+                Err(_) => return,
+                Ok(Err(WireError::Closed | WireError::Io(_))) => {
+                    peer_gone(&heartbeats);
+                    return;
+                }
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "dropping a controller connection");
                     return;
                 }
             };
+        if let Some(broker_id) = own_heartbeat(&envelope) {
+            if !heartbeats.contains(&broker_id)
+                && heartbeats.len() < MAX_HEARTBEAT_BROKERS_PER_CONNECTION
+            {
+                heartbeats.push(broker_id);
+            }
+        }
         let response = if envelope.cluster_id == shared.cluster_id {
             dispatch(&shared, envelope.from, envelope.request).await
         } else {
@@ -107,8 +133,27 @@ async fn serve_connection(
             }
         };
         if rpc::write_frame(&mut stream, &frame).await.is_err() {
+            peer_gone(&heartbeats);
             return;
         }
+    }
+}
+
+/// The broker whose heartbeat `envelope` carries, when the sender is that broker's own
+/// node: a voter forwarding its own broker's (`from` is the broker id), or a broker-only
+/// node calling directly. A voter relaying another node's heartbeat does not count: its
+/// connection closing says nothing about that broker.
+fn own_heartbeat(envelope: &RpcEnvelope) -> Option<i32> {
+    match &envelope.request {
+        RpcRequest::Forward(ForwardedCall::BrokerHeartbeat { broker_id, .. })
+            if u64::try_from(*broker_id).ok() == Some(envelope.from) =>
+        {
+            Some(*broker_id)
+        }
+        RpcRequest::ClientCall(ForwardedCall::BrokerHeartbeat { broker_id, .. }) => {
+            Some(*broker_id)
+        }
+        _ => None,
     }
 }
 

@@ -41,6 +41,12 @@ pub trait Transport: Send + Sync + Debug + 'static {
     /// Opens a connection to `addr` (`host:port`). Unbounded in time, as a TCP connect
     /// to a partitioned host is: callers bound it.
     fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<BoxConnection>>;
+    /// Whether anything accepts connections at `addr`: a bare connection, dropped at
+    /// once. A transport that wraps another one (TLS, SASL) reaches through to it, so a
+    /// probe costs no handshake and no login attempt. Unbounded in time, like `connect`.
+    fn reach<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<()>> {
+        Box::pin(async move { self.connect(addr).await.map(drop) })
+    }
     /// Listens on `addr` (`host:port`; port 0 picks a free one).
     fn listen<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<Box<dyn Listener>>>;
 }

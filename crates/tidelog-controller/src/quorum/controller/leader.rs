@@ -114,7 +114,7 @@ impl QuorumController {
                     );
                 }
                 let mut sessions = lock(&self.sessions);
-                sessions.last_seen.insert(broker_id, self.clock.now());
+                sessions.heard(broker_id, self.clock.now());
                 sessions.shutting_down.remove(&broker_id);
                 drop(sessions);
                 (records, ForwardReply::BrokerEpoch(epoch))
@@ -274,6 +274,12 @@ impl QuorumController {
 pub(super) struct Handler(pub(super) Weak<QuorumController>);
 
 impl ForwardHandler for Handler {
+    fn heartbeat_connection_closed(&self, brokers: &[i32]) {
+        if let Some(controller) = self.0.upgrade() {
+            controller.connection_closed(brokers);
+        }
+    }
+
     fn handle(
         &self,
         call: ForwardedCall,

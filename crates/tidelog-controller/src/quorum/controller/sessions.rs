@@ -1,11 +1,25 @@
 //! Broker sessions on the controller leader: heartbeats (which unfence), fencing of
-//! brokers whose session expired, and the elections written in the same batch.
+//! brokers whose session expired or whose process is gone, and the elections written
+//! in the same batch.
+//!
+//! A broker is fenced when either holds (and it is still unfenced, same epoch):
+//! - no heartbeat for the session timeout (this leader's term counts as one; the
+//!   fallback for a host that vanished silently);
+//! - it is a suspect (a connection that carried its heartbeats closed, or this node took
+//!   office without hearing from it), [`PROBE_GRACE`] passed with no heartbeat, and
+//!   dialling each of its listeners was refused: nothing listens there, the process is
+//!   gone. A kill -9 closes the process's sockets at once; a paused process's listener
+//!   still completes connections (the kernel answers), and a partitioned host answers
+//!   nothing, so neither is refused and both keep their session until it times out.
 
 use std::collections::BTreeMap;
+use std::io;
 use std::sync::Weak;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use tidelog_env::net::Transport;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use super::leader::check_epoch;
 use super::{lock, run_every, BrokerTraffic, HeartbeatReply, QuorumController, Sessions};
@@ -15,6 +29,90 @@ use crate::quorum::error::{QuorumError, RequestError};
 use crate::quorum::forward::ForwardReply;
 use crate::quorum::{MetadataQuorum, QuorumRole};
 use crate::record::MetadataRecord;
+
+/// How long a suspect has to heartbeat (or to finish exiting, so its listener is closed
+/// too) before it is probed.
+pub(super) const PROBE_GRACE: Duration = Duration::from_millis(200);
+/// How long after taking office a new leader waits for heartbeats before probing the
+/// brokers it has not heard from (they heartbeat every `broker.heartbeat.interval.ms`,
+/// so most are probed; a probe of a live one costs one TCP connect).
+pub(super) const NEW_LEADER_GRACE: Duration = Duration::from_millis(300);
+/// Bound of one connection attempt of a probe: an answer on a LAN takes a round trip.
+const PROBE_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// How often the leader looks for suspects due for a probe.
+const PROBE_PERIOD: Duration = Duration::from_millis(50);
+
+/// What dialling a broker's listeners found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Probe {
+    /// Every listener refused: no process listens there.
+    Refused,
+    /// A listener accepted: the process is there (maybe paused).
+    Answered,
+    /// No answer in time, or another error (e.g. unreachable): decide nothing.
+    Unknown,
+}
+
+impl Sessions {
+    /// Resets the sessions when this node starts leading `term` (every broker gets a
+    /// fresh session, and those in `others` become suspects); keeps them otherwise.
+    pub(super) fn enter_term(
+        &mut self,
+        term: u64,
+        now: Instant,
+        others: impl Iterator<Item = i32>,
+    ) {
+        if self.term == Some(term) {
+            return;
+        }
+        *self = Sessions {
+            term: Some(term),
+            leader_since: Some(now),
+            last_seen: BTreeMap::new(),
+            // Epoch-checked where used, so one recorded this term stays valid.
+            shutting_down: std::mem::take(&mut self.shutting_down),
+            traffic: BTreeMap::new(),
+            suspects: others
+                .map(|id| (id, now + NEW_LEADER_GRACE.saturating_sub(PROBE_GRACE)))
+                .collect(),
+        };
+    }
+
+    /// A heartbeat (or registration) of `broker_id` arrived: its session is renewed and
+    /// it is no longer suspected.
+    pub(super) fn heard(&mut self, broker_id: i32, now: Instant) {
+        self.last_seen.insert(broker_id, now);
+        self.suspects.remove(&broker_id);
+    }
+
+    /// A connection that carried heartbeats of `broker_id` closed (leading only).
+    pub(super) fn connection_closed(&mut self, broker_id: i32, now: Instant) {
+        if self.term.is_some() {
+            self.suspects.entry(broker_id).or_insert(now);
+        }
+    }
+
+    /// Suspects whose grace is over, taken out: each is probed once.
+    pub(super) fn take_due(&mut self, now: Instant) -> Vec<i32> {
+        let due: Vec<i32> = self
+            .suspects
+            .iter()
+            .filter(|(_, since)| now.saturating_duration_since(**since) >= PROBE_GRACE)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &due {
+            self.suspects.remove(id);
+        }
+        due
+    }
+
+    /// Whether `broker_id`'s session (this term's) has run out at `now`.
+    pub(super) fn expired(&self, broker_id: i32, now: Instant, timeout: Duration) -> bool {
+        let since = self.leader_since.unwrap_or(now);
+        let last = self.last_seen.get(&broker_id).copied().unwrap_or(since);
+        now.saturating_duration_since(last) > timeout
+    }
+}
 
 impl QuorumController {
     pub(super) async fn heartbeat_here(
@@ -41,7 +139,7 @@ impl QuorumController {
         }
         {
             let mut sessions = lock(&self.sessions);
-            sessions.last_seen.insert(broker_id, self.clock.now());
+            sessions.heard(broker_id, self.clock.now());
             if let Some(traffic) = traffic {
                 sessions.traffic.insert(broker_id, traffic);
             }
@@ -72,50 +170,124 @@ impl QuorumController {
         }))
     }
 
-    /// Fences every unfenced broker whose session expired (leader only).
-    async fn fence_expired(&self) -> Result<(), RequestError> {
+    /// Brings the sessions to this node's role: reset (no longer leading) or started
+    /// afresh for a new term. Whether this node leads.
+    fn observe_term(&self) -> bool {
         let status = self.quorum.status();
         let now = self.clock.now();
+        let mut sessions = lock(&self.sessions);
+        if status.role != QuorumRole::Leader {
+            *sessions = Sessions::default();
+            return false;
+        }
+        if sessions.term != Some(status.term) {
+            let me = self.quorum.node_id();
+            let image = self.quorum.image();
+            let others = image
+                .brokers()
+                .filter(|b| !b.fenced && b.broker_id != me)
+                .map(|b| b.broker_id);
+            sessions.enter_term(status.term, now, others);
+        }
+        true
+    }
+
+    /// A connection that carried heartbeats of `brokers` closed: suspect them.
+    pub(super) fn connection_closed(&self, brokers: &[i32]) {
+        if !self.options.probe_departed_brokers {
+            return;
+        }
+        let image = self.quorum.image();
+        let now = self.clock.now();
+        let mut sessions = lock(&self.sessions);
+        for &id in brokers {
+            if image.broker(id).is_some_and(|b| !b.fenced) {
+                tracing::debug!(broker_id = id, "a broker's heartbeat connection closed");
+                sessions.connection_closed(id, now);
+            }
+        }
+    }
+
+    /// Fences every unfenced broker whose session expired (leader only).
+    async fn fence_expired(&self) -> Result<(), RequestError> {
+        if !self.observe_term() {
+            return Ok(());
+        }
+        let now = self.clock.now();
         let expired: Vec<(i32, i64)> = {
-            let mut sessions = lock(&self.sessions);
-            if status.role != QuorumRole::Leader {
-                *sessions = Sessions::default();
-                return Ok(());
-            }
-            if sessions.term != Some(status.term) {
-                // Newly leading: every broker starts a fresh session now.
-                *sessions = Sessions {
-                    term: Some(status.term),
-                    leader_since: Some(now),
-                    last_seen: BTreeMap::new(),
-                    // Epoch-checked where used, so one recorded this term stays valid.
-                    shutting_down: std::mem::take(&mut sessions.shutting_down),
-                    traffic: BTreeMap::new(),
-                };
-            }
-            let since = sessions.leader_since.unwrap_or(now);
+            let sessions = lock(&self.sessions);
             self.quorum
                 .image()
                 .brokers()
                 .filter(|b| !b.fenced)
-                .filter(|b| {
-                    let last = sessions
-                        .last_seen
-                        .get(&b.broker_id)
-                        .copied()
-                        .unwrap_or(since);
-                    now.saturating_duration_since(last) > self.options.session_timeout
-                })
+                .filter(|b| sessions.expired(b.broker_id, now, self.options.session_timeout))
                 .map(|b| (b.broker_id, b.epoch))
                 .collect()
         };
-        if expired.is_empty() {
+        self.fence(expired, "fencing a broker that stopped heartbeating")
+            .await
+    }
+
+    /// Probes the suspects whose grace is over and fences those whose listeners all
+    /// refused and that did not heartbeat meanwhile (leader only).
+    async fn fence_departed(&self) -> Result<(), RequestError> {
+        if !self.observe_term() {
+            return Ok(());
+        }
+        let due = lock(&self.sessions).take_due(self.clock.now());
+        if due.is_empty() {
+            return Ok(());
+        }
+        let image = self.quorum.image();
+        let mut probes = JoinSet::new();
+        for id in due {
+            let Some(broker) = image.broker(id).filter(|b| !b.fenced) else {
+                continue;
+            };
+            let endpoints: Vec<String> = broker
+                .listeners
+                .iter()
+                .map(|e| format_address(&e.host, e.port))
+                .collect();
+            let transport = self.quorum.transport();
+            let (epoch, probed_at) = (broker.epoch, self.clock.now());
+            probes.spawn(async move {
+                let found = probe(transport.as_ref(), &endpoints).await;
+                (id, epoch, probed_at, found)
+            });
+        }
+        let mut gone = Vec::new();
+        while let Some(joined) = probes.join_next().await {
+            let Ok((id, epoch, probed_at, found)) = joined else {
+                continue;
+            };
+            // A heartbeat since the probe began outweighs what the probe saw.
+            let heard = lock(&self.sessions)
+                .last_seen
+                .get(&id)
+                .is_some_and(|t| *t >= probed_at);
+            tracing::debug!(broker_id = id, ?found, heard, "probed a suspected broker");
+            if found == Probe::Refused && !heard {
+                gone.push((id, epoch));
+            }
+        }
+        self.fence(
+            gone,
+            "fencing a broker whose process is gone (its listeners refuse connections)",
+        )
+        .await
+    }
+
+    /// Writes `FenceBroker` (and the elections it needs) for each `(broker, epoch)`
+    /// still unfenced at that epoch.
+    async fn fence(&self, brokers: Vec<(i32, i64)>, why: &str) -> Result<(), RequestError> {
+        if brokers.is_empty() {
             return Ok(());
         }
         let _writer = self.writer.lock().await;
         self.quorum.sync_leader().await?;
         let image = self.quorum.image();
-        let records: Vec<MetadataRecord> = expired
+        let records: Vec<MetadataRecord> = brokers
             .into_iter()
             .filter(|(id, epoch)| {
                 image
@@ -123,7 +295,7 @@ impl QuorumController {
                     .is_some_and(|b| !b.fenced && b.epoch == *epoch)
             })
             .map(|(broker_id, epoch)| {
-                tracing::warn!(broker_id, epoch, timeout = ?self.options.session_timeout, "fencing a broker that stopped heartbeating");
+                tracing::warn!(broker_id, epoch, timeout = ?self.options.session_timeout, "{why}");
                 MetadataRecord::FenceBroker { broker_id, epoch }
             })
             .collect();
@@ -163,3 +335,40 @@ pub(super) async fn fence_loop(
     })
     .await;
 }
+
+pub(super) async fn probe_loop(controller: Weak<QuorumController>, stop: watch::Receiver<bool>) {
+    run_every(controller, stop, PROBE_PERIOD, |controller| async move {
+        if let Err(e) = controller.fence_departed().await {
+            tracing::debug!(error = %e, "departed broker check failed");
+        }
+    })
+    .await;
+}
+
+/// Dials each of `endpoints` once (bounded by [`PROBE_CONNECT_TIMEOUT`]), as bare TCP:
+/// a connection made is dropped at once, with no TLS or SASL on a secured cluster.
+pub(super) async fn probe(transport: &dyn Transport, endpoints: &[String]) -> Probe {
+    if endpoints.is_empty() {
+        return Probe::Unknown;
+    }
+    for addr in endpoints {
+        match tokio::time::timeout(PROBE_CONNECT_TIMEOUT, transport.reach(addr)).await {
+            Ok(Ok(())) => return Probe::Answered,
+            Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+            Ok(Err(_)) | Err(_) => return Probe::Unknown,
+        }
+    }
+    Probe::Refused
+}
+
+fn format_address(host: &str, port: u16) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+#[cfg(test)]
+#[path = "sessions_tests.rs"]
+mod tests;

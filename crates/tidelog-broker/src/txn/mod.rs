@@ -25,6 +25,8 @@ mod remote;
 mod shard;
 #[cfg(test)]
 mod shard_tests;
+#[cfg(test)]
+mod shard_tv2_tests;
 mod state;
 mod topic;
 
@@ -49,7 +51,7 @@ use crate::internal_topic::partition_for;
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
 use crate::settings::{self, Setting};
-use shard::InitAnswer;
+use shard::{EndAnswer, InitAnswer};
 use tidelog_env::clock::Clock;
 
 /// The internal topic holding transaction state.
@@ -215,18 +217,20 @@ impl TxnCoordinator {
         Err(CoordinatorError::NotAvailable("no producer id".into()).into())
     }
 
-    /// AddPartitionsToTxn: the partitions take part in the open transaction.
+    /// AddPartitionsToTxn: the partitions take part in the open transaction. `tv2`:
+    /// a TV2 request (AddPartitionsToTxn v5, or the implicit add of Produce v12+).
     pub(crate) async fn add_partitions(
         &self,
         id: &str,
         producer: (i64, i16),
         partitions: Vec<(String, i32)>,
+        tv2: bool,
     ) -> Result<(), TxnError> {
         let partition = self.partition_of(id)?;
         let id = id.to_string();
         self.runtime
             .write(partition, move |shard, now| {
-                shard.add(&id, producer, &partitions, None, now)
+                shard.add(&id, producer, &partitions, None, tv2, now)
             })
             .await?
     }
@@ -238,6 +242,7 @@ impl TxnCoordinator {
         id: &str,
         producer: (i64, i16),
         group: &str,
+        tv2: bool,
     ) -> Result<(), TxnError> {
         if group.is_empty() {
             return Err(TxnError::InvalidRequest("empty group id"));
@@ -256,32 +261,96 @@ impl TxnCoordinator {
         let (id, group) = (id.to_string(), group.to_string());
         self.runtime
             .write(partition, move |shard, now| {
-                shard.add(&id, producer, &[offsets_partition], Some(&group), now)
+                shard.add(&id, producer, &[offsets_partition], Some(&group), tv2, now)
             })
             .await?
     }
 
-    /// EndTxn: records the decision, then waits (bounded) for its markers.
+    /// EndTxn: records the decision, then waits (bounded) for its markers. `tv2`
+    /// (EndTxn v5): the decision bumps the epoch; the answer is the producer the client
+    /// continues with (for v0-4 the request's own).
     pub(crate) async fn end_txn(
         &self,
         id: &str,
         producer: (i64, i16),
         commit: bool,
-    ) -> Result<(), TxnError> {
+        tv2: bool,
+    ) -> Result<(i64, i16), TxnError> {
         let partition = self.partition_of(id)?;
-        let id = id.to_string();
-        let decided = self
-            .runtime
-            .write(partition, move |shard, now| {
-                shard.end(&id, producer, commit, now)
-            })
-            .await??;
-        if let Some(completed) = decided {
+        let (completed, continue_with) = if tv2 {
+            self.end_v2(partition, id, producer, commit).await?
+        } else {
+            let id = id.to_string();
+            let decided = self
+                .runtime
+                .write(partition, move |shard, now| {
+                    shard.end(&id, producer, commit, now)
+                })
+                .await??;
+            (decided, producer)
+        };
+        if let Some(completed) = completed {
             // The decision stands either way; waiting lets a client that reads right
             // after its commit find it complete.
             let _ = tokio::time::timeout(END_TXN_WAIT, completed).await;
         }
-        Ok(())
+        Ok(continue_with)
+    }
+
+    /// The TV2 decision; an exhausted epoch needs a producer id from the controller,
+    /// fetched outside the step as for InitProducerId.
+    async fn end_v2(
+        &self,
+        partition: i32,
+        id: &str,
+        producer: (i64, i16),
+        commit: bool,
+    ) -> Result<(Option<tokio::sync::oneshot::Receiver<()>>, (i64, i16)), TxnError> {
+        let mut fresh = None;
+        for _ in 0..3 {
+            let id = id.to_string();
+            let answer = self
+                .runtime
+                .write(partition, move |shard, now| {
+                    shard.end_v2(&id, producer, commit, fresh, now)
+                })
+                .await??;
+            match answer {
+                EndAnswer::Done {
+                    completed,
+                    producer,
+                } => return Ok((completed, producer)),
+                EndAnswer::NeedProducerId => {
+                    let allocated = self.metadata.allocate_producer_id(self.node_id).await;
+                    fresh = Some(allocated.map_err(|e| {
+                        tracing::error!(error = %e, "allocating a producer id failed");
+                        TxnError::NoProducerId {
+                            code: crate::metadata::producer_id_error(&e),
+                        }
+                    })?);
+                }
+            }
+        }
+        Err(CoordinatorError::NotAvailable("no producer id".into()).into())
+    }
+
+    /// The implicit add of a transactional Produce v12+ (TV2): the partition joins the
+    /// producer's open transaction (opening it). A transaction coordinated by another
+    /// node is let through unchecked, as `verify` does.
+    pub(crate) async fn add_for_produce(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), TxnError> {
+        match self.partition_of(id) {
+            Ok(_) => {}
+            Err(TxnError::Coordinator(CoordinatorError::NotCoordinator)) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        self.add_partitions(id, producer, vec![(topic.to_string(), partition)], true)
+            .await
     }
 
     /// Whether `topic`/`partition` may take the batch of `producer_id` at `epoch` in

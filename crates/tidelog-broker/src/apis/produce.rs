@@ -21,7 +21,8 @@
 //! Up to v11 the client added the partition with AddPartitionsToTxn and the coordinator
 //! verifies it. v12 is v11 on the wire but, as Kafka's brokers read it, a TV2 client's
 //! (KIP-890 part 2: a client may send v12+ in a transaction only with TV2): the produce
-//! itself adds the partition to the transaction (opening it), so the client sends no
+//! itself adds the partition to the transaction (opening it), here or with
+//! AddPartitionsToTxn v5 to the coordinator's node, so the client sends no
 //! AddPartitionsToTxn. The coordinator's "not now" answers (a decision being written,
 //! no coordinator) become NOT_ENOUGH_REPLICAS there, retriable for every client, as
 //! Kafka maps them. v13 names topics by id (KIP-516): an id this node does not know
@@ -365,7 +366,7 @@ async fn append(
             let id = transactional_id.unwrap_or("");
             let verified = if implicit_add {
                 ctx.txns
-                    .add_for_produce(id, (producer_id, epoch), topic, partition)
+                    .add_implicitly(id, (producer_id, epoch), topic, partition)
                     .await
                     .map_err(|e| {
                         let code = if e.is_retriable() {

@@ -11,10 +11,10 @@
 //!
 //! v5 is a TV2 client's (KIP-890 part 2): the request also does AddOffsetsToTxn's work,
 //! adding the group's offsets partition to the transaction (opening it) before the
-//! offsets are verified, so the client sends no AddOffsetsToTxn. When the transaction is
-//! coordinated by another node that add cannot be made from here (tidelog has no
-//! broker-to-coordinator AddPartitionsToTxn call yet) and the offsets are let through
-//! as for v4. v5 also allows TRANSACTION_ABORTABLE, which tidelog has no state to answer.
+//! offsets are verified, so the client sends no AddOffsetsToTxn; when another node
+//! coordinates the transaction the add is AddPartitionsToTxn v5 there, as Kafka's group
+//! coordinator asks. v5 also allows TRANSACTION_ABORTABLE, which tidelog has no state to
+//! answer with.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
@@ -75,18 +75,21 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let count = commit.offsets.len();
     let codes = if count == 0 && whole_refused.is_some() {
         Vec::new()
-    } else if ctx.txns.coordinates(&txn_id) {
+    } else {
         let added = if implicit_add {
-            ctx.txns.add_offsets(&txn_id, producer, &group, true).await
+            ctx.txns
+                .add_offsets_implicitly(&txn_id, producer, &group)
+                .await
         } else {
             Ok(())
         };
         match added {
             Err(e) => vec![e.code(producer_fenced); count],
-            Ok(()) => commit_verified(ctx, commit, &txn_id, producer, producer_fenced).await,
+            Ok(()) if ctx.txns.coordinates(&txn_id) => {
+                commit_verified(ctx, commit, &txn_id, producer, producer_fenced).await
+            }
+            Ok(()) => ctx.groups.txn_commit(commit, producer, None).await,
         }
-    } else {
-        ctx.groups.txn_commit(commit, producer, None).await
     };
     let mut codes = codes.into_iter();
     let topics = answer_each(

@@ -33,6 +33,7 @@ mod topic;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use tidelog_controller::MetadataImage;
 use tokio::sync::{mpsc, watch};
 
@@ -334,10 +335,10 @@ impl TxnCoordinator {
         Err(CoordinatorError::NotAvailable("no producer id".into()).into())
     }
 
-    /// The implicit add of a transactional Produce v12+ (TV2): the partition joins the
-    /// producer's open transaction (opening it). A transaction coordinated by another
-    /// node is let through unchecked, as `verify` does.
-    pub(crate) async fn add_for_produce(
+    /// The implicit add of TV2 (a transactional Produce v12+, TxnOffsetCommit v5): the
+    /// partition joins the producer's open transaction (opening it), here or, when
+    /// another node coordinates the transactional id, with AddPartitionsToTxn v5 there.
+    pub(crate) async fn add_implicitly(
         &self,
         id: &str,
         producer: (i64, i16),
@@ -345,11 +346,87 @@ impl TxnCoordinator {
         partition: i32,
     ) -> Result<(), TxnError> {
         match self.partition_of(id) {
-            Ok(_) => {}
-            Err(TxnError::Coordinator(CoordinatorError::NotCoordinator)) => return Ok(()),
-            Err(e) => return Err(e),
+            Ok(_) => {
+                self.add_partitions(id, producer, vec![(topic.to_string(), partition)], true)
+                    .await
+            }
+            Err(TxnError::Coordinator(CoordinatorError::NotCoordinator)) => {
+                self.add_remotely(id, producer, topic, partition).await
+            }
+            Err(e) => Err(e),
         }
-        self.add_partitions(id, producer, vec![(topic.to_string(), partition)], true)
+    }
+
+    async fn add_remotely(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), TxnError> {
+        let not_coordinator = TxnError::Coordinator(CoordinatorError::NotCoordinator);
+        let endpoint = {
+            let image = self.images.borrow();
+            let leader = image.topic(TXN_TOPIC).and_then(|t| {
+                let p = partition_for(id, t.partition_count());
+                t.partitions.get(&p).map(|p| p.leader)
+            });
+            leader.and_then(|l| image.inter_broker_endpoint(l))
+        };
+        let Some((host, port)) = endpoint else {
+            return Err(not_coordinator);
+        };
+        let code = remote::add_partition(
+            self.worker.replicas.inter_broker_transport(),
+            self.node_id,
+            &host,
+            port,
+            id,
+            producer,
+            topic,
+            partition,
+        )
+        .await
+        .map_err(|e| {
+            tracing::debug!(error = %e, "adding a partition at the transaction's coordinator failed");
+            TxnError::Coordinator(CoordinatorError::NotAvailable(e))
+        })?;
+        Err(match ResponseError::try_from_code(code) {
+            None => return Ok(()),
+            Some(ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch) => {
+                TxnError::Fenced
+            }
+            Some(ResponseError::InvalidProducerIdMapping) => TxnError::InvalidProducerIdMapping,
+            Some(ResponseError::ConcurrentTransactions) => TxnError::ConcurrentTransactions,
+            Some(
+                ResponseError::NotCoordinator
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::CoordinatorLoadInProgress,
+            ) => not_coordinator,
+            Some(_) => TxnError::InvalidTxnState,
+        })
+    }
+
+    /// TxnOffsetCommit v5's implicit add: the group's offsets partition joins the
+    /// transaction (with the group, when this node coordinates the transaction).
+    pub(crate) async fn add_offsets_implicitly(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        group: &str,
+    ) -> Result<(), TxnError> {
+        if self.coordinates(id) {
+            return self.add_offsets(id, producer, group, true).await;
+        }
+        let count = self
+            .images
+            .borrow()
+            .topic(OFFSETS_TOPIC)
+            .map(|t| t.partition_count());
+        let Some(count) = count else {
+            return Err(CoordinatorError::NotAvailable("no offsets topic yet".into()).into());
+        };
+        self.add_remotely(id, producer, OFFSETS_TOPIC, partition_for(group, count))
             .await
     }
 

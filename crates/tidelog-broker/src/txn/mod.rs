@@ -18,6 +18,11 @@
 //! being written hears CONCURRENT_TRANSACTIONS, as from Kafka. The runtime's clock
 //! aborts transactions open past their timeout and drops ids idle past
 //! `transactional.id.expiration.ms`.
+//!
+//! Transaction version 2 (KIP-890 part 2) is chosen per request by its version: EndTxn
+//! v5 bumps the epoch with the decision (`state::TxnMeta::end_v2`), and Produce v12+ and
+//! TxnOffsetCommit v5 add their partition themselves ([`TxnCoordinator::add_implicitly`],
+//! through AddPartitionsToTxn v5 when the coordinator is another node, `remote`).
 
 mod markers;
 mod records;

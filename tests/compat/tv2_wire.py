@@ -18,8 +18,8 @@ import record_batches
 
 NONE = 0
 INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
 PRODUCER_FENCED = 90
+TRANSACTION_ABORTABLE = 120
 # Answers that ask the client to try again while the coordinator gets ready.
 RETRIABLE = {14, 15, 16, 51}  # LOAD_IN_PROGRESS, NOT_AVAILABLE, NOT_COORDINATOR, CONCURRENT
 

@@ -4,10 +4,10 @@
 //!
 //! v4+ is the brokers' form (KIP-890): several transactions per request, each either
 //! verified (`verify_only`: a partition not in the open transaction answers
-//! INVALID_TXN_STATE) or added, and CLUSTER_ACTION required (else the top-level
-//! CLUSTER_AUTHORIZATION_FAILED). An add at v5 is a TV2 client's (its partition added by
-//! its Produce v12+); v5 also allows TRANSACTION_ABORTABLE, which tidelog has no state
-//! to answer with.
+//! TRANSACTION_ABORTABLE, a stale epoch PRODUCER_FENCED, a decision being written
+//! CONCURRENT_TRANSACTIONS, as Kafka's coordinator answers) or added, and CLUSTER_ACTION
+//! required (else the top-level CLUSTER_AUTHORIZATION_FAILED). An add at v5 is a TV2
+//! client's (its partition added by its Produce v12+).
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
@@ -168,15 +168,21 @@ async fn one_transaction(
     } else if !ctx.txns.coordinates(&id) {
         vec![ResponseError::NotCoordinator.code(); pairs.len()]
     } else if txn.verify_only {
-        let mut codes = Vec::with_capacity(pairs.len());
-        for (topic, partition) in &pairs {
-            let verified = ctx
-                .txns
-                .verify(&id, producer.0, producer.1, topic, *partition)
-                .await;
-            codes.push(verified.err().map_or(0, |e| e.code(true)));
+        // A partition not in the transaction: TRANSACTION_ABORTABLE, as Kafka's
+        // coordinator answers (the asking broker turns it into what its client knows).
+        match ctx.txns.verify_only(&id, producer, pairs.clone()).await {
+            Ok(found) => found
+                .into_iter()
+                .map(|in_txn| {
+                    if in_txn {
+                        0
+                    } else {
+                        ResponseError::TransactionAbortable.code()
+                    }
+                })
+                .collect(),
+            Err(e) => vec![e.code(true); pairs.len()],
         }
-        codes
     } else {
         let code = ctx
             .txns

@@ -460,6 +460,23 @@ impl TxnCoordinator {
             .map_err(|_| TxnError::InvalidTxnState)?
     }
 
+    /// AddPartitionsToTxn v4+ `verify_only`: whether each partition is in the open
+    /// transaction of `producer` (see `TxnShard::verify_only`).
+    pub(crate) async fn verify_only(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        partitions: Vec<(String, i32)>,
+    ) -> Result<Vec<bool>, TxnError> {
+        let partition = self.partition_of(id)?;
+        let id = id.to_string();
+        self.runtime
+            .read(partition, move |shard| {
+                shard.verify_only(&id, producer, &partitions)
+            })
+            .await?
+    }
+
     /// Waits (bounded) until every partition the image says this node leads runs.
     pub(crate) async fn wait_started(&self) {
         let image = Arc::clone(&self.images.borrow());

@@ -361,6 +361,29 @@ impl TxnShard {
         Ok(())
     }
 
+    /// AddPartitionsToTxn v4+ with `verify_only`, with Kafka's answers: whether each
+    /// partition is in the open transaction of `producer` (a current producer id and
+    /// epoch, and no decision being written, come first).
+    pub(crate) fn verify_only(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<bool>, TxnError> {
+        let meta = self
+            .txns
+            .get(&id.to_string())
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        meta.check_producer(producer.0, producer.1)?;
+        if matches!(meta.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        Ok(partitions
+            .iter()
+            .map(|p| meta.partitions.contains(p))
+            .collect())
+    }
+
     /// DescribeTransactions: the committed state of `id`.
     pub(crate) fn describe(&self, id: &str) -> Option<TxnMeta> {
         self.txns.get_committed(&id.to_string()).cloned()

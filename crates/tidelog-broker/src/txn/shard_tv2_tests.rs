@@ -171,3 +171,31 @@ fn an_exhausted_epoch_moves_to_a_new_producer_id_after_the_markers() {
     });
     assert_eq!(added, Ok(()));
 }
+
+#[test]
+fn verify_only_answers_as_kafkas_coordinator() {
+    let (mut s, mut next) = started(42);
+    let parts = vec![("t".to_string(), 0), ("t".to_string(), 1)];
+    assert_eq!(s.verify_only("tx", (42, 0), &parts), Ok(vec![false, false]));
+    let (added, _) = run(&mut s, &mut next, |s| {
+        s.add("tx", (42, 0), &part("t", 0), None, true, at(2))
+    });
+    assert_eq!(added, Ok(()));
+    assert_eq!(s.verify_only("tx", (42, 0), &parts), Ok(vec![true, false]));
+    assert_eq!(s.verify_only("tx", (42, 1), &parts), Err(TxnError::Fenced));
+    assert_eq!(
+        s.verify_only("tx", (41, 0), &parts),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    assert_eq!(
+        s.verify_only("other", (42, 0), &parts),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    let (_, _) = run(&mut s, &mut next, |s| {
+        s.end_v2("tx", (42, 0), true, None, at(3))
+    });
+    assert_eq!(
+        s.verify_only("tx", (42, 1), &parts),
+        Err(TxnError::ConcurrentTransactions)
+    );
+}

@@ -14,13 +14,7 @@ import record_batches
 from compat_helpers import create_topic, unique
 
 # APIs where tidelog still advertises less than Kafka 4.2, and why (docs/compatibility.md).
-BEHIND_KAFKA_4_2 = {
-    24: 3,   # AddPartitionsToTxn v4-5: broker-side batched verification, TV2 (KIP-890)
-    25: 3,   # AddOffsetsToTxn v4: TV2 (KIP-890)
-    26: 4,   # EndTxn v5: epoch bump per transaction, TV2 (KIP-890)
-    27: 1,   # WriteTxnMarkers v2: transaction version in the marker (KIP-1228)
-    28: 4,   # TxnOffsetCommit v5: TV2 (KIP-890)
-}
+BEHIND_KAFKA_4_2 = {}
 # Advertised although a stock Kafka 4.2 (no telemetry receiver configured) leaves them out.
 BEYOND_STOCK_KAFKA = {71, 72}
 

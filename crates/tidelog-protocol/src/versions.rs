@@ -49,7 +49,10 @@ fn api_keys(table: &[(ApiKey, VersionRange)]) -> Vec<ApiVersion> {
 /// Feature fields (`supported_features`, `finalized_features`, their epoch,
 /// `zk_migration_ready`) keep their defaults, and kafka-protocol omits tagged fields that
 /// hold their default, so a v3/v4 encoding carries no tagged fields at all: librdkafka
-/// 2.0.2 (Debian's kcat) misparses an ApiVersions v3 response that has them.
+/// 2.0.2 (Debian's kcat) was seen to misparse an ApiVersions v3 response that has them.
+/// A re-check with well-formed feature fields did not reproduce that, and the
+/// `transaction.version` feature stays unfinalized for other reasons
+/// (docs/compatibility.md, "Transactions and transaction version 2").
 pub fn api_versions_response(
     table: &[(ApiKey, VersionRange)],
     throttle_time_ms: i32,

@@ -17,11 +17,16 @@
 //! meanwhile, NOT_LEADER_OR_FOLLOWER if leadership moved, REQUEST_TIMED_OUT at the
 //! request's timeout_ms. acks=1 answers after the local append.
 //!
-//! v12 is v11 on the wire (KIP-890 part 2: with transaction version 2 a transactional
-//! produce also adds its partition to the transaction; tidelog finalizes no
-//! `transaction.version` feature, so clients keep adding partitions explicitly and the
-//! coordinator verifies them as for v11). v13 names topics by id (KIP-516): an id this
-//! node does not know answers UNKNOWN_TOPIC_ID, and answers carry the id, not the name.
+//! Transactional batches go only into a partition of the producer's open transaction.
+//! Up to v11 the client added the partition with AddPartitionsToTxn and the coordinator
+//! verifies it. v12 is v11 on the wire but, as Kafka's brokers read it, a TV2 client's
+//! (KIP-890 part 2: a client may send v12+ in a transaction only with TV2): the produce
+//! itself adds the partition to the transaction (opening it), here or with
+//! AddPartitionsToTxn v5 to the coordinator's node, so the client sends no
+//! AddPartitionsToTxn. The coordinator's "not now" answers (a decision being written,
+//! no coordinator) become NOT_ENOUGH_REPLICAS there, retriable for every client, as
+//! Kafka maps them. v13 names topics by id (KIP-516): an id this node does not know
+//! answers UNKNOWN_TOPIC_ID, and answers carry the id, not the name.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -63,6 +68,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     // Error messages exist on the wire from v8.
     let with_messages = req.version() >= 8;
     let by_id = req.version() >= 13;
+    let implicit_add = req.version() >= 12;
     let image = by_id.then(|| ctx.metadata.image());
     // WRITE on the transactional id (every partition refused without it), then WRITE
     // on each topic: nothing is appended where either is missing.
@@ -99,6 +105,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                     data.records.as_deref(),
                     txn_id.as_deref(),
                     acks == -1,
+                    implicit_add,
                 )
                 .await
             } else {
@@ -321,6 +328,7 @@ async fn append(
     records: Option<&[u8]>,
     transactional_id: Option<&str>,
     acks_all: bool,
+    implicit_add: bool,
 ) -> AppendResult {
     if INTERNAL_TOPICS.contains(&topic) {
         // Only the coordinators write their records there (not through Produce): a
@@ -355,20 +363,31 @@ async fn append(
         Some((producer_id, epoch)) => {
             // The guard keeps a marker written meanwhile from being overtaken.
             let guard = p.begin_verification(producer_id);
-            let verified = ctx
-                .txns
-                .verify(
-                    transactional_id.unwrap_or(""),
-                    producer_id,
-                    epoch,
-                    topic,
-                    partition,
-                )
-                .await;
-            if let Err(e) = verified {
+            let id = transactional_id.unwrap_or("");
+            let verified = if implicit_add {
+                ctx.txns
+                    .add_implicitly(id, (producer_id, epoch), topic, partition)
+                    .await
+                    .map_err(|e| {
+                        let code = if e.is_retriable() {
+                            ResponseError::NotEnoughReplicas.code()
+                        } else {
+                            e.code(false)
+                        };
+                        Refusal::with_message(code, e.to_string())
+                    })
+            } else {
+                ctx.txns
+                    .verify(id, producer_id, epoch, topic, partition)
+                    .await
+                    .map_err(|e| {
+                        let why = "partition is not part of the producer's open transaction";
+                        Refusal::with_message(e.code(false), why)
+                    })
+            };
+            if let Err(refusal) = verified {
                 p.end_verification(producer_id, guard);
-                let why = "partition is not part of the producer's open transaction";
-                return Err(Refusal::with_message(e.code(false), why));
+                return Err(refusal);
             }
             p.append_verified(&mut batches, now_ms(), producer_id, guard)
         }

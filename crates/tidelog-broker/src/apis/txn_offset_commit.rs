@@ -8,6 +8,13 @@
 //! with it (the transaction is open, the group was added, the producer is current),
 //! under a guard that a marker arriving meanwhile revokes. Unknown partitions are
 //! refused one by one.
+//!
+//! v5 is a TV2 client's (KIP-890 part 2): the request also does AddOffsetsToTxn's work,
+//! adding the group's offsets partition to the transaction (opening it) before the
+//! offsets are verified, so the client sends no AddOffsetsToTxn; when another node
+//! coordinates the transaction the add is AddPartitionsToTxn v5 there, as Kafka's group
+//! coordinator asks. v5 also allows TRANSACTION_ABORTABLE, which tidelog has no state to
+//! answer with.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequest;
@@ -24,11 +31,12 @@ use crate::context::Ctx;
 use crate::group::CommitRequest;
 use crate::net::Reply;
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: TxnOffsetCommitRequest = req.decode()?;
     let producer_fenced = req.version() >= 3;
+    let implicit_add = req.version() >= 5;
     let group = request.group_id.0.to_string();
     let txn_id = request.transactional_id.0.to_string();
     let producer = (request.producer_id.0, request.producer_epoch);
@@ -67,20 +75,21 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let count = commit.offsets.len();
     let codes = if count == 0 && whole_refused.is_some() {
         Vec::new()
-    } else if ctx.txns.coordinates(&txn_id) {
-        match ctx.groups.begin_txn_commit(&group, producer.0).await {
-            Err(e) => vec![e.code(); count],
-            Ok(guard) => match ctx
-                .txns
-                .verify_offsets(&txn_id, producer.0, producer.1, &group)
-                .await
-            {
-                Ok(()) => ctx.groups.txn_commit(commit, producer, Some(guard)).await,
-                Err(e) => vec![e.code(producer_fenced); count],
-            },
-        }
     } else {
-        ctx.groups.txn_commit(commit, producer, None).await
+        let added = if implicit_add {
+            ctx.txns
+                .add_offsets_implicitly(&txn_id, producer, &group)
+                .await
+        } else {
+            Ok(())
+        };
+        match added {
+            Err(e) => vec![e.code(producer_fenced); count],
+            Ok(()) if ctx.txns.coordinates(&txn_id) => {
+                commit_verified(ctx, commit, &txn_id, producer, producer_fenced).await
+            }
+            Ok(()) => ctx.groups.txn_commit(commit, producer, None).await,
+        }
     };
     let mut codes = codes.into_iter();
     let topics = answer_each(
@@ -104,4 +113,28 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
         },
     );
     req.respond(&TxnOffsetCommitResponse::default().with_topics(topics))
+}
+
+/// The offsets of a transaction coordinated here: verified with it (the transaction is
+/// open, the group's partition in it, the producer current) under the group's guard.
+async fn commit_verified(
+    ctx: &Ctx,
+    commit: CommitRequest,
+    txn_id: &str,
+    producer: (i64, i16),
+    producer_fenced: bool,
+) -> Vec<i16> {
+    let count = commit.offsets.len();
+    let group = commit.group_id.clone();
+    match ctx.groups.begin_txn_commit(&group, producer.0).await {
+        Err(e) => vec![e.code(); count],
+        Ok(guard) => match ctx
+            .txns
+            .verify_offsets(txn_id, producer.0, producer.1, &group)
+            .await
+        {
+            Ok(()) => ctx.groups.txn_commit(commit, producer, Some(guard)).await,
+            Err(e) => vec![e.code(producer_fenced); count],
+        },
+    }
 }

@@ -2,6 +2,11 @@
 //! COMMIT/ABORT markers to partitions it leads. Each partition answers on its own, once
 //! its marker is replicated; a `__consumer_offsets` partition gets its marker through
 //! the group coordinator, which commits or drops the offsets the transaction sent there.
+//!
+//! v2 (KIP-1228) names each marker's transaction version, with which Kafka's leaders
+//! check a TV2 marker's epoch strictly (above the producer's) instead of at least equal.
+//! tidelog reads the field but checks every marker the TV1 way for now; its own
+//! coordinators send v1.
 
 use kafka_protocol::messages::write_txn_markers_request::WriteTxnMarkersRequest;
 use kafka_protocol::messages::write_txn_markers_response::{
@@ -17,7 +22,7 @@ use crate::context::Ctx;
 use crate::net::Reply;
 use crate::txn::{write_local_marker, MarkerKey};
 
-pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+pub(crate) const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
 
 pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, ProtocolError> {
     let request: WriteTxnMarkersRequest = req.decode()?;

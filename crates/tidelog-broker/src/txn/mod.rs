@@ -18,6 +18,11 @@
 //! being written hears CONCURRENT_TRANSACTIONS, as from Kafka. The runtime's clock
 //! aborts transactions open past their timeout and drops ids idle past
 //! `transactional.id.expiration.ms`.
+//!
+//! Transaction version 2 (KIP-890 part 2) is chosen per request by its version: EndTxn
+//! v5 bumps the epoch with the decision (`state::TxnMeta::end_v2`), and Produce v12+ and
+//! TxnOffsetCommit v5 add their partition themselves ([`TxnCoordinator::add_implicitly`],
+//! through AddPartitionsToTxn v5 when the coordinator is another node, `remote`).
 
 mod markers;
 mod records;
@@ -25,12 +30,15 @@ mod remote;
 mod shard;
 #[cfg(test)]
 mod shard_tests;
+#[cfg(test)]
+mod shard_tv2_tests;
 mod state;
 mod topic;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use tidelog_controller::MetadataImage;
 use tokio::sync::{mpsc, watch};
 
@@ -49,7 +57,7 @@ use crate::internal_topic::partition_for;
 use crate::metadata::MetadataManager;
 use crate::replica::ReplicaManager;
 use crate::settings::{self, Setting};
-use shard::InitAnswer;
+use shard::{EndAnswer, InitAnswer};
 use tidelog_env::clock::Clock;
 
 /// The internal topic holding transaction state.
@@ -215,18 +223,20 @@ impl TxnCoordinator {
         Err(CoordinatorError::NotAvailable("no producer id".into()).into())
     }
 
-    /// AddPartitionsToTxn: the partitions take part in the open transaction.
+    /// AddPartitionsToTxn: the partitions take part in the open transaction. `tv2`:
+    /// a TV2 request (AddPartitionsToTxn v5, or the implicit add of Produce v12+).
     pub(crate) async fn add_partitions(
         &self,
         id: &str,
         producer: (i64, i16),
         partitions: Vec<(String, i32)>,
+        tv2: bool,
     ) -> Result<(), TxnError> {
         let partition = self.partition_of(id)?;
         let id = id.to_string();
         self.runtime
             .write(partition, move |shard, now| {
-                shard.add(&id, producer, &partitions, None, now)
+                shard.add(&id, producer, &partitions, None, tv2, now)
             })
             .await?
     }
@@ -238,6 +248,7 @@ impl TxnCoordinator {
         id: &str,
         producer: (i64, i16),
         group: &str,
+        tv2: bool,
     ) -> Result<(), TxnError> {
         if group.is_empty() {
             return Err(TxnError::InvalidRequest("empty group id"));
@@ -256,32 +267,172 @@ impl TxnCoordinator {
         let (id, group) = (id.to_string(), group.to_string());
         self.runtime
             .write(partition, move |shard, now| {
-                shard.add(&id, producer, &[offsets_partition], Some(&group), now)
+                shard.add(&id, producer, &[offsets_partition], Some(&group), tv2, now)
             })
             .await?
     }
 
-    /// EndTxn: records the decision, then waits (bounded) for its markers.
+    /// EndTxn: records the decision, then waits (bounded) for its markers. `tv2`
+    /// (EndTxn v5): the decision bumps the epoch; the answer is the producer the client
+    /// continues with (for v0-4 the request's own).
     pub(crate) async fn end_txn(
         &self,
         id: &str,
         producer: (i64, i16),
         commit: bool,
-    ) -> Result<(), TxnError> {
+        tv2: bool,
+    ) -> Result<(i64, i16), TxnError> {
         let partition = self.partition_of(id)?;
-        let id = id.to_string();
-        let decided = self
-            .runtime
-            .write(partition, move |shard, now| {
-                shard.end(&id, producer, commit, now)
-            })
-            .await??;
-        if let Some(completed) = decided {
+        let (completed, continue_with) = if tv2 {
+            self.end_v2(partition, id, producer, commit).await?
+        } else {
+            let id = id.to_string();
+            let decided = self
+                .runtime
+                .write(partition, move |shard, now| {
+                    shard.end(&id, producer, commit, now)
+                })
+                .await??;
+            (decided, producer)
+        };
+        if let Some(completed) = completed {
             // The decision stands either way; waiting lets a client that reads right
             // after its commit find it complete.
             let _ = tokio::time::timeout(END_TXN_WAIT, completed).await;
         }
-        Ok(())
+        Ok(continue_with)
+    }
+
+    /// The TV2 decision; an exhausted epoch needs a producer id from the controller,
+    /// fetched outside the step as for InitProducerId.
+    async fn end_v2(
+        &self,
+        partition: i32,
+        id: &str,
+        producer: (i64, i16),
+        commit: bool,
+    ) -> Result<(Option<tokio::sync::oneshot::Receiver<()>>, (i64, i16)), TxnError> {
+        let mut fresh = None;
+        for _ in 0..3 {
+            let id = id.to_string();
+            let answer = self
+                .runtime
+                .write(partition, move |shard, now| {
+                    shard.end_v2(&id, producer, commit, fresh, now)
+                })
+                .await??;
+            match answer {
+                EndAnswer::Done {
+                    completed,
+                    producer,
+                } => return Ok((completed, producer)),
+                EndAnswer::NeedProducerId => {
+                    let allocated = self.metadata.allocate_producer_id(self.node_id).await;
+                    fresh = Some(allocated.map_err(|e| {
+                        tracing::error!(error = %e, "allocating a producer id failed");
+                        TxnError::NoProducerId {
+                            code: crate::metadata::producer_id_error(&e),
+                        }
+                    })?);
+                }
+            }
+        }
+        Err(CoordinatorError::NotAvailable("no producer id".into()).into())
+    }
+
+    /// The implicit add of TV2 (a transactional Produce v12+, TxnOffsetCommit v5): the
+    /// partition joins the producer's open transaction (opening it), here or, when
+    /// another node coordinates the transactional id, with AddPartitionsToTxn v5 there.
+    pub(crate) async fn add_implicitly(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), TxnError> {
+        match self.partition_of(id) {
+            Ok(_) => {
+                self.add_partitions(id, producer, vec![(topic.to_string(), partition)], true)
+                    .await
+            }
+            Err(TxnError::Coordinator(CoordinatorError::NotCoordinator)) => {
+                self.add_remotely(id, producer, topic, partition).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn add_remotely(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), TxnError> {
+        let not_coordinator = TxnError::Coordinator(CoordinatorError::NotCoordinator);
+        let endpoint = {
+            let image = self.images.borrow();
+            let leader = image.topic(TXN_TOPIC).and_then(|t| {
+                let p = partition_for(id, t.partition_count());
+                t.partitions.get(&p).map(|p| p.leader)
+            });
+            leader.and_then(|l| image.inter_broker_endpoint(l))
+        };
+        let Some((host, port)) = endpoint else {
+            return Err(not_coordinator);
+        };
+        let code = remote::add_partition(
+            self.worker.replicas.inter_broker_transport(),
+            self.node_id,
+            &host,
+            port,
+            id,
+            producer,
+            topic,
+            partition,
+        )
+        .await
+        .map_err(|e| {
+            tracing::debug!(error = %e, "adding a partition at the transaction's coordinator failed");
+            TxnError::Coordinator(CoordinatorError::NotAvailable(e))
+        })?;
+        Err(match ResponseError::try_from_code(code) {
+            None => return Ok(()),
+            Some(ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch) => {
+                TxnError::Fenced
+            }
+            Some(ResponseError::InvalidProducerIdMapping) => TxnError::InvalidProducerIdMapping,
+            Some(ResponseError::ConcurrentTransactions) => TxnError::ConcurrentTransactions,
+            Some(
+                ResponseError::NotCoordinator
+                | ResponseError::CoordinatorNotAvailable
+                | ResponseError::CoordinatorLoadInProgress,
+            ) => not_coordinator,
+            Some(_) => TxnError::InvalidTxnState,
+        })
+    }
+
+    /// TxnOffsetCommit v5's implicit add: the group's offsets partition joins the
+    /// transaction (with the group, when this node coordinates the transaction).
+    pub(crate) async fn add_offsets_implicitly(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        group: &str,
+    ) -> Result<(), TxnError> {
+        if self.coordinates(id) {
+            return self.add_offsets(id, producer, group, true).await;
+        }
+        let count = self
+            .images
+            .borrow()
+            .topic(OFFSETS_TOPIC)
+            .map(|t| t.partition_count());
+        let Some(count) = count else {
+            return Err(CoordinatorError::NotAvailable("no offsets topic yet".into()).into());
+        };
+        self.add_remotely(id, producer, OFFSETS_TOPIC, partition_for(group, count))
+            .await
     }
 
     /// Whether `topic`/`partition` may take the batch of `producer_id` at `epoch` in
@@ -307,6 +458,23 @@ impl TxnCoordinator {
             })
             .await
             .map_err(|_| TxnError::InvalidTxnState)?
+    }
+
+    /// AddPartitionsToTxn v4+ `verify_only`: whether each partition is in the open
+    /// transaction of `producer` (see `TxnShard::verify_only`).
+    pub(crate) async fn verify_only(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        partitions: Vec<(String, i32)>,
+    ) -> Result<Vec<bool>, TxnError> {
+        let partition = self.partition_of(id)?;
+        let id = id.to_string();
+        self.runtime
+            .read(partition, move |shard| {
+                shard.verify_only(&id, producer, &partitions)
+            })
+            .await?
     }
 
     /// Waits (bounded) until every partition the image says this node leads runs.

@@ -14,6 +14,11 @@
 //! topic string, partition i32, offset i64, leader_epoch i32, metadata nullable string
 //! (i16 length, -1 = null) }`.
 //!
+//! Value version 1 is version 0 followed by the transaction-version-2 fields (KIP-890
+//! part 2): `tv2 i8 (0/1), next_producer_id i64, previous_producer_id i64`. It is written
+//! only when one of them is not its default (false, -1, -1), so a TV1 transaction's
+//! records stay byte for byte those of version 0.
+//!
 //! `groups` are the consumer groups added by AddOffsetsToTxn (with the member that
 //! sent their TxnOffsetCommits); `offsets` are the
 //! TxnOffsetCommits of the open transaction, which become committed offsets when it
@@ -62,7 +67,8 @@ impl TxnRecord {
             return Ok(None);
         };
         let mut out = Vec::with_capacity(64);
-        out.extend_from_slice(&0i16.to_be_bytes());
+        let v2_fields = m.tv2 || m.next_producer_id != -1 || m.previous_producer_id != -1;
+        out.extend_from_slice(&i16::from(v2_fields).to_be_bytes());
         out.extend_from_slice(&m.producer_id.to_be_bytes());
         out.extend_from_slice(&m.epoch.to_be_bytes());
         out.extend_from_slice(&m.timeout_ms.to_be_bytes());
@@ -97,6 +103,11 @@ impl TxnRecord {
             out.extend_from_slice(&o.leader_epoch.to_be_bytes());
             put_nullable_str(&mut out, o.metadata.as_deref())?;
         }
+        if v2_fields {
+            out.push(u8::from(m.tv2));
+            out.extend_from_slice(&m.next_producer_id.to_be_bytes());
+            out.extend_from_slice(&m.previous_producer_id.to_be_bytes());
+        }
         Ok(Some(out))
     }
 
@@ -120,7 +131,7 @@ impl TxnRecord {
 
 fn decode_value(r: &mut Reader<'_>) -> Result<TxnMeta, FormatError> {
     let version = r.i16()?;
-    if version != 0 {
+    if version != 0 && version != 1 {
         return Err(FormatError::Version(version));
     }
     let producer_id = r.i64()?;
@@ -170,7 +181,15 @@ fn decode_value(r: &mut Reader<'_>) -> Result<TxnMeta, FormatError> {
             },
         );
     }
+    let (tv2, next_producer_id, previous_producer_id) = if version == 1 {
+        (r.i8()? != 0, r.i64()?, r.i64()?)
+    } else {
+        (false, -1, -1)
+    };
     Ok(TxnMeta {
+        tv2,
+        next_producer_id,
+        previous_producer_id,
         producer_id,
         epoch,
         timeout_ms,
@@ -311,6 +330,25 @@ mod tests {
         };
         assert_eq!(tomb.encode_value().unwrap(), None);
         assert_eq!(TxnRecord::decode(&key, None).unwrap(), tomb);
+    }
+
+    #[test]
+    fn tv2_fields_round_trip_as_version_1_and_tv1_stays_version_0() {
+        let tv1 = sample();
+        let key = tv1.encode_key().unwrap();
+        let v0 = tv1.encode_value().unwrap().unwrap();
+        assert_eq!(&v0[..2], &[0, 0]);
+        let mut r = sample();
+        if let Some(m) = r.value.as_mut() {
+            m.tv2 = true;
+            m.next_producer_id = 77;
+            m.previous_producer_id = 41;
+        }
+        let v1 = r.encode_value().unwrap().unwrap();
+        assert_eq!(&v1[..2], &[0, 1]);
+        assert_eq!(v1.len(), v0.len() + 17);
+        assert_eq!(TxnRecord::decode(&key, Some(&v1)).unwrap(), r);
+        assert!(TxnRecord::decode(&key, Some(&v1[..v1.len() - 1])).is_err());
     }
 
     #[test]

@@ -1,14 +1,20 @@
-//! WriteTxnMarkers to another broker: the request Kafka's own transaction coordinators
-//! send to the leaders of the partitions a transaction wrote (`markers`).
+//! Calls to other brokers: WriteTxnMarkers, the request Kafka's own transaction
+//! coordinators send to the leaders of the partitions a transaction wrote (`markers`),
+//! and AddPartitionsToTxn v5, which a leader sends to a transaction's coordinator to add
+//! the partition a TV2 client produced to.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnRequest, AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::add_partitions_to_txn_response::AddPartitionsToTxnResponse;
 use kafka_protocol::messages::write_txn_markers_request::{
     WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest,
 };
 use kafka_protocol::messages::write_txn_markers_response::WriteTxnMarkersResponse;
-use kafka_protocol::messages::{ApiKey, ProducerId, TopicName};
+use kafka_protocol::messages::{ApiKey, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 use tidelog_env::net::Transport;
 
@@ -109,4 +115,54 @@ async fn exchange(
     peer.call(ApiKey::WriteTxnMarkers, 1, request, MAX_RESPONSE, left)
         .await
         .map_err(|e| e.to_string())
+}
+
+/// AddPartitionsToTxn v5 (the brokers' form, `verify_only` false) to the broker at
+/// `host:port` that coordinates `transactional_id`: `topic`/`partition` joins the open
+/// transaction of `producer`, as Kafka's brokers ask for a TV2 client's produce. The
+/// partition's error code.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn add_partition(
+    transport: &dyn Transport,
+    node_id: i32,
+    host: &str,
+    port: u16,
+    transactional_id: &str,
+    producer: (i64, i16),
+    topic: &str,
+    partition: i32,
+) -> Result<i16, String> {
+    let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+        AddPartitionsToTxnTransaction::default()
+            .with_transactional_id(TransactionalId(StrBytes::from_string(
+                transactional_id.to_string(),
+            )))
+            .with_producer_id(ProducerId(producer.0))
+            .with_producer_epoch(producer.1)
+            .with_verify_only(false)
+            .with_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partitions(vec![partition])]),
+    ]);
+    let started = tokio::time::Instant::now();
+    let client_id = format!("tidelog-txn-verifier-{node_id}");
+    let mut peer = Peer::connect(transport, host, port, client_id, CALL_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    let left = CALL_TIMEOUT.saturating_sub(started.elapsed());
+    let response: AddPartitionsToTxnResponse = peer
+        .call(ApiKey::AddPartitionsToTxn, 5, &request, MAX_RESPONSE, left)
+        .await
+        .map_err(|e| e.to_string())?;
+    if response.error_code != 0 {
+        return Ok(response.error_code);
+    }
+    response
+        .results_by_transaction
+        .iter()
+        .flat_map(|t| &t.topic_results)
+        .flat_map(|t| &t.results_by_partition)
+        .find(|p| p.partition_index == partition)
+        .map(|p| p.partition_error_code)
+        .ok_or_else(|| "the coordinator did not answer for the partition".to_string())
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::records::TxnRecord;
-use super::state::{PendingOffset, TxnError, TxnMeta, TxnState};
+use super::state::{EndV2, PendingOffset, TxnError, TxnMeta, TxnState};
 use super::TxnConfig;
 use crate::coordinator::timeline::Timeline;
 use crate::coordinator::{CoordinatorError, Now, Outcome, Shard};
@@ -45,6 +45,19 @@ pub(crate) enum InitAnswer {
     /// A fresh producer id is needed: ask the controller, then run the step again.
     NeedProducerId,
     Failed(TxnError),
+}
+
+/// What EndTxn comes to.
+#[derive(Debug)]
+pub(crate) enum EndAnswer {
+    Done {
+        /// Fires when every marker is written (`None`: a retry of a completed end).
+        completed: Option<oneshot::Receiver<()>>,
+        /// The producer the client continues with (TV2: the bumped epoch, or a new id).
+        producer: (i64, i16),
+    },
+    /// TV2 with an exhausted epoch: ask the controller for an id, then run again.
+    NeedProducerId,
 }
 
 pub(crate) struct TxnShard {
@@ -200,20 +213,26 @@ impl TxnShard {
         Ok(meta)
     }
 
-    /// AddPartitionsToTxn / AddOffsetsToTxn: the partitions (and the group) take part
-    /// in the open transaction, which opens it.
+    /// AddPartitionsToTxn / AddOffsetsToTxn, and the implicit adds of TV2 (Produce v12+,
+    /// TxnOffsetCommit v5): the partitions (and the group) take part in the open
+    /// transaction, which opens it. `tv2`: the request is a TV2 client's.
     pub(crate) fn add(
         &mut self,
         id: &str,
         producer: (i64, i16),
         partitions: &[(String, i32)],
         group: Option<&str>,
+        tv2: bool,
         now: Now,
     ) -> Outcome<Self, Result<(), TxnError>> {
-        let next = match self
-            .current(id, producer)
-            .and_then(|meta| meta.add(partitions, group, now.ms))
-        {
+        let next = match self.current(id, producer).and_then(|meta| {
+            let opens = meta.state != TxnState::Ongoing;
+            let next = meta.add(partitions, group, now.ms)?;
+            Ok(next.map(|mut n| {
+                n.tv2 = tv2 || (!opens && meta.tv2);
+                n
+            }))
+        }) {
             Ok(next) => next,
             Err(e) => return Outcome::answer(Err(e)),
         };
@@ -248,6 +267,44 @@ impl TxnShard {
         let (tx, rx) = oneshot::channel();
         self.completions.entry(id.to_string()).or_default().push(tx);
         Outcome::records(records, Ok(Some(rx))).with_effects(jobs)
+    }
+
+    /// EndTxn v5 (TV2): the decision under a bumped epoch; the answer names the producer
+    /// the client continues with. `fresh`: a new producer id, when the step asked.
+    pub(crate) fn end_v2(
+        &mut self,
+        id: &str,
+        producer: (i64, i16),
+        commit: bool,
+        fresh: Option<i64>,
+        now: Now,
+    ) -> Outcome<Self, Result<EndAnswer, TxnError>> {
+        let Some(meta) = self.txns.get(&id.to_string()).cloned() else {
+            return Outcome::answer(Err(TxnError::InvalidProducerIdMapping));
+        };
+        let next = match meta.end_v2(producer, commit, fresh, now.ms) {
+            Ok(EndV2::Decide(next)) => next,
+            Ok(EndV2::Retry) => {
+                return Outcome::answer(Ok(EndAnswer::Done {
+                    completed: None,
+                    producer: meta.continue_with(),
+                }))
+            }
+            Ok(EndV2::NeedProducerId) => return Outcome::answer(Ok(EndAnswer::NeedProducerId)),
+            Err(e) => return Outcome::answer(Err(e)),
+        };
+        let producer = next.continue_with();
+        let (records, jobs) = self.write(id, next, now);
+        let (tx, rx) = oneshot::channel();
+        self.completions.entry(id.to_string()).or_default().push(tx);
+        Outcome::records(
+            records,
+            Ok(EndAnswer::Done {
+                completed: Some(rx),
+                producer,
+            }),
+        )
+        .with_effects(jobs)
     }
 
     /// Every marker of `id`'s decided transaction (of `producer_id` at `epoch`) is
@@ -302,6 +359,29 @@ impl TxnShard {
             return Err(TxnError::InvalidTxnState);
         }
         Ok(())
+    }
+
+    /// AddPartitionsToTxn v4+ with `verify_only`, with Kafka's answers: whether each
+    /// partition is in the open transaction of `producer` (a current producer id and
+    /// epoch, and no decision being written, come first).
+    pub(crate) fn verify_only(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        partitions: &[(String, i32)],
+    ) -> Result<Vec<bool>, TxnError> {
+        let meta = self
+            .txns
+            .get(&id.to_string())
+            .ok_or(TxnError::InvalidProducerIdMapping)?;
+        meta.check_producer(producer.0, producer.1)?;
+        if matches!(meta.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        Ok(partitions
+            .iter()
+            .map(|p| meta.partitions.contains(p))
+            .collect())
     }
 
     /// DescribeTransactions: the committed state of `id`.

@@ -9,7 +9,7 @@ use super::state::{TxnError, TxnState};
 use super::TxnConfig;
 use crate::coordinator::{Now, Outcome, Shard, Write};
 
-fn config() -> Arc<TxnConfig> {
+pub(super) fn config() -> Arc<TxnConfig> {
     Arc::new(TxnConfig {
         num_partitions: 50,
         replication_factor: 1,
@@ -19,7 +19,7 @@ fn config() -> Arc<TxnConfig> {
     })
 }
 
-fn at(ms: i64) -> Now {
+pub(super) fn at(ms: i64) -> Now {
     Now {
         at: Instant::now() + Duration::from_millis(u64::try_from(ms).unwrap_or(0)),
         ms,
@@ -28,7 +28,7 @@ fn at(ms: i64) -> Now {
 
 /// Runs a step the way the runtime does: its records are replayed (and committed)
 /// at the next offsets; returns its answer and effects.
-fn run<R>(
+pub(super) fn run<R>(
     shard: &mut TxnShard,
     next: &mut i64,
     step: impl FnOnce(&mut TxnShard) -> Outcome<TxnShard, R>,
@@ -47,7 +47,12 @@ fn run<R>(
     (outcome.response, outcome.effects)
 }
 
-fn init(shard: &mut TxnShard, next: &mut i64, fresh: Option<i64>, ms: i64) -> InitAnswer {
+pub(super) fn init(
+    shard: &mut TxnShard,
+    next: &mut i64,
+    fresh: Option<i64>,
+    ms: i64,
+) -> InitAnswer {
     run(shard, next, |s| {
         s.init_producer_id("tx", 60_000, None, fresh, at(ms))
     })
@@ -68,7 +73,7 @@ fn a_transaction_from_init_to_complete() {
     assert_eq!((producer_id, epoch), (42, 0));
     let parts = vec![("t".to_string(), 0), ("t".to_string(), 1)];
     let (added, _) = run(&mut s, &mut next, |s| {
-        s.add("tx", (42, 0), &parts, None, at(2))
+        s.add("tx", (42, 0), &parts, None, false, at(2))
     });
     assert_eq!(added, Ok(()));
     assert_eq!(s.verify("tx", 42, 0, "t", 1), Ok(()));
@@ -85,7 +90,7 @@ fn a_transaction_from_init_to_complete() {
     assert_eq!(s.describe("tx").unwrap().state, TxnState::PrepareCommit);
     // While its markers are written, the next transaction waits.
     let (busy, _) = run(&mut s, &mut next, |s| {
-        s.add("tx", (42, 0), &parts, None, at(4))
+        s.add("tx", (42, 0), &parts, None, false, at(4))
     });
     assert_eq!(busy, Err(TxnError::ConcurrentTransactions));
     assert!(matches!(
@@ -107,7 +112,7 @@ fn a_new_producer_fences_an_open_transaction_and_retries_after_its_abort() {
     init(&mut s, &mut next, Some(7), 1);
     let parts = vec![("t".to_string(), 0)];
     let (added, _) = run(&mut s, &mut next, |s| {
-        s.add("tx", (7, 0), &parts, None, at(2))
+        s.add("tx", (7, 0), &parts, None, false, at(2))
     });
     assert_eq!(added, Ok(()));
     let (answer, jobs) = run(&mut s, &mut next, |s| {
@@ -130,7 +135,7 @@ fn a_new_producer_fences_an_open_transaction_and_retries_after_its_abort() {
     };
     assert_eq!((producer_id, epoch), (7, 2));
     let (old, _) = run(&mut s, &mut next, |s| {
-        s.add("tx", (7, 0), &parts, None, at(6))
+        s.add("tx", (7, 0), &parts, None, false, at(6))
     });
     assert_eq!(old, Err(TxnError::Fenced));
 }
@@ -142,7 +147,7 @@ fn the_clock_aborts_a_transaction_open_past_its_timeout_and_hands_out_undone_mar
     init(&mut s, &mut next, Some(7), 0);
     let parts = vec![("t".to_string(), 0)];
     let (added, _) = run(&mut s, &mut next, |s| {
-        s.add("tx", (7, 0), &parts, None, at(0))
+        s.add("tx", (7, 0), &parts, None, false, at(0))
     });
     assert_eq!(added, Ok(()));
     let (_, jobs) = run(&mut s, &mut next, |s| s.tick(at(30_000)));

@@ -10,6 +10,14 @@
 //! Ongoing --timeout, or InitProducerId fencing--> PrepareEpochFence (epoch + 1)
 //!         --ABORT markers with the new epoch written--> CompleteAbort
 //! ```
+//!
+//! Transaction version 2 (KIP-890 part 2; EndTxn v5): the decision itself bumps the
+//! epoch (Ongoing --EndTxn v5--> PrepareCommit/PrepareAbort at epoch + 1), so the markers
+//! carry the new epoch and fence any late write of the old one, and the client goes on
+//! with the new epoch. An epoch that would reach `i16::MAX` after that bump takes a new
+//! producer id, which replaces the old one when the transaction completes (the markers
+//! still go out under the old id). A retried EndTxn v5 (the old epoch, one below) is
+//! recognised and answered with the producer to continue with.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +49,15 @@ pub(crate) enum TxnError {
 }
 
 impl TxnError {
+    /// "Not now": the transaction's last decision is being written, or its coordinator
+    /// is elsewhere or loading. A produce answers these with NOT_ENOUGH_REPLICAS.
+    pub(crate) fn is_retriable(&self) -> bool {
+        matches!(
+            self,
+            TxnError::ConcurrentTransactions | TxnError::Coordinator(_)
+        )
+    }
+
     /// The Kafka code; `producer_fenced` tells whether the request's version knows
     /// PRODUCER_FENCED (older ones hear INVALID_PRODUCER_EPOCH).
     pub(crate) fn code(&self, producer_fenced: bool) -> i16 {
@@ -183,6 +200,31 @@ pub(crate) struct TxnMeta {
     pub(crate) last_update_ms: i64,
     /// When the current transaction began (-1 when none is open).
     pub(crate) start_ms: i64,
+    /// The transaction is ended the TV2 way (EndTxn v5, or opened by a TV2 request).
+    pub(crate) tv2: bool,
+    /// TV2 only: the producer id that takes over when this decided transaction
+    /// completes, because its epoch is exhausted (-1: none).
+    pub(crate) next_producer_id: i64,
+    /// The producer id before the last such rotation (-1: none), so that a retried
+    /// EndTxn of the old id is recognised.
+    pub(crate) previous_producer_id: i64,
+}
+
+/// What EndTxn v5 (TV2) comes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EndV2 {
+    /// The decision to write, its epoch bumped.
+    Decide(TxnMeta),
+    /// The same decision was already completed: a retry, answered with success.
+    Retry,
+    /// The epoch is exhausted: a new producer id is needed first.
+    NeedProducerId,
+}
+
+/// The highest epoch that may still be bumped by a TV2 decision (Kafka's
+/// `isEpochExhausted`: `epoch >= Short.MAX_VALUE - 1`).
+fn epoch_exhausted(epoch: i16) -> bool {
+    epoch >= i16::MAX - 1
 }
 
 impl TxnMeta {
@@ -197,6 +239,84 @@ impl TxnMeta {
             offsets: BTreeMap::new(),
             last_update_ms: now_ms,
             start_ms: -1,
+            tv2: false,
+            next_producer_id: -1,
+            previous_producer_id: -1,
+        }
+    }
+
+    /// The producer a TV2 client continues with once this decision completes: the new
+    /// producer id at epoch 0 after a rotation, else this one.
+    pub(crate) fn continue_with(&self) -> (i64, i16) {
+        if self.next_producer_id >= 0 {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.epoch)
+        }
+    }
+
+    /// EndTxn v5: the decision under a bumped epoch. `fresh` is a new producer id for
+    /// when the epoch is exhausted. The epoch rules are Kafka's for TV2: a transaction
+    /// already decided accepts only a retry (the epoch one below the bumped one, or the
+    /// last epoch of the previous producer id after a rotation); else the epoch must
+    /// be the current one.
+    pub(crate) fn end_v2(
+        &self,
+        producer: (i64, i16),
+        commit: bool,
+        fresh: Option<i64>,
+        now_ms: i64,
+    ) -> Result<EndV2, TxnError> {
+        let (producer_id, epoch) = producer;
+        let decided_v2 = self.tv2 && self.state != TxnState::PrepareEpochFence;
+        let retry_bump = decided_v2
+            && producer_id == self.producer_id
+            && epoch.checked_add(1) == Some(self.epoch);
+        let retry_rotation = decided_v2
+            && self.previous_producer_id == producer_id
+            && epoch == i16::MAX - 1
+            && self.epoch == 0;
+        if producer_id != self.producer_id && !retry_rotation {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        let valid = match self.state {
+            TxnState::PrepareCommit | TxnState::PrepareAbort if decided_v2 => retry_bump,
+            TxnState::CompleteCommit | TxnState::CompleteAbort if decided_v2 => {
+                retry_bump || retry_rotation
+            }
+            _ => epoch == self.epoch,
+        };
+        if !valid {
+            return Err(TxnError::Fenced);
+        }
+        match (self.state, commit) {
+            (TxnState::Ongoing, _) => {
+                let next_producer_id = if epoch_exhausted(self.epoch) {
+                    match fresh {
+                        Some(id) => id,
+                        None => return Ok(EndV2::NeedProducerId),
+                    }
+                } else {
+                    -1
+                };
+                let mut next = self.touched(now_ms);
+                next.state = if commit {
+                    TxnState::PrepareCommit
+                } else {
+                    TxnState::PrepareAbort
+                };
+                // Not past i16::MAX: an exhausted epoch (MAX - 1) is bumped once more,
+                // for the markers, and then the new producer id takes over.
+                next.epoch = self.epoch.saturating_add(1);
+                next.tv2 = true;
+                next.next_producer_id = next_producer_id;
+                Ok(EndV2::Decide(next))
+            }
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => Ok(EndV2::Retry),
+            (TxnState::PrepareCommit, true) | (TxnState::PrepareAbort, false) => {
+                Err(TxnError::ConcurrentTransactions)
+            }
+            _ => Err(TxnError::InvalidTxnState),
         }
     }
 
@@ -324,6 +444,14 @@ impl TxnMeta {
         next.groups.clear();
         next.offsets.clear();
         next.start_ms = -1;
+        if self.next_producer_id >= 0 {
+            // TV2 with an exhausted epoch: the markers went out under the old id; the
+            // client goes on with the new one.
+            next.previous_producer_id = self.producer_id;
+            next.producer_id = self.next_producer_id;
+            next.epoch = 0;
+            next.next_producer_id = -1;
+        }
         Some(next)
     }
 

@@ -43,6 +43,9 @@ pub enum AssignmentStrategy {
     Range,
     /// All partitions dealt one by one over the members (`roundrobin`).
     RoundRobin,
+    /// Balanced and sticky, with incremental cooperative rebalancing (KIP-429,
+    /// `cooperative-sticky`): only the partitions that move are revoked.
+    CooperativeSticky,
 }
 
 impl AssignmentStrategy {
@@ -51,7 +54,14 @@ impl AssignmentStrategy {
         match self {
             AssignmentStrategy::Range => "range",
             AssignmentStrategy::RoundRobin => "roundrobin",
+            AssignmentStrategy::CooperativeSticky => "cooperative-sticky",
         }
+    }
+
+    /// Whether members using it revoke only what moves (the COOPERATIVE rebalance
+    /// protocol) rather than everything (EAGER).
+    pub fn is_cooperative(self) -> bool {
+        self == AssignmentStrategy::CooperativeSticky
     }
 
     fn parse(name: &str) -> Result<AssignmentStrategy> {
@@ -59,9 +69,12 @@ impl AssignmentStrategy {
         match name.trim().rsplit('.').next().unwrap_or_default() {
             "range" | "RangeAssignor" => Ok(AssignmentStrategy::Range),
             "roundrobin" | "RoundRobinAssignor" => Ok(AssignmentStrategy::RoundRobin),
+            "cooperative-sticky" | "CooperativeStickyAssignor" => {
+                Ok(AssignmentStrategy::CooperativeSticky)
+            }
             other => Err(ClientError::InvalidArgument(format!(
-                "partition.assignment.strategy {other:?} is not supported (range, roundrobin; \
-                 cooperative-sticky is not implemented yet)"
+                "partition.assignment.strategy {other:?} is not supported \
+                 (range, roundrobin, cooperative-sticky)"
             ))),
         }
     }
@@ -224,6 +237,16 @@ impl ConsumerConfig {
         Ok(self)
     }
 
+    /// Whether this member rebalances cooperatively: only when every assignor it offers
+    /// is cooperative (Java's rule), since the coordinator may pick any of them.
+    pub fn cooperative(&self) -> bool {
+        !self.assignment_strategies.is_empty()
+            && self
+                .assignment_strategies
+                .iter()
+                .all(|s| s.is_cooperative())
+    }
+
     /// Checks the relations Kafka enforces between the timeouts.
     pub(crate) fn validate(&self) -> Result<()> {
         if self.heartbeat_interval >= self.session_timeout {
@@ -284,9 +307,23 @@ mod tests {
         assert_eq!(c.fetch.partition_max_bytes, 65536);
         assert!(c.set("fetch.max.bytes", "-1").is_err());
         assert!(c.set("max.poll.records", "0").is_err());
-        assert!(c
-            .set("partition.assignment.strategy", "cooperative-sticky")
-            .is_err());
+        c.set(
+            "partition.assignment.strategy",
+            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        )
+        .unwrap();
+        assert_eq!(
+            c.assignment_strategies,
+            vec![AssignmentStrategy::CooperativeSticky]
+        );
+        assert!(c.cooperative());
+        c.set("partition.assignment.strategy", "cooperative-sticky,range")
+            .unwrap();
+        assert!(
+            !c.cooperative(),
+            "one eager assignor makes the member eager, as in Java"
+        );
+        assert!(c.set("partition.assignment.strategy", "sticky").is_err());
         assert!(c.set("no.such.thing", "1").is_err());
         c.heartbeat_interval = Duration::from_secs(6);
         assert!(c.validate().is_err());

@@ -121,7 +121,7 @@ impl Consumer {
 
     /// The membership is gone: its partitions may already be someone else's, so they
     /// are dropped without a commit.
-    fn lose_all(&mut self) {
+    pub(super) fn lose_all(&mut self) {
         if self.assigned.is_empty() {
             return;
         }

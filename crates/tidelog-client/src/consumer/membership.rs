@@ -37,6 +37,7 @@ struct JoinRequest {
     strategies: Vec<AssignmentStrategy>,
     session_timeout: std::time::Duration,
     rebalance_timeout: std::time::Duration,
+    cooperative: Option<(Vec<TopicPartition>, i32)>,
 }
 
 impl Consumer {
@@ -83,7 +84,11 @@ impl Consumer {
             if !needs_join {
                 return Ok(());
             }
-            self.revoke_all().await;
+            if self.config.cooperative() {
+                self.prepare_cooperative_join().await;
+            } else {
+                self.revoke_all().await;
+            }
             self.start_join(&group_id).await?;
         }
         let Some(g) = self.group.as_mut() else {
@@ -129,6 +134,11 @@ impl Consumer {
             }))
             .await;
         g.shared.polled();
+        if self.config.cooperative() {
+            self.apply_cooperative(&joined).await?;
+            self.rebalance_time = self.rebalance_time.max(began.elapsed());
+            return Ok(());
+        }
         for tp in &joined.assignment {
             if self.subscription.contains(&tp.0) {
                 self.assigned.entry(tp.clone()).or_default();
@@ -160,7 +170,14 @@ impl Consumer {
                 generation: -1,
             }))
             .await;
-        g.generation = -1;
+        // A cooperative member keeps its generation through the join: it is sent with
+        // the owned partitions, and its commits during the join carry it.
+        let cooperative = self.config.cooperative();
+        let owned: Vec<TopicPartition> = self.assigned.keys().cloned().collect();
+        let owned_generation = g.generation;
+        if !cooperative {
+            g.generation = -1;
+        }
         let Some(mut conn) = g.conn.take() else {
             return Err(ClientError::Protocol("no coordinator connection".into()));
         };
@@ -171,6 +188,7 @@ impl Consumer {
             strategies: self.config.assignment_strategies.clone(),
             session_timeout: self.config.session_timeout,
             rebalance_timeout: self.config.max_poll_interval,
+            cooperative: cooperative.then_some((owned, owned_generation)),
         };
         let mut member_id = g.member_id.clone();
         let task = tokio::spawn(async move {
@@ -181,6 +199,10 @@ impl Consumer {
                 strategies: &request.strategies,
                 session_timeout: request.session_timeout,
                 rebalance_timeout: request.rebalance_timeout,
+                cooperative: request
+                    .cooperative
+                    .as_ref()
+                    .map(|(owned, generation)| (owned.as_slice(), *generation)),
             };
             let mut metadata = Metadata::Connect(Box::new(config), None);
             let result =

@@ -9,8 +9,10 @@
 //!
 //! Classic rebalances are eager: every partition is revoked (after an automatic commit when
 //! `enable.auto.commit` is on), the member rejoins, and the new assignment starts from
-//! the group's committed offsets, or `auto.offset.reset` where there are none. The
-//! cooperative-sticky protocol is not implemented yet.
+//! the group's committed offsets, or `auto.offset.reset` where there are none. With
+//! `partition.assignment.strategy=cooperative-sticky` they are incremental (KIP-429,
+//! `cooperative.rs`): the member keeps consuming through the rebalance and revokes only
+//! the partitions that move.
 //!
 //! ```no_run
 //! # async fn demo() -> tidelog_client::Result<()> {
@@ -35,13 +37,16 @@
 mod assignors;
 mod config;
 mod control;
+mod cooperative;
 pub(crate) mod coordinator;
 mod fetcher;
 mod incremental;
 mod kip848;
 mod member_offsets;
 mod membership;
+mod sticky;
 mod storm;
+mod subscription;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;

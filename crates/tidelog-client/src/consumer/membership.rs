@@ -98,7 +98,13 @@ impl Consumer {
             return Ok(());
         };
         // Wait for the join only until this poll's deadline; the next poll waits again.
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        // A cooperative member with partitions only looks: it goes on fetching them, and
+        // `poll` looks again after each fetch.
+        let remaining = if self.config.cooperative() && !self.assigned.is_empty() {
+            std::time::Duration::ZERO
+        } else {
+            deadline.saturating_duration_since(Instant::now())
+        };
         let Ok(finished) = tokio::time::timeout(remaining, &mut pending.task).await else {
             return Ok(());
         };

@@ -11,6 +11,7 @@ mod cluster_admin;
 mod cluster_ops_process;
 mod cluster_process;
 mod consume_group_process;
+mod consumer_cooperative_process;
 mod consumer_group_process;
 mod consumer_kip848_member_process;
 mod consumer_kip848_process;

@@ -135,18 +135,20 @@ pub(crate) fn assign(
 pub(crate) fn encode_subscription(
     topics: &[String],
     cooperative: Option<(&[TopicPartition], i32)>,
+    rack: Option<&str>,
 ) -> Bytes {
-    let (owned, generation, version) = match cooperative {
-        Some((owned, generation)) => (owned.to_vec(), generation, subscription::WRITE_VERSION),
-        None => (Vec::new(), -1, 0),
+    let (owned, generation) = match cooperative {
+        Some((owned, generation)) => (owned.to_vec(), generation),
+        None => (Vec::new(), -1),
     };
     let s = Subscription {
         topics: topics.to_vec(),
         user_data: None,
         owned,
         generation,
+        rack: rack.map(str::to_owned),
     };
-    subscription::encode(&s, version)
+    subscription::encode(&s, subscription::version_for(&s, cooperative.is_some()))
 }
 
 /// The topics of any version of ConsumerProtocolSubscription; malformed input yields
@@ -270,7 +272,7 @@ mod tests {
     fn subscription_and_assignment_round_trip() {
         let topics = vec!["orders".to_string(), "refunds".to_string()];
         assert_eq!(
-            parse_subscription(&encode_subscription(&topics, None)),
+            parse_subscription(&encode_subscription(&topics, None, None)),
             topics
         );
         let assigned = BTreeMap::from([("orders".to_string(), vec![2, 0])]);
@@ -279,7 +281,7 @@ mod tests {
             vec![("orders".to_string(), 0), ("orders".to_string(), 2)]
         );
         // A v1 subscription (owned partitions after the user data) still yields topics.
-        let mut v1 = BytesMut::from(&encode_subscription(&topics, None)[..]);
+        let mut v1 = BytesMut::from(&encode_subscription(&topics, None, None)[..]);
         v1[1] = 1;
         v1.put_i32(0);
         assert_eq!(parse_subscription(&v1.freeze()), topics);

@@ -127,6 +127,9 @@ pub struct ConsumerConfig {
     /// `group.remote.assignor`: the broker-side assignor a `consumer`-protocol member
     /// asks for (`uniform`, `range`); `None` leaves the choice to the broker.
     pub group_remote_assignor: Option<String>,
+    /// `client.rack` (none): the member's rack id, sent in ConsumerGroupHeartbeat and in
+    /// the classic subscription (v3), for rack-aware assignors.
+    pub client_rack: Option<String>,
 }
 
 impl Default for ConsumerConfig {
@@ -146,6 +149,7 @@ impl Default for ConsumerConfig {
             fetch: FetchOptions::default(),
             group_protocol: GroupProtocol::Classic,
             group_remote_assignor: None,
+            client_rack: None,
         }
     }
 }
@@ -223,6 +227,10 @@ impl ConsumerConfig {
             "group.remote.assignor" => {
                 let name = value.trim();
                 self.group_remote_assignor = (!name.is_empty()).then(|| name.to_owned());
+            }
+            "client.rack" => {
+                let rack = value.trim();
+                self.client_rack = (!rack.is_empty()).then(|| rack.to_owned());
             }
             "fetch.max.wait.ms" => self.fetch.max_wait = ms()?,
             "fetch.min.bytes" => self.fetch.min_bytes = positive()?,
@@ -325,6 +333,8 @@ mod tests {
         );
         assert!(c.set("partition.assignment.strategy", "sticky").is_err());
         assert!(c.set("no.such.thing", "1").is_err());
+        c.set("client.rack", "rack-b").unwrap();
+        assert_eq!(c.client_rack.as_deref(), Some("rack-b"));
         c.heartbeat_interval = Duration::from_secs(6);
         assert!(c.validate().is_err());
     }

@@ -44,6 +44,8 @@ pub(crate) struct JoinParams<'a> {
     /// A cooperative member's partitions and the generation it got them in: sent so
     /// that the leader moves a partition only once its owner gave it up.
     pub(crate) cooperative: Option<(&'a [TopicPartition], i32)>,
+    /// `client.rack`, sent in the subscription (v3).
+    pub(crate) rack: Option<&'a str>,
 }
 
 /// The outcome of one join: this member's place in the new generation.
@@ -87,7 +89,7 @@ pub(crate) async fn join_and_sync(
     p: &JoinParams<'_>,
     member_id: &mut String,
 ) -> Result<Joined> {
-    let subscription = assignors::encode_subscription(p.topics, p.cooperative);
+    let subscription = assignors::encode_subscription(p.topics, p.cooperative, p.rack);
     // The coordinator holds JoinGroup until every member rejoined or the rebalance
     // timeout passed; give it that long plus the usual request time.
     let join_limit = p.rebalance_timeout + Duration::from_secs(30);

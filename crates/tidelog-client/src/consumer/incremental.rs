@@ -95,6 +95,7 @@ impl Consumer {
             instance_id: self.config.group_instance_id.clone(),
             rebalance_timeout: self.config.max_poll_interval,
             assignor: self.config.group_remote_assignor.clone(),
+            rack: self.config.client_rack.clone(),
             heartbeat_interval: self.config.heartbeat_interval,
             max_poll_interval: self.config.max_poll_interval,
             client: self.client.config().clone(),

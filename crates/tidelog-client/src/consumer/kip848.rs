@@ -147,6 +147,8 @@ pub(crate) struct Settings {
     pub(crate) instance_id: Option<String>,
     pub(crate) rebalance_timeout: Duration,
     pub(crate) assignor: Option<String>,
+    /// `client.rack`, sent as the member's rack id for rack-aware broker assignors.
+    pub(crate) rack: Option<String>,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) max_poll_interval: Duration,
     pub(crate) client: ClientConfig,
@@ -352,6 +354,7 @@ fn request(settings: &Settings, inner: &Inner) -> ConsumerGroupHeartbeatRequest 
             inner.topics.iter().map(|t| TopicName(text(t))).collect(),
         ))
         .with_server_assignor(settings.assignor.as_deref().map(text))
+        .with_rack_id(settings.rack.as_deref().map(text))
         .with_topic_partitions(Some(
             owned
                 .into_iter()

@@ -10,6 +10,7 @@ fn settings() -> Settings {
         instance_id: None,
         rebalance_timeout: Duration::from_secs(300),
         assignor: Some("uniform".into()),
+        rack: Some("eu-west-1a".into()),
         heartbeat_interval: Duration::from_secs(3),
         max_poll_interval: Duration::from_secs(300),
         client: ClientConfig::new("127.0.0.1:9092").unwrap(),
@@ -31,6 +32,7 @@ fn a_heartbeat_reports_what_is_owned_and_a_rejoin_reports_nothing() {
     assert_eq!(joined.subscribed_topic_names.unwrap().len(), 2);
     assert_eq!(joined.server_assignor.unwrap().as_str(), "uniform");
     assert_eq!(joined.rebalance_timeout_ms, 300_000);
+    assert_eq!(joined.rack_id.unwrap().as_str(), "eu-west-1a");
 
     // Fenced: rejoin at epoch 0 owning nothing, with the same member id.
     let id = state.identity().0;

@@ -38,6 +38,7 @@ struct JoinRequest {
     session_timeout: std::time::Duration,
     rebalance_timeout: std::time::Duration,
     cooperative: Option<(Vec<TopicPartition>, i32)>,
+    rack: Option<String>,
 }
 
 impl Consumer {
@@ -195,6 +196,7 @@ impl Consumer {
             session_timeout: self.config.session_timeout,
             rebalance_timeout: self.config.max_poll_interval,
             cooperative: cooperative.then_some((owned, owned_generation)),
+            rack: self.config.client_rack.clone(),
         };
         let mut member_id = g.member_id.clone();
         let task = tokio::spawn(async move {
@@ -209,6 +211,7 @@ impl Consumer {
                     .cooperative
                     .as_ref()
                     .map(|(owned, generation)| (owned.as_slice(), *generation)),
+                rack: request.rack.as_deref(),
             };
             let mut metadata = Metadata::Connect(Box::new(config), None);
             let result =

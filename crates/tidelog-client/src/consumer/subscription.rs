@@ -25,12 +25,23 @@ pub(crate) struct Subscription {
     pub(crate) owned: Vec<TopicPartition>,
     /// The generation `owned` comes from; -1 when not sent.
     pub(crate) generation: i32,
+    /// `client.rack` (v3+).
+    pub(crate) rack: Option<String>,
 }
 
-/// The highest version this client writes (no rack id yet).
-pub(crate) const WRITE_VERSION: i16 = 2;
+/// The version a subscription needs: 3 with a rack, 2 with ownership (cooperative),
+/// else 0.
+pub(crate) fn version_for(s: &Subscription, cooperative: bool) -> i16 {
+    if s.rack.is_some() {
+        3
+    } else if cooperative {
+        2
+    } else {
+        0
+    }
+}
 
-/// Encodes `s` at `version` (0..=2); fields newer than the version are left out.
+/// Encodes `s` at `version` (0..=3); fields newer than the version are left out.
 pub(crate) fn encode(s: &Subscription, version: i16) -> Bytes {
     let mut b = BytesMut::new();
     b.put_i16(version);
@@ -61,6 +72,12 @@ pub(crate) fn encode(s: &Subscription, version: i16) -> Bytes {
     }
     if version >= 2 {
         b.put_i32(s.generation);
+    }
+    if version >= 3 {
+        match &s.rack {
+            Some(rack) => put_string(&mut b, rack),
+            None => b.put_i16(-1),
+        }
     }
     b.freeze()
 }
@@ -96,9 +113,13 @@ pub(crate) fn decode(bytes: &Bytes) -> Subscription {
         out.owned = owned;
     }
     if version >= 2 {
-        if let Some(generation) = r.i32() {
-            out.generation = generation;
-        }
+        let Some(generation) = r.i32() else {
+            return out;
+        };
+        out.generation = generation;
+    }
+    if version >= 3 {
+        out.rack = r.string();
     }
     out
 }
@@ -166,6 +187,7 @@ mod tests {
                 ("refunds".into(), 1),
             ],
             generation: 7,
+            rack: None,
         }
     }
 
@@ -188,6 +210,7 @@ mod tests {
             user_data: None,
             owned: vec![("t".into(), 1)],
             generation: 3,
+            rack: None,
         };
         let expected: Vec<u8> = [
             &[0, 2][..],               // version
@@ -203,10 +226,17 @@ mod tests {
 
     #[test]
     fn a_v3_subscription_with_a_rack_is_read_and_cut_input_keeps_what_was_whole() {
+        let mut racked = sample();
+        racked.rack = Some("rack-a".into());
         let mut v3 = BytesMut::from(&encode(&sample(), 2)[..]);
         v3[1] = 3;
         put_string(&mut v3, "rack-a");
-        assert_eq!(decode(&v3.freeze()), sample());
+        let v3 = v3.freeze();
+        assert_eq!(decode(&v3), racked);
+        assert_eq!(encode(&racked, 3), v3);
+        assert_eq!(version_for(&racked, false), 3);
+        assert_eq!(version_for(&sample(), true), 2);
+        assert_eq!(version_for(&sample(), false), 0);
         let whole = encode(&sample(), 2);
         let cut = decode(&whole.slice(..whole.len() - 6));
         assert_eq!(cut.topics, sample().topics);

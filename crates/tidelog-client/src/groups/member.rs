@@ -62,6 +62,7 @@ impl Client {
             session_timeout: SESSION_TIMEOUT,
             rebalance_timeout: REBALANCE_TIMEOUT,
             cooperative: None,
+            rack: None,
         };
         let joined = coordinator::join_and_sync(
             &mut coordinator::Metadata::Client(self),

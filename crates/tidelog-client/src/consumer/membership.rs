@@ -49,7 +49,7 @@ impl Consumer {
         let Some(group_id) = self.config.group_id.clone() else {
             return Ok(());
         };
-        if self.subscription.is_empty() {
+        if self.subscription.is_empty() && self.pattern.is_none() {
             return Ok(());
         }
         if self.config.group_protocol == GroupProtocol::Consumer {

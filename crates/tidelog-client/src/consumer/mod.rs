@@ -131,6 +131,8 @@ pub struct Consumer {
     client: Client,
     config: ConsumerConfig,
     subscription: Vec<String>,
+    /// `subscribe_regex`: the broker matches topics (KIP-848 only).
+    pattern: Option<String>,
     listener: Option<Box<dyn RebalanceListener>>,
     group: Option<GroupState>,
     assigned: BTreeMap<TopicPartition, PartitionState>,
@@ -151,6 +153,7 @@ impl Consumer {
             client,
             config,
             subscription: Vec::new(),
+            pattern: None,
             listener: None,
             group: None,
             assigned: BTreeMap::new(),
@@ -189,16 +192,37 @@ impl Consumer {
         topics.sort();
         topics.dedup();
         self.subscription = topics;
+        self.pattern = None;
         if let Some(g) = &self.group {
             g.shared.rejoin_needed.store(true, Ordering::Relaxed);
         }
         Ok(())
     }
 
+    /// Subscribes to every topic whose name matches `regex` (RE2/J syntax, matched by
+    /// the broker: KIP-848's `SubscribedTopicRegex`), now and as topics are created.
+    /// Needs `group.protocol=consumer`; the broker refuses a bad expression with
+    /// INVALID_REGULAR_EXPRESSION, which the next `poll` returns.
+    pub fn subscribe_regex(&mut self, regex: &str) -> Result<()> {
+        if self.config.group_id.is_none() || self.config.group_protocol != GroupProtocol::Consumer {
+            return Err(ClientError::InvalidArgument(
+                "subscribe_regex needs a group.id and group.protocol=consumer".into(),
+            ));
+        }
+        if regex.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "subscribe_regex needs a non-empty expression".into(),
+            ));
+        }
+        self.subscription.clear();
+        self.pattern = Some(regex.to_owned());
+        Ok(())
+    }
+
     /// Reads exactly `partitions`, outside any group membership (commits, when a
     /// `group.id` is set, are made as a non-member, as Kafka's `assign` does).
     pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
-        if !self.subscription.is_empty() {
+        if !self.subscription.is_empty() || self.pattern.is_some() {
             return Err(ClientError::InvalidArgument(
                 "assign and subscribe cannot be mixed on one consumer".into(),
             ));

@@ -15,6 +15,7 @@ mod consumer_cooperative_process;
 mod consumer_group_process;
 mod consumer_kip848_member_process;
 mod consumer_kip848_process;
+mod consumer_kip848_regex_process;
 mod consumer_process;
 mod consumer_read_committed_process;
 mod dead_letter_process;

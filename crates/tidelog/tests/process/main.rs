@@ -29,6 +29,7 @@ mod payments_process;
 mod plan_bootstrap;
 mod plan_cli;
 mod postgres_sink_process;
+mod producer_background_process;
 mod producer_process;
 mod replication_process;
 mod serve_process;

@@ -6,6 +6,7 @@
 //!
 //! With `group.protocol=consumer` the member speaks KIP-848 instead (`kip848.rs`,
 //! `incremental.rs`): the broker assigns, and only the partitions that move are revoked.
+//! Such a member may also subscribe by regular expression (`subscribe_regex`).
 //!
 //! Classic rebalances are eager: every partition is revoked (after an automatic commit when
 //! `enable.auto.commit` is on), the member rejoins, and the new assignment starts from

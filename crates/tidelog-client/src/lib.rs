@@ -75,7 +75,9 @@ pub use log_dirs::ReplicaSize;
 pub use metadata::{BrokerMetadata, ClusterMetadata, PartitionMetadata, TopicMetadata};
 pub use partition_admin::{ElectionType, PartitionOutcome, PartitionReassignment, TopicPartition};
 pub use partitioner::{murmur2, partition_for_key, to_positive};
-pub use producer::{Acks, ConsumerGroupMetadata, Producer, ProducerConfig, RecordMetadata};
+pub use producer::{
+    Acks, BackgroundProducer, ConsumerGroupMetadata, Producer, ProducerConfig, RecordMetadata,
+};
 pub use quotas::{EntityQuotas, QuotaEntity, QuotaMatch};
 pub use records::{decode_fetched, encode_batch, ConsumedRecord, DecodedRecords, ProduceRecord};
 pub use sasl::{SaslCredentials, SaslMechanism};

@@ -4,10 +4,9 @@
 //! (`ConsumerProtocolSubscription.json` / `ConsumerProtocolAssignment.json`), so a
 //! group that mixes these members with librdkafka or Java members assigns consistently.
 //!
-//! Subscription v0: `i16 version, i32 n, n × string topic, bytes user_data (-1 = null)`.
-//! Later versions append owned partitions, generation and rack; only the topics, which
-//! come first in every version, are read.
-//! Assignment v0: `i16 version, i32 n, n × (string topic, i32 m, m × i32 partition),
+//! Subscriptions (all versions, with the owned partitions and generation a cooperative
+//! member sends) are in `subscription.rs`; the cooperative-sticky assignor in `sticky.rs`.
+//! Assignment v0 (v1 is the same layout, sent by cooperative members): `i16 version, i32 n, n × (string topic, i32 m, m × i32 partition),
 //! bytes user_data`.
 
 use std::cmp::Ordering;
@@ -16,7 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::{BufMut, Bytes, BytesMut};
 
 use super::config::AssignmentStrategy;
-use crate::groups::{parse_assignment, Cursor};
+use super::subscription::{self, put_string, Subscription};
+use crate::groups::parse_assignment;
+use crate::partition_admin::TopicPartition;
 
 /// One member as the leader sees it in the JoinGroup response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +25,28 @@ pub(crate) struct MemberSubscription {
     pub(crate) member_id: String,
     pub(crate) instance_id: Option<String>,
     pub(crate) topics: Vec<String>,
+    /// What the member says it owns (subscription v1+; empty for an eager member).
+    pub(crate) owned: Vec<TopicPartition>,
+    /// The generation `owned` is from (-1 when unknown).
+    pub(crate) generation: i32,
+}
+
+impl MemberSubscription {
+    /// The member as its JoinGroup metadata describes it.
+    pub(crate) fn decode(member_id: String, instance_id: Option<String>, metadata: &Bytes) -> Self {
+        let s = subscription::decode(metadata);
+        let generation = match (s.generation, &s.user_data) {
+            (-1, Some(data)) => subscription::user_data_generation(data).unwrap_or(-1),
+            (g, _) => g,
+        };
+        MemberSubscription {
+            member_id,
+            instance_id,
+            topics: s.topics,
+            owned: s.owned,
+            generation,
+        }
+    }
 }
 
 /// member id → topic → partitions.
@@ -59,6 +82,9 @@ pub(crate) fn assign(
         }
     };
     match strategy {
+        AssignmentStrategy::CooperativeSticky => {
+            return super::sticky::assign(&sorted, partition_counts);
+        }
         AssignmentStrategy::Range => {
             for (topic, &count) in partition_counts {
                 let subscribers: Vec<_> =
@@ -104,32 +130,39 @@ pub(crate) fn assign(
     out
 }
 
-/// ConsumerProtocolSubscription v0 for `topics`, no user data.
-pub(crate) fn encode_subscription(topics: &[String]) -> Bytes {
-    let mut b = BytesMut::new();
-    b.put_i16(0);
-    b.put_i32(i32::try_from(topics.len()).unwrap_or(0));
-    for t in topics {
-        put_string(&mut b, t);
-    }
-    b.put_i32(-1);
-    b.freeze()
+/// The JoinGroup metadata: v0 with the topics alone for an eager member; v2 with what
+/// it owns and since which generation for a cooperative one.
+pub(crate) fn encode_subscription(
+    topics: &[String],
+    cooperative: Option<(&[TopicPartition], i32)>,
+    rack: Option<&str>,
+) -> Bytes {
+    let (owned, generation) = match cooperative {
+        Some((owned, generation)) => (owned.to_vec(), generation),
+        None => (Vec::new(), -1),
+    };
+    let s = Subscription {
+        topics: topics.to_vec(),
+        user_data: None,
+        owned,
+        generation,
+        rack: rack.map(str::to_owned),
+    };
+    subscription::encode(&s, subscription::version_for(&s, cooperative.is_some()))
 }
 
 /// The topics of any version of ConsumerProtocolSubscription; malformed input yields
 /// what was whole.
+#[cfg(test)]
 pub(crate) fn parse_subscription(bytes: &Bytes) -> Vec<String> {
-    let mut r = Cursor(bytes);
-    let (Some(_version), Some(count)) = (r.i16(), r.i32()) else {
-        return Vec::new();
-    };
-    (0..count.max(0)).map_while(|_| r.string()).collect()
+    subscription::decode(bytes).topics
 }
 
-/// ConsumerProtocolAssignment v0.
-pub(crate) fn encode_assignment(assigned: &BTreeMap<String, Vec<i32>>) -> Bytes {
+/// ConsumerProtocolAssignment at `version` (0, or 1 for cooperative members: the same
+/// layout).
+pub(crate) fn encode_assignment(assigned: &BTreeMap<String, Vec<i32>>, version: i16) -> Bytes {
     let mut b = BytesMut::new();
-    b.put_i16(0);
+    b.put_i16(version);
     b.put_i32(i32::try_from(assigned.len()).unwrap_or(0));
     for (topic, partitions) in assigned {
         put_string(&mut b, topic);
@@ -153,13 +186,6 @@ pub(crate) fn decode_assignment(bytes: &Bytes) -> Vec<(String, i32)> {
     out
 }
 
-fn put_string(b: &mut BytesMut, s: &str) {
-    // Topic names are at most 249 bytes, so the cut never happens for a real topic.
-    let len = s.len().min(i16::MAX as usize);
-    b.put_i16(i16::try_from(len).unwrap_or(i16::MAX));
-    b.put_slice(&s.as_bytes()[..len]);
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -170,6 +196,8 @@ mod tests {
             member_id: id.into(),
             instance_id: instance.map(Into::into),
             topics: topics.iter().map(|t| (*t).to_owned()).collect(),
+            owned: Vec::new(),
+            generation: -1,
         }
     }
 
@@ -243,14 +271,17 @@ mod tests {
     #[test]
     fn subscription_and_assignment_round_trip() {
         let topics = vec!["orders".to_string(), "refunds".to_string()];
-        assert_eq!(parse_subscription(&encode_subscription(&topics)), topics);
+        assert_eq!(
+            parse_subscription(&encode_subscription(&topics, None, None)),
+            topics
+        );
         let assigned = BTreeMap::from([("orders".to_string(), vec![2, 0])]);
         assert_eq!(
-            decode_assignment(&encode_assignment(&assigned)),
+            decode_assignment(&encode_assignment(&assigned, 0)),
             vec![("orders".to_string(), 0), ("orders".to_string(), 2)]
         );
         // A v1 subscription (owned partitions after the user data) still yields topics.
-        let mut v1 = BytesMut::from(&encode_subscription(&topics)[..]);
+        let mut v1 = BytesMut::from(&encode_subscription(&topics, None, None)[..]);
         v1[1] = 1;
         v1.put_i32(0);
         assert_eq!(parse_subscription(&v1.freeze()), topics);

@@ -43,6 +43,9 @@ pub enum AssignmentStrategy {
     Range,
     /// All partitions dealt one by one over the members (`roundrobin`).
     RoundRobin,
+    /// Balanced and sticky, with incremental cooperative rebalancing (KIP-429,
+    /// `cooperative-sticky`): only the partitions that move are revoked.
+    CooperativeSticky,
 }
 
 impl AssignmentStrategy {
@@ -51,7 +54,14 @@ impl AssignmentStrategy {
         match self {
             AssignmentStrategy::Range => "range",
             AssignmentStrategy::RoundRobin => "roundrobin",
+            AssignmentStrategy::CooperativeSticky => "cooperative-sticky",
         }
+    }
+
+    /// Whether members using it revoke only what moves (the COOPERATIVE rebalance
+    /// protocol) rather than everything (EAGER).
+    pub fn is_cooperative(self) -> bool {
+        self == AssignmentStrategy::CooperativeSticky
     }
 
     fn parse(name: &str) -> Result<AssignmentStrategy> {
@@ -59,9 +69,12 @@ impl AssignmentStrategy {
         match name.trim().rsplit('.').next().unwrap_or_default() {
             "range" | "RangeAssignor" => Ok(AssignmentStrategy::Range),
             "roundrobin" | "RoundRobinAssignor" => Ok(AssignmentStrategy::RoundRobin),
+            "cooperative-sticky" | "CooperativeStickyAssignor" => {
+                Ok(AssignmentStrategy::CooperativeSticky)
+            }
             other => Err(ClientError::InvalidArgument(format!(
-                "partition.assignment.strategy {other:?} is not supported (range, roundrobin; \
-                 cooperative-sticky is not implemented yet)"
+                "partition.assignment.strategy {other:?} is not supported \
+                 (range, roundrobin, cooperative-sticky)"
             ))),
         }
     }
@@ -114,6 +127,9 @@ pub struct ConsumerConfig {
     /// `group.remote.assignor`: the broker-side assignor a `consumer`-protocol member
     /// asks for (`uniform`, `range`); `None` leaves the choice to the broker.
     pub group_remote_assignor: Option<String>,
+    /// `client.rack` (none): the member's rack id, sent in ConsumerGroupHeartbeat and in
+    /// the classic subscription (v3), for rack-aware assignors.
+    pub client_rack: Option<String>,
 }
 
 impl Default for ConsumerConfig {
@@ -133,6 +149,7 @@ impl Default for ConsumerConfig {
             fetch: FetchOptions::default(),
             group_protocol: GroupProtocol::Classic,
             group_remote_assignor: None,
+            client_rack: None,
         }
     }
 }
@@ -211,6 +228,10 @@ impl ConsumerConfig {
                 let name = value.trim();
                 self.group_remote_assignor = (!name.is_empty()).then(|| name.to_owned());
             }
+            "client.rack" => {
+                let rack = value.trim();
+                self.client_rack = (!rack.is_empty()).then(|| rack.to_owned());
+            }
             "fetch.max.wait.ms" => self.fetch.max_wait = ms()?,
             "fetch.min.bytes" => self.fetch.min_bytes = positive()?,
             "fetch.max.bytes" => self.fetch.max_bytes = positive()?,
@@ -222,6 +243,16 @@ impl ConsumerConfig {
             }
         }
         Ok(self)
+    }
+
+    /// Whether this member rebalances cooperatively: only when every assignor it offers
+    /// is cooperative (Java's rule), since the coordinator may pick any of them.
+    pub fn cooperative(&self) -> bool {
+        !self.assignment_strategies.is_empty()
+            && self
+                .assignment_strategies
+                .iter()
+                .all(|s| s.is_cooperative())
     }
 
     /// Checks the relations Kafka enforces between the timeouts.
@@ -284,10 +315,26 @@ mod tests {
         assert_eq!(c.fetch.partition_max_bytes, 65536);
         assert!(c.set("fetch.max.bytes", "-1").is_err());
         assert!(c.set("max.poll.records", "0").is_err());
-        assert!(c
-            .set("partition.assignment.strategy", "cooperative-sticky")
-            .is_err());
+        c.set(
+            "partition.assignment.strategy",
+            "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+        )
+        .unwrap();
+        assert_eq!(
+            c.assignment_strategies,
+            vec![AssignmentStrategy::CooperativeSticky]
+        );
+        assert!(c.cooperative());
+        c.set("partition.assignment.strategy", "cooperative-sticky,range")
+            .unwrap();
+        assert!(
+            !c.cooperative(),
+            "one eager assignor makes the member eager, as in Java"
+        );
+        assert!(c.set("partition.assignment.strategy", "sticky").is_err());
         assert!(c.set("no.such.thing", "1").is_err());
+        c.set("client.rack", "rack-b").unwrap();
+        assert_eq!(c.client_rack.as_deref(), Some("rack-b"));
         c.heartbeat_interval = Duration::from_secs(6);
         assert!(c.validate().is_err());
     }

@@ -41,6 +41,11 @@ pub(crate) struct JoinParams<'a> {
     pub(crate) strategies: &'a [AssignmentStrategy],
     pub(crate) session_timeout: Duration,
     pub(crate) rebalance_timeout: Duration,
+    /// A cooperative member's partitions and the generation it got them in: sent so
+    /// that the leader moves a partition only once its owner gave it up.
+    pub(crate) cooperative: Option<(&'a [TopicPartition], i32)>,
+    /// `client.rack`, sent in the subscription (v3).
+    pub(crate) rack: Option<&'a str>,
 }
 
 /// The outcome of one join: this member's place in the new generation.
@@ -84,7 +89,7 @@ pub(crate) async fn join_and_sync(
     p: &JoinParams<'_>,
     member_id: &mut String,
 ) -> Result<Joined> {
-    let subscription = assignors::encode_subscription(p.topics);
+    let subscription = assignors::encode_subscription(p.topics, p.cooperative, p.rack);
     // The coordinator holds JoinGroup until every member rejoined or the rebalance
     // timeout passed; give it that long plus the usual request time.
     let join_limit = p.rebalance_timeout + Duration::from_secs(30);
@@ -145,10 +150,12 @@ pub(crate) async fn join_and_sync(
             let members: Vec<MemberSubscription> = joined
                 .members
                 .iter()
-                .map(|m| MemberSubscription {
-                    member_id: m.member_id.to_string(),
-                    instance_id: m.group_instance_id.as_ref().map(ToString::to_string),
-                    topics: assignors::parse_subscription(&m.metadata),
+                .map(|m| {
+                    MemberSubscription::decode(
+                        m.member_id.to_string(),
+                        m.group_instance_id.as_ref().map(ToString::to_string),
+                        &m.metadata,
+                    )
                 })
                 .collect();
             let mut counts = BTreeMap::new();
@@ -160,12 +167,13 @@ pub(crate) async fn join_and_sync(
                     }
                 }
             }
+            let version = i16::from(strategy.is_cooperative());
             assignors::assign(strategy, &members, &counts)
                 .into_iter()
                 .map(|(member, assigned)| {
                     SyncGroupRequestAssignment::default()
                         .with_member_id(text(&member))
-                        .with_assignment(assignors::encode_assignment(&assigned))
+                        .with_assignment(assignors::encode_assignment(&assigned, version))
                 })
                 .collect()
         } else {
@@ -268,6 +276,10 @@ pub(crate) struct Shared {
     pub(crate) rejoin_needed: AtomicBool,
     /// Set when the coordinator connection broke or moved: the consumer finds it again.
     pub(crate) coordinator_lost: AtomicBool,
+    /// Set when the coordinator forgot this member or its generation (or the member left
+    /// after `max.poll.interval.ms`): a cooperative member then drops its partitions
+    /// without a commit before it rejoins.
+    pub(crate) member_lost: AtomicBool,
     /// Milliseconds since `epoch` of the last `poll`.
     last_poll_ms: AtomicU64,
     epoch: Instant,
@@ -278,6 +290,7 @@ impl Shared {
         Arc::new(Shared {
             rejoin_needed: AtomicBool::new(false),
             coordinator_lost: AtomicBool::new(false),
+            member_lost: AtomicBool::new(false),
             last_poll_ms: AtomicU64::new(0),
             epoch: Instant::now(),
         })
@@ -385,6 +398,7 @@ pub(crate) async fn run(
                         let _ = leave(c, &settings.group, &session.member_id).await;
                     }
                     session.generation = -1;
+                    shared.member_lost.store(true, Ordering::Relaxed);
                     shared.rejoin_needed.store(true, Ordering::Relaxed);
                     continue;
                 }
@@ -395,8 +409,12 @@ pub(crate) async fn run(
                 match c.call(&request, 3).await {
                     Ok(r) => match ResponseError::try_from_code(r.error_code) {
                         None => {}
-                        Some(ResponseError::RebalanceInProgress | ResponseError::IllegalGeneration
-                            | ResponseError::UnknownMemberId | ResponseError::FencedInstanceId) => {
+                        Some(ResponseError::RebalanceInProgress) => {
+                            shared.rejoin_needed.store(true, Ordering::Relaxed);
+                        }
+                        Some(ResponseError::IllegalGeneration | ResponseError::UnknownMemberId
+                            | ResponseError::FencedInstanceId) => {
+                            shared.member_lost.store(true, Ordering::Relaxed);
                             shared.rejoin_needed.store(true, Ordering::Relaxed);
                         }
                         Some(e) => note_failure(&shared, &ClientError::Broker {

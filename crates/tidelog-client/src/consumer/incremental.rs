@@ -63,6 +63,7 @@ impl Consumer {
             return Ok(());
         };
         state.set_topics(&self.subscription);
+        state.set_regex(self.pattern.as_deref());
         if let Some((error, message)) = state.take_failure() {
             return Err(ClientError::Broker {
                 context: format!("consumer group heartbeat to {group_id}"),
@@ -95,11 +96,13 @@ impl Consumer {
             instance_id: self.config.group_instance_id.clone(),
             rebalance_timeout: self.config.max_poll_interval,
             assignor: self.config.group_remote_assignor.clone(),
+            rack: self.config.client_rack.clone(),
             heartbeat_interval: self.config.heartbeat_interval,
             max_poll_interval: self.config.max_poll_interval,
             client: self.client.config().clone(),
         };
         state.set_topics(&self.subscription);
+        state.set_regex(self.pattern.as_deref());
         shared.polled();
         let task = tokio::spawn(kip848::run(
             settings,
@@ -121,7 +124,7 @@ impl Consumer {
 
     /// The membership is gone: its partitions may already be someone else's, so they
     /// are dropped without a commit.
-    fn lose_all(&mut self) {
+    pub(super) fn lose_all(&mut self) {
         if self.assigned.is_empty() {
             return;
         }
@@ -220,7 +223,9 @@ impl Consumer {
             return names;
         }
         let topics: Vec<&str> = self.subscription.iter().map(String::as_str).collect();
-        if let Err(e) = self.client.refresh_metadata(Some(&topics), false).await {
+        // A regex subscription's topics are whatever the broker matched: ask for all.
+        let wanted = self.pattern.is_none().then_some(topics.as_slice());
+        if let Err(e) = self.client.refresh_metadata(wanted, false).await {
             tracing::debug!(error = %e, "metadata refresh for the assignment failed");
         }
         known(&self.client)

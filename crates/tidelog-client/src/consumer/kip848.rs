@@ -61,6 +61,10 @@ struct Inner {
     /// the consumer drops its partitions without committing.
     lost: bool,
     topics: Vec<String>,
+    /// A subscription by regular expression (the broker resolves it), instead of names.
+    regex: Option<String>,
+    /// Whether a regex was ever sent: leaving it is then announced with an empty one.
+    sent_regex: bool,
     /// A refusal that retrying does not cure, for `poll` to return.
     failure: Option<(ResponseError, Option<String>)>,
 }
@@ -94,6 +98,15 @@ impl Membership {
         let mut inner = self.lock();
         if inner.topics != topics {
             inner.topics = topics.to_vec();
+            drop(inner);
+            self.wake.notify_one();
+        }
+    }
+
+    pub(crate) fn set_regex(&self, regex: Option<&str>) {
+        let mut inner = self.lock();
+        if inner.regex.as_deref() != regex {
+            inner.regex = regex.map(str::to_owned);
             drop(inner);
             self.wake.notify_one();
         }
@@ -147,6 +160,8 @@ pub(crate) struct Settings {
     pub(crate) instance_id: Option<String>,
     pub(crate) rebalance_timeout: Duration,
     pub(crate) assignor: Option<String>,
+    /// `client.rack`, sent as the member's rack id for rack-aware broker assignors.
+    pub(crate) rack: Option<String>,
     pub(crate) heartbeat_interval: Duration,
     pub(crate) max_poll_interval: Duration,
     pub(crate) client: ClientConfig,
@@ -262,11 +277,13 @@ async fn heartbeat(
         return *interval;
     }
     let request = {
-        let inner = state.lock();
-        if inner.topics.is_empty() {
+        let mut inner = state.lock();
+        if inner.topics.is_empty() && inner.regex.is_none() {
             return *interval;
         }
-        request(settings, &inner)
+        let request = request(settings, &inner);
+        inner.sent_regex |= inner.regex.is_some();
+        request
     };
     let conn = match link.get(settings).await {
         Ok(c) => c,
@@ -351,7 +368,12 @@ fn request(settings: &Settings, inner: &Inner) -> ConsumerGroupHeartbeatRequest 
         .with_subscribed_topic_names(Some(
             inner.topics.iter().map(|t| TopicName(text(t))).collect(),
         ))
+        .with_subscribed_topic_regex(match &inner.regex {
+            Some(regex) => Some(text(regex)),
+            None => inner.sent_regex.then(|| text("")),
+        })
         .with_server_assignor(settings.assignor.as_deref().map(text))
+        .with_rack_id(settings.rack.as_deref().map(text))
         .with_topic_partitions(Some(
             owned
                 .into_iter()

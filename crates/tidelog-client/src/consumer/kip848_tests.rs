@@ -10,6 +10,7 @@ fn settings() -> Settings {
         instance_id: None,
         rebalance_timeout: Duration::from_secs(300),
         assignor: Some("uniform".into()),
+        rack: Some("eu-west-1a".into()),
         heartbeat_interval: Duration::from_secs(3),
         max_poll_interval: Duration::from_secs(300),
         client: ClientConfig::new("127.0.0.1:9092").unwrap(),
@@ -31,6 +32,8 @@ fn a_heartbeat_reports_what_is_owned_and_a_rejoin_reports_nothing() {
     assert_eq!(joined.subscribed_topic_names.unwrap().len(), 2);
     assert_eq!(joined.server_assignor.unwrap().as_str(), "uniform");
     assert_eq!(joined.rebalance_timeout_ms, 300_000);
+    assert_eq!(joined.rack_id.unwrap().as_str(), "eu-west-1a");
+    assert!(joined.subscribed_topic_regex.is_none());
 
     // Fenced: rejoin at epoch 0 owning nothing, with the same member id.
     let id = state.identity().0;
@@ -65,4 +68,22 @@ fn a_reconciliation_from_before_the_rejoin_is_not_reported() {
     };
     state.retry_target(current.clone());
     assert_eq!(state.take_target(), Some(current));
+}
+
+#[test]
+fn a_regex_subscription_is_sent_and_leaving_it_is_announced_with_an_empty_one() {
+    let state = Membership::new();
+    state.set_regex(Some("orders-.*"));
+    let with_regex = request(&settings(), &state.lock());
+    assert_eq!(
+        with_regex.subscribed_topic_regex.unwrap().as_str(),
+        "orders-.*"
+    );
+    assert_eq!(with_regex.subscribed_topic_names.unwrap().len(), 0);
+    state.lock().sent_regex = true;
+    state.set_regex(None);
+    state.set_topics(&["a".to_string()]);
+    let by_names = request(&settings(), &state.lock());
+    assert_eq!(by_names.subscribed_topic_regex.unwrap().as_str(), "");
+    assert_eq!(by_names.subscribed_topic_names.unwrap().len(), 1);
 }

@@ -37,6 +37,8 @@ struct JoinRequest {
     strategies: Vec<AssignmentStrategy>,
     session_timeout: std::time::Duration,
     rebalance_timeout: std::time::Duration,
+    cooperative: Option<(Vec<TopicPartition>, i32)>,
+    rack: Option<String>,
 }
 
 impl Consumer {
@@ -47,7 +49,7 @@ impl Consumer {
         let Some(group_id) = self.config.group_id.clone() else {
             return Ok(());
         };
-        if self.subscription.is_empty() {
+        if self.subscription.is_empty() && self.pattern.is_none() {
             return Ok(());
         }
         if self.config.group_protocol == GroupProtocol::Consumer {
@@ -83,7 +85,11 @@ impl Consumer {
             if !needs_join {
                 return Ok(());
             }
-            self.revoke_all().await;
+            if self.config.cooperative() {
+                self.prepare_cooperative_join().await;
+            } else {
+                self.revoke_all().await;
+            }
             self.start_join(&group_id).await?;
         }
         let Some(g) = self.group.as_mut() else {
@@ -93,7 +99,13 @@ impl Consumer {
             return Ok(());
         };
         // Wait for the join only until this poll's deadline; the next poll waits again.
-        let remaining = deadline.saturating_duration_since(Instant::now());
+        // A cooperative member with partitions only looks: it goes on fetching them, and
+        // `poll` looks again after each fetch.
+        let remaining = if self.config.cooperative() && !self.assigned.is_empty() {
+            std::time::Duration::ZERO
+        } else {
+            deadline.saturating_duration_since(Instant::now())
+        };
         let Ok(finished) = tokio::time::timeout(remaining, &mut pending.task).await else {
             return Ok(());
         };
@@ -129,6 +141,11 @@ impl Consumer {
             }))
             .await;
         g.shared.polled();
+        if self.config.cooperative() {
+            self.apply_cooperative(&joined).await?;
+            self.rebalance_time = self.rebalance_time.max(began.elapsed());
+            return Ok(());
+        }
         for tp in &joined.assignment {
             if self.subscription.contains(&tp.0) {
                 self.assigned.entry(tp.clone()).or_default();
@@ -160,7 +177,14 @@ impl Consumer {
                 generation: -1,
             }))
             .await;
-        g.generation = -1;
+        // A cooperative member keeps its generation through the join: it is sent with
+        // the owned partitions, and its commits during the join carry it.
+        let cooperative = self.config.cooperative();
+        let owned: Vec<TopicPartition> = self.assigned.keys().cloned().collect();
+        let owned_generation = g.generation;
+        if !cooperative {
+            g.generation = -1;
+        }
         let Some(mut conn) = g.conn.take() else {
             return Err(ClientError::Protocol("no coordinator connection".into()));
         };
@@ -171,6 +195,8 @@ impl Consumer {
             strategies: self.config.assignment_strategies.clone(),
             session_timeout: self.config.session_timeout,
             rebalance_timeout: self.config.max_poll_interval,
+            cooperative: cooperative.then_some((owned, owned_generation)),
+            rack: self.config.client_rack.clone(),
         };
         let mut member_id = g.member_id.clone();
         let task = tokio::spawn(async move {
@@ -181,6 +207,11 @@ impl Consumer {
                 strategies: &request.strategies,
                 session_timeout: request.session_timeout,
                 rebalance_timeout: request.rebalance_timeout,
+                cooperative: request
+                    .cooperative
+                    .as_ref()
+                    .map(|(owned, generation)| (owned.as_slice(), *generation)),
+                rack: request.rack.as_deref(),
             };
             let mut metadata = Metadata::Connect(Box::new(config), None);
             let result =

@@ -6,11 +6,14 @@
 //!
 //! With `group.protocol=consumer` the member speaks KIP-848 instead (`kip848.rs`,
 //! `incremental.rs`): the broker assigns, and only the partitions that move are revoked.
+//! Such a member may also subscribe by regular expression (`subscribe_regex`).
 //!
 //! Classic rebalances are eager: every partition is revoked (after an automatic commit when
 //! `enable.auto.commit` is on), the member rejoins, and the new assignment starts from
-//! the group's committed offsets, or `auto.offset.reset` where there are none. The
-//! cooperative-sticky protocol is not implemented yet.
+//! the group's committed offsets, or `auto.offset.reset` where there are none. With
+//! `partition.assignment.strategy=cooperative-sticky` they are incremental (KIP-429,
+//! `cooperative.rs`): the member keeps consuming through the rebalance and revokes only
+//! the partitions that move.
 //!
 //! ```no_run
 //! # async fn demo() -> tidelog_client::Result<()> {
@@ -35,13 +38,16 @@
 mod assignors;
 mod config;
 mod control;
+mod cooperative;
 pub(crate) mod coordinator;
 mod fetcher;
 mod incremental;
 mod kip848;
 mod member_offsets;
 mod membership;
+mod sticky;
 mod storm;
+mod subscription;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -126,6 +132,8 @@ pub struct Consumer {
     client: Client,
     config: ConsumerConfig,
     subscription: Vec<String>,
+    /// `subscribe_regex`: the broker matches topics (KIP-848 only).
+    pattern: Option<String>,
     listener: Option<Box<dyn RebalanceListener>>,
     group: Option<GroupState>,
     assigned: BTreeMap<TopicPartition, PartitionState>,
@@ -146,6 +154,7 @@ impl Consumer {
             client,
             config,
             subscription: Vec::new(),
+            pattern: None,
             listener: None,
             group: None,
             assigned: BTreeMap::new(),
@@ -184,16 +193,37 @@ impl Consumer {
         topics.sort();
         topics.dedup();
         self.subscription = topics;
+        self.pattern = None;
         if let Some(g) = &self.group {
             g.shared.rejoin_needed.store(true, Ordering::Relaxed);
         }
         Ok(())
     }
 
+    /// Subscribes to every topic whose name matches `regex` (RE2/J syntax, matched by
+    /// the broker: KIP-848's `SubscribedTopicRegex`), now and as topics are created.
+    /// Needs `group.protocol=consumer`; the broker refuses a bad expression with
+    /// INVALID_REGULAR_EXPRESSION, which the next `poll` returns.
+    pub fn subscribe_regex(&mut self, regex: &str) -> Result<()> {
+        if self.config.group_id.is_none() || self.config.group_protocol != GroupProtocol::Consumer {
+            return Err(ClientError::InvalidArgument(
+                "subscribe_regex needs a group.id and group.protocol=consumer".into(),
+            ));
+        }
+        if regex.is_empty() {
+            return Err(ClientError::InvalidArgument(
+                "subscribe_regex needs a non-empty expression".into(),
+            ));
+        }
+        self.subscription.clear();
+        self.pattern = Some(regex.to_owned());
+        Ok(())
+    }
+
     /// Reads exactly `partitions`, outside any group membership (commits, when a
     /// `group.id` is set, are made as a non-member, as Kafka's `assign` does).
     pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
-        if !self.subscription.is_empty() {
+        if !self.subscription.is_empty() || self.pattern.is_some() {
             return Err(ClientError::InvalidArgument(
                 "assign and subscribe cannot be mixed on one consumer".into(),
             ));

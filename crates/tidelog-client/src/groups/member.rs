@@ -61,6 +61,8 @@ impl Client {
             strategies: &[AssignmentStrategy::Range],
             session_timeout: SESSION_TIMEOUT,
             rebalance_timeout: REBALANCE_TIMEOUT,
+            cooperative: None,
+            rack: None,
         };
         let joined = coordinator::join_and_sync(
             &mut coordinator::Metadata::Client(self),

@@ -26,6 +26,8 @@ pub(super) struct Batch {
     pub(super) encoded: Option<Bytes>,
     /// Bytes charged to the buffer for it.
     pub(super) bytes: usize,
+    /// When its first record came: `linger.ms` counts from here.
+    pub(super) created: std::time::Instant,
 }
 
 impl Batch {
@@ -101,8 +103,34 @@ impl Buffer {
                 records: vec![record],
                 encoded: None,
                 bytes: size,
+                created: std::time::Instant::now(),
             }),
         }
+    }
+
+    /// The partitions whose oldest batch should go now: it is full (`batch.size`, or a
+    /// newer batch was started behind it), waited `linger`, or is a retry. Also the
+    /// earliest time another partition becomes due.
+    pub(super) fn due(
+        &self,
+        linger: std::time::Duration,
+        now: std::time::Instant,
+    ) -> (Vec<PartitionKey>, Option<std::time::Instant>) {
+        let mut due = Vec::new();
+        let mut next: Option<std::time::Instant> = None;
+        for (key, queue) in &self.partitions {
+            let Some(oldest) = queue.front() else {
+                continue;
+            };
+            let at = oldest.created + linger;
+            let full = queue.len() > 1 || oldest.bytes >= self.max_batch_bytes;
+            if full || oldest.encoded.is_some() || at <= now {
+                due.push(key.clone());
+            } else {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        }
+        (due, next)
     }
 
     /// The partitions with records waiting, oldest batch first in each.
@@ -237,5 +265,21 @@ mod tests {
         b.acknowledge(&key(0), -1);
         let r = b.take_results().unwrap();
         assert!(r.iter().all(|m| m.offset == -1));
+    }
+
+    #[test]
+    fn a_batch_is_due_when_full_lingered_or_followed_by_another() {
+        let linger = std::time::Duration::from_millis(50);
+        let mut b = Buffer::new(1 << 20, 250);
+        b.push(key(0), record(100));
+        let now = std::time::Instant::now();
+        let (due, next) = b.due(linger, now);
+        assert!(due.is_empty());
+        assert!(next.is_some());
+        assert_eq!(b.due(linger, now + linger).0, vec![key(0)]);
+        b.push(key(1), record(100));
+        b.push(key(1), record(100));
+        b.push(key(1), record(100)); // starts a second batch: the first is full
+        assert_eq!(b.due(linger, now).0, vec![key(1)]);
     }
 }

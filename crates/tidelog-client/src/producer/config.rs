@@ -73,6 +73,10 @@ pub struct ProducerConfig {
     /// How long the coordinator lets a transaction stay open before it aborts it
     /// (`transaction.timeout.ms`, Kafka's 60 s).
     pub transaction_timeout: Duration,
+    /// `linger.ms` (5, Kafka 4's default): how long a [`crate::BackgroundProducer`]
+    /// lets a partition's batch wait for more records before it sends it. The plain
+    /// [`crate::Producer`] sends on `flush` and does not use it.
+    pub linger: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -88,6 +92,7 @@ impl Default for ProducerConfig {
             enable_idempotence: true,
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
+            linger: Duration::from_millis(5),
         }
     }
 }
@@ -128,6 +133,7 @@ impl ProducerConfig {
             }
             "batch.size" => self.max_batch_bytes = bytes()?,
             "request.timeout.ms" => self.produce_timeout = ms()?,
+            "linger.ms" => self.linger = ms()?,
             "buffer.memory" => self.buffer_memory = bytes()?,
             "max.block.ms" => self.max_block = ms()?,
             "enable.idempotence" => {

@@ -41,6 +41,13 @@ type Answer = (
 
 impl Producer {
     pub(super) async fn round(&mut self) -> Result<Round> {
+        let keys = self.buffer.waiting();
+        self.round_of(keys).await
+    }
+
+    /// One round over `keys` alone: the oldest batch of each, one per partition in
+    /// flight, so order and sequences hold.
+    pub(super) async fn round_of(&mut self, keys: Vec<PartitionKey>) -> Result<Round> {
         let mut round = Round::default();
         if self.txn.is_some() && self.identity.is_none() {
             return Err(self.txn_not_ready());
@@ -57,7 +64,7 @@ impl Producer {
         }
         let now = now_ms();
         let mut by_leader: BTreeMap<i32, Vec<(PartitionKey, Bytes, usize)>> = BTreeMap::new();
-        for key in self.buffer.waiting() {
+        for key in keys {
             match self.client.leader_of(&key.0, key.1).await {
                 Ok(leader) => {
                     let (bytes, count) = match self.encoded(&key, now) {

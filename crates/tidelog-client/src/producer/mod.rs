@@ -3,6 +3,7 @@
 //! the oldest batches itself and waits (up to `max.block.ms`) for the acknowledgements
 //! that free room.
 
+mod background;
 mod buffer;
 mod config;
 mod dispatch;
@@ -19,6 +20,7 @@ use crate::error::{ClientError, Result};
 use crate::partitioner::{partition_for_key, StickyPartitioner};
 use crate::records::ProduceRecord;
 
+pub use background::BackgroundProducer;
 pub use config::{Acks, ProducerConfig};
 pub use transaction::ConsumerGroupMetadata;
 

@@ -191,14 +191,7 @@ impl ReplicaManager {
             let min_isr = min_insync_replicas(broker, &topic.configs);
             for (index, p) in &topic.partitions {
                 if p.replicas.contains(&self.node_id) {
-                    let assignment = ImageAssignment {
-                        leader: p.leader,
-                        leader_epoch: p.leader_epoch,
-                        partition_epoch: p.partition_epoch,
-                        replicas: p.replicas.clone(),
-                        isr: p.isr.clone(),
-                        min_isr,
-                    };
+                    let assignment = ImageAssignment::of(p, min_isr);
                     wanted.insert(
                         (topic.name.clone(), *index),
                         (topic.topic_id, assignment, config.clone()),

@@ -90,6 +90,21 @@ pub(crate) struct ImageAssignment {
     pub(crate) min_isr: usize,
 }
 
+impl ImageAssignment {
+    /// The image's partition as this node adopts it, with the topic's
+    /// min.insync.replicas.
+    pub(crate) fn of(p: &tidelog_controller::PartitionImage, min_isr: usize) -> Self {
+        ImageAssignment {
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            replicas: p.replicas.clone(),
+            isr: p.isr.clone(),
+            min_isr,
+        }
+    }
+}
+
 /// What [`ReplicaState::apply`] changed, so the caller can act on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Transition {

@@ -209,18 +209,21 @@ impl TxnCoordinator {
             match answer {
                 InitAnswer::Done { producer_id, epoch } => return Ok((producer_id, epoch)),
                 InitAnswer::Failed(e) => return Err(e),
-                InitAnswer::NeedProducerId => {
-                    let allocated = self.metadata.allocate_producer_id(self.node_id).await;
-                    fresh = Some(allocated.map_err(|e| {
-                        tracing::error!(error = %e, "allocating a producer id failed");
-                        TxnError::NoProducerId {
-                            code: crate::metadata::producer_id_error(&e),
-                        }
-                    })?);
-                }
+                InitAnswer::NeedProducerId => fresh = Some(self.fresh_producer_id().await?),
             }
         }
         Err(CoordinatorError::NotAvailable("no producer id".into()).into())
+    }
+
+    /// A new producer id from the controller, for a new producer or an epoch that ran out.
+    async fn fresh_producer_id(&self) -> Result<i64, TxnError> {
+        let allocated = self.metadata.allocate_producer_id(self.node_id).await;
+        allocated.map_err(|e| {
+            tracing::error!(error = %e, "allocating a producer id failed");
+            TxnError::NoProducerId {
+                code: crate::metadata::producer_id_error(&e),
+            }
+        })
     }
 
     /// AddPartitionsToTxn: the partitions take part in the open transaction. `tv2`:
@@ -326,15 +329,7 @@ impl TxnCoordinator {
                     completed,
                     producer,
                 } => return Ok((completed, producer)),
-                EndAnswer::NeedProducerId => {
-                    let allocated = self.metadata.allocate_producer_id(self.node_id).await;
-                    fresh = Some(allocated.map_err(|e| {
-                        tracing::error!(error = %e, "allocating a producer id failed");
-                        TxnError::NoProducerId {
-                            code: crate::metadata::producer_id_error(&e),
-                        }
-                    })?);
-                }
+                EndAnswer::NeedProducerId => fresh = Some(self.fresh_producer_id().await?),
             }
         }
         Err(CoordinatorError::NotAvailable("no producer id".into()).into())

@@ -224,16 +224,7 @@ impl World {
                 }
             }
             for i in 0..self.nodes.len() {
-                let mut ctx = Ctx {
-                    now: self.now,
-                    net: &mut self.net,
-                    rng: &mut self.rng,
-                    images: &self.ctl.images,
-                    params: &self.params,
-                    truncated: &mut self.truncated,
-                    trace: &mut self.trace,
-                };
-                self.nodes[i].tick(&mut ctx);
+                self.with_node(i, |node, ctx| node.tick(ctx));
             }
             if self.producing {
                 self.client.tick(
@@ -260,6 +251,20 @@ impl World {
         }
     }
 
+    /// Runs `f` on node `i` with the world's clock, network and images.
+    fn with_node(&mut self, i: usize, f: impl FnOnce(&mut SimNode, &mut Ctx<'_>)) {
+        let mut ctx = Ctx {
+            now: self.now,
+            net: &mut self.net,
+            rng: &mut self.rng,
+            images: &self.ctl.images,
+            params: &self.params,
+            truncated: &mut self.truncated,
+            trace: &mut self.trace,
+        };
+        f(&mut self.nodes[i], &mut ctx);
+    }
+
     fn deliver(&mut self) {
         while let Some(envelope) = self.net.next_due(self.now) {
             match envelope.to {
@@ -273,18 +278,9 @@ impl World {
                         Run::Down { .. } => {}
                         // Held past this tick at least: the node resumes in its tick.
                         Run::Paused { until } => self.net.hold(envelope, until.max(self.now + 1)),
-                        Run::Up => {
-                            let mut ctx = Ctx {
-                                now: self.now,
-                                net: &mut self.net,
-                                rng: &mut self.rng,
-                                images: &self.ctl.images,
-                                params: &self.params,
-                                truncated: &mut self.truncated,
-                                trace: &mut self.trace,
-                            };
-                            self.nodes[i].on_message(envelope.from, envelope.msg, &mut ctx);
-                        }
+                        Run::Up => self.with_node(i, |node, ctx| {
+                            node.on_message(envelope.from, envelope.msg, ctx);
+                        }),
                     }
                 }
             }

@@ -274,14 +274,7 @@ impl SimNode {
         else {
             return;
         };
-        let assignment = ImageAssignment {
-            leader: p.leader,
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-            replicas: p.replicas.clone(),
-            isr: p.isr.clone(),
-            min_isr: ctx.params.min_isr,
-        };
+        let assignment = ImageAssignment::of(p, ctx.params.min_isr);
         let part = match &self.part {
             Some(part) => Arc::clone(part),
             None => {

@@ -111,6 +111,46 @@ fn check_isrs(ctx: &Ctx, now: i64, lag_max_ms: i64, allow_shrink: bool) {
     }
 }
 
+/// What a failed AlterPartition means for the change in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AlterFailure {
+    /// The controller refused it and wrote nothing: forget it, ask again later.
+    NotApplied,
+    /// Refused because the controller's partition state is newer than this leader's:
+    /// an image is on its way, and it settles the change either way.
+    AwaitImage,
+    /// No answer, or one that does not say (a timeout, the controller moving): it may
+    /// have been written. Kept, so that the high watermark still waits for the members
+    /// it adds (the controller may already count them in sync, and elect one), and sent
+    /// again until an answer or an image settles it.
+    Unknown,
+}
+
+/// Classifies a failed AlterPartition by its error code (`None`: no answer at all).
+/// Kafka's leader likewise resets its pending ISR only on refusals that say nothing
+/// was applied, and retries the others.
+pub(crate) fn alter_failure(code: Option<i16>) -> AlterFailure {
+    use kafka_protocol::error::ResponseError as E;
+    let Some(code) = code else {
+        return AlterFailure::Unknown;
+    };
+    let is = |e: E| e.code() == code;
+    if is(E::FencedLeaderEpoch) || is(E::InvalidUpdateVersion) {
+        AlterFailure::AwaitImage
+    } else if is(E::UnknownTopicOrPartition)
+        || is(E::UnknownTopicId)
+        || is(E::InvalidRequest)
+        || is(E::IneligibleReplica)
+        || is(E::StaleBrokerEpoch)
+        || is(E::BrokerIdNotRegistered)
+        || is(E::OperationNotAttempted)
+    {
+        AlterFailure::NotApplied
+    } else {
+        AlterFailure::Unknown
+    }
+}
+
 async fn alter_isr(
     ctx: &Ctx,
     p: &Arc<Partition>,
@@ -124,22 +164,43 @@ async fn alter_isr(
         topic = %p.topic, partition = p.index, isr = ?st.isr, new_isr = ?new_isr,
         leader_epoch = st.leader_epoch, "asking the controller to change the ISR"
     );
-    match send_alter_partition(ctx, p, st, new_isr).await {
-        Ok(partition_epoch) if partition_epoch > st.partition_epoch => {
-            // Counted (isr_shrinks / isr_expands) when the image shows it, with the
-            // controller's own changes. The pending change stays until then.
-            tracing::debug!(topic = %p.topic, partition = p.index, shrink, "ISR change accepted");
-        }
-        Ok(_) => {
-            // Accepted as a no-op: no image will carry a new partition epoch to clear
-            // the mark, and a mark left in place would block every later change.
-            p.clear_pending_isr(&pending, 0);
-        }
-        Err(why) => {
-            tracing::warn!(topic = %p.topic, partition = p.index, error = %why, "ISR change refused");
-            // Not again at once (a controller election takes a while): the check after
-            // `retry_ms` asks again, whatever wakes it sooner.
-            p.clear_pending_isr(&pending, now_ms().saturating_add(retry_ms));
+    loop {
+        let (why, code) = match send_alter_partition(ctx, p, st, new_isr.clone()).await {
+            Ok(partition_epoch) if partition_epoch > st.partition_epoch => {
+                // Counted (isr_shrinks / isr_expands) when the image shows it, with the
+                // controller's own changes. The pending change stays until then.
+                tracing::debug!(topic = %p.topic, partition = p.index, shrink, "ISR change accepted");
+                return;
+            }
+            Ok(_) => {
+                // Accepted as a no-op: no image will carry a new partition epoch to
+                // clear the mark, and a mark left in place would block every later change.
+                p.clear_pending_isr(&pending, 0);
+                return;
+            }
+            Err(failed) => failed,
+        };
+        match alter_failure(code) {
+            AlterFailure::NotApplied => {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %why, "ISR change refused");
+                // Not again at once: the check after `retry_ms` asks again, whatever
+                // wakes it sooner.
+                p.clear_pending_isr(&pending, now_ms().saturating_add(retry_ms));
+                return;
+            }
+            AlterFailure::AwaitImage => {
+                tracing::info!(topic = %p.topic, partition = p.index, error = %why, "ISR change refused as stale; the next image settles it");
+                return;
+            }
+            AlterFailure::Unknown => {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %why, "ISR change unanswered; asking again");
+                let wait = u64::try_from(retry_ms).unwrap_or(1_000);
+                tokio::time::sleep(Duration::from_millis(wait)).await;
+                // An image (or a new role) settled it meanwhile: nothing left to ask.
+                if p.replica_state().pending_isr.as_ref() != Some(&pending) {
+                    return;
+                }
+            }
         }
     }
 }
@@ -152,7 +213,7 @@ async fn send_alter_partition(
     p: &Partition,
     st: &ReplicaState,
     new_isr: Vec<i32>,
-) -> Result<i32, String> {
+) -> Result<i32, (String, Option<i16>)> {
     let controller = ctx.metadata.controller();
     let req = AlterPartition {
         broker_id: ctx.node_id(),
@@ -175,8 +236,14 @@ async fn send_alter_partition(
             );
             Ok(image.partition_epoch)
         }
-        Ok(Err(e)) => Err(format!("{e} (code {})", e.error_code())),
-        Err(_) => Err(format!("no answer from the controller within {timeout:?}")),
+        Ok(Err(e)) => Err((
+            format!("{e} (code {})", e.error_code()),
+            Some(e.error_code()),
+        )),
+        Err(_) => Err((
+            format!("no answer from the controller within {timeout:?}"),
+            None,
+        )),
     }
 }
 
@@ -193,7 +260,25 @@ fn checkpoint_all(ctx: &Ctx) {
 
 #[cfg(test)]
 mod tests {
-    use super::stalled;
+    use super::{alter_failure, stalled, AlterFailure};
+    use kafka_protocol::error::ResponseError as E;
+
+    #[test]
+    fn only_refusals_that_wrote_nothing_drop_a_pending_isr_change() {
+        assert_eq!(alter_failure(None), AlterFailure::Unknown, "no answer");
+        for unknown in [E::RequestTimedOut, E::NotController, E::UnknownServerError] {
+            assert_eq!(alter_failure(Some(unknown.code())), AlterFailure::Unknown);
+        }
+        for stale in [E::FencedLeaderEpoch, E::InvalidUpdateVersion] {
+            assert_eq!(alter_failure(Some(stale.code())), AlterFailure::AwaitImage);
+        }
+        for refused in [E::IneligibleReplica, E::InvalidRequest, E::StaleBrokerEpoch] {
+            assert_eq!(
+                alter_failure(Some(refused.code())),
+                AlterFailure::NotApplied
+            );
+        }
+    }
 
     #[test]
     fn a_check_gap_beyond_the_lag_bound_means_this_node_stalled() {

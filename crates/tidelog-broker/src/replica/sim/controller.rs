@@ -147,13 +147,14 @@ impl SimController {
         Ok(())
     }
 
-    /// AlterPartition from a leader: the new partition epoch, or why it was refused.
-    pub(super) fn alter_isr(&mut self, request: &AlterPartition) -> Result<i32, String> {
+    /// AlterPartition from a leader: the new partition epoch, or the error code of the
+    /// refusal.
+    pub(super) fn alter_isr(&mut self, request: &AlterPartition) -> Result<i32, i16> {
         let registered = self.image().broker(request.broker_id).map(|b| b.epoch);
         if registered != Some(request.broker_epoch) {
-            return Err("stale broker epoch".into());
+            return Err(kafka_protocol::error::ResponseError::StaleBrokerEpoch.code());
         }
-        let plan = ops::plan_alter_partition(self.image(), request).map_err(|e| e.to_string())?;
+        let plan = ops::plan_alter_partition(self.image(), request).map_err(|e| e.error_code())?;
         let epoch = plan.response.partition_epoch;
         self.write(plan.records);
         Ok(epoch)

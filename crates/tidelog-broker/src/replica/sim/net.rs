@@ -65,7 +65,7 @@ pub(super) enum Msg {
     },
     AlterIsrReply {
         id: u64,
-        result: Result<i32, String>,
+        result: Result<i32, i16>,
     },
     Fetch {
         id: u64,

@@ -17,6 +17,7 @@ use super::net::{Addr, FetchAnswer, Msg, Net};
 use super::rng::Rng;
 use super::Params;
 use crate::replica::fetcher::{first_batch_reaching, whole_batches};
+use crate::replica::isr::{alter_failure, AlterFailure};
 use crate::replica::partition::{Partition, PartitionError};
 use crate::replica::replication::replication_outcome;
 use crate::replica::state::{ImageAssignment, PendingIsr, Role};
@@ -47,10 +48,12 @@ struct InFlightFetch {
     sent_at: i64,
 }
 
+/// The ISR change this leader asked for, until an answer or an image settles it.
 struct InFlightAlter {
-    id: u64,
+    /// The request last sent; `None` while waiting to send it again.
+    id: Option<u64>,
+    request: AlterPartition,
     pending: PendingIsr,
-    seen_partition_epoch: i32,
     sent_at: i64,
 }
 
@@ -496,16 +499,31 @@ impl SimNode {
         }
     }
 
-    /// The leader's ISR check (`isr::check_isrs`), one change in flight at a time.
+    /// The leader's ISR check (`isr::check_isrs`), one change in flight at a time, and
+    /// the retries of `isr::alter_isr`.
     fn isr_tick(&mut self, ctx: &mut Ctx<'_>) {
-        if let Some(alter) = &self.alter {
-            if ctx.now - alter.sent_at < ALTER_TIMEOUT_MS {
+        if let Some(alter) = &mut self.alter {
+            let settled = self
+                .part
+                .as_ref()
+                .is_none_or(|p| p.replica_state().pending_isr.as_ref() != Some(&alter.pending));
+            if settled {
+                self.alter = None;
+            } else {
+                let due = match alter.id {
+                    Some(_) => ctx.now - alter.sent_at >= ALTER_TIMEOUT_MS,
+                    None => ctx.now - alter.sent_at >= ISR_CHECK_MS,
+                };
+                if due {
+                    // No answer (or an unknown outcome): the same request again.
+                    let id = self.next_alter_id();
+                    let alter = self.alter.as_mut().expect("checked");
+                    alter.id = Some(id);
+                    alter.sent_at = ctx.now;
+                    let request = alter.request.clone();
+                    ctx.send(self.id, Addr::Controller, Msg::AlterIsr { id, request });
+                }
                 return;
-            }
-            // No answer: refused as far as this node knows.
-            let alter = self.alter.take().expect("checked");
-            if let Some(p) = &self.part {
-                p.clear_pending_isr(&alter.pending, ctx.now + ISR_CHECK_MS);
             }
         }
         if ctx.now < self.next_isr_check {
@@ -541,7 +559,7 @@ impl SimNode {
         if !p.begin_isr_change(&st, pending.clone()) {
             return;
         }
-        let id = self.id();
+        let id = self.next_alter_id();
         let request = AlterPartition {
             broker_id: self.id,
             broker_epoch,
@@ -551,26 +569,52 @@ impl SimNode {
             partition_epoch: st.partition_epoch,
             new_isr,
         };
-        ctx.send(self.id, Addr::Controller, Msg::AlterIsr { id, request });
-        self.alter = Some(InFlightAlter {
+        let msg = Msg::AlterIsr {
             id,
+            request: request.clone(),
+        };
+        ctx.send(self.id, Addr::Controller, msg);
+        self.alter = Some(InFlightAlter {
+            id: Some(id),
+            request,
             pending,
-            seen_partition_epoch: st.partition_epoch,
             sent_at: ctx.now,
         });
     }
 
+    fn next_alter_id(&mut self) -> u64 {
+        self.id()
+    }
+
     /// `isr::alter_isr`'s handling of the controller's answer.
-    fn altered(&mut self, id: u64, result: Result<i32, String>, ctx: &mut Ctx<'_>) {
-        let Some(alter) = self.alter.take_if(|a| a.id == id) else {
+    fn altered(&mut self, id: u64, result: Result<i32, i16>, ctx: &mut Ctx<'_>) {
+        let Some(alter) = self.alter.as_mut().filter(|a| a.id == Some(id)) else {
             return;
         };
-        let Some(p) = &self.part else { return };
-        match result {
+        let Some(p) = self.part.clone() else { return };
+        let failure = match result {
             // The image carrying the new partition epoch clears the pending change.
-            Ok(epoch) if epoch > alter.seen_partition_epoch => {}
-            Ok(_) => p.clear_pending_isr(&alter.pending, 0),
-            Err(_) => p.clear_pending_isr(&alter.pending, ctx.now + ISR_CHECK_MS),
+            Ok(epoch) if epoch > alter.pending.from_partition_epoch => {
+                self.alter = None;
+                return;
+            }
+            Ok(_) => {
+                p.clear_pending_isr(&alter.pending, 0);
+                self.alter = None;
+                return;
+            }
+            Err(code) => alter_failure(Some(code)),
+        };
+        match failure {
+            AlterFailure::NotApplied => {
+                p.clear_pending_isr(&alter.pending, ctx.now + ISR_CHECK_MS);
+                self.alter = None;
+            }
+            AlterFailure::AwaitImage => self.alter = None,
+            AlterFailure::Unknown => {
+                alter.id = None;
+                alter.sent_at = ctx.now;
+            }
         }
     }
 

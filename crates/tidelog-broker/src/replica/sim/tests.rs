@@ -67,11 +67,14 @@ fn seeded_runs_keep_every_acknowledged_write() {
     assert!(acked >= seeds * 100, "too few writes: {acked}");
 }
 
-/// Seeds that found a bug, kept whatever the CI slice's size: 1952, a follower kept a
-/// record of an epoch older than every one the new leader had (its epoch cache
-/// answered nothing), so two replicas held different records at offset 0 below both
-/// high watermarks.
-const SEEDS_THAT_FOUND_BUGS: &[u64] = &[1952];
+/// Seeds that found a bug, kept whatever the CI slice's size:
+/// - 1952: a follower kept a record of an epoch older than every one the new leader
+///   had (its epoch cache answered nothing), so two replicas held different records at
+///   offset 0 below both high watermarks;
+/// - 3601: an ISR expansion whose answer was lost was dropped by the leader, which then
+///   committed records without the member the controller had added; that member was
+///   elected and the records were gone.
+const SEEDS_THAT_FOUND_BUGS: &[u64] = &[1952, 3601];
 
 #[test]
 fn seeds_that_found_bugs_stay_fixed() {

@@ -342,3 +342,63 @@ async fn a_failed_send_leaves_the_transaction_abortable_only() {
         assert!(uncommitted.contains(r), "{r:?} in {uncommitted:?}");
     }
 }
+
+/// Read-process-write as an application runs it: the offsets go with the live member's
+/// generation and member id, which the group coordinator checks. Offsets sent for a
+/// generation the member has left behind are refused (ILLEGAL_GENERATION, as Kafka
+/// answers), the transaction can then only be aborted, and the group keeps the offsets
+/// of the committed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_sent_with_a_live_members_generation_commit_and_a_stale_one_is_refused() {
+    let node = Node::start(&[]);
+    create(&node, "live-in", 1).await;
+    create(&node, "live-out", 2).await;
+    let mut admin = client(&node).await;
+    let mut config = ConsumerConfig::for_group("live-txg");
+    config.auto_offset_reset = OffsetReset::Earliest;
+    config.heartbeat_interval = Duration::from_millis(300);
+    let mut consumer = Consumer::new(client(&node).await, config).unwrap();
+    consumer.subscribe(&["live-in"]).unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while consumer.assignment().is_empty() {
+            consumer.poll(Duration::from_millis(100)).await.unwrap();
+        }
+    })
+    .await
+    .expect("the member is assigned a partition in time");
+    let member = consumer.group_metadata().expect("a group member");
+    assert!(member.generation_id >= 1, "{member:?}");
+    assert!(!member.member_id.is_empty(), "{member:?}");
+    let committed = |m: BTreeMap<(String, i32), i64>| m.get(&("live-in".to_owned(), 0)).copied();
+
+    let mut p = producer(&node, "tx-live").await;
+    p.init_transactions().await.unwrap();
+    p.begin_transaction().unwrap();
+    send_both(&mut p, "live-out", "o", 2).await;
+    let offsets = BTreeMap::from([(("live-in".to_owned(), 0), 3)]);
+    p.send_offsets_to_transaction(&offsets, &member)
+        .await
+        .unwrap();
+    p.commit_transaction().await.unwrap();
+    assert_eq!(
+        committed(admin.committed_offsets("live-txg").await.unwrap()),
+        Some(3)
+    );
+
+    let mut stale = member.clone();
+    stale.generation_id -= 1;
+    p.begin_transaction().unwrap();
+    let offsets = BTreeMap::from([(("live-in".to_owned(), 0), 7)]);
+    let refused = p.send_offsets_to_transaction(&offsets, &stale).await;
+    assert!(refused.is_err(), "a stale generation's offsets were taken");
+    assert!(
+        p.commit_transaction().await.is_err(),
+        "a transaction whose offsets were refused committed"
+    );
+    p.abort_transaction().await.unwrap();
+    assert_eq!(
+        committed(admin.committed_offsets("live-txg").await.unwrap()),
+        Some(3)
+    );
+    consumer.close().await.unwrap();
+}

@@ -44,6 +44,10 @@ pub struct Tuning {
     pub auto_rebalance_interval: Option<Duration>,
     /// The controllers' clock (broker sessions).
     pub clock: Arc<dyn Clock>,
+    /// Fence a departed broker when nothing listens at its address (off by default:
+    /// the brokers these tests register are names with no listener behind them, so the
+    /// probe would fence every one; sessions then end only by their timeout).
+    pub probe_departed_brokers: bool,
 }
 
 impl Default for Tuning {
@@ -57,6 +61,7 @@ impl Default for Tuning {
             unclean_leader_election_default: false,
             auto_rebalance_interval: None,
             clock: Arc::new(SystemClock),
+            probe_departed_brokers: false,
         }
     }
 }
@@ -174,6 +179,7 @@ impl Cluster {
             session_timeout: self.tuning.session_timeout,
             unclean_leader_election_default: self.tuning.unclean_leader_election_default,
             auto_rebalance_interval: self.tuning.auto_rebalance_interval,
+            probe_departed_brokers: self.tuning.probe_departed_brokers,
             ..ControllerOptions::default()
         };
         let controller = QuorumController::start_on_clock(

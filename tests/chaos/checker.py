@@ -9,12 +9,16 @@ Events it reads (every one has `t`, monotonic seconds, and `type`):
   txn_send     txn, topic, value                 (produced inside transaction `txn`)
   txn_offsets  txn, group, offsets [[topic, partition, offset], ...]
   txn_commit_invoke / txn_commit_ok / txn_abort_ok / txn_fail   txn
+  offset_commit_invoke group, topic, partition, offset, t_invoke   (a commit was sent; a
+               reader killed before its outcome leaves only this: the commit may have applied)
   offset_commit group, topic, partition, offset, t_invoke, ok (True, False, or None: unknown)
   committed_seen group, topic, partition, offset, t_invoke    (an OffsetFetch answer)
   fault_start / fault_end   fault, id
   final_read   isolation, topic, partition, offset, value    (after healing, 0 to the HWM)
   final_read_end isolation, topic, partition, records
   drained      complete          (the readers were given their time to catch up)
+  client_error client, fatal, code, error   (librdkafka's error_cb; not checked, shown in
+               the report when fatal)
 
 A transaction is *committed* when its commit was acknowledged, *aborted* when its abort
 was acknowledged or its producer never asked to commit it (a crashed or fenced worker:
@@ -196,8 +200,14 @@ def _commits(events, outcomes):
     """Every commit that may have taken effect: (group, topic, partition, offset, t_invoke, t_done)."""
     out = []
     done = {e["txn"]: e["t"] for e in events if e["type"] == "txn_commit_ok"}
+    answered = {(e["group"], e["topic"], e["partition"], e["offset"], e["t_invoke"]) for e in events
+                if e["type"] == "offset_commit"}
     for e in events:
-        if e["type"] == "offset_commit" and e["ok"] is not False:
+        if e["type"] == "offset_commit_invoke":
+            key = (e["group"], e["topic"], e["partition"], e["offset"], e["t_invoke"])
+            if key not in answered:  # its client died before the outcome: unknown
+                out.append(key + (float("inf"),))
+        elif e["type"] == "offset_commit" and e["ok"] is not False:
             out.append((e["group"], e["topic"], e["partition"], e["offset"], e["t_invoke"],
                         e["t"] if e["ok"] else float("inf")))
         elif e["type"] == "txn_offsets" and outcomes.get(e["txn"]) in ("committed", "unknown"):
@@ -320,6 +330,8 @@ def report(result, events):
     for fig in result.availability:
         lines.append(f"availability: {fig['fault']} {fig['id'] or ''} lasted {fig['seconds']} s, "
                      f"longest write gap {fig['longest_gap']} s, in one partition {fig['worst_partition_gap']} s")
+    lines += [f"fatal client error: {e['client']}: {e['error']} (code {e['code']})"
+              for e in events if e["type"] == "client_error" and e["fatal"]]
     if not result.anomalies:
         lines.append("no anomaly")
     for a in result.anomalies:

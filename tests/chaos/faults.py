@@ -31,12 +31,13 @@ class FaultError(Exception):
 
 class FaultScheduler:
     def __init__(self, cluster, history, rng, topic, partitions, txn_client=None, lab=None, full_disk=None,
-                 shim=None, without=()):
+                 shim=None, without=(), crashable_reader=None):
         self.cluster, self.history, self.rng = cluster, history, rng
         self.full_disk = full_disk  # a DataDirMount: the one node whose disk can fill
         self.shim = shim  # a NodeShim: the one node whose clock and disk misbehave
         self.topic, self.partitions = topic, partitions
         self.txn_client, self.lab = txn_client, lab
+        self.crashable_reader = crashable_reader
         self.stopping = threading.Event()
         self.error = None
         self.done = []  # names of the faults that ran
@@ -52,16 +53,21 @@ class FaultScheduler:
         }
         if txn_client is not None:
             self.menu["crash-transactional-client"] = self.crash_client
+        if crashable_reader is not None:
+            self.menu["crash-group-reader"] = self.crash_group_reader
         if lab is not None:
             self.menu["isolate-partition-leader"] = self.isolate_partition_leader
             self.menu["isolate-controller-leader"] = self.isolate_controller_leader
             self.menu["cut-clients-from-leader"] = self.cut_clients_from_leader
+            if len(cluster.nodes) >= 5:
+                self.menu["split-majority-minority"] = self.split_majority_minority
         if full_disk is not None:
             self.menu["disk-full"] = self.disk_full
         if shim is not None:
             self.menu["clock-jump"] = self.clock_jump
             self.menu["slow-disk"] = self.slow_disk
             self.menu["disk-eio"] = self.disk_eio
+            self.menu["disk-read-eio"] = self.disk_read_eio
         for name in without:
             self.menu.pop(name, None)
         self._thread = threading.Thread(target=self._guarded, daemon=True, name="faults")
@@ -202,18 +208,27 @@ class FaultScheduler:
         self._end("leadership-transfer", fault_id)
 
     def reassign_under_load(self):
-        """Move one partition's replica off a follower and back while the writers run: the
-        follower deletes its copy, then rebuilds it from offset 0 and rejoins the ISR
-        (`tidelog partition reassign --wait`, twice)."""
+        """Move one partition's replica off a follower and back while the writers run
+        (`tidelog partition reassign --wait`, twice). Either the follower is dropped and
+        added again, so it deletes its copy and then rebuilds it from offset 0, or, when
+        some node holds no replica of the partition, the replica moves to that node (which
+        builds a copy from offset 0 and joins the ISR) and then back."""
         index = self.rng.randrange(self.partitions)
         state = partition(self.cluster, self.topic, index)
         followers = [r for r in state.replicas if r != state.leader]
         if not followers:
             return
         dropped = self.rng.choice(followers)
-        fault_id = self._window("reassign-under-load", partition=index, node=dropped)
+        outsiders = sorted(set(self.cluster.nodes) - set(state.replicas))
         smaller = [r for r in state.replicas if r != dropped]
-        for replicas in (smaller, smaller + [dropped]):
+        if outsiders and self.rng.random() < 0.5:
+            newcomer = self.rng.choice(outsiders)
+            fault_id = self._window("reassign-under-load", partition=index, node=dropped, to=newcomer)
+            steps = (smaller + [newcomer], smaller + [dropped])
+        else:
+            fault_id = self._window("reassign-under-load", partition=index, node=dropped)
+            steps = (smaller, smaller + [dropped])
+        for replicas in steps:
             self._reassign(fault_id, index, replicas)
         self._end("reassign-under-load", fault_id)
 
@@ -231,6 +246,14 @@ class FaultScheduler:
         fault_id = self._window("crash-transactional-client")
         self.txn_client.crash()
         self._end("crash-transactional-client", fault_id)
+
+    def crash_group_reader(self):
+        """SIGKILL a member of the readers' group: no LeaveGroup, its last commits' outcomes
+        unknown; the others take its partitions once its session times out."""
+        fault_id = self._window("crash-group-reader")
+        self.crashable_reader.crash()
+        self._hold(1, 3)  # its restart (a new member) comes after the supervisor's pause
+        self._end("crash-group-reader", fault_id)
 
     def disk_full(self):
         """Fill one node's data directory, hold, free it. A node may stop on a failed write
@@ -269,6 +292,8 @@ class FaultScheduler:
         fault_id = self._window(name, node=node.node_id, **setting)
         if setting.get("eio"):
             self.disk_faulted.add(node.node_id)
+        if setting.get("read_eio"):
+            self.disk_faulted.add(node.node_id)
         self.shim.set(**setting)
         try:
             self._hold(low, high)
@@ -288,6 +313,11 @@ class FaultScheduler:
     def disk_eio(self):
         self._shim_fault("disk-eio", 3, 6, eio=True)
 
+    def disk_read_eio(self):
+        """Reads of the node's log files fail (fetches by followers and consumers, recovery
+        of a segment); writes still work."""
+        self._shim_fault("disk-read-eio", 3, 6, read_eio=True)
+
     def _isolate(self, name, victim, **detail):
         fault_id = self._window(name, node=victim, **detail)
         self.lab.isolate(victim)
@@ -303,6 +333,24 @@ class FaultScheduler:
 
     def isolate_controller_leader(self):
         self._isolate("isolate-controller-leader", self.controller_leader())
+
+    def split_majority_minority(self):
+        """Two nodes on one side, the rest on the other; the minority holds the controller
+        leader or a partition leader (seeded), so the quorum or a partition must move to
+        the majority while the minority's leaders refuse acks=all writes. The minority holds
+        at most one controller voter, so the majority keeps a quorum."""
+        first = self.controller_leader() if self.rng.random() < 0.5 else self.partition_leader()[1]
+        voters = set(self.cluster.voter_ids)
+        others = set(self.cluster.nodes) - {first} - (voters if first in voters else set())
+        second = self.rng.choice(sorted(others))
+        minority = {first, second}
+        fault_id = self._window("split-majority-minority", nodes=sorted(minority))
+        self.lab.split(minority)
+        try:
+            self._hold(5, 10)
+        finally:
+            self.lab.heal()
+        self._end("split-majority-minority", fault_id)
 
     def cut_clients_from_leader(self):
         """The leader of a partition keeps its peers but loses its clients: its answers

@@ -1,13 +1,16 @@
-/* LD_PRELOAD shim for one tidelog node: clock jumps, a slow disk, failing writes.
+/* LD_PRELOAD shim for one tidelog node: clock jumps, a slow disk, failing writes and reads.
  *
  * Built by tests/chaos/shim.py with the system C compiler. Controlled through a small
  * text file named by CHAOS_SHIM_CTL, re-read at most every 100 ms:
- *     <clock offset ms> <slow ms per write> <eio 0|1>
+ *     <clock offset ms> <slow ms per write> <eio 0|1> [<read eio 0|1>]
  * - clock_gettime(CLOCK_REALTIME*) returns the real time plus the offset (the monotonic
  *   clock is left alone, as a wall-clock jump on a real machine leaves it);
  * - write, pwrite64, writev and fsync/fdatasync on a file under CHAOS_SHIM_DIR (the
  *   node's data directory) first sleep the slow milliseconds, and fail with EIO when eio
- *   is 1. Sockets, pipes and the node's own log file are never touched.
+ *   is 1;
+ * - read, pread64, readv, preadv64 from, and sendfile/sendfile64 out of, such a file fail
+ *   with EIO when read eio is 1 (memory-mapped index reads cannot be reached this way).
+ * Sockets, pipes and the node's own log file are never touched.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -28,10 +32,17 @@ static ssize_t (*real_pwrite64)(int, const void *, size_t, off_t);
 static ssize_t (*real_writev)(int, const struct iovec *, int);
 static int (*real_fsync)(int);
 static int (*real_fdatasync)(int);
+static ssize_t (*real_read)(int, void *, size_t);
+static ssize_t (*real_pread64)(int, void *, size_t, off_t);
+static ssize_t (*real_readv)(int, const struct iovec *, int);
+static ssize_t (*real_preadv64)(int, const struct iovec *, int, off_t);
+static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
+static ssize_t (*real_sendfile64)(int, int, off_t *, size_t);
 
 static volatile long long offset_ms;
 static volatile long slow_ms;
 static volatile int eio;
+static volatile int read_eio;
 static long long next_refresh_ns;
 static pthread_mutex_t refresh_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -42,6 +53,12 @@ static void resolve(void) {
     real_writev = dlsym(RTLD_NEXT, "writev");
     real_fsync = dlsym(RTLD_NEXT, "fsync");
     real_fdatasync = dlsym(RTLD_NEXT, "fdatasync");
+    real_read = dlsym(RTLD_NEXT, "read");
+    real_pread64 = dlsym(RTLD_NEXT, "pread64");
+    real_readv = dlsym(RTLD_NEXT, "readv");
+    real_preadv64 = dlsym(RTLD_NEXT, "preadv64");
+    real_sendfile = dlsym(RTLD_NEXT, "sendfile");
+    real_sendfile64 = dlsym(RTLD_NEXT, "sendfile64");
     real_clock_gettime = dlsym(RTLD_NEXT, "clock_gettime");
 }
 
@@ -57,8 +74,9 @@ static void refresh(void) {
     const char *path = getenv("CHAOS_SHIM_CTL");
     FILE *f = path ? fopen(path, "r") : NULL;
     if (f) {
-        long long o = 0; long s = 0; int e = 0;
-        if (fscanf(f, "%lld %ld %d", &o, &s, &e) == 3) { offset_ms = o; slow_ms = s; eio = e; }
+        long long o = 0; long s = 0; int e = 0, r = 0;
+        int n = fscanf(f, "%lld %ld %d %d", &o, &s, &e, &r);
+        if (n >= 3) { offset_ms = o; slow_ms = s; eio = e; read_eio = n == 4 ? r : 0; }
         fclose(f);
     }
     pthread_mutex_unlock(&refresh_lock);
@@ -76,10 +94,8 @@ int clock_gettime(clockid_t clk, struct timespec *ts) {
     return rc;
 }
 
-/* 1 when the call must fail with EIO; sleeps first when the disk is slow. */
-static int disk_fault(int fd) {
-    refresh();
-    if (slow_ms == 0 && !eio) return 0;
+/* 1 when fd is a regular file under CHAOS_SHIM_DIR. */
+static int in_data_dir(int fd) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
     const char *dir = getenv("CHAOS_SHIM_DIR");
@@ -88,9 +104,22 @@ static int disk_fault(int fd) {
     ssize_t n = readlink(link, target, sizeof target - 1);
     if (!dir || n <= 0) return 0;
     target[n] = 0;
-    if (strncmp(target, dir, strlen(dir)) != 0) return 0;
+    return strncmp(target, dir, strlen(dir)) == 0;
+}
+
+/* 1 when a write must fail with EIO; sleeps first when the disk is slow. */
+static int disk_fault(int fd) {
+    refresh();
+    if (slow_ms == 0 && !eio) return 0;
+    if (!in_data_dir(fd)) return 0;
     if (slow_ms > 0) usleep((useconds_t)slow_ms * 1000);
     return eio;
+}
+
+/* 1 when a read must fail with EIO. */
+static int read_fault(int fd) {
+    refresh();
+    return read_eio && in_data_dir(fd);
 }
 
 ssize_t write(int fd, const void *buf, size_t len) {
@@ -121,4 +150,40 @@ int fdatasync(int fd) {
     resolve();
     if (disk_fault(fd)) { errno = EIO; return -1; }
     return real_fdatasync(fd);
+}
+
+ssize_t read(int fd, void *buf, size_t len) {
+    resolve();
+    if (read_fault(fd)) { errno = EIO; return -1; }
+    return real_read(fd, buf, len);
+}
+
+ssize_t pread64(int fd, void *buf, size_t len, off_t off) {
+    resolve();
+    if (read_fault(fd)) { errno = EIO; return -1; }
+    return real_pread64(fd, buf, len, off);
+}
+
+ssize_t readv(int fd, const struct iovec *iov, int count) {
+    resolve();
+    if (read_fault(fd)) { errno = EIO; return -1; }
+    return real_readv(fd, iov, count);
+}
+
+ssize_t preadv64(int fd, const struct iovec *iov, int count, off_t off) {
+    resolve();
+    if (read_fault(fd)) { errno = EIO; return -1; }
+    return real_preadv64(fd, iov, count, off);
+}
+
+ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count) {
+    resolve();
+    if (read_fault(in_fd)) { errno = EIO; return -1; }
+    return real_sendfile(out_fd, in_fd, offset, count);
+}
+
+ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count) {
+    resolve();
+    if (read_fault(in_fd)) { errno = EIO; return -1; }
+    return real_sendfile64(out_fd, in_fd, offset, count);
 }

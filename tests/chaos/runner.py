@@ -1,7 +1,8 @@
 """One chaos run: cluster, workload, seeded faults, healing, drain, final read, check.
 
 Layout of a run's directory: `history.jsonl` (the driver's events), `txn-history.jsonl`
-(the transactional worker's), `report.txt`, `cluster/node<N>/node.log`, `txn-worker.log`,
+(the transactional worker's), `reader-history.jsonl` (the crashable group reader's),
+`report.txt`, `cluster/node<N>/node.log`, `txn-worker.log`, `group-crashable.log`,
 `clients.log` (librdkafka's own lines), `faultshim.so` and its control file.
 
 Phases, each bounded:
@@ -28,6 +29,7 @@ from . import checker
 from .disk import DataDirMount
 from .faults import FaultScheduler
 from .history import History, load
+from .reader_client import CrashableReader
 from .shim import NodeShim, build
 from .txn_client import TxnClient
 from .workload import CommittedWatcher, Reader, Sender, client_logger
@@ -79,7 +81,7 @@ def run(options):
             raise
     else:
         notes.append(f"network namespaces unavailable ({reason}): no partition faults")
-    cluster = txn = faults = full_disk = None
+    cluster = txn = faults = full_disk = crashable = None
     workers = []
     try:
         cluster = Cluster(workdir / "cluster", size=options.nodes, voters=min(3, options.nodes), lab=lab)
@@ -118,10 +120,13 @@ def run(options):
             worker.start()
         txn = TxnClient(history, workdir / "txn-history.jsonl", bootstrap, DATA_TOPIC, TXN_TOPIC, COPIER_GROUP,
                         "chaos-txn", options.seed, workdir / "txn-worker.log").start()
+        # A third member of the readers' group, in a process of its own so a fault can kill it.
+        crashable = CrashableReader(history, workdir / "reader-history.jsonl", bootstrap, DATA_TOPIC, PARTITIONS,
+                                    READERS_GROUP, "group-crashable", workdir).start()
         _wait(lambda: all(s.acked for s in senders), WARMUP_TIMEOUT_S, "every sender acknowledged before faults")
 
         faults = FaultScheduler(cluster, history, random.Random(options.seed), DATA_TOPIC, PARTITIONS, txn, lab,
-                                full_disk, shim, options.without)
+                                full_disk, shim, options.without, crashable)
         faults.start()
         time.sleep(options.seconds)
         if not faults.stop():
@@ -147,6 +152,8 @@ def run(options):
         for worker in readers + [watcher]:
             if not worker.stop(timeout=30):
                 errors.append(f"{worker.name} did not stop")
+        if not crashable.stop_running():
+            errors.append("the crashable group reader did not stop")
         errors += [w.error for w in workers if w.error]
 
         for topic, isolation in ((DATA_TOPIC, "read_uncommitted"), (TXN_TOPIC, "read_uncommitted"),
@@ -163,6 +170,8 @@ def run(options):
             faults.stopping.set()
         if txn is not None:
             txn.cleanup()
+        if crashable is not None:
+            crashable.cleanup()
         if cluster is not None:
             cluster.cleanup()
         if full_disk is not None:
@@ -171,9 +180,7 @@ def run(options):
             lab.teardown()
         history.close()
 
-    paths = [workdir / "history.jsonl"] + ([workdir / "txn-history.jsonl"]
-                                           if (workdir / "txn-history.jsonl").exists() else [])
-    events = load(*paths)
+    events = load(*sorted(workdir.glob("*history.jsonl")))
     result = checker.check(events)
     text = "\n".join([f"seed {options.seed}, {options.seconds} s, {options.nodes} nodes, workdir {workdir}"]
                      + notes + [f"RUN ERROR: {e}" for e in errors] + [checker.report(result, events)])

@@ -1,4 +1,4 @@
-"""Clock jumps, a slow disk and failing writes (EIO) on one node, through the LD_PRELOAD
+"""Clock jumps, a slow disk, failing writes and failing reads (EIO) on one node, through the LD_PRELOAD
 shim faultshim.c, compiled into the run's directory with the system C compiler (`cc`).
 
 `NodeShim.attach` makes the node start under the shim (its command is prefixed with
@@ -43,8 +43,8 @@ class NodeShim:
         self.node.command = lambda: prefix + plain()
         return self
 
-    def set(self, clock_offset_ms=0, slow_ms=0, eio=False):
+    def set(self, clock_offset_ms=0, slow_ms=0, eio=False, read_eio=False):
         """Atomically (rename), so the shim never reads half a line."""
         staged = self.control.with_suffix(".new")
-        staged.write_text(f"{int(clock_offset_ms)} {int(slow_ms)} {1 if eio else 0}\n")
+        staged.write_text(f"{int(clock_offset_ms)} {int(slow_ms)} {1 if eio else 0} {1 if read_eio else 0}\n")
         staged.replace(self.control)

@@ -51,6 +51,11 @@ class Worker:
         except Exception as err:  # noqa: BLE001 - reported by the runner
             self.error = f"{self.name}: {type(err).__name__}: {err}"
 
+    def client_error(self, err):
+        """librdkafka's error_cb: a fatal error (the client gives up) says why only here,
+        so every error goes to the history with the client's name."""
+        self.history.record("client_error", client=self.name, fatal=err.fatal(), code=err.code(), error=err.str())
+
     def stop(self, timeout=60):
         self.stopping.set()
         self._thread.join(timeout)
@@ -66,7 +71,7 @@ class Sender(Worker):
         self.conf = {
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
             "linger.ms": 5, "message.timeout.ms": MESSAGE_TIMEOUT_MS, "request.timeout.ms": CLIENT_TIMEOUT_MS,
-            "retry.backoff.ms": 100,
+            "retry.backoff.ms": 100, "error_cb": self.client_error,
         }
 
     def _delivered(self, seq, err, msg):
@@ -117,7 +122,7 @@ class Reader(Worker):
             "bootstrap.servers": bootstrap, "group.id": group or f"chaos-assign-{name}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": isolation,
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "socket.timeout.ms": CLIENT_TIMEOUT_MS,
-            "on_commit": self._committed,
+            "on_commit": self._committed, "error_cb": self.client_error,
         }
 
     def _reset(self, _consumer, partitions):
@@ -158,6 +163,8 @@ class Reader(Worker):
         invoked = time.monotonic()
         for tp in positions:
             self.pending[(tp.partition, tp.offset)] = invoked
+            self.history.record("offset_commit_invoke", group=self.group, topic=tp.topic, partition=tp.partition,
+                                offset=tp.offset, t_invoke=invoked)
         try:
             consumer.commit(offsets=positions, asynchronous=True)
         except KafkaException:

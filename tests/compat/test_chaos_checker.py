@@ -195,6 +195,19 @@ def test_committed_offset_backwards_unless_a_lower_commit_explains_it():
     assert kinds(clean(lower_commit)) == []
 
 
+def test_a_commit_with_no_outcome_from_a_crashed_reader_may_explain_a_lower_offset():
+    def crashed_commit(s, answered):
+        invoked = s.events[-1]["t"]
+        s.add("offset_commit_invoke", group="g", topic=DATA, partition=0, offset=1, t_invoke=invoked)
+        if answered is not None:
+            s.add("offset_commit", group="g", topic=DATA, partition=0, offset=1, t_invoke=invoked, ok=answered)
+        s.add("committed_seen", group="g", topic=DATA, partition=0, offset=1, t_invoke=s.events[-1]["t"])
+
+    assert kinds(clean(lambda s: crashed_commit(s, None))) == []
+    # An answered refusal took no effect: the lower offset is unexplained again.
+    assert kinds(clean(lambda s: crashed_commit(s, False))) == ["committed-offset-backwards"]
+
+
 def test_unseen_acknowledged_writes_after_the_drain_only():
     events = [e for e in clean() if not (e["type"] == "poll" and e["value"] == "p2-0")]
     found = check(events)

@@ -119,10 +119,16 @@ class NetnsLab:
 
     def isolate(self, node):
         """Cut `node` off from every other node, both directions; the root namespace still reaches it."""
-        for other in range(1, self.size + 1):
-            if other != node:
-                self._route(node, other, True)
-                self._route(other, node, True)
+        self.split({node})
+
+    def split(self, side):
+        """Cut the nodes in `side` off from every node outside it, both directions: two
+        groups that each still reach their own members (and the root namespace reaches all)."""
+        for node in side:
+            for other in range(1, self.size + 1):
+                if other not in side:
+                    self._route(node, other, True)
+                    self._route(other, node, True)
 
     def heal(self):
         for src, dst in list(self.cuts):

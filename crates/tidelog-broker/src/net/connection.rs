@@ -437,7 +437,14 @@ pub(super) async fn write_replies(
                 }
                 Reply::Chunks(chunks, files) => {
                     if let Err(e) = writer.write_chunks(&chunks, &files).await {
-                        tracing::debug!(%peer, error = %e, "write failed");
+                        // The size was sent ahead of the records, so a failed read of a
+                        // log file mid-answer can only end the connection (the client
+                        // retries); unlike a peer hanging up, the operator must hear of it.
+                        if e.raw_os_error() == Some(libc::EIO) {
+                            tracing::error!(%peer, error = %e, "reading a log file for a fetch answer failed; connection closed");
+                        } else {
+                            tracing::debug!(%peer, error = %e, "write failed");
+                        }
                         return;
                     }
                     metrics.requests.bytes_sent(chunks_len(&chunks));

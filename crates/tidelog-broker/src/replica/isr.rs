@@ -75,40 +75,56 @@ fn check_isrs(ctx: &Ctx, now: i64, lag_max_ms: i64, allow_shrink: bool) {
     let image = ctx.metadata.image();
     for p in ctx.replicas.all() {
         let st = p.replica_state();
-        if !st.is_leader() || st.pending_isr.is_some() || now < st.isr_retry_at_ms {
+        let Ok(offsets) = p.offsets() else { continue };
+        let Some(pending) = isr_change_to_ask(&st, offsets.high_watermark, now, lag_max_ms, |r| {
+            image.is_broker_live(r)
+        }) else {
+            continue;
+        };
+        let removes = st.isr.iter().any(|r| !pending.new_isr.contains(r));
+        if removes && !allow_shrink {
             continue;
         }
-        let Ok(offsets) = p.offsets() else { continue };
-        if let Some(new_isr) = st.wanted_isr_change(offsets.high_watermark, now, lag_max_ms) {
-            let removes = st.isr.iter().any(|r| !new_isr.contains(r));
-            if removes && !allow_shrink {
-                continue;
-            }
-            // A follower fenced since its last fetch (killed, session expired) still
-            // looks caught up for up to the lag bound; the controller would refuse it
-            // (INELIGIBLE_REPLICA), so it is not asked for.
-            let new_isr: Vec<i32> = new_isr
-                .into_iter()
-                .filter(|r| st.isr.contains(r) || *r == st.node_id || image.is_broker_live(*r))
-                .collect();
-            if !removes && new_isr.iter().all(|r| st.isr.contains(r)) {
-                continue;
-            }
-            // Marked pending here, not in the task: a wake-up arriving before the task
-            // ran would otherwise send the same change twice (the second one refused as
-            // stale, after clearing the first one's pending mark).
-            let pending = PendingIsr {
-                new_isr: new_isr.clone(),
-                from_partition_epoch: st.partition_epoch,
-            };
-            if !p.begin_isr_change(&st, pending.clone()) {
-                continue;
-            }
-            let ctx = Arc::clone(ctx);
-            let retry_ms = i64::try_from(check_period(lag_max_ms).as_millis()).unwrap_or(1_000);
-            tokio::spawn(async move { alter_isr(&ctx, &p, &st, pending, retry_ms).await });
+        // Marked pending here, not in the task: a wake-up arriving before the task ran
+        // would otherwise send the same change twice (the second one refused as stale,
+        // after clearing the first one's pending mark).
+        if !p.begin_isr_change(&st, pending.clone()) {
+            continue;
         }
+        let ctx = Arc::clone(ctx);
+        let retry_ms = i64::try_from(check_period(lag_max_ms).as_millis()).unwrap_or(1_000);
+        tokio::spawn(async move { alter_isr(&ctx, &p, &st, pending, retry_ms).await });
     }
+}
+
+/// The ISR change a leader should ask the controller for now, if any: none while one is
+/// in flight or backing off. A follower fenced since its last fetch (killed, session
+/// expired) still looks caught up for up to the lag bound; the controller would refuse
+/// it (INELIGIBLE_REPLICA), so it is left out (`is_live` says who is registered and
+/// unfenced in the leader's image).
+pub(crate) fn isr_change_to_ask(
+    st: &ReplicaState,
+    high_watermark: i64,
+    now: i64,
+    lag_max_ms: i64,
+    is_live: impl Fn(i32) -> bool,
+) -> Option<PendingIsr> {
+    if !st.is_leader() || st.pending_isr.is_some() || now < st.isr_retry_at_ms {
+        return None;
+    }
+    let wanted = st.wanted_isr_change(high_watermark, now, lag_max_ms)?;
+    let removes = st.isr.iter().any(|r| !wanted.contains(r));
+    let new_isr: Vec<i32> = wanted
+        .into_iter()
+        .filter(|r| st.isr.contains(r) || *r == st.node_id || is_live(*r))
+        .collect();
+    if !removes && new_isr.iter().all(|r| st.isr.contains(r)) {
+        return None;
+    }
+    Some(PendingIsr {
+        new_isr,
+        from_partition_epoch: st.partition_epoch,
+    })
 }
 
 /// What a failed AlterPartition means for the change in flight.

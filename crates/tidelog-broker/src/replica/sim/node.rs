@@ -17,7 +17,7 @@ use super::net::{Addr, FetchAnswer, Msg, Net};
 use super::rng::Rng;
 use super::Params;
 use crate::replica::fetcher::{first_batch_reaching, whole_batches};
-use crate::replica::isr::{alter_failure, AlterFailure};
+use crate::replica::isr::{alter_failure, isr_change_to_ask, AlterFailure};
 use crate::replica::partition::{Partition, PartitionError};
 use crate::replica::replication::replication_outcome;
 use crate::replica::state::{ImageAssignment, PendingIsr, Role};
@@ -516,7 +516,7 @@ impl SimNode {
                 };
                 if due {
                     // No answer (or an unknown outcome): the same request again.
-                    let id = self.next_alter_id();
+                    let id = self.id();
                     let alter = self.alter.as_mut().expect("checked");
                     alter.id = Some(id);
                     alter.sent_at = ctx.now;
@@ -536,30 +536,17 @@ impl SimNode {
             return;
         };
         let st = p.replica_state();
-        if !st.is_leader() || st.pending_isr.is_some() || ctx.now < st.isr_retry_at_ms {
-            return;
-        }
         let hw = p.offsets().expect("offsets").high_watermark;
-        let Some(new_isr) = st.wanted_isr_change(hw, ctx.now, ctx.params.lag_max_ms) else {
-            return;
-        };
         let image = &ctx.images[version];
-        let removes = st.isr.iter().any(|r| !new_isr.contains(r));
-        let new_isr: Vec<i32> = new_isr
-            .into_iter()
-            .filter(|r| st.isr.contains(r) || *r == st.node_id || image.is_broker_live(*r))
-            .collect();
-        if !removes && new_isr.iter().all(|r| st.isr.contains(r)) {
+        let Some(pending) = isr_change_to_ask(&st, hw, ctx.now, ctx.params.lag_max_ms, |r| {
+            image.is_broker_live(r)
+        }) else {
             return;
-        }
-        let pending = PendingIsr {
-            new_isr: new_isr.clone(),
-            from_partition_epoch: st.partition_epoch,
         };
         if !p.begin_isr_change(&st, pending.clone()) {
             return;
         }
-        let id = self.next_alter_id();
+        let id = self.id();
         let request = AlterPartition {
             broker_id: self.id,
             broker_epoch,
@@ -567,7 +554,7 @@ impl SimNode {
             partition: 0,
             leader_epoch: st.leader_epoch,
             partition_epoch: st.partition_epoch,
-            new_isr,
+            new_isr: pending.new_isr.clone(),
         };
         let msg = Msg::AlterIsr {
             id,
@@ -580,10 +567,6 @@ impl SimNode {
             pending,
             sent_at: ctx.now,
         });
-    }
-
-    fn next_alter_id(&mut self) -> u64 {
-        self.id()
     }
 
     /// `isr::alter_isr`'s handling of the controller's answer.

@@ -353,8 +353,19 @@ impl Broker {
                 sasl,
             };
             let open = Arc::clone(&open_connections);
-            tasks.start("Kafka listener", |stop| {
-                net::serve_listener(listener, endpoint, open, Arc::clone(&ctx), stop)
+            let (ctx, ready, in_cluster) =
+                (Arc::clone(&ctx), Arc::clone(&ready), cluster.is_some());
+            tasks.start("Kafka listener", |mut stop| async move {
+                // As Kafka enables request processing only after the broker's initial
+                // metadata catch-up: until then this node's partitions hold the roles
+                // its own copy of the metadata log gave them when it stopped, and as
+                // the leader of an epoch that has since ended it would acknowledge
+                // writes that the new leader's log then truncates away. Connections
+                // wait in the listen backlog meanwhile.
+                if in_cluster && !until_first_ready(&ready, &mut stop).await {
+                    return;
+                }
+                net::serve_listener(listener, endpoint, open, ctx, stop).await
             });
         }
         if ready.load(Ordering::Acquire) {
@@ -433,6 +444,18 @@ async fn wait_until_ready(ready: &AtomicBool) {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// Waits until this node is first ready (registered, its metadata caught up with the
+/// quorum's); false when told to stop first.
+async fn until_first_ready(ready: &AtomicBool, stop: &mut watch::Receiver<bool>) -> bool {
+    while !ready.load(Ordering::Acquire) {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            changed = stop.changed() => if changed.is_err() || *stop.borrow() { return false },
+        }
+    }
+    true
 }
 
 fn topic_defaults(config: &BrokerConfig) -> TopicDefaults {

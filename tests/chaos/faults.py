@@ -233,13 +233,24 @@ class FaultScheduler:
         self._end("reassign-under-load", fault_id)
 
     def _reassign(self, fault_id, index, replicas):
-        move = subprocess.run(
-            [str(self.cluster.binary), "partition", "reassign", "--topic", self.topic, "--partition",
-             str(index), "--replicas", ",".join(map(str, replicas)), "--wait", "--timeout",
-             str(int(REJOIN_TIMEOUT_S)), "--bootstrap", self.cluster.bootstrap],
-            capture_output=True, text=True, timeout=REJOIN_TIMEOUT_S + 30)
-        if move.returncode != 0:
-            raise FaultError(f"reassigning {self.topic}-{index} to {replicas} failed: {move.stdout}{move.stderr}")
+        """Refused while a target node is down or fenced: that is a node that stopped
+        itself after a fault on its own disk (restarted here) or one still rejoining, so
+        it is asked again, bounded."""
+        deadline = time.monotonic() + REJOIN_TIMEOUT_S
+        while True:
+            move = subprocess.run(
+                [str(self.cluster.binary), "partition", "reassign", "--topic", self.topic, "--partition",
+                 str(index), "--replicas", ",".join(map(str, replicas)), "--wait", "--timeout",
+                 str(int(REJOIN_TIMEOUT_S)), "--bootstrap", self.cluster.bootstrap],
+                capture_output=True, text=True, timeout=REJOIN_TIMEOUT_S + 30)
+            if move.returncode == 0:
+                break
+            refused = f"{move.stdout}{move.stderr}".strip()
+            if "is not in metadata" not in refused or time.monotonic() > deadline:
+                raise FaultError(f"reassigning {self.topic}-{index} to {replicas} failed: {refused}")
+            self.history.record("fault_note", id=fault_id, note=f"reassignment refused, asked again: {refused[:200]}")
+            self.restart_failed_stops("before a reassignment onto it")
+            time.sleep(1.0)
         self.history.record("fault_note", id=fault_id, note=f"{self.topic}-{index} on {replicas}")
 
     def crash_client(self):

@@ -410,6 +410,18 @@ impl Broker {
 
     pub async fn shutdown(self) {
         crate::metadata::controlled_shutdown(&self.ctx).await;
+        self.stop().await;
+    }
+
+    /// Stops at once, without handing leaderships over first: for a node whose own
+    /// controller voter failed, which cannot take part in a controlled shutdown (Kafka
+    /// halts on a failed metadata log directory). The controller fences it once its
+    /// listeners refuse connections, and its logs are still closed cleanly.
+    pub async fn shutdown_failed(self) {
+        self.stop().await;
+    }
+
+    async fn stop(self) {
         let _ = self.stopping.send(true);
         self.tasks.stop_all().await;
         let ctx = self.ctx;

@@ -197,7 +197,11 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
                     why = broker.failed() => Some(why),
                 };
                 stopping(failure.as_deref());
-                broker.shutdown().await;
+                if failure.is_some() {
+                    broker.shutdown_failed().await;
+                } else {
+                    broker.shutdown().await;
+                }
                 stopped(failure)
             }
         }

@@ -48,8 +48,8 @@ pub use header::{
     BatchHeaderMut, Codec, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2,
 };
 pub use log_reader::{
-    batch_control_marker, BatchReadError, ControlMarker, LogRecord, LogRecords,
-    DEFAULT_REPLAY_INFLATE_LIMIT,
+    batch_control_marker, batch_transaction_marker, BatchReadError, ControlMarker, LogRecord,
+    LogRecords, DEFAULT_REPLAY_INFLATE_LIMIT,
 };
 pub use record::{Headers, Record, RecordHeader, RecordIter};
 pub use validate::{

@@ -200,6 +200,12 @@ impl Iterator for LogRecords {
 /// The marker of a control batch: read from its first record's key; `None` when the
 /// batch is not a control batch or its record does not name a transaction marker.
 pub fn batch_control_marker(batch: &[u8]) -> Option<ControlMarker> {
+    batch_transaction_marker(batch).map(|(marker, _)| marker)
+}
+
+/// The marker of a control batch and the coordinator epoch its value carries (value
+/// `version i16, coordinator_epoch i32`; `None` when the value is too short to hold one).
+pub fn batch_transaction_marker(batch: &[u8]) -> Option<(ControlMarker, Option<i32>)> {
     let header = BatchHeader::new(batch).ok()?;
     if !header.is_control() {
         return None;
@@ -209,5 +215,11 @@ pub fn batch_control_marker(batch: &[u8]) -> Option<ControlMarker> {
     let record = RecordIter::new(&block, header.record_count())
         .next()?
         .ok()?;
-    ControlMarker::from_key(record.key?)
+    let marker = ControlMarker::from_key(record.key?)?;
+    let coordinator_epoch = record
+        .value
+        .and_then(|v| v.get(2..6))
+        .and_then(|b| b.try_into().ok())
+        .map(i32::from_be_bytes);
+    Some((marker, coordinator_epoch))
 }

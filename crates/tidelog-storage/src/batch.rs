@@ -72,9 +72,3 @@ pub(crate) fn split_batches(
     }
     Ok(out)
 }
-
-/// For a control batch: `Some(true)` if its marker is ABORT, `Some(false)` for COMMIT,
-/// `None` when the marker is unreadable.
-pub(crate) fn control_marker_is_abort(batch: &[u8]) -> Option<bool> {
-    tidelog_records::batch_control_marker(batch).map(|m| m == tidelog_records::ControlMarker::Abort)
-}

@@ -34,6 +34,9 @@ pub struct ProducerEntry {
     pub batches: VecDeque<BatchMetadata>,
     /// First offset of the producer's open transaction, if one is open.
     pub current_txn_first_offset: Option<i64>,
+    /// The coordinator epoch of the newest transaction marker, -1 before any: a marker
+    /// from an older coordinator is refused (Kafka's TransactionCoordinatorFenced).
+    pub coordinator_epoch: i32,
 }
 
 impl ProducerEntry {
@@ -49,6 +52,36 @@ impl ProducerEntry {
     }
 }
 
+/// What a transaction marker (control batch) says: how the transaction ended, and the
+/// coordinator epoch in its value (-1 when it carries none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MarkerInfo {
+    pub(crate) aborted: bool,
+    pub(crate) coordinator_epoch: i32,
+}
+
+impl MarkerInfo {
+    /// Read from a control batch's bytes; an unreadable marker counts as a COMMIT with
+    /// no coordinator epoch (it closes the transaction without aborting its records).
+    pub(crate) fn of(batch: &[u8]) -> Self {
+        match tidelog_records::batch_transaction_marker(batch) {
+            Some((marker, epoch)) => MarkerInfo {
+                aborted: marker == tidelog_records::ControlMarker::Abort,
+                coordinator_epoch: epoch.unwrap_or(-1),
+            },
+            None => MarkerInfo::unreadable(),
+        }
+    }
+
+    /// A control batch too large to read back during recovery.
+    pub(crate) fn unreadable() -> Self {
+        MarkerInfo {
+            aborted: false,
+            coordinator_epoch: -1,
+        }
+    }
+}
+
 /// A transaction closed by a control batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct CompletedTxn {
@@ -61,10 +94,11 @@ pub(crate) struct CompletedTxn {
 /// Producer id -> [`ProducerEntry`].
 ///
 /// Snapshot file `<offset>.snapshot` (state after every batch below `offset`), big-endian:
-/// `magic "TLPS", version u16 = 1, crc u32 (CRC-32C of everything after it),
+/// `magic "TLPS", version u16 = 2, crc u32 (CRC-32C of everything after it),
 /// count u32, count x { producer_id i64, epoch i16, txn_first_offset i64 (-1 = none),
-/// n u8 (<= 5), n x { first_seq i32, last_seq i32, first_offset i64, last_offset i64,
-/// timestamp i64 } }`. Written at every roll (into the page cache; the background flusher
+/// coordinator_epoch i32, n u8 (<= 5), n x { first_seq i32, last_seq i32, first_offset
+/// i64, last_offset i64, timestamp i64 } }`. Version 1 (no coordinator_epoch) is still
+/// read, as -1. Written at every roll (into the page cache; the background flusher
 /// fsyncs it) and atomically at close; on open the newest
 /// snapshot that parses and is not beyond the log end is loaded and the log replayed from
 /// its offset. A snapshot that fails its CRC is ignored.
@@ -76,6 +110,7 @@ pub struct ProducerStateTable {
 const MAGIC: &[u8; 4] = b"TLPS";
 const BATCH_BYTES: usize = 32;
 const ENTRY_MIN: usize = 19;
+const SNAPSHOT_VERSION: u16 = 2;
 
 impl ProducerStateTable {
     /// State of one producer id.
@@ -117,12 +152,12 @@ impl ProducerStateTable {
         before - self.producers.len()
     }
 
-    /// Applies one appended batch. `control_abort` says, for a control batch, whether its
-    /// marker is an ABORT (`None` for data batches).
+    /// Applies one appended batch; `marker` is what a control batch says (`None` for
+    /// data batches).
     pub(crate) fn update(
         &mut self,
         h: &BatchHeader<'_>,
-        control_abort: Option<bool>,
+        marker: Option<MarkerInfo>,
     ) -> Option<CompletedTxn> {
         let pid = h.producer_id();
         if pid < 0 {
@@ -132,18 +167,22 @@ impl ProducerStateTable {
             epoch: h.producer_epoch(),
             batches: VecDeque::new(),
             current_txn_first_offset: None,
+            coordinator_epoch: -1,
         });
         if h.producer_epoch() != entry.epoch {
             entry.epoch = h.producer_epoch();
             entry.batches.clear();
         }
-        if let Some(aborted) = control_abort {
+        if let Some(marker) = marker {
+            if marker.coordinator_epoch >= 0 {
+                entry.coordinator_epoch = marker.coordinator_epoch;
+            }
             let first = entry.current_txn_first_offset.take()?;
             return Some(CompletedTxn {
                 producer_id: pid,
                 first_offset: first,
                 marker_offset: h.base_offset(),
-                aborted,
+                aborted: marker.aborted,
             });
         }
         if h.base_sequence() >= 0 {
@@ -171,6 +210,7 @@ impl ProducerStateTable {
             body.extend_from_slice(&pid.to_be_bytes());
             body.extend_from_slice(&e.epoch.to_be_bytes());
             body.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+            body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
             body.push(e.batches.len() as u8);
             for b in &e.batches {
                 body.extend_from_slice(&b.first_seq.to_be_bytes());
@@ -182,14 +222,18 @@ impl ProducerStateTable {
         }
         let mut out = Vec::with_capacity(body.len() + 10);
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&1u16.to_be_bytes());
+        out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
         out.extend_from_slice(&body);
         out
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Option<Self> {
-        if bytes.len() < 14 || &bytes[..4] != MAGIC || bytes[4..6] != [0, 1] {
+        if bytes.len() < 14 || &bytes[..4] != MAGIC {
+            return None;
+        }
+        let version = u16::from_be_bytes([bytes[4], bytes[5]]);
+        if version != 1 && version != SNAPSHOT_VERSION {
             return None;
         }
         let crc = u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]);
@@ -207,6 +251,7 @@ impl ProducerStateTable {
             let pid = r.i64()?;
             let epoch = r.i16()?;
             let txn = r.i64()?;
+            let coordinator_epoch = if version >= 2 { r.i32()? } else { -1 };
             let n = usize::from(r.u8()?);
             if n > BATCHES_PER_PRODUCER || n * BATCH_BYTES > body.len() - r.pos {
                 return None;
@@ -227,6 +272,7 @@ impl ProducerStateTable {
                     epoch,
                     batches,
                     current_txn_first_offset: (txn >= 0).then_some(txn),
+                    coordinator_epoch,
                 },
             );
         }

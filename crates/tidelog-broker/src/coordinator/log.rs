@@ -96,6 +96,7 @@ fn storage_error(e: PartitionError) -> CoordinatorError {
     match e {
         PartitionError::Closed | PartitionError::NotLeader => CoordinatorError::NotCoordinator,
         PartitionError::Storage(StorageError::MessageTooLarge { .. }) => CoordinatorError::TooLarge,
+        PartitionError::StaleMarker(stale) => CoordinatorError::StaleMarker(stale),
         other => CoordinatorError::NotAvailable(other.to_string()),
     }
 }

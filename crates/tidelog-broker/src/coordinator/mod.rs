@@ -183,6 +183,9 @@ pub(crate) enum CoordinatorError {
     Timeout(Duration),
     #[error("the records are larger than the partition accepts")]
     TooLarge,
+    /// A transaction marker the partition refused as older than what it holds.
+    #[error(transparent)]
+    StaleMarker(#[from] crate::replica::StaleMarker),
 }
 
 impl CoordinatorError {
@@ -196,6 +199,7 @@ impl CoordinatorError {
                 ResponseError::CoordinatorNotAvailable.code()
             }
             CoordinatorError::TooLarge => ResponseError::RecordListTooLarge.code(),
+            CoordinatorError::StaleMarker(e) => e.code(),
         }
     }
 }

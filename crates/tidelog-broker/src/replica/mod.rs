@@ -18,6 +18,8 @@ mod produce_validation_tests;
 mod replication;
 #[cfg(test)]
 mod sim;
+#[cfg(test)]
+mod stale_marker_tests;
 mod state;
 mod throttle;
 
@@ -31,7 +33,7 @@ use tidelog_storage::{BackgroundFlusher, DirClaim, Log, StorageError};
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
-pub(crate) use partition::{Appended, Partition, PartitionError};
+pub(crate) use partition::{Appended, Partition, PartitionError, StaleMarker};
 pub(crate) use peer::{Peer, PeerError};
 pub(crate) use replication::{replication_outcome, HwSnapshot, ReplicaError};
 pub(crate) use state::Role;

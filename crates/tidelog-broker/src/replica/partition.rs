@@ -49,6 +49,67 @@ pub(crate) enum PartitionError {
     /// this append: the batch would open a transaction nobody decides.
     #[error("the producer's transaction ended while its batch was being verified")]
     VerificationLost,
+    /// A transaction marker older than what the log already holds for its producer.
+    #[error(transparent)]
+    StaleMarker(#[from] StaleMarker),
+}
+
+/// Why a transaction marker is refused (Kafka's checks on an end-transaction marker): a
+/// zombie coordinator, or a marker for a producer epoch that has since been bumped,
+/// must not close a later transaction of the same producer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StaleMarker {
+    #[error("marker for producer {producer_id} has epoch {got}, older than the log's {current}")]
+    ProducerEpoch {
+        producer_id: i64,
+        got: i16,
+        current: i16,
+    },
+    #[error("marker for producer {producer_id} comes from coordinator epoch {got}, older than the log's {current}")]
+    CoordinatorEpoch {
+        producer_id: i64,
+        got: i32,
+        current: i32,
+    },
+}
+
+impl StaleMarker {
+    /// Checks a control batch a coordinator asks this leader to append.
+    fn check(log: &Log, batch: &[u8]) -> Result<(), StaleMarker> {
+        let Ok(header) = tidelog_storage::BatchHeader::new(batch) else {
+            return Ok(()); // malformed: the append itself refuses it
+        };
+        let producer_id = header.producer_id();
+        let Some(entry) = log.producer_state().get(producer_id) else {
+            return Ok(());
+        };
+        if header.producer_epoch() < entry.epoch {
+            return Err(StaleMarker::ProducerEpoch {
+                producer_id,
+                got: header.producer_epoch(),
+                current: entry.epoch,
+            });
+        }
+        let coordinator_epoch = tidelog_records::batch_transaction_marker(batch)
+            .and_then(|(_, epoch)| epoch)
+            .unwrap_or(-1);
+        if coordinator_epoch < entry.coordinator_epoch {
+            return Err(StaleMarker::CoordinatorEpoch {
+                producer_id,
+                got: coordinator_epoch,
+                current: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn code(&self) -> i16 {
+        use kafka_protocol::error::ResponseError as E;
+        match self {
+            StaleMarker::ProducerEpoch { .. } => E::InvalidProducerEpoch.code(),
+            StaleMarker::CoordinatorEpoch { .. } => E::TransactionCoordinatorFenced.code(),
+        }
+    }
 }
 
 impl PartitionError {
@@ -66,6 +127,7 @@ impl PartitionError {
             PartitionError::VerificationLost => {
                 kafka_protocol::error::ResponseError::InvalidTxnState.code()
             }
+            PartitionError::StaleMarker(e) => e.code(),
         }
     }
 }
@@ -334,6 +396,7 @@ impl Partition {
             }
         }
         if origin == AppendOrigin::Coordinator {
+            StaleMarker::check(log, batches)?;
             if let Ok(header) = tidelog_storage::BatchHeader::new(batches) {
                 self.lock_verifying().remove(&header.producer_id());
             }

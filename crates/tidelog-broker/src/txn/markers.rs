@@ -14,7 +14,9 @@
 //! - a partition whose topic is gone: nothing to mark.
 //!
 //! What fails is retried with backoff until done, or until this node stops coordinating
-//! the transaction (its successor hands the job out again when it loads). Then the job
+//! the transaction (its successor hands the job out again when it loads). A partition
+//! that refuses the marker as stale (a newer producer epoch or coordinator there) is
+//! done with, as Kafka's coordinator stops sending: someone newer decided. Then the job
 //! reports back with the shard's `complete` step.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -55,6 +57,13 @@ pub(crate) enum MarkerError {
     Sync,
     #[error("the marker was not replicated: {0}")]
     Replication(#[from] ReplicaError),
+}
+
+/// A marker refused because the partition has seen a newer producer epoch or a newer
+/// coordinator: sending it again cannot succeed, and must not.
+pub(crate) fn is_superseded(code: i16) -> bool {
+    code == ResponseError::InvalidProducerEpoch.code()
+        || code == ResponseError::TransactionCoordinatorFenced.code()
 }
 
 impl MarkerError {
@@ -259,6 +268,10 @@ impl MarkerWorker {
                     let key = marker(&topic, partition);
                     match write_local_marker(&self.replicas, &self.groups, &key).await {
                         Ok(()) => {
+                            todo.remove(&(topic, partition));
+                        }
+                        Err(e) if is_superseded(e.code()) => {
+                            tracing::warn!(topic = %topic, partition, error = %e, "a transaction marker was refused as stale; not sent again");
                             todo.remove(&(topic, partition));
                         }
                         Err(e) => {

@@ -81,7 +81,15 @@ pub(crate) async fn write_markers(
     let mut written = Vec::new();
     for marker in &response.markers {
         for topic in &marker.topics {
-            for p in topic.partitions.iter().filter(|p| p.error_code == 0) {
+            // Done: written, or refused as stale (a newer producer epoch or coordinator).
+            for p in topic
+                .partitions
+                .iter()
+                .filter(|p| p.error_code == 0 || super::markers::is_superseded(p.error_code))
+            {
+                if p.error_code != 0 {
+                    tracing::warn!(topic = %topic.name.0, partition = p.partition_index, code = p.error_code, "a transaction marker was refused as stale; not sent again");
+                }
                 written.extend(
                     keys.iter()
                         .filter(|k| {

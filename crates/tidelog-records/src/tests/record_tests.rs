@@ -1,8 +1,9 @@
 use std::io::Write;
 
 use crate::{
-    assemble_batch, batch_control_marker, check_batch, put_varlong, records_block, BatchBuilder,
-    BatchFields, BatchHeader, ControlMarker, RecordIter, RecordSpec, BATCH_HEADER_LEN,
+    assemble_batch, batch_control_marker, batch_transaction_marker, check_batch, put_varlong,
+    records_block, BatchBuilder, BatchFields, BatchHeader, ControlMarker, RecordIter, RecordSpec,
+    BATCH_HEADER_LEN,
 };
 
 fn sample() -> Vec<u8> {
@@ -191,4 +192,9 @@ fn control_marker_type_is_read_from_the_key() {
     assert_eq!(batch_control_marker(&abort), Some(ControlMarker::Abort));
     assert_eq!(batch_control_marker(&commit), Some(ControlMarker::Commit));
     assert_eq!(batch_control_marker(&sample()), None, "not a control batch");
+    assert_eq!(
+        batch_transaction_marker(&commit),
+        Some((ControlMarker::Commit, Some(3))),
+        "the coordinator epoch comes from the value"
+    );
 }

@@ -1,9 +1,8 @@
 //! Retention, DeleteRecords, truncation, and producer-state rebuilding.
 
 use super::Log;
-use crate::batch::control_marker_is_abort;
 use crate::error::StorageError;
-use crate::producer_state::ProducerStateTable;
+use crate::producer_state::{MarkerInfo, ProducerStateTable};
 use crate::scan::read_batch;
 use crate::segment::{file_name, Segment};
 use crate::txn_index::AbortedTxn;
@@ -263,13 +262,13 @@ impl Log {
                 if h.base_offset() < replay_from {
                     continue;
                 }
-                let abort = if h.is_control() && batch.size <= MAX_CONTROL_BATCH {
+                let marker = if h.is_control() && batch.size <= MAX_CONTROL_BATCH {
                     let bytes = read_batch(scan.file(), &batch)?;
-                    Some(control_marker_is_abort(&bytes).unwrap_or(false))
+                    Some(MarkerInfo::of(&bytes))
                 } else {
-                    h.is_control().then_some(false)
+                    h.is_control().then(MarkerInfo::unreadable)
                 };
-                if let Some(done) = table.update(&h, abort) {
+                if let Some(done) = table.update(&h, marker) {
                     let known = segment
                         .txn_index()
                         .entries()

@@ -17,14 +17,14 @@ pub(crate) use open::{open_logs, open_partition_logs};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::batch::{control_marker_is_abort, split_batches, BatchHeader, BatchHeaderMut};
+use crate::batch::{split_batches, BatchHeader, BatchHeaderMut};
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch_cache::{EpochEntry, LeaderEpochCache};
 use crate::error::StorageError;
 use crate::file_slice::FileSlice;
 use crate::flusher::BackgroundFlusher;
 use crate::partition_metadata::DirClaim;
-use crate::producer_state::{CompletedTxn, ProducerStateTable};
+use crate::producer_state::{CompletedTxn, MarkerInfo, ProducerStateTable};
 use crate::segment::{IndexParams, Segment};
 use crate::txn_index::AbortedTxn;
 
@@ -369,10 +369,8 @@ impl Log {
             info.record_count = info
                 .record_count
                 .saturating_add(h.record_count().max(0) as u32);
-            let abort = h
-                .is_control()
-                .then(|| control_marker_is_abort(batch).unwrap_or(false));
-            if let Some(done) = self.producers.update(&h, abort) {
+            let marker = h.is_control().then(|| MarkerInfo::of(batch));
+            if let Some(done) = self.producers.update(&h, marker) {
                 self.record_completed_txn(done)?;
             }
         }

@@ -1,7 +1,7 @@
 use crate::batch::BatchHeader;
 use crate::checkpoint;
 use crate::epoch_cache::LeaderEpochCache;
-use crate::producer_state::ProducerStateTable;
+use crate::producer_state::{MarkerInfo, ProducerStateTable};
 use crate::txn_index::{AbortedTxn, TxnIndex};
 use crate::BatchBuilder;
 
@@ -60,13 +60,47 @@ fn transactions_open_and_complete() {
         .unwrap()
         .set_base_offset(43);
     let done = t
-        .update(&BatchHeader::new(&marker).unwrap(), Some(true))
+        .update(
+            &BatchHeader::new(&marker).unwrap(),
+            Some(MarkerInfo::of(&marker)),
+        )
         .unwrap();
     assert_eq!(
         (done.first_offset, done.marker_offset, done.aborted),
         (40, 43, true)
     );
     assert_eq!(t.first_unstable_offset(), None);
+    assert_eq!(
+        t.get(9).unwrap().coordinator_epoch,
+        1,
+        "the marker's coordinator epoch is kept"
+    );
+}
+
+#[test]
+fn a_version_1_snapshot_reads_with_no_coordinator_epoch() {
+    let mut body = Vec::new();
+    body.extend_from_slice(&1u32.to_be_bytes());
+    body.extend_from_slice(&7i64.to_be_bytes()); // producer id
+    body.extend_from_slice(&3i16.to_be_bytes()); // epoch
+    body.extend_from_slice(&(-1i64).to_be_bytes()); // no open transaction
+    body.push(1);
+    for field in [0i32, 4] {
+        body.extend_from_slice(&field.to_be_bytes()); // first_seq, last_seq
+    }
+    for field in [100i64, 104, 9] {
+        body.extend_from_slice(&field.to_be_bytes()); // first_offset, last_offset, timestamp
+    }
+    let mut bytes = b"TLPS".to_vec();
+    bytes.extend_from_slice(&1u16.to_be_bytes());
+    bytes.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    bytes.extend_from_slice(&body);
+    let t = ProducerStateTable::decode(&bytes).unwrap();
+    let e = t.get(7).unwrap();
+    assert_eq!(
+        (e.epoch, e.coordinator_epoch, e.last_seq()),
+        (3, -1, Some(4))
+    );
 }
 
 #[test]
@@ -76,6 +110,14 @@ fn snapshot_round_trips_and_rejects_damage() {
         let b = producer_batch(pid, 2, 0, 4, pid * 10, pid == 1);
         t.update(&BatchHeader::new(&b).unwrap(), None);
     }
+    let marker = BatchBuilder::control_marker(1, 2, true, 5, 6)
+        .build()
+        .unwrap();
+    t.update(
+        &BatchHeader::new(&marker).unwrap(),
+        Some(MarkerInfo::of(&marker)),
+    );
+    assert_eq!(t.get(1).unwrap().coordinator_epoch, 5);
     let bytes = t.encode();
     assert_eq!(ProducerStateTable::decode(&bytes).unwrap(), t);
     for i in 0..bytes.len() {

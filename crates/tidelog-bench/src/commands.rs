@@ -104,7 +104,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 Figure::new("consume", "consume from the beginning", result.mb_s, "MB/s")
                     .ceiling(ceilings.loopback_tcp_mb_s)
                     .note(format!(
-                        "{} records in {:.2} s; ceiling: loopback TCP",
+                        "{} records in {:.2} s; ceiling: loopback TCP (C1)",
                         result.records, result.seconds
                     )),
                 Figure::new(
@@ -317,10 +317,35 @@ fn ceiling_figures(c: &Ceilings) -> Vec<Figure> {
     vec![
         Figure::new(
             "C1",
-            "loopback TCP, one stream",
+            "loopback TCP, best of the bench and iperf3",
             c.loopback_tcp_mb_s,
             "MB/s",
+        )
+        .note(format!(
+            "from {}; the bench's configurations: {}",
+            c.loopback_tcp_source,
+            c.loopback_tcp_trials
+                .iter()
+                .map(|t| format!("{} {} MB/s", t.config, report::number(t.mb_s)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Figure::new(
+            "C1a",
+            "loopback TCP, the bench's best configuration",
+            c.loopback_tcp_own_mb_s,
+            "MB/s",
         ),
+        match c.iperf3_mb_s {
+            Some(mb_s) => Figure::new("C1b", "loopback TCP, iperf3 (1 stream)", mb_s, "MB/s"),
+            None => Figure::not_run(
+                "C1b",
+                "loopback TCP, iperf3 (1 stream)",
+                "MB/s",
+                "",
+                &format!("iperf3 {}", c.iperf3),
+            ),
+        },
         Figure::new(
             "C2",
             "loopback round trip, 64 B, p50",

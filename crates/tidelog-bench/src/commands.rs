@@ -20,7 +20,8 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     let work_root = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&work_root)
         .with_context(|| format!("creating {}", work_root.display()))?;
-    let tiny = matches!(&args.command, Command::Targets(t) if matches!(t.scale, ScaleName::Tiny));
+    let tiny = matches!(&args.command, Command::Targets(t) if matches!(t.scale, ScaleName::Tiny))
+        || matches!(&args.command, Command::Compare(c) if matches!(c.scale, ScaleName::Tiny));
     let sizes = if args.quick_ceilings || tiny {
         CeilingSizes::quick()
     } else {
@@ -30,6 +31,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     eprintln!("measuring ceilings (disk: {}) ...", work_root.display());
     let ceilings = ceilings::measure(&work_root, &sizes)?;
     eprint!("{}", report::table(&ceiling_figures(&ceilings)));
+    if let Command::Compare(compare) = &args.command {
+        // Its own brokers (several), its own report: one table per figure.
+        return crate::compare::run(&args, compare, &ceilings, &work_root, machine_description());
+    }
 
     let pin = !args.no_pin && broker::taskset_available();
     // The `tls` workload's CA and key store, kept until the run ends.
@@ -191,6 +196,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             };
             (tls_cost::figures(broker, files, t)?, Vec::new())
         }
+        Command::Compare(_) => return Err(anyhow!("compare is run before the other commands")),
         Command::Targets(t) => {
             let mut scale = match t.scale {
                 ScaleName::Small => Scale::small(),

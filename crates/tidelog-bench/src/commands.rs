@@ -17,6 +17,11 @@ use crate::tls_cost;
 type Curves = Vec<(String, LatencySummary)>;
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    if matches!(args.command, Command::Compare(_)) && args.spawn {
+        return Err(anyhow!(
+            "compare starts tidelogs with --spawn-tidelog [NAME]; --spawn is for one-broker commands"
+        ));
+    }
     let work_root = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&work_root)
         .with_context(|| format!("creating {}", work_root.display()))?;

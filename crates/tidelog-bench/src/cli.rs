@@ -67,6 +67,58 @@ pub(crate) enum Command {
     Rebalance(RebalanceArgs),
     /// More consumers than partitions: a share group (KIP-932) against a classic group.
     Share(ShareArgs),
+    /// The same workloads against several brokers in one run, interleaved: each
+    /// system's median / min / max and the baseline's ratio to each peer.
+    Compare(CompareArgs),
+}
+
+/// A workload of `compare`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CompareWorkload {
+    /// Produce as fast as possible to 1 partition (MB/s).
+    #[value(name = "produce1")]
+    Produce1,
+    /// Produce as fast as possible to 16 partitions (MB/s).
+    #[value(name = "produce16")]
+    Produce16,
+    /// Fill 4 partitions, then read them from the beginning (MB/s).
+    Consume,
+    /// Produce at a fixed rate, consume as it comes: ack and end-to-end latency.
+    AckLatency,
+    /// One 100 B produce in flight at a time: request latency.
+    Ping,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct CompareArgs {
+    /// A system to compare, `NAME=HOST:PORT` (its bootstrap address); repeatable.
+    #[arg(long = "broker", value_name = "NAME=HOST:PORT")]
+    pub(crate) brokers: Vec<String>,
+    /// Also start a tidelog on ephemeral ports (temporary data dir, CPU 0) under this
+    /// name, "tidelog" when none is given; repeatable. Spawned systems come first.
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "tidelog")]
+    pub(crate) spawn_tidelog: Vec<String>,
+    /// The system whose ratio to each other one is reported (default: the first).
+    #[arg(long)]
+    pub(crate) baseline: Option<String>,
+    /// Runs of every workload on every system; the order of the systems alternates.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) runs: usize,
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "produce1,produce16,consume,ack-latency,ping"
+    )]
+    pub(crate) workloads: Vec<CompareWorkload>,
+    /// small: about a minute per system and run; tiny: seconds (CI; figures meaningless).
+    #[arg(long, value_enum, default_value = "small")]
+    pub(crate) scale: ScaleName,
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) record_size: usize,
+    /// The fixed rate of `ack-latency`, records/s.
+    #[arg(long, default_value_t = 5_000.0)]
+    pub(crate) rate: f64,
 }
 
 #[derive(clap::Args, Debug, Clone)]

@@ -17,10 +17,16 @@ use crate::tls_cost;
 type Curves = Vec<(String, LatencySummary)>;
 
 pub(crate) fn run(args: Args) -> anyhow::Result<()> {
+    if matches!(args.command, Command::Compare(_)) && args.spawn {
+        return Err(anyhow!(
+            "compare starts tidelogs with --spawn-tidelog [NAME]; --spawn is for one-broker commands"
+        ));
+    }
     let work_root = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
     std::fs::create_dir_all(&work_root)
         .with_context(|| format!("creating {}", work_root.display()))?;
-    let tiny = matches!(&args.command, Command::Targets(t) if matches!(t.scale, ScaleName::Tiny));
+    let tiny = matches!(&args.command, Command::Targets(t) if matches!(t.scale, ScaleName::Tiny))
+        || matches!(&args.command, Command::Compare(c) if matches!(c.scale, ScaleName::Tiny));
     let sizes = if args.quick_ceilings || tiny {
         CeilingSizes::quick()
     } else {
@@ -30,6 +36,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
     eprintln!("measuring ceilings (disk: {}) ...", work_root.display());
     let ceilings = ceilings::measure(&work_root, &sizes)?;
     eprint!("{}", report::table(&ceiling_figures(&ceilings)));
+    if let Command::Compare(compare) = &args.command {
+        // Its own brokers (several), its own report: one table per figure.
+        return crate::compare::run(&args, compare, &ceilings, &work_root, machine_description());
+    }
 
     let pin = !args.no_pin && broker::taskset_available();
     // The `tls` workload's CA and key store, kept until the run ends.
@@ -104,7 +114,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
                 Figure::new("consume", "consume from the beginning", result.mb_s, "MB/s")
                     .ceiling(ceilings.loopback_tcp_mb_s)
                     .note(format!(
-                        "{} records in {:.2} s; ceiling: loopback TCP",
+                        "{} records in {:.2} s; ceiling: loopback TCP (C1)",
                         result.records, result.seconds
                     )),
                 Figure::new(
@@ -191,6 +201,7 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             };
             (tls_cost::figures(broker, files, t)?, Vec::new())
         }
+        Command::Compare(_) => return Err(anyhow!("compare is run before the other commands")),
         Command::Targets(t) => {
             let mut scale = match t.scale {
                 ScaleName::Small => Scale::small(),
@@ -317,10 +328,35 @@ fn ceiling_figures(c: &Ceilings) -> Vec<Figure> {
     vec![
         Figure::new(
             "C1",
-            "loopback TCP, one stream",
+            "loopback TCP, best of the bench and iperf3",
             c.loopback_tcp_mb_s,
             "MB/s",
+        )
+        .note(format!(
+            "from {}; the bench's configurations: {}",
+            c.loopback_tcp_source,
+            c.loopback_tcp_trials
+                .iter()
+                .map(|t| format!("{} {} MB/s", t.config, report::number(t.mb_s)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Figure::new(
+            "C1a",
+            "loopback TCP, the bench's best configuration",
+            c.loopback_tcp_own_mb_s,
+            "MB/s",
         ),
+        match c.iperf3_mb_s {
+            Some(mb_s) => Figure::new("C1b", "loopback TCP, iperf3 (1 stream)", mb_s, "MB/s"),
+            None => Figure::not_run(
+                "C1b",
+                "loopback TCP, iperf3 (1 stream)",
+                "MB/s",
+                "",
+                &format!("iperf3 {}", c.iperf3),
+            ),
+        },
         Figure::new(
             "C2",
             "loopback round trip, 64 B, p50",

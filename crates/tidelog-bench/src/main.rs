@@ -6,6 +6,7 @@ mod ceilings;
 mod cli;
 mod cluster;
 mod commands;
+mod compare;
 mod load;
 mod plot;
 mod procfs;

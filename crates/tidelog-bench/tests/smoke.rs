@@ -1,6 +1,7 @@
 //! CI check that the bench runs end to end: `targets --spawn --scale tiny` against a
 //! spawned `tidelog serve` (and, for T10, a spawned three-node cluster), then the JSON
-//! has one well-formed object per target; and small runs of `rebalance` and `tls`.
+//! has one well-formed object per target; small runs of `rebalance` and `tls`; and a
+//! tiny `compare` of two spawned tidelogs and an address where no broker listens.
 //! Figures at tiny sizes mean nothing; only the shape is checked.
 
 // Helpers outside #[test] fns: a failed unwrap there is the test failing.
@@ -220,4 +221,103 @@ fn a_small_tls_run_compares_tls_with_plaintext() {
             assert!(v.is_finite() && v > 0.0, "{field}: {row}");
         }
     }
+}
+
+/// `compare` against two spawned tidelogs under two names and one address where no
+/// broker listens: every figure has a row, each live system a median, min, max and
+/// two runs, the peer a ratio to the baseline; the dead one an error in its cells
+/// and no number, without failing the run. The ceilings come along in the JSON.
+#[test]
+fn a_tiny_compare_run_has_every_row_for_every_system() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let Some(report) = spawned_report(&[
+        "compare",
+        "--spawn-tidelog",
+        "--spawn-tidelog",
+        "second",
+        "--broker",
+        &format!("dead={dead}"),
+        "--scale",
+        "tiny",
+        "--runs",
+        "2",
+    ]) else {
+        return;
+    };
+    let (json, stdout) = report;
+    assert_eq!(json["baseline"], "tidelog");
+    assert_eq!(
+        json["order"][0],
+        serde_json::json!(["tidelog", "second", "dead"])
+    );
+    assert_eq!(
+        json["order"][1],
+        serde_json::json!(["dead", "second", "tidelog"])
+    );
+    assert!(json["ceilings"]["loopback_tcp_mb_s"].as_f64().unwrap() > 0.0);
+    let iperf3 = json["ceilings"]["iperf3"].as_str().unwrap();
+    assert!(iperf3 == "ran" || iperf3 == "absent", "{iperf3}");
+    let rows = json["rows"].as_array().unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "produce1",
+            "produce16",
+            "consume",
+            "ack-p50",
+            "ack-p99",
+            "e2e-p50",
+            "e2e-p99",
+            "ping-p50",
+            "ping-p99"
+        ]
+    );
+    for row in rows {
+        let cells = row["cells"].as_array().unwrap();
+        let names: Vec<&str> = cells
+            .iter()
+            .map(|c| c["system"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["tidelog", "second", "dead"], "{row}");
+        for cell in &cells[..2] {
+            assert_eq!(cell["runs"].as_array().unwrap().len(), 2, "{row}");
+            let (median, min, max) = (
+                cell["median"].as_f64().unwrap(),
+                cell["min"].as_f64().unwrap(),
+                cell["max"].as_f64().unwrap(),
+            );
+            assert!(median > 0.0 && min <= median && median <= max, "{row}");
+            assert!(cell["error"].is_null(), "{row}");
+        }
+        assert!(cells[0]["ratio"].is_null(), "{row}");
+        let ratio = cells[1]["ratio"].as_f64().unwrap();
+        let expected = cells[0]["median"].as_f64().unwrap() / cells[1]["median"].as_f64().unwrap();
+        assert!((ratio - expected).abs() < 1e-9, "{row}");
+        assert!(cells[2]["median"].is_null(), "{row}");
+        assert!(!cells[2]["error"].as_str().unwrap().is_empty(), "{row}");
+    }
+    assert!(stdout.contains("tidelog/system"), "{stdout}");
+    assert!(stdout.contains("ping-p99"), "{stdout}");
+}
+
+/// Runs `bench --quick-ceilings --json FILE ARGS...` (the command spawns its own
+/// brokers) and returns the JSON object and stdout; `None` without a tidelog binary.
+fn spawned_report(args: &[&str]) -> Option<(serde_json::Value, String)> {
+    let bench = PathBuf::from(env!("CARGO_BIN_EXE_tidelog-bench"));
+    let Some(tidelog) = tidelog_binary(&bench) else {
+        eprintln!("SKIPPED: no tidelog binary beside {}", bench.display());
+        return None;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("report.json");
+    let mut all: Vec<std::ffi::OsString> = vec!["--quick-ceilings".into(), "--json".into()];
+    all.push(json.clone().into());
+    all.extend(args.iter().map(Into::into));
+    let stdout = run_bench(&bench, &tidelog, dir.path(), &all);
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    Some((report, stdout))
 }

@@ -19,6 +19,8 @@ Events it reads (every one has `t`, monotonic seconds, and `type`):
   drained      complete          (the readers were given their time to catch up)
   client_error client, fatal, code, error   (librdkafka's error_cb; not checked, shown in
                the report when fatal)
+  client_closed client, seconds             (how long a consumer's close() took; shown
+               in the report when over 10 s)
 
 A transaction is *committed* when its commit was acknowledged, *aborted* when its abort
 was acknowledged or its producer never asked to commit it (a crashed or fenced worker:
@@ -332,6 +334,8 @@ def report(result, events):
                      f"longest write gap {fig['longest_gap']} s, in one partition {fig['worst_partition_gap']} s")
     lines += [f"fatal client error: {e['client']}: {e['error']} (code {e['code']})"
               for e in events if e["type"] == "client_error" and e["fatal"]]
+    lines += [f"slow consumer close: {e['client']} took {e['seconds']} s"
+              for e in events if e["type"] == "client_closed" and e["seconds"] > 10]
     if not result.anomalies:
         lines.append("no anomaly")
     for a in result.anomalies:

@@ -11,12 +11,15 @@ Client errors that librdkafka retries by itself are not events: only outcomes ar
 """
 
 import logging
+import os
 import threading
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 CLIENT_TIMEOUT_MS = 10000
+# librdkafka debug contexts for the group readers (e.g. "cgrp,protocol"), into clients.log.
+READER_DEBUG = os.environ.get("CHAOS_READER_DEBUG", "")
 MESSAGE_TIMEOUT_MS = 30000  # a send unacknowledged this long is a send_fail (outcome unknown)
 
 
@@ -124,6 +127,8 @@ class Reader(Worker):
             "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, "socket.timeout.ms": CLIENT_TIMEOUT_MS,
             "on_commit": self._committed, "error_cb": self.client_error,
         }
+        if group and READER_DEBUG:
+            self.conf["debug"] = READER_DEBUG
 
     def _reset(self, _consumer, partitions):
         self.history.record("reader_reset", reader=self.name, partitions=[p.partition for p in partitions])
@@ -148,7 +153,9 @@ class Reader(Worker):
                     self._commit(consumer)
                     last_commit = time.monotonic()
         finally:
+            closing = time.monotonic()
             consumer.close()
+            self.history.record("client_closed", client=self.name, seconds=round(time.monotonic() - closing, 3))
             self._unanswered_commits()
 
     def _commit(self, consumer):

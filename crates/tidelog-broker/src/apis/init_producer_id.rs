@@ -1,6 +1,8 @@
-//! InitProducerId. Without a transactional id (idempotent producer): a producer id from
-//! the controller's never-reused blocks, epoch 0; a producer that re-initialises with
-//! its id gets the epoch bumped (a fresh id once the epoch would overflow).
+//! InitProducerId. Without a transactional id (idempotent producer): a fresh producer id
+//! from the controller's never-reused blocks, epoch 0, every time, as Kafka's coordinator
+//! answers, also when the producer names its current id and epoch (KIP-360's reset
+//! after a lost or timed-out batch): a new id never meets the old one's sequence state
+//! or its requests still in flight.
 //!
 //! With a transactional id the transaction coordinator answers: the id keeps its
 //! producer id across sessions and each InitProducerId bumps the epoch, fencing the
@@ -68,22 +70,13 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     {
         return req.respond(&failed(ResponseError::ClusterAuthorizationFailed.code()));
     }
-    let bump = request.producer_id.0 >= 0
-        && request.producer_epoch >= 0
-        && request.producer_epoch < i16::MAX - 1;
-    let response = if bump {
-        response
-            .with_producer_id(request.producer_id)
-            .with_producer_epoch(request.producer_epoch + 1)
-    } else {
-        match ctx.metadata.allocate_producer_id(ctx.node_id()).await {
-            Ok(id) => response
-                .with_producer_id(ProducerId(id))
-                .with_producer_epoch(0),
-            Err(e) => {
-                tracing::error!(error = %e, "allocating a producer id failed");
-                failed(crate::metadata::producer_id_error(&e))
-            }
+    let response = match ctx.metadata.allocate_producer_id(ctx.node_id()).await {
+        Ok(id) => response
+            .with_producer_id(ProducerId(id))
+            .with_producer_epoch(0),
+        Err(e) => {
+            tracing::error!(error = %e, "allocating a producer id failed");
+            failed(crate::metadata::producer_id_error(&e))
         }
     };
     req.respond(&response)

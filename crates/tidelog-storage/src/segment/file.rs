@@ -40,7 +40,8 @@ static CACHE: Mutex<Lru> = Mutex::new(Lru {
 /// stays open until its use ends.
 pub fn set_max_open_segment_files(max: usize) {
     MAX_OPEN.store(max.max(1), Ordering::Relaxed);
-    cache().evict(max.max(1));
+    let evicted = cache().evict(max.max(1));
+    drop(evicted);
 }
 
 /// The bound set by [`set_max_open_segment_files`].
@@ -67,25 +68,32 @@ struct Lru {
 }
 
 impl Lru {
-    /// Makes `file` the most recently used; returns its new stamp.
-    fn touch(&mut self, file: &Arc<File>) -> u64 {
+    /// Makes `file` the most recently used; returns its new stamp and the files it
+    /// evicted, for the caller to drop (close) once the lock is released.
+    fn touch(&mut self, file: &Arc<File>) -> (u64, Vec<Arc<File>>) {
         let key = Arc::as_ptr(file) as usize;
         let stamp = NEXT_STAMP.fetch_add(1, Ordering::Relaxed);
         if let Some(old) = self.stamp_of.insert(key, stamp) {
             self.by_stamp.remove(&old);
         }
         self.by_stamp.insert(stamp, Arc::clone(file));
-        self.evict(MAX_OPEN.load(Ordering::Relaxed));
-        stamp
+        (stamp, self.evict(MAX_OPEN.load(Ordering::Relaxed)))
     }
 
-    fn evict(&mut self, max: usize) {
+    /// Drops the least recently used entries beyond `max`; returns their files. A
+    /// close can be slow (ext4 starts writing back a file it was told to truncate), so
+    /// it must not happen under the cache's lock.
+    #[must_use]
+    fn evict(&mut self, max: usize) -> Vec<Arc<File>> {
+        let mut evicted = Vec::new();
         while self.by_stamp.len() > max {
             let Some((_, file)) = self.by_stamp.pop_first() else {
                 break;
             };
             self.stamp_of.remove(&(Arc::as_ptr(&file) as usize));
+            evicted.push(file);
         }
+        evicted
     }
 
     fn remove(&mut self, file: &Arc<File>) {
@@ -127,8 +135,9 @@ impl SegmentFile {
     }
 
     fn touch(&self, file: &Arc<File>) {
-        let stamp = cache().touch(file);
+        let (stamp, evicted) = cache().touch(file);
         self.stamp.store(stamp, Ordering::Relaxed);
+        drop(evicted);
     }
 
     /// Touched so recently that it is certainly still cached: fewer than a quarter of

@@ -77,12 +77,18 @@ impl Segment {
         params: IndexParams,
     ) -> Result<Self, StorageError> {
         let log_path = dir.join(file_name(base_offset, "log"));
+        // Not O_TRUNC: ext4 marks a file truncated by its opener to be written back when
+        // it is closed, and the descriptor cache closes files often. A stale file left
+        // where a new segment starts (a roll cut short by a crash) is emptied instead.
         let log = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .open(&log_path)?;
+        if log.metadata()?.len() > 0 {
+            log.set_len(0)?;
+        }
         Ok(Segment {
             base_offset,
             log: Arc::new(SegmentFile::new(&log_path, log)),

@@ -167,9 +167,7 @@ pub use partition_metadata::{
     DirClaim, DELETE_DIR_SUFFIX, PARTITION_METADATA,
 };
 pub use producer_state::{BatchMetadata, ProducerEntry, ProducerStateTable, BATCHES_PER_PRODUCER};
-pub use segment::{
-    max_open_segment_files, open_segment_files_cached, set_max_open_segment_files,
-};
+pub use segment::{max_open_segment_files, open_segment_files_cached, set_max_open_segment_files};
 pub use txn_index::AbortedTxn;
 
 #[cfg(test)]

@@ -340,12 +340,7 @@ impl DurabilityHandle {
 
     /// The active segment was rolled: `closed` (if it holds data) waits for its fsync,
     /// `file` is the new active segment's, and new files exist in the directory.
-    pub(crate) fn rolled(
-        &self,
-        closed: Option<(i64, i64)>,
-        file: Arc<SegmentFile>,
-        new_base: i64,
-    ) {
+    pub(crate) fn rolled(&self, closed: Option<(i64, i64)>, file: Arc<SegmentFile>, new_base: i64) {
         let mut state = self.lock();
         if let Some((base, end)) = closed {
             state.closed.push(ClosedSegment { base, end });

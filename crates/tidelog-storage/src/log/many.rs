@@ -105,8 +105,10 @@ pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), Stora
 pub(crate) fn remove_clean_shutdown_markers(
     handles: &[DurabilityHandle],
 ) -> Vec<Result<(), StorageError>> {
-    let unlinked: Vec<Result<bool, StorageError>> =
-        handles.iter().map(DurabilityHandle::unlink_marker).collect();
+    let unlinked: Vec<Result<bool, StorageError>> = handles
+        .iter()
+        .map(DurabilityHandle::unlink_marker)
+        .collect();
     let dirs = handles
         .iter()
         .zip(&unlinked)

@@ -166,7 +166,6 @@ impl SegmentFile {
         }
         Ok(file)
     }
-
 }
 
 impl Drop for SegmentFile {

@@ -11,11 +11,11 @@ use crate::load::{self, admin, e2e, produce};
 use crate::report::Figure;
 use crate::stats::LatencySummary;
 use crate::targets_cluster::{T10_TARGET, T10_WORKLOAD};
-use crate::targets_scale::{T11_METADATA, T11_PRODUCE, T11_RESTART, T11_RSS, T11_SHUTDOWN};
 use crate::targets_load::{
     t1_t7, t2, t3, t4, t5, t6, T1_TARGET, T2_TARGET, T4_TARGET, T5A_TARGET, T5B_TARGET, T6_TARGET,
     T7_TARGET,
 };
+use crate::targets_scale::{T11_METADATA, T11_PRODUCE, T11_RESTART, T11_RSS, T11_SHUTDOWN};
 
 /// How big each target's workload is.
 #[derive(Clone, Debug, Serialize)]

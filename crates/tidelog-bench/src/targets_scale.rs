@@ -31,6 +31,9 @@ struct Run {
     partitions: i32,
     create_s: f64,
     produce_s: f64,
+    /// Seconds the broker spent in Produce requests (from its /metrics), and how many.
+    produce_broker_s: f64,
+    produce_requests: f64,
     acked: u64,
     metadata_ms: f64,
     rss_mb: f64,
@@ -52,9 +55,13 @@ fn measure(options: &SpawnOptions, partitions: i32) -> anyhow::Result<Run> {
         .with_context(|| format!("creating {partitions} partitions"))?;
     let create_s = started.elapsed().as_secs_f64();
 
+    let before = produce_time(&broker);
     let started = Instant::now();
     let acked = produce::touch_partitions(&bootstrap, &topic, partitions)?;
     let produce_s = started.elapsed().as_secs_f64();
+    let after = produce_time(&broker);
+    let produce_broker_s = after.0 - before.0;
+    let produce_requests = after.1 - before.1;
     let metadata_ms = metadata_median_ms(&bootstrap, &topic, partitions)?;
     // Let the broker settle (allocator caches, idle timers) before reading its RSS.
     std::thread::sleep(Duration::from_secs(1));
@@ -81,6 +88,8 @@ fn measure(options: &SpawnOptions, partitions: i32) -> anyhow::Result<Run> {
         partitions,
         create_s,
         produce_s,
+        produce_broker_s,
+        produce_requests,
         acked,
         metadata_ms,
         rss_mb,
@@ -92,6 +101,21 @@ fn measure(options: &SpawnOptions, partitions: i32) -> anyhow::Result<Run> {
         metadata_after_restart_ms,
         crash_restart_s,
     })
+}
+
+/// Total seconds and count of the Produce requests the broker answered so far.
+fn produce_time(broker: &SpawnedBroker) -> (f64, f64) {
+    let text = broker.metrics().unwrap_or_default();
+    let value = |name: &str| {
+        let key = format!("{name}{{api=\"Produce\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&key)?.trim().parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (
+        value("tidelog_request_duration_seconds_sum"),
+        value("tidelog_request_duration_seconds_count"),
+    )
 }
 
 /// The median time of a Metadata request for `topic` alone, from one warmed-up client
@@ -120,6 +144,18 @@ fn metadata_median_ms(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::
     Ok(samples[samples.len() / 2])
 }
 
+/// The broker's own time in the Produce requests, when its /metrics answered.
+fn broker_share(r: &Run) -> String {
+    if r.produce_broker_s.is_finite() && r.produce_requests.is_finite() {
+        format!(
+            "; the broker spent {:.2} s in {} Produce requests",
+            r.produce_broker_s, r.produce_requests
+        )
+    } else {
+        String::new()
+    }
+}
+
 fn scaled(scale: &Scale) -> String {
     if scale.t11_partitions == 16_384 && scale.t11_many_partitions == 49_152 {
         String::new()
@@ -137,8 +173,8 @@ pub(crate) fn chapter(options: &SpawnOptions, scale: &Scale) -> anyhow::Result<V
         Figure::new("T11a", &format!("one record to each of {n} partitions"), r.produce_s, "s")
             .bound(2.0, true, T11_PRODUCE)
             .note(format!(
-                "one librdkafka producer, acks=1, {} acked; the topic was created in {:.1} s; after the clean restart the same took {:.1} s{scaled}",
-                r.acked, r.create_s, r.produce_again_s
+                "one librdkafka producer, acks=1, {} acked{}; the topic was created in {:.1} s; after the clean restart the same took {:.1} s{scaled}",
+                r.acked, broker_share(&r), r.create_s, r.produce_again_s
             )),
         Figure::new("T11b", &format!("Metadata for a topic of {n} partitions"), r.metadata_ms, "ms")
             .bound(50.0, true, T11_METADATA)

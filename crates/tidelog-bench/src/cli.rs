@@ -58,7 +58,7 @@ pub(crate) enum Command {
     Ping(PingArgs),
     /// OpenMessaging Benchmark workload presets.
     Omb(OmbArgs),
-    /// The targets table (T1–T10) with verdicts.
+    /// The targets table (T1–T11) with verdicts.
     Targets(TargetsArgs),
     /// Produce and consume over an SSL listener and the PLAINTEXT one of the same
     /// broker, interleaved: TLS as a ratio of plaintext (needs --spawn).
@@ -298,4 +298,8 @@ pub(crate) struct TargetsArgs {
     /// Bytes of data for T9's restart (default from the scale).
     #[arg(long)]
     pub(crate) t9_bytes: Option<u64>,
+    /// Partitions of T11a–e's topic; T11f–j use three times as many (default from
+    /// the scale: 16,384 and 49,152).
+    #[arg(long)]
+    pub(crate) t11_partitions: Option<i32>,
 }

@@ -213,6 +213,10 @@ pub(crate) fn run(args: Args) -> anyhow::Result<()> {
             if let Some(bytes) = t.t9_bytes {
                 scale.t9_bytes = bytes;
             }
+            if let Some(partitions) = t.t11_partitions {
+                scale.t11_partitions = partitions;
+                scale.t11_many_partitions = partitions.saturating_mul(3);
+            }
             let target = targets::Target {
                 bootstrap: bootstrap.clone(),
                 broker: broker.as_ref(),

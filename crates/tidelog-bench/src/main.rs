@@ -16,6 +16,7 @@ mod targets;
 mod targets_cluster;
 mod targets_fleet;
 mod targets_load;
+mod targets_scale;
 mod tls_cost;
 
 use clap::Parser;

@@ -1,4 +1,4 @@
-//! `targets`: the issue's targets table (T1–T10) at sizes that finish in minutes,
+//! `targets`: the issue's targets table (T1–T11) at sizes that finish in minutes,
 //! each figure next to its ceiling from the same run, medians of `runs` runs.
 
 use std::time::Duration;
@@ -15,6 +15,7 @@ use crate::targets_load::{
     t1_t7, t2, t3, t4, t5, t6, T1_TARGET, T2_TARGET, T4_TARGET, T5A_TARGET, T5B_TARGET, T6_TARGET,
     T7_TARGET,
 };
+use crate::targets_scale::{T11_METADATA, T11_PRODUCE, T11_RESTART, T11_RSS, T11_SHUTDOWN};
 
 /// How big each target's workload is.
 #[derive(Clone, Debug, Serialize)]
@@ -31,6 +32,9 @@ pub(crate) struct Scale {
     pub(crate) t8_many_partitions: i32,
     pub(crate) t9_partitions: i32,
     pub(crate) t9_bytes: u64,
+    /// T11: the design chapter's partition counts (one topic each).
+    pub(crate) t11_partitions: i32,
+    pub(crate) t11_many_partitions: i32,
 }
 
 impl Scale {
@@ -49,6 +53,8 @@ impl Scale {
             t8_many_partitions: 10_000,
             t9_partitions: 1_000,
             t9_bytes: 1 << 30,
+            t11_partitions: 16_384,
+            t11_many_partitions: 49_152,
         }
     }
 
@@ -67,6 +73,8 @@ impl Scale {
             t8_many_partitions: 40,
             t9_partitions: 4,
             t9_bytes: 1 << 20,
+            t11_partitions: 64,
+            t11_many_partitions: 192,
         }
     }
 }
@@ -127,6 +135,29 @@ fn section(
     eprint!("{}", crate::report::table(&produced));
     figures.extend(produced);
 }
+
+/// T11 at the chapter's first count (16,384 partitions in one topic).
+const T11_CHAPTER_ROWS: [Row; 5] = [
+    ("T11a", "one record to each partition", "s", T11_PRODUCE),
+    ("T11b", "Metadata for the topic", "ms", T11_METADATA),
+    ("T11c", "clean shutdown", "s", T11_SHUTDOWN),
+    ("T11d", "clean restart to ready", "s", T11_RESTART),
+    ("T11e", "restart after kill -9 to ready", "s", T11_RESTART),
+];
+
+/// T11 at three times that (49,152), within 20,000 open files.
+const T11_MANY_ROWS: [Row; 5] = [
+    (
+        "T11f",
+        "49,152 partitions accept a write",
+        "partitions",
+        "49,152 partitions within 20,000 open files",
+    ),
+    ("T11g", "RSS with 49,152 partitions", "MB", T11_RSS),
+    ("T11h", "Metadata for the topic", "ms", T11_METADATA),
+    ("T11i", "clean restart to ready", "s", T11_RESTART),
+    ("T11j", "restart after kill -9 to ready", "s", T11_RESTART),
+];
 
 pub(crate) fn run(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> TargetsOutcome {
     let mut figures = Vec::new();
@@ -241,6 +272,12 @@ pub(crate) fn run(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> TargetsOu
                 ],
                 || crate::targets_fleet::restart(options, scale),
             );
+            section(target, &mut figures, &T11_CHAPTER_ROWS, || {
+                crate::targets_scale::chapter(options, scale)
+            });
+            section(target, &mut figures, &T11_MANY_ROWS, || {
+                crate::targets_scale::many(options, scale)
+            });
         }
         None => {
             for (id, what, unit) in [
@@ -257,6 +294,18 @@ pub(crate) fn run(target: &Target<'_>, c: &Ceilings, scale: &Scale) -> TargetsOu
                     "see issue 7",
                     "needs --spawn (starts its own brokers)",
                 ));
+            }
+            for row in T11_CHAPTER_ROWS.iter().chain(&T11_MANY_ROWS) {
+                let (id, what, unit, words) = *row;
+                if target.wants(std::slice::from_ref(row)) {
+                    figures.push(Figure::not_run(
+                        id,
+                        what,
+                        unit,
+                        words,
+                        "needs --spawn (starts its own brokers)",
+                    ));
+                }
             }
         }
     }

@@ -226,6 +226,9 @@ impl Broker {
         let flusher_threads = usize::try_from(config.get(settings::BACKGROUND_THREADS))
             .unwrap_or(1)
             .clamp(1, MAX_FLUSHER_THREADS);
+        let max_open_files = max_open_segment_files(config.get(settings::LOG_MAX_OPEN_FILES));
+        tidelog_storage::set_max_open_segment_files(max_open_files);
+        tracing::info!(max_open_files, "segment files kept open at most");
         let flusher = BackgroundFlusher::start(flusher_threads)?;
         flusher.set_failure_observer(Some(metrics.storage.flush_failure_observer()));
         let replicas = Arc::new(ReplicaManager::new(
@@ -438,6 +441,29 @@ impl Broker {
         }
         tracing::info!("tidelog stopped cleanly");
     }
+}
+
+/// `log.max.open.files`: the setting when positive, else half the open-file limit (the
+/// rest is for connections, index files while they are mapped, the metadata log), at
+/// least 1,024.
+fn max_open_segment_files(setting: i64) -> usize {
+    if let Ok(max) = usize::try_from(setting) {
+        if max > 0 {
+            return max;
+        }
+    }
+    open_file_limit().map_or(1024, |limit| (limit / 2).max(1024))
+}
+
+/// The soft open-file limit of this process, from `/proc/self/limits`.
+fn open_file_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Bound on `background.threads` for the log flusher.

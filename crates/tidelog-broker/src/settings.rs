@@ -108,6 +108,11 @@ settings! {
     /// Threads of the background log flusher (the fsyncs of rolled segments, flush.ms,
     /// checkpoints), as Kafka's background threads run its scheduled flushes.
     BACKGROUND_THREADS: i64 = "background.threads", "10";
+    /// Segment `.log` files kept open at most, process-wide, active segments' included:
+    /// the least recently used are closed and opened again when next appended to, read
+    /// or fsynced. 0 (the default): half of the process's open-file limit, at least
+    /// 1,024. Not a Kafka setting.
+    LOG_MAX_OPEN_FILES: i64 = "log.max.open.files", "0";
     LOG_CLEANUP_POLICY: String = "log.cleanup.policy", "delete";
     LOG_CLEANER_BACKOFF_MS: i64 = "log.cleaner.backoff.ms", "15000";
     LOG_CLEANER_DELETE_RETENTION_MS: i64 = "log.cleaner.delete.retention.ms", "86400000";

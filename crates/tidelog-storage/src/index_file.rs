@@ -4,6 +4,11 @@
 //! No file descriptor is kept: the mapping stays valid after the file is closed, and the
 //! rare operations that need one (resize, fsync) open the file by path. With 10,000
 //! partitions under a 20,000 open-file limit, two descriptors per segment matter.
+//!
+//! Nor is a file without entries mapped: the map is made by the first entry pushed. A
+//! process may hold `vm.max_map_count` maps (65,530 by default), and 49,152 partitions
+//! whose active segments hold less than `index.interval.bytes` each would otherwise
+//! need two maps apiece.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -50,7 +55,7 @@ impl IndexFile {
         let len = usize::try_from(file.metadata()?.len())
             .map_err(|_| io::Error::other("index file too large"))?;
         let data = usize::try_from(data_end(&file)?).unwrap_or(len).min(len);
-        let map = map_file(&file)?;
+        let map = if data == 0 { None } else { map_file(&file)? };
         let capacity = len / entry_size;
         Ok(IndexFile {
             path: path.to_path_buf(),
@@ -97,6 +102,17 @@ impl IndexFile {
             return false;
         }
         let at = self.entries * self.entry_size;
+        if self.map.is_none() {
+            // The first entry: the file is mapped now. Should that fail, the entry is
+            // left out (a sparse index stays correct without it: lookups scan on).
+            match self.reopen().and_then(|file| map_file(&file)) {
+                Ok(map) => self.map = map,
+                Err(e) => {
+                    tracing::warn!(index = %self.path.display(), error = %e, "mapping an index file failed; entry left out");
+                    return false;
+                }
+            }
+        }
         if let Some(m) = &mut self.map {
             m[at..at + self.entry_size].copy_from_slice(bytes);
             self.entries += 1;
@@ -108,13 +124,17 @@ impl IndexFile {
     /// Forgets entries from `n` on, zeroing them so a later load sees a clean tail.
     pub(crate) fn keep_entries(&mut self, n: usize) {
         let n = n.min(self.capacity);
-        if let Some(m) = &mut self.map {
-            let from = n * self.entry_size;
-            let to = self.entries.max(n) * self.entry_size;
-            let to = to.min(m.len());
-            m[from..to].fill(0);
+        match &mut self.map {
+            Some(m) => {
+                let from = n * self.entry_size;
+                let to = self.entries.max(n) * self.entry_size;
+                let to = to.min(m.len());
+                m[from..to].fill(0);
+                self.entries = n;
+            }
+            // Unmapped: the file holds no entries.
+            None => self.entries = 0,
         }
-        self.entries = n;
     }
 
     /// Changes the file size to `bytes` (rounded down to whole entries, never below the
@@ -128,13 +148,20 @@ impl IndexFile {
         let slots = usize::try_from(bytes).map_err(|_| io::Error::other("index size too large"))?
             / self.entry_size;
         let slots = slots.max(self.entries);
-        if self.map.as_ref().map_or(0, |m| m.len()) == slots * self.entry_size {
+        if self
+            .map
+            .as_ref()
+            .is_some_and(|m| m.len() == slots * self.entry_size)
+        {
             self.capacity = slots;
             return Ok(());
         }
         self.map = None;
         file.set_len((slots * self.entry_size) as u64)?;
-        self.map = map_file(file)?;
+        // Mapped again only if it has entries; otherwise the first push maps it.
+        if self.entries > 0 {
+            self.map = map_file(file)?;
+        }
         self.capacity = slots;
         Ok(())
     }

@@ -1,5 +1,5 @@
-//! The crate's only `unsafe`: memory-mapping index files, and finding where a sparse
-//! index file holds data.
+//! The crate's only `unsafe`: memory-mapping index files, finding where a sparse
+//! index file holds data, and `syncfs(2)`.
 #![allow(unsafe_code)]
 
 use std::fs::File;
@@ -66,4 +66,14 @@ pub(crate) fn data_end(file: &File) -> io::Result<u64> {
         at = hole;
     }
     Ok(end)
+}
+
+/// `syncfs(2)` on the filesystem holding `file`.
+#[cfg(target_os = "linux")]
+pub(crate) fn syncfs(file: &File) -> io::Result<()> {
+    // SAFETY: syncfs only reads the descriptor, which `file` keeps open for the call.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

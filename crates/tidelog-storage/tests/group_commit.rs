@@ -210,10 +210,53 @@ fn close_logs_closes_each_cleanly() {
             log
         })
         .collect();
+    let written: Vec<Vec<Vec<u8>>> = logs.iter().map(|log| read_all(log, 0)).collect();
+    // The batch defers every per-file fsync to a few syncfs calls on this thread.
+    let before = tidelog_storage::fsyncs_on_this_thread();
     let closed = tidelog_storage::close_logs(logs, 3);
+    assert!(tidelog_storage::fsyncs_on_this_thread() - before <= 3);
     assert_eq!(closed.len(), 10);
     for (i, result) in closed.into_iter().enumerate() {
         result.unwrap();
         assert!(dir.path().join(format!("t-{i}/clean-shutdown")).exists());
+    }
+    // Reopened clean: the checkpoints point at the end, nothing to recover, same data.
+    let wanted = (0..10)
+        .map(|i| (dir.path().join(format!("t-{i}")), LogConfig::default()))
+        .collect();
+    let mut logs: Vec<Log> = open_logs(wanted, 3)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    for (log, want) in logs.iter().zip(&written) {
+        assert!(log.durability().clean_shutdown_marker_present());
+        assert_eq!(log.recovery_point(), log.log_end_offset());
+        assert_eq!(&read_all(log, 0), want);
+    }
+
+    // The first writes after the clean start: markers removed in one batch.
+    let handles: Vec<_> = logs.iter().map(Log::durability).collect();
+    for result in tidelog_storage::remove_clean_shutdown_markers(&handles) {
+        result.unwrap();
+    }
+    for (i, handle) in handles.iter().enumerate() {
+        assert!(!handle.clean_shutdown_marker_present());
+        assert!(!dir.path().join(format!("t-{i}/clean-shutdown")).exists());
+    }
+    // Nothing left to remove: a second batch is a no-op.
+    for result in tidelog_storage::remove_clean_shutdown_markers(&handles) {
+        result.unwrap();
+    }
+    let before = tidelog_storage::fsyncs_on_this_thread();
+    for log in &mut logs {
+        log.append(&mut batch(1, 1, "w", 10), &opts(1)).unwrap();
+    }
+    assert_eq!(tidelog_storage::fsyncs_on_this_thread(), before);
+    drop(handles);
+    let closed = tidelog_storage::close_logs(logs, 2);
+    assert!(closed.iter().all(Result::is_ok));
+    for i in 0..10 {
+        let log = Log::open(&dir.path().join(format!("t-{i}")), LogConfig::default()).unwrap();
+        assert_eq!(log.log_end_offset(), 2);
     }
 }

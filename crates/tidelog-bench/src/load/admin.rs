@@ -38,7 +38,15 @@ pub(crate) fn create_topic(
         }
         Err(code) => bail!("CreateTopics {topic}: {code}"),
     }
-    wait_for_leaders(bootstrap, topic, partitions, Duration::from_secs(60))
+    // A minute, plus a few milliseconds per partition for the very large topics of
+    // T11 (a node creates each partition's directory and files).
+    let per_partition = Duration::from_millis(3) * u32::try_from(partitions).unwrap_or(0);
+    wait_for_leaders(
+        bootstrap,
+        topic,
+        partitions,
+        Duration::from_secs(60) + per_partition,
+    )
 }
 
 /// One CreateTopics; the outer error is the request's, the inner the topic's code.

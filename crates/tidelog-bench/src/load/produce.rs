@@ -374,7 +374,9 @@ pub(crate) fn touch_partitions(
             }
         }
     }
-    producer.flush(Duration::from_secs(120))?;
+    // Two minutes, plus a few milliseconds per partition for T11's largest topics.
+    let per_partition = Duration::from_millis(5) * u32::try_from(partitions).unwrap_or(0);
+    producer.flush(Duration::from_secs(120) + per_partition)?;
     let failed = counters.failed.load(Ordering::Relaxed);
     if failed > 0 {
         let first = counters.first_error.lock().ok().and_then(|e| e.clone());

@@ -43,7 +43,7 @@ use kafka_protocol::protocol::VersionRange;
 use tidelog_controller::acl::AclOperation;
 use tidelog_controller::INTERNAL_TOPICS;
 use tidelog_protocol::ProtocolError;
-use tidelog_storage::{PendingSync, StorageError};
+use tidelog_storage::{DurabilityHandle, PendingSync, StorageError};
 
 use super::{later_response, Request};
 use crate::context::{now_ms, Ctx};
@@ -76,6 +76,23 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let txn_refused = txn_id
         .as_deref()
         .is_some_and(|id| !access.transactional_id(AclOperation::Write, id));
+    if !txn_refused {
+        let writable = request.topic_data.iter().flat_map(|topic| {
+            let name = match &image {
+                Some(image) => image.topic_by_id(&topic.topic_id).map(|t| t.name.clone()),
+                None => Some(topic.name.0.to_string()),
+            };
+            let name = name.filter(|n| access.topic(AclOperation::Write, n));
+            topic
+                .partition_data
+                .iter()
+                .filter_map(move |data| ctx.replicas.get(name.as_deref()?, data.index))
+        });
+        let marked = still_marked(writable);
+        if marked.len() > 1 {
+            ready_together(marked).await;
+        }
+    }
     let mut topics = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         let name = match &image {
@@ -317,6 +334,34 @@ impl Refusal {
             .with_error_message(self.message.map(StrBytes::from_string))
             .with_record_errors(record_errors)
     }
+}
+
+/// The first writes after a clean start reach many partitions in one request: their
+/// clean-shutdown markers go in one batch (unlinked, then one `syncfs`) on a blocking
+/// thread, rather than one directory fsync per partition as each is appended to. A
+/// partition left with its marker (an error) removes it by itself before its append.
+async fn ready_together(handles: Vec<DurabilityHandle>) {
+    let removed = tokio::task::spawn_blocking(move || {
+        let failed = tidelog_storage::remove_clean_shutdown_markers(&handles)
+            .into_iter()
+            .filter_map(Result::err)
+            .count();
+        if failed > 0 {
+            tracing::warn!(failed, "removing clean-shutdown markers in a batch failed");
+        }
+    })
+    .await;
+    if let Err(e) = removed {
+        tracing::warn!(error = %e, "removing clean-shutdown markers in a batch panicked");
+    }
+}
+
+/// The durability of those `partitions` that still have their clean-shutdown marker.
+fn still_marked(partitions: impl Iterator<Item = Arc<Partition>>) -> Vec<DurabilityHandle> {
+    partitions
+        .filter(|p| p.durability().clean_shutdown_marker_present())
+        .map(|p| p.durability().clone())
+        .collect()
 }
 
 type AppendResult = Result<(Arc<Partition>, Appended, Option<PendingSync>), Refusal>;

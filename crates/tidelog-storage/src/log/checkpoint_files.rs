@@ -137,19 +137,63 @@ impl DurabilityHandle {
     /// Clean close: the checkpoints, then the clean-shutdown marker (unless it is still
     /// there from a clean open); nothing writes the log's files afterwards.
     pub(crate) fn close(&self) -> Result<(), StorageError> {
+        self.close_checkpoints()?;
+        self.close_marker()
+    }
+
+    /// The first half of `close`: the checkpoint files. On failure the log is detached
+    /// (no marker will follow).
+    pub(crate) fn close_checkpoints(&self) -> Result<(), StorageError> {
         self.detach_file();
         let mut files = self.lock_files();
         if files.detached {
             return Ok(());
         }
-        let result = self.write_checkpoints_locked(&mut files).and_then(|()| {
-            if !self.clean_shutdown_marker_present() {
-                checkpoint::write_atomic(&self.shared.dir, checkpoint::CLEAN_SHUTDOWN, b"")?;
-            }
+        let result = self.write_checkpoints_locked(&mut files);
+        if result.is_err() {
+            files.detached = true;
+        }
+        result
+    }
+
+    /// The second half of `close`: the clean-shutdown marker (unless it is still there
+    /// from a clean open); nothing writes the log's files afterwards. Only once the
+    /// checkpoints and the data are durable.
+    pub(crate) fn close_marker(&self) -> Result<(), StorageError> {
+        let mut files = self.lock_files();
+        if files.detached {
+            return Ok(());
+        }
+        let result = if self.clean_shutdown_marker_present() {
             Ok(())
-        });
+        } else {
+            checkpoint::write_atomic(&self.shared.dir, checkpoint::CLEAN_SHUTDOWN, b"")
+                .map_err(StorageError::from)
+        };
         files.detached = true;
         result
+    }
+
+    /// Unlinks the clean-shutdown marker without making that durable, for
+    /// [`crate::remove_clean_shutdown_markers`]; true if it was there to unlink. The
+    /// caller syncs the filesystem, then calls [`Self::marker_removed`].
+    pub(crate) fn unlink_marker(&self) -> Result<bool, StorageError> {
+        if !self.clean_shutdown_marker_present() {
+            return Ok(false);
+        }
+        let files = self.lock_files();
+        if files.detached || !self.clean_shutdown_marker_present() {
+            return Ok(false);
+        }
+        match std::fs::remove_file(self.shared.dir.join(checkpoint::CLEAN_SHUTDOWN)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(true),
+        }
+    }
+
+    /// The unlink of the marker is durable (its filesystem was synced).
+    pub(crate) fn marker_removed(&self) {
+        self.shared.marker.store(false, Ordering::Release);
     }
 
     /// The log is gone (deleted, dropped, or closed after an error): nothing writes its

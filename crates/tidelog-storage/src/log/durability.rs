@@ -151,7 +151,7 @@ impl Log {
             Some(_) => None,
         };
         let segment = Segment::create(&self.dir, base, self.index_params())?;
-        let file = segment.log_file()?;
+        let file = segment.shared_file();
         self.segments.insert(base, segment);
         self.durability.rolled(closed, file, base);
         self.producers.write_snapshot_unsynced(&self.dir, base)?;
@@ -181,10 +181,18 @@ impl Log {
     /// Flush, checkpoints, producer snapshot, trimmed indexes, clean-shutdown marker,
     /// all on this thread (many logs close at once on a few threads: `close_logs`).
     pub fn close(mut self) -> Result<(), StorageError> {
+        self.close_data()?;
+        self.durability.close()
+    }
+
+    /// What `close` does before the checkpoint files and the clean-shutdown marker:
+    /// the data synced, the active segment sealed, the producer snapshot written, the
+    /// checkpoint values staged. `close_logs` runs it for many logs with fsyncs deferred.
+    pub(crate) fn close_data(&mut self) -> Result<(), StorageError> {
         if self.durability.clean_shutdown_marker_present() {
             // Opened clean and never changed: the files are as the last close left them.
             self.stage_checkpoints();
-            return self.durability.close();
+            return Ok(());
         }
         self.flush_data()?;
         self.durability.detach_file();
@@ -194,6 +202,6 @@ impl Log {
         self.producers.write_snapshot(&self.dir, end)?;
         self.prune_snapshots()?;
         self.stage_checkpoints();
-        self.durability.close()
+        Ok(())
     }
 }

@@ -13,7 +13,6 @@
 //!   two writers never race on a file's `.tmp` and a later value is never overwritten
 //!   by an earlier one.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -23,10 +22,11 @@ use super::checkpoint_files::{Checkpointed, FilesOnDisk, Staged};
 use super::FlushObserver;
 use crate::error::StorageError;
 use crate::fsync;
-use crate::segment::file_name;
+use crate::segment::{file_name, SegmentFile};
 
 /// A cloneable handle on one log's durability. It shares the active segment's
-/// `Arc<File>` (no extra descriptor); rolled segments are synced through their paths.
+/// [`SegmentFile`] (no descriptor of its own: a sync pass opens the file again if the
+/// descriptor cache closed it); rolled segments are synced through their paths.
 #[derive(Clone)]
 pub struct DurabilityHandle {
     pub(crate) shared: Arc<Shared>,
@@ -54,7 +54,7 @@ struct ClosedSegment {
 
 pub(super) struct SyncState {
     /// The active segment's log file.
-    file: Option<Arc<File>>,
+    file: Option<Arc<SegmentFile>>,
     /// End offset of everything written (exclusive).
     written: i64,
     /// End offset of the data known to be on disk (exclusive).
@@ -107,7 +107,7 @@ struct SyncWork {
     closed: Vec<ClosedSegment>,
     snapshots: Vec<i64>,
     dir_changes: Option<u64>,
-    active: Option<Arc<File>>,
+    active: Option<Arc<SegmentFile>>,
     target: i64,
     generation: u64,
 }
@@ -136,7 +136,14 @@ impl SyncWork {
             fsync::sync_dir(dir)?;
         }
         if let Some(file) = &self.active {
-            fsync::sync_data(file)?;
+            // Reopened if the descriptor cache closed it meanwhile: the unsynced writes
+            // are the inode's, so this fdatasync covers them. A file gone since (the
+            // log was truncated or deleted past it) needs none.
+            match file.get() {
+                Ok(open) => fsync::sync_data(&open)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }
@@ -147,7 +154,7 @@ impl DurabilityHandle {
     /// `file` as its active segment file and `staged` as its checkpoint values.
     pub(crate) fn new(
         dir: &Path,
-        file: Arc<File>,
+        file: Arc<SegmentFile>,
         written: i64,
         durable: i64,
         staged: Staged,
@@ -333,7 +340,7 @@ impl DurabilityHandle {
 
     /// The active segment was rolled: `closed` (if it holds data) waits for its fsync,
     /// `file` is the new active segment's, and new files exist in the directory.
-    pub(crate) fn rolled(&self, closed: Option<(i64, i64)>, file: Arc<File>, new_base: i64) {
+    pub(crate) fn rolled(&self, closed: Option<(i64, i64)>, file: Arc<SegmentFile>, new_base: i64) {
         let mut state = self.lock();
         if let Some((base, end)) = closed {
             state.closed.push(ClosedSegment { base, end });
@@ -369,7 +376,7 @@ impl DurabilityHandle {
     /// The log was cut back to `end` (or restarted there) with `file` as active file,
     /// whose segment starts at `active_base`: nothing at or past `end` is written, and a
     /// sync in flight must not claim it.
-    pub(crate) fn reset(&self, file: Arc<File>, end: i64, active_base: i64, durable: i64) {
+    pub(crate) fn reset(&self, file: Arc<SegmentFile>, end: i64, active_base: i64, durable: i64) {
         let mut state = self.lock();
         state.file = Some(file);
         state.written = end;

@@ -170,7 +170,7 @@ impl Log {
         let end = self.log_end_offset();
         self.high_watermark = self.high_watermark.min(end);
         let active = self.active()?;
-        let (file, active_base) = (active.log_file()?, active.base_offset());
+        let (file, active_base) = (active.shared_file(), active.base_offset());
         // The segment cut here takes new records, which the cleaner has not seen: the
         // clean part of the log ends before it.
         self.cleaned_up_to = self.cleaned_up_to.min(active_base);
@@ -220,7 +220,7 @@ impl Log {
         self.unflushed_records = 0;
         self.producers.clear();
         self.epochs.clear();
-        let file = self.active()?.log_file()?;
+        let file = self.active()?.shared_file();
         self.durability.reset(file, offset, offset, offset);
         // As for truncate_to: the new offsets are on disk before anything lands here.
         self.write_checkpoints_now()

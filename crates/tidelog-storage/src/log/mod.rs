@@ -5,12 +5,14 @@ mod durability;
 mod group_commit;
 mod handle;
 mod maintenance;
+mod many;
 mod open;
 mod read;
 
 pub use group_commit::PendingSync;
 pub use handle::DurabilityHandle;
 pub(crate) use handle::Shared;
+pub(crate) use many::{close_logs, remove_clean_shutdown_markers};
 pub(crate) use open::parse_base;
 pub(crate) use open::{open_logs, open_partition_logs};
 

@@ -108,13 +108,6 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
             break;
         }
     }
-    // Closed segments keep no descriptor until they are read.
-    let last_base = segments.keys().next_back().copied();
-    for (base, segment) in &mut segments {
-        if Some(*base) != last_base {
-            segment.release_file();
-        }
-    }
     let created = segments.is_empty();
     if created {
         let base = start_ck.unwrap_or(0).max(0);
@@ -123,8 +116,8 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
     let active_file = segments
         .values()
         .next_back()
-        .map(Segment::log_file)
-        .ok_or_else(super::no_segment)??;
+        .map(Segment::shared_file)
+        .ok_or_else(super::no_segment)?;
     let first_base = segments.keys().next().copied().unwrap_or(0);
     let log_end = segments
         .values()

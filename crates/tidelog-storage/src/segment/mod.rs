@@ -15,10 +15,10 @@ use crate::txn_index::TxnIndex;
 mod file;
 mod recover;
 mod search;
-pub use file::{open_segment_files_cached, set_max_open_segment_files};
+pub use file::{max_open_segment_files, open_segment_files_cached, set_max_open_segment_files};
 pub(crate) use search::first_record_at_or_after;
 
-use file::SegmentFile;
+pub(crate) use file::SegmentFile;
 
 /// `<20-digit base offset>.<ext>`.
 pub(crate) fn file_name(base_offset: i64, ext: &str) -> String {
@@ -51,7 +51,7 @@ pub(crate) struct IndexParams {
 /// its `.index` and `.timeindex` are rebuilt by the same scan.
 pub(crate) struct Segment {
     base_offset: i64,
-    log: SegmentFile,
+    log: Arc<SegmentFile>,
     size: u64,
     next_offset: i64,
     max_timestamp: i64,
@@ -77,15 +77,21 @@ impl Segment {
         params: IndexParams,
     ) -> Result<Self, StorageError> {
         let log_path = dir.join(file_name(base_offset, "log"));
+        // Not O_TRUNC: ext4 marks a file truncated by its opener to be written back when
+        // it is closed, and the descriptor cache closes files often. A stale file left
+        // where a new segment starts (a roll cut short by a crash) is emptied instead.
         let log = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
-            .truncate(true)
+            .truncate(false)
             .open(&log_path)?;
+        if log.metadata()?.len() > 0 {
+            log.set_len(0)?;
+        }
         Ok(Segment {
             base_offset,
-            log: SegmentFile::pinned(&log_path, log),
+            log: Arc::new(SegmentFile::new(&log_path, log)),
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -143,7 +149,7 @@ impl Segment {
         };
         let mut seg = Segment {
             base_offset,
-            log: SegmentFile::pinned(&log_path, log),
+            log: Arc::new(SegmentFile::new(&log_path, log)),
             size,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -332,13 +338,11 @@ impl Segment {
         }
         self.offset_index.trim()?;
         self.time_index.trim()?;
-        self.log.unpin();
         Ok(())
     }
 
     /// Becomes the active segment again: indexes preallocated to full size.
     pub(crate) fn unseal(&mut self) -> Result<(), StorageError> {
-        self.log.pin()?;
         self.offset_index.resize(self.params.index_bytes)?;
         self.time_index.resize(self.params.index_bytes)?;
         Ok(())
@@ -403,9 +407,9 @@ impl Segment {
     pub(crate) fn log_file(&self) -> Result<Arc<File>, StorageError> {
         Ok(self.log.get()?)
     }
-    /// A closed segment that stays closed: its descriptor may be closed until needed.
-    pub(crate) fn release_file(&mut self) {
-        self.log.unpin();
+    /// The `.log` file as the durability state keeps it: reopened when it syncs.
+    pub(crate) fn shared_file(&self) -> Arc<SegmentFile> {
+        Arc::clone(&self.log)
     }
     pub(crate) fn indexes_full(&self) -> bool {
         self.offset_index.is_full() || self.time_index.is_full()

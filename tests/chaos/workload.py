@@ -32,7 +32,8 @@ def client_logger(path):
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         logger.addHandler(handler)
         logger.propagate = False
-        logger.setLevel(logging.INFO)
+        # librdkafka's debug lines arrive at DEBUG: kept only when they were asked for.
+        logger.setLevel(logging.DEBUG if READER_DEBUG else logging.INFO)
     return logger
 
 

@@ -76,29 +76,41 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
     let txn_refused = txn_id
         .as_deref()
         .is_some_and(|id| !access.transactional_id(AclOperation::Write, id));
-    if !txn_refused {
-        let writable = request.topic_data.iter().flat_map(|topic| {
+    // Each topic's name (None: an id this node does not know) and whether this
+    // principal may write to it, resolved once for both passes below.
+    let names: Vec<(Option<String>, bool)> = request
+        .topic_data
+        .iter()
+        .map(|topic| {
             let name = match &image {
                 Some(image) => image.topic_by_id(&topic.topic_id).map(|t| t.name.clone()),
                 None => Some(topic.name.0.to_string()),
             };
-            let name = name.filter(|n| access.topic(AclOperation::Write, n));
-            topic
-                .partition_data
-                .iter()
-                .filter_map(move |data| ctx.replicas.get(name.as_deref()?, data.index))
-        });
+            let writable = name
+                .as_deref()
+                .is_some_and(|n| access.topic(AclOperation::Write, n));
+            (name, writable)
+        })
+        .collect();
+    if !txn_refused {
+        let writable = request
+            .topic_data
+            .iter()
+            .zip(&names)
+            .filter(|(_, (_, writable))| *writable)
+            .flat_map(|(topic, (name, _))| {
+                topic
+                    .partition_data
+                    .iter()
+                    .filter_map(move |data| ctx.replicas.get(name.as_deref()?, data.index))
+            });
         let marked = still_marked(writable);
         if marked.len() > 1 {
             ready_together(marked).await;
         }
     }
     let mut topics = Vec::with_capacity(request.topic_data.len());
-    for topic in request.topic_data {
-        let name = match &image {
-            Some(image) => image.topic_by_id(&topic.topic_id).map(|t| t.name.clone()),
-            None => Some(topic.name.0.to_string()),
-        };
+    for (topic, (name, writable)) in request.topic_data.into_iter().zip(names) {
         let mut partitions = Vec::with_capacity(topic.partition_data.len());
         for data in topic.partition_data {
             let result = if !(-1..=1).contains(&acks) {
@@ -107,10 +119,7 @@ pub(crate) async fn handle(ctx: &Ctx, mut req: Request) -> Result<Reply, Protoco
                 Err(Refusal::code(
                     ResponseError::TransactionalIdAuthorizationFailed.code(),
                 ))
-            } else if name
-                .as_deref()
-                .is_some_and(|n| !access.topic(AclOperation::Write, n))
-            {
+            } else if name.is_some() && !writable {
                 Err(Refusal::code(
                     ResponseError::TopicAuthorizationFailed.code(),
                 ))

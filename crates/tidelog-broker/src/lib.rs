@@ -29,6 +29,7 @@ mod metrics;
 mod net;
 pub mod properties;
 mod quota;
+mod readiness;
 mod replica;
 mod sasl;
 mod server;

@@ -1,7 +1,6 @@
 //! Start-up, background tasks and shutdown of one node.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use crate::group::{GroupConfig, GroupCoordinator};
 use crate::listeners::SecurityProtocol;
 use crate::metadata::MetadataManager;
 use crate::metrics::{Metrics, NodeView};
+use crate::readiness::Readiness;
 use crate::replica::{isr, ReplicaManager};
 use crate::settings;
 use crate::txn::{TxnConfig, TxnCoordinator};
@@ -129,7 +129,7 @@ impl Broker {
             .map(|dir| claim_data_dir(dir))
             .collect::<Result<Vec<_>, _>>()?;
         let (stopping_tx, stopping) = watch::channel(false);
-        let ready = Arc::new(AtomicBool::new(false));
+        let ready = Readiness::new();
         let metrics = Arc::new(Metrics::new());
         let mut tasks = Tasks::default();
 
@@ -141,7 +141,7 @@ impl Broker {
         let authorizer = crate::auth::Authorizer::from_config(&config).map(Arc::new);
         let admin = AdminState::new(
             &config,
-            Arc::clone(&ready),
+            ready.clone(),
             Arc::clone(&metrics),
             node_view,
             authorizer.clone(),
@@ -315,7 +315,7 @@ impl Broker {
             crate::metadata::follow_image(Arc::clone(&ctx), Arc::clone(&link), stop)
         });
         tasks.start("broker heartbeat", |stop| {
-            let (ctx, ready) = (Arc::clone(&ctx), Arc::clone(&ready));
+            let (ctx, ready) = (Arc::clone(&ctx), ready.clone());
             crate::metadata::heartbeat_loop(ctx, link, endpoints, rack, ready, stop)
         });
         tasks.start("log housekeeping", |stop| {
@@ -356,8 +356,7 @@ impl Broker {
                 sasl,
             };
             let open = Arc::clone(&open_connections);
-            let (ctx, ready, in_cluster) =
-                (Arc::clone(&ctx), Arc::clone(&ready), cluster.is_some());
+            let (ctx, ready, in_cluster) = (Arc::clone(&ctx), ready.clone(), cluster.is_some());
             tasks.start("Kafka listener", |mut stop| async move {
                 // As Kafka enables request processing only after the broker's initial
                 // metadata catch-up: until then this node's partitions hold the roles
@@ -371,7 +370,7 @@ impl Broker {
                 net::serve_listener(listener, endpoint, open, ctx, stop).await
             });
         }
-        if ready.load(Ordering::Acquire) {
+        if ready.is_ready() {
             tracing::info!(node_id, %kafka_addr, %admin_addr, listeners = ?kafka_addrs, "tidelog is ready");
         } else {
             tracing::info!(node_id, %kafka_addr, %admin_addr, listeners = ?kafka_addrs, "tidelog started; joining the cluster");
@@ -473,27 +472,22 @@ const MAX_FLUSHER_THREADS: usize = 64;
 /// before it serves anyway (the heartbeat loop keeps trying; `/readyz` tells).
 const SINGLE_NODE_READY_WITHIN: Duration = Duration::from_secs(10);
 
-async fn wait_until_ready(ready: &AtomicBool) {
-    let started = tokio::time::Instant::now();
-    while !ready.load(Ordering::Acquire) {
-        if started.elapsed() >= SINGLE_NODE_READY_WITHIN {
-            tracing::warn!("not registered with this node's own controller yet; serving anyway");
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+async fn wait_until_ready(ready: &Readiness) {
+    if tokio::time::timeout(SINGLE_NODE_READY_WITHIN, ready.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("not registered with this node's own controller yet; serving anyway");
     }
 }
 
 /// Waits until this node is first ready (registered, its metadata caught up with the
 /// quorum's); false when told to stop first.
-async fn until_first_ready(ready: &AtomicBool, stop: &mut watch::Receiver<bool>) -> bool {
-    while !ready.load(Ordering::Acquire) {
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-            changed = stop.changed() => if changed.is_err() || *stop.borrow() { return false },
-        }
+async fn until_first_ready(ready: &Readiness, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = ready.wait() => true,
+        _ = stop.wait_for(|stopping| *stopping) => false,
     }
-    true
 }
 
 fn topic_defaults(config: &BrokerConfig) -> TopicDefaults {

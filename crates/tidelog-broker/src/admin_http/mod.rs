@@ -12,7 +12,6 @@
 mod routes;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +25,7 @@ use crate::admin_auth::{self, AdminProtocol, AdminSecurity, BasicCredentials, Un
 use crate::auth::{Access, Authorizer};
 use crate::config::BrokerConfig;
 use crate::metrics::{Metrics, NodeView};
+use crate::readiness::Readiness;
 use crate::settings;
 use crate::tls::{ListenerSsl, ServerTls, TlsError};
 
@@ -47,7 +47,7 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
 /// view once the server has built it.
 #[derive(Clone)]
 pub(crate) struct AdminState {
-    pub(crate) ready: Arc<AtomicBool>,
+    pub(crate) ready: Readiness,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) node: watch::Receiver<Option<Arc<NodeView>>>,
     /// `admin.console.actions.enabled`: the console may act.
@@ -63,7 +63,7 @@ impl AdminState {
     /// when the port is HTTPS.
     pub(crate) async fn new(
         config: &BrokerConfig,
-        ready: Arc<AtomicBool>,
+        ready: Readiness,
         metrics: Arc<Metrics>,
         node: watch::Receiver<Option<Arc<NodeView>>>,
         authorizer: Option<Arc<Authorizer>>,
@@ -107,7 +107,7 @@ impl AdminState {
 
     /// The node's view once it is ready; views and actions answer 503 before.
     fn ready_node(&self) -> Option<Arc<NodeView>> {
-        self.node().filter(|_| self.ready.load(Ordering::Acquire))
+        self.node().filter(|_| self.ready.is_ready())
     }
 }
 

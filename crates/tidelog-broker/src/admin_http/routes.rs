@@ -6,7 +6,6 @@
 //! the cluster (DescribeQuorum), records of topics it may READ (Fetch). Without an
 //! authorizer every check passes.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,9 +47,7 @@ pub(super) async fn route(
 ) -> Response {
     match path {
         "/healthz" => Response::new("200 OK", TEXT, "ok\n"),
-        "/readyz" if state.ready.load(Ordering::Acquire) => {
-            Response::new("200 OK", TEXT, "ready\n")
-        }
+        "/readyz" if state.ready.is_ready() => Response::new("200 OK", TEXT, "ready\n"),
         "/readyz" => Response::not_ready(),
         // Not public (admin.public.paths): every topic and group is named in it, so
         // it takes DESCRIBE on the cluster, as listing all of them would.

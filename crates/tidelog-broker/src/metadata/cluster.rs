@@ -3,7 +3,6 @@
 //! (`follow_image`), and moving leaderships away before a clean exit
 //! (`controlled_shutdown`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +12,7 @@ use tidelog_controller::{Endpoint, MetadataImage, Uuid};
 use tokio::sync::watch;
 
 use crate::context::Ctx;
+use crate::readiness::Readiness;
 use crate::settings::{self, Setting};
 
 /// Kafka's STALE_BROKER_EPOCH and BROKER_ID_NOT_REGISTERED: register again.
@@ -103,7 +103,7 @@ pub(crate) async fn heartbeat_loop(
     link: Arc<ControllerHandle>,
     listeners: Vec<Endpoint>,
     rack: Option<String>,
-    ready: Arc<AtomicBool>,
+    ready: Readiness,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let node_id = ctx.node_id();
@@ -161,14 +161,14 @@ pub(crate) async fn heartbeat_loop(
                     ctx.metrics
                         .topics
                         .set_cluster_traffic(reply.traffic.clone());
-                    if !ready.load(Ordering::Acquire) && bootstrap_users(&ctx, &link).await {
+                    if !ready.is_ready() && bootstrap_users(&ctx, &link).await {
                         let target = reply.metadata_offset;
                         let caught_up = ctx
                             .metadata
                             .wait_for(interval, |i| i.last_offset() >= target)
                             .await;
                         if caught_up {
-                            ready.store(true, Ordering::Release);
+                            ready.set(true);
                             tracing::info!(node_id, "metadata caught up; tidelog is ready");
                         }
                     }
@@ -194,7 +194,7 @@ pub(crate) async fn heartbeat_loop(
             // metadata caught up, makes it ready again.
             let no_leader = ctx.metadata.controller_id(node_id) < 0;
             let unanswered = last_answered.elapsed() >= session_timeout;
-            if (no_leader || unanswered) && ready.swap(false, Ordering::AcqRel) {
+            if (no_leader || unanswered) && ready.set(false) {
                 tracing::warn!(
                     node_id,
                     no_leader,

@@ -3,7 +3,6 @@
 //! quorum), and a node that runs only a controller voter (`ControllerNode`,
 //! `--roles controller`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,6 +19,7 @@ use super::{bind, claim_data_dir, Environment, StartError};
 use crate::admin_http::{self, AdminState};
 use crate::config::BrokerConfig;
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use crate::settings;
 
 /// How a node joins a cluster (`--quorum`). Without it a node is a cluster of one: the
@@ -162,7 +162,7 @@ impl ControllerNode {
         options: ClusterOptions,
     ) -> Result<ControllerNode, StartError> {
         let lock = claim_data_dir(&config.data_dir)?;
-        let ready = Arc::new(AtomicBool::new(false));
+        let ready = Readiness::new();
         let (admin_listener, admin_addr) = bind(config.admin_listen).await?;
         let defaults = super::topic_defaults(&config);
         let env = Environment::real();
@@ -172,7 +172,7 @@ impl ControllerNode {
         // No broker here: the admin port has the event metrics and no node view.
         let admin = AdminState::new(
             &config,
-            Arc::clone(&ready),
+            ready.clone(),
             Arc::new(Metrics::new()),
             watch::channel(None).1,
             crate::auth::Authorizer::from_config(&config).map(Arc::new),
@@ -214,12 +214,12 @@ impl ControllerNode {
 /// Keeps `ready` true while this voter knows a quorum leader.
 async fn track_leader(
     controller: Arc<QuorumController>,
-    ready: Arc<AtomicBool>,
+    ready: Readiness,
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
         let leader = controller.quorum().status().leader;
-        ready.store(leader.is_some(), Ordering::Release);
+        ready.set(leader.is_some());
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(200)) => {}
             _ = shutdown.changed() => return,

@@ -74,11 +74,13 @@ pub(crate) enum StaleMarker {
 }
 
 impl StaleMarker {
-    /// Checks a control batch a coordinator asks this leader to append.
-    fn check(log: &Log, batch: &[u8]) -> Result<(), StaleMarker> {
-        let Ok(header) = tidelog_storage::BatchHeader::new(batch) else {
-            return Ok(()); // malformed: the append itself refuses it
-        };
+    /// Checks a control batch a coordinator asks this leader to append, whose header
+    /// is `header`.
+    fn check(
+        log: &Log,
+        batch: &[u8],
+        header: &tidelog_storage::BatchHeader<'_>,
+    ) -> Result<(), StaleMarker> {
         let producer_id = header.producer_id();
         let Some(entry) = log.producer_state().get(producer_id) else {
             return Ok(());
@@ -396,8 +398,9 @@ impl Partition {
             }
         }
         if origin == AppendOrigin::Coordinator {
-            StaleMarker::check(log, batches)?;
+            // A malformed batch is refused by the append itself.
             if let Ok(header) = tidelog_storage::BatchHeader::new(batches) {
+                StaleMarker::check(log, batches, &header)?;
                 self.lock_verifying().remove(&header.producer_id());
             }
         }

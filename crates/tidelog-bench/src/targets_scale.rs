@@ -164,6 +164,22 @@ fn scaled(scale: &Scale) -> String {
     }
 }
 
+/// The Metadata row, the same at both partition counts.
+fn metadata_figure(id: &str, r: &Run, scaled: &str) -> Figure {
+    let n = r.partitions;
+    Figure::new(
+        id,
+        &format!("Metadata for a topic of {n} partitions"),
+        r.metadata_ms,
+        "ms",
+    )
+    .bound(50.0, true, T11_METADATA)
+    .note(format!(
+        "median of {METADATA_SAMPLES} from one client; {} ms after the clean restart{scaled}",
+        number(r.metadata_after_restart_ms)
+    ))
+}
+
 /// T11a–e at `t11_partitions`.
 pub(crate) fn chapter(options: &SpawnOptions, scale: &Scale) -> anyhow::Result<Vec<Figure>> {
     let r = measure(options, scale.t11_partitions.max(1))?;
@@ -176,12 +192,7 @@ pub(crate) fn chapter(options: &SpawnOptions, scale: &Scale) -> anyhow::Result<V
                 "one librdkafka producer, acks=1, {} acked{}; the topic was created in {:.1} s; after the clean restart the same took {:.1} s{scaled}",
                 r.acked, broker_share(&r), r.create_s, r.produce_again_s
             )),
-        Figure::new("T11b", &format!("Metadata for a topic of {n} partitions"), r.metadata_ms, "ms")
-            .bound(50.0, true, T11_METADATA)
-            .note(format!(
-                "median of {METADATA_SAMPLES} from one client; {} ms after the clean restart{scaled}",
-                number(r.metadata_after_restart_ms)
-            )),
+        metadata_figure("T11b", &r, &scaled),
         Figure::new("T11c", &format!("clean shutdown, {n} partitions"), r.shutdown_s, "s")
             .bound(5.0, true, T11_SHUTDOWN)
             .note(format!(
@@ -217,12 +228,7 @@ pub(crate) fn many(options: &SpawnOptions, scale: &Scale) -> anyhow::Result<Vec<
         Figure::new("T11g", &format!("RSS with {n} partitions"), r.rss_mb, "MB")
             .bound(1024.0 * 1.048_576, true, T11_RSS)
             .note(format!("each partition holds one 100 B record{scaled}")),
-        Figure::new("T11h", &format!("Metadata for a topic of {n} partitions"), r.metadata_ms, "ms")
-            .bound(50.0, true, T11_METADATA)
-            .note(format!(
-                "median of {METADATA_SAMPLES} from one client; {} ms after the clean restart{scaled}",
-                number(r.metadata_after_restart_ms)
-            )),
+        metadata_figure("T11h", &r, &scaled),
         Figure::new("T11i", &format!("clean restart to ready, {n} partitions"), r.clean_restart_s, "s")
             .bound(2.0, true, T11_RESTART)
             .note(format!("the clean shutdown before it took {:.1} s{scaled}", r.shutdown_s)),

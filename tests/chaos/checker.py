@@ -21,6 +21,8 @@ Events it reads (every one has `t`, monotonic seconds, and `type`):
                the report when fatal)
   client_closed client, seconds             (how long a consumer's close() took; shown
                in the report when over 10 s)
+  client_stuck client, cause                (a consumer whose close() never returned for a
+               known client bug, e.g. librdkafka#5511; shown in the report)
 
 A transaction is *committed* when its commit was acknowledged, *aborted* when its abort
 was acknowledged or its producer never asked to commit it (a crashed or fenced worker:
@@ -336,6 +338,8 @@ def report(result, events):
               for e in events if e["type"] == "client_error" and e["fatal"]]
     lines += [f"slow consumer close: {e['client']} took {e['seconds']} s"
               for e in events if e["type"] == "client_closed" and e["seconds"] > 10]
+    lines += [f"consumer close never returned: {e['client']} ({e['cause']}: a client bug, not counted as a run error)"
+              for e in events if e["type"] == "client_stuck"]
     if not result.anomalies:
         lines.append("no anomaly")
     for a in result.anomalies:

@@ -11,17 +11,15 @@ FENCE_TIMEOUT_S = 90
 
 
 class TxnClient(Supervised):
+    """`crash()` SIGKILLs it most likely inside a transaction (the worker pauses between
+    the sends of one); the next incarnation fences it, so its open transaction is aborted."""
+
     def __init__(self, history, history_file, bootstrap, source, sink, group, txn_id, seed, log_path):
         super().__init__(history, txn_id, log_path)
         self.args = [bootstrap, source, sink, group, txn_id, str(history_file), str(seed)]
 
     def command(self, incarnation):
         return [sys.executable, str(WORKER), *self.args, str(incarnation)]
-
-    def crash(self):
-        """SIGKILL, most likely inside a transaction (the worker pauses between the sends
-        of one); the next incarnation fences it, so its open transaction is aborted."""
-        super().crash()
 
     def stop(self):
         """Kill the running incarnation, then fence it so its open transaction is aborted:

@@ -1,19 +1,25 @@
-//! Small per-partition checkpoint files, always replaced atomically.
+//! Small checkpoint files, always replaced atomically.
 //!
 //! Text format, as Kafka operators know it: a version line (`0`), a count line, then one
-//! entry per line. Offset checkpoints hold one entry (`<offset>`); the leader-epoch
-//! checkpoint holds `<epoch> <start offset>` lines. Writes go to `<name>.tmp`, which is
+//! entry per line. A partition's offset checkpoints hold one entry (`<offset>`); its
+//! leader-epoch checkpoint holds `<epoch> <start offset>` lines; a log directory's
+//! high-watermark file holds `<topic> <partition> <offset>` lines. Writes go to `<name>.tmp`, which is
 //! fsynced, renamed over `<name>`, and the directory fsynced, so a reader sees the old or
 //! the new file, never a torn one. A file that does not parse is treated as absent
 //! (recovery then scans more of the log, which is safe).
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
 pub(crate) const RECOVERY_POINT: &str = "recovery-point-offset-checkpoint";
 pub(crate) const LOG_START: &str = "log-start-offset-checkpoint";
-pub(crate) const HIGH_WATERMARK: &str = "replication-offset-checkpoint";
+/// The high watermark in a partition's own directory, as an earlier release kept it:
+/// read at open, removed by the first checkpoint write.
+pub(crate) const LEGACY_HIGH_WATERMARK: &str = "replication-offset-checkpoint";
+/// Every partition's high watermark, in the log directory itself (Kafka's file).
+pub const HIGH_WATERMARKS_FILE: &str = "replication-offset-checkpoint";
 pub(crate) const LEADER_EPOCH: &str = "leader-epoch-checkpoint";
 pub(crate) const CLEAN_SHUTDOWN: &str = "clean-shutdown";
 
@@ -82,4 +88,34 @@ pub(crate) fn read_epochs(dir: &Path) -> Option<Vec<(i32, i64)>> {
             Some((e, o))
         })
         .collect()
+}
+
+/// The high watermarks a log directory's [`HIGH_WATERMARKS_FILE`] holds, by (topic,
+/// partition); empty when it is missing or does not parse (the high watermarks then
+/// start at each log's start and the replicas move them on).
+pub fn read_high_watermarks(log_dir: &Path) -> HashMap<(String, i32), i64> {
+    let parse = |line: &String| {
+        let mut parts = line.split_whitespace();
+        let topic = parts.next()?.to_owned();
+        let partition = parts.next()?.parse().ok()?;
+        let offset = parts.next()?.parse().ok()?;
+        parts
+            .next()
+            .is_none()
+            .then_some(((topic, partition), offset))
+    };
+    read_lines(log_dir, HIGH_WATERMARKS_FILE)
+        .and_then(|lines| lines.iter().map(parse).collect::<Option<HashMap<_, _>>>())
+        .unwrap_or_default()
+}
+
+/// Replaces a log directory's [`HIGH_WATERMARKS_FILE`] with `entries` (topic,
+/// partition, high watermark), atomically and durably: one file and one directory
+/// fsync for every partition of the directory.
+pub fn write_high_watermarks(log_dir: &Path, entries: &[(String, i32, i64)]) -> io::Result<()> {
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|(topic, partition, offset)| format!("{topic} {partition} {offset}"))
+        .collect();
+    write_atomic(log_dir, HIGH_WATERMARKS_FILE, &encode_lines(&lines))
 }

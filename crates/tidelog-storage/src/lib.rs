@@ -27,9 +27,12 @@
 //! * [`Log::flush_if_due`] (`flush.ms`), [`Log::roll_if_due`] (`segment.ms`),
 //!   [`Log::apply_retention`], [`Log::compact`] (no-op unless the policy compacts; cleans
 //!   only below the high watermark and any open transaction),
-//!   [`Log::expire_producers`], and now and then [`Log::write_checkpoints`] so the high
-//!   watermark survives a crash.
-//! * [`Log::set_high_watermark`] after replication advances it.
+//!   [`Log::expire_producers`], and now and then [`Log::write_checkpoints`] so a crash
+//!   rescans little.
+//! * [`Log::set_high_watermark`] after replication advances it; now and then
+//!   [`write_high_watermarks`] with every log of a log directory, so the high watermarks
+//!   survive a restart in one file per directory (as Kafka keeps them), and after opening
+//!   a log, [`Log::set_high_watermark`] with what [`read_high_watermarks`] found for it.
 //!
 //! # Durability, opening and descriptors
 //! The owner of a `Log` calls it under its lock, possibly from an async worker, so the
@@ -107,6 +110,7 @@ mod scan;
 mod segment;
 mod txn_index;
 
+pub use checkpoint::{read_high_watermarks, write_high_watermarks, HIGH_WATERMARKS_FILE};
 pub use cleaner::CompactionStats;
 pub use config::{CleanupPolicy, LogConfig, TimestampType};
 pub use epoch_cache::EpochEntry;

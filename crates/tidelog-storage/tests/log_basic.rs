@@ -71,8 +71,12 @@ fn reopen_after_clean_close_keeps_everything() {
     }
     log.set_high_watermark(20);
     log.close().unwrap();
-    let log = Log::open(dir.path(), LogConfig::default()).unwrap();
+    let mut log = Log::open(dir.path(), LogConfig::default()).unwrap();
     assert_eq!(log.log_end_offset(), 40);
+    // The high watermark is kept by the owner of the logs, one file per log directory
+    // (`write_high_watermarks`), and handed back after the open.
+    assert_eq!(log.high_watermark(), 0);
+    log.set_high_watermark(20);
     assert_eq!(log.high_watermark(), 20);
     assert_eq!(log.offset_for_timestamp(52).unwrap(), Some((22, 52)));
     assert_eq!(log.max_timestamp_and_offset().unwrap(), Some((39, 93)));

@@ -90,21 +90,42 @@ fn checkpoints_are_rewritten_only_when_they_change() {
     log.append(&mut batch(2, 0, "a", 10), &opts(0)).unwrap();
     log.set_high_watermark(2);
     log.flush().unwrap();
-    let hw_file = dir.path().join("replication-offset-checkpoint");
-    let first = std::fs::metadata(&hw_file).unwrap().modified().unwrap();
+    let start_file = dir.path().join("log-start-offset-checkpoint");
+    let first = std::fs::metadata(&start_file).unwrap().modified().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
     log.write_checkpoints().unwrap();
     assert_eq!(
-        std::fs::metadata(&hw_file).unwrap().modified().unwrap(),
+        std::fs::metadata(&start_file).unwrap().modified().unwrap(),
         first
     );
-    log.set_high_watermark(1);
+    log.delete_records_before(1).unwrap();
     log.write_checkpoints().unwrap();
     assert_ne!(
-        std::fs::metadata(&hw_file).unwrap().modified().unwrap(),
+        std::fs::metadata(&start_file).unwrap().modified().unwrap(),
         first
     );
-    assert_eq!(std::fs::read_to_string(&hw_file).unwrap(), "0\n1\n1\n");
+    assert_eq!(std::fs::read_to_string(&start_file).unwrap(), "0\n1\n1\n");
+}
+
+#[test]
+fn the_high_watermark_is_no_longer_kept_in_the_partition_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    log.append(&mut batch(3, 0, "a", 10), &opts(0)).unwrap();
+    log.set_high_watermark(3);
+    log.flush().unwrap();
+    let legacy = dir.path().join("replication-offset-checkpoint");
+    assert!(!legacy.exists(), "the log directory's file holds it now");
+    log.close().unwrap();
+
+    // A directory an earlier release wrote: its value is read at open, then the file
+    // goes with the first checkpoint write.
+    std::fs::write(&legacy, "0\n1\n2\n").unwrap();
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    assert_eq!(log.high_watermark(), 2);
+    log.append(&mut batch(1, 3, "b", 10), &opts(0)).unwrap();
+    log.flush().unwrap();
+    assert!(!legacy.exists());
 }
 
 #[test]

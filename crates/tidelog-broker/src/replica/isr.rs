@@ -265,13 +265,7 @@ async fn send_alter_partition(
 
 /// Writes the offset checkpoints of every partition whose HW moved.
 fn checkpoint_all(ctx: &Ctx) {
-    for p in ctx.replicas.all() {
-        if let Err(e) = p.checkpoint_high_watermark() {
-            if !matches!(e, super::PartitionError::Closed) {
-                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "high watermark checkpoint failed");
-            }
-        }
-    }
+    ctx.replicas.checkpoint_high_watermarks(&ctx.replicas.all());
 }
 
 #[cfg(test)]

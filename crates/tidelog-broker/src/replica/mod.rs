@@ -9,6 +9,7 @@ mod fetch_backoff;
 mod fetcher;
 mod fetchers;
 mod follower;
+mod high_watermarks;
 mod idempotence;
 pub(crate) mod isr;
 mod partition;
@@ -44,6 +45,7 @@ use crate::metrics::{ReplicationProbe, StorageOperation, StorageProbe};
 use crate::topic_config;
 use dir_deletion::DirDeleter;
 use fetchers::Fetchers;
+use high_watermarks::HighWatermarkFiles;
 use state::ImageAssignment;
 
 /// Threads that open logs at start-up (and close them at shutdown) in parallel.
@@ -71,6 +73,8 @@ pub(crate) struct ReplicaManager {
     deleter: DirDeleter,
     /// How this node reaches other brokers' inter-broker listener.
     inter_broker: Arc<dyn Transport>,
+    /// Every partition's high watermark, one file per log directory.
+    high_watermarks: HighWatermarkFiles,
 }
 
 impl ReplicaManager {
@@ -93,6 +97,7 @@ impl ReplicaManager {
             replication,
             isr_wake: Notify::new(),
             deleter: DirDeleter::default(),
+            high_watermarks: HighWatermarkFiles::default(),
         }
     }
 
@@ -246,6 +251,7 @@ impl ReplicaManager {
         }
         // Opening is mostly waiting on the disk (checkpoints, index maps, a crash
         // rescan), so a node with many partitions opens them on a few threads at once.
+        self.high_watermarks.load_once(&self.log_dirs);
         let keys: Vec<&PartitionKey> = to_open.iter().map(|(key, _, _, _)| key).collect();
         let dirs = self
             .place(&keys)
@@ -257,6 +263,7 @@ impl ReplicaManager {
         let mut adopted = Vec::new();
         for ((key, topic_id, assignment, config), log) in to_open.into_iter().zip(opened) {
             let (mut log, claim) = log?;
+            self.high_watermarks.restore(&key, &mut log, &claim);
             match claim {
                 DirClaim::Created | DirClaim::Owned => {}
                 DirClaim::Adopted => adopted.push(format!("{}-{}", key.0, key.1)),
@@ -341,6 +348,8 @@ impl ReplicaManager {
             let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
             map.drain().map(|(_, p)| p).collect()
         };
+        // Nothing moves them any more: the fetchers are stopped and no request is served.
+        self.checkpoint_high_watermarks(&partitions);
         let (names, logs): (Vec<_>, Vec<Log>) = partitions
             .iter()
             .filter_map(|p| p.take_log().map(|log| ((p.topic.clone(), p.index), log)))
@@ -350,6 +359,14 @@ impl ReplicaManager {
             if let Err(e) = result {
                 tracing::error!(%topic, partition, error = %e, "closing log failed");
             }
+        }
+    }
+
+    /// Writes each log directory's high-watermark file whose values changed (blocking).
+    pub(crate) fn checkpoint_high_watermarks(&self, partitions: &[Arc<Partition>]) {
+        for (dir, e) in self.high_watermarks.write(partitions) {
+            self.probe.failed(StorageOperation::Flush);
+            tracing::warn!(dir = %dir.display(), error = %e, "high watermark checkpoint failed");
         }
     }
 

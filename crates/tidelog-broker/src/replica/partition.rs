@@ -2,7 +2,7 @@
 //! parked on it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tidelog_storage::{
@@ -164,8 +164,6 @@ pub(crate) struct Partition {
     pub(super) repl: Mutex<ReplicaState>,
     /// The high watermark and leadership, for acks=all produces waiting on them.
     pub(super) hw_watch: watch::Sender<HwSnapshot>,
-    /// The high watermark last written to the checkpoint file.
-    pub(super) hw_checkpointed: AtomicI64,
     /// Transactional producers being verified with their coordinator (Kafka's
     /// verification guard, KIP-890): producer id -> guard. A marker for the producer
     /// removes its guard, so a batch verified before the marker and appended after it
@@ -204,7 +202,6 @@ impl Partition {
             waiters: Mutex::new(Vec::new()),
             repl: Mutex::new(ReplicaState::sole_leader(i32::MIN, leader_epoch)),
             hw_watch: watch::Sender::new(snapshot),
-            hw_checkpointed: AtomicI64::new(-1),
             verifying: Mutex::new(HashMap::new()),
             next_guard: AtomicU64::new(1),
         }

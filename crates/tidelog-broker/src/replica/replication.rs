@@ -3,7 +3,6 @@
 //! acks=all waits. The arithmetic lives in `state.rs`; this file applies it under the
 //! partition's locks (always `log` before `repl`).
 
-use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::Duration;
 
@@ -336,17 +335,6 @@ impl Partition {
         if moved {
             self.wake_waiters();
         }
-    }
-
-    /// Writes the offsets checkpoints if the HW moved since the last time.
-    pub(crate) fn checkpoint_high_watermark(&self) -> Result<(), PartitionError> {
-        self.with_log(|log| {
-            let hw = log.high_watermark();
-            if self.hw_checkpointed.swap(hw, Ordering::AcqRel) != hw {
-                log.write_checkpoints()?;
-            }
-            Ok(())
-        })
     }
 
     /// acks=all: waits until the high watermark reaches `end` (written in `epoch`).

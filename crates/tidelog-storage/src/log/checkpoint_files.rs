@@ -16,7 +16,6 @@ use crate::error::StorageError;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Staged {
     pub(crate) log_start: i64,
-    pub(crate) high_watermark: i64,
     pub(crate) epochs: Vec<(i32, i64)>,
 }
 
@@ -26,8 +25,11 @@ pub(crate) struct Staged {
 pub(crate) struct Checkpointed {
     pub(crate) recovery_point: Option<i64>,
     pub(crate) log_start: Option<i64>,
-    pub(crate) high_watermark: Option<i64>,
     pub(crate) epochs: Option<Vec<(i32, i64)>>,
+    /// A per-partition high-watermark file of an earlier release is still there: the
+    /// first checkpoint write removes it (the high watermarks of a log directory are
+    /// one file now, [`crate::HIGH_WATERMARKS_FILE`], written by the owner of the logs).
+    pub(crate) legacy_high_watermark: bool,
 }
 
 pub(super) struct FilesOnDisk {
@@ -85,16 +87,19 @@ impl DurabilityHandle {
                 staged.log_start,
                 &mut known.log_start,
             ),
-            (
-                checkpoint::HIGH_WATERMARK,
-                staged.high_watermark,
-                &mut known.high_watermark,
-            ),
         ] {
             if *on_disk != Some(value) {
                 *on_disk = None;
                 checkpoint::write_offset(dir, name, value)?;
                 *on_disk = Some(value);
+            }
+        }
+        if known.legacy_high_watermark {
+            // Not synced: should the unlink be lost, the old value comes back, and the
+            // directory's file, when it names this partition, wins over it at open.
+            match std::fs::remove_file(dir.join(checkpoint::LEGACY_HIGH_WATERMARK)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => known.legacy_high_watermark = false,
             }
         }
         Ok(())

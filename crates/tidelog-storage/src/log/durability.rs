@@ -67,7 +67,6 @@ impl Log {
     pub(super) fn stage_checkpoints(&mut self) {
         self.durability.stage(Staged {
             log_start: self.log_start_offset,
-            high_watermark: self.high_watermark,
             epochs: self.epochs.pairs(),
         });
     }

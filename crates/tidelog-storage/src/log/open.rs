@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::checkpoint_files::{Checkpointed, Staged};
 use super::handle::DurabilityHandle;
 use super::Log;
-use crate::checkpoint::{self, CLEAN_SHUTDOWN, HIGH_WATERMARK, LOG_START, RECOVERY_POINT};
+use crate::checkpoint::{self, CLEAN_SHUTDOWN, LEGACY_HIGH_WATERMARK, LOG_START, RECOVERY_POINT};
 use crate::cleaner::finish_interrupted_swaps;
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
@@ -66,7 +66,10 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
     // so a short segment cannot be told from a lost tail; a missing one means none was.
     let trust_segment_ends = recovery_read.is_some() || !dir.join(RECOVERY_POINT).exists();
     let start_ck = checkpoint::read_offset(dir, LOG_START);
-    let hw_ck = checkpoint::read_offset(dir, HIGH_WATERMARK);
+    // An earlier release kept the high watermark in the partition's directory; the
+    // owner of the logs restores it from the log directory's file when that names it.
+    let hw_ck = checkpoint::read_offset(dir, LEGACY_HIGH_WATERMARK);
+    let legacy_high_watermark = hw_ck.is_some() || dir.join(LEGACY_HIGH_WATERMARK).exists();
     let epochs_read = checkpoint::read_epochs(dir);
     let epochs = epochs_read.clone().unwrap_or_default();
     let params = IndexParams {
@@ -140,8 +143,8 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
     let known = Checkpointed {
         recovery_point: recovery_read,
         log_start: start_ck,
-        high_watermark: hw_ck,
         epochs: epochs_read,
+        legacy_high_watermark,
     };
     let durability = DurabilityHandle::new(
         dir,

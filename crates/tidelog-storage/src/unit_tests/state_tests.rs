@@ -152,6 +152,42 @@ fn checkpoints_are_atomic_text_files() {
 }
 
 #[test]
+fn a_log_directory_keeps_every_high_watermark_in_one_kafka_style_file() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(checkpoint::read_high_watermarks(dir.path()).is_empty());
+    let entries = vec![
+        ("orders".to_string(), 0, 17),
+        ("orders".to_string(), 1, 0),
+        ("__consumer_offsets".to_string(), 42, 9_000_000_000),
+    ];
+    checkpoint::write_high_watermarks(dir.path(), &entries).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("replication-offset-checkpoint")).unwrap(),
+        "0\n3\norders 0 17\norders 1 0\n__consumer_offsets 42 9000000000\n"
+    );
+    let read = checkpoint::read_high_watermarks(dir.path());
+    assert_eq!(read.len(), 3);
+    assert_eq!(read.get(&("orders".to_string(), 0)), Some(&17));
+    assert_eq!(
+        read.get(&("__consumer_offsets".to_string(), 42)),
+        Some(&9_000_000_000)
+    );
+    // A torn or foreign file is ignored as a whole, never half-read.
+    for bad in [
+        "0\n2\norders 0 17\n",
+        "0\n1\norders x 17\n",
+        "1\n0\n",
+        "0\n1\norders 0 1 2\n",
+    ] {
+        std::fs::write(dir.path().join("replication-offset-checkpoint"), bad).unwrap();
+        assert!(
+            checkpoint::read_high_watermarks(dir.path()).is_empty(),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
 fn epoch_cache_answers_offset_for_leader_epoch() {
     let mut c = LeaderEpochCache::default();
     assert!(c.assign(1, 0));

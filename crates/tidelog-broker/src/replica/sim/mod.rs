@@ -172,7 +172,7 @@ impl World {
             .iter()
             .map(|&id| {
                 let epoch = ctl.image().broker(id).map_or(0, |b| b.epoch);
-                SimNode::new(id, dir.path().join(format!("node{id}")), epoch)
+                SimNode::new(id, dir.path().join(format!("node{id}")).join("t-0"), epoch)
             })
             .collect();
         World {

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use tidelog_controller::ops::AlterPartition;
 use tidelog_controller::MetadataImage;
-use tidelog_storage::{BatchBuilder, Log, LogConfig};
+use tidelog_storage::{BatchBuilder, DirClaim, Log, LogConfig};
 
 use super::controller::{incarnation, TOPIC, TOPIC_ID};
 use super::net::{Addr, FetchAnswer, Msg, Net};
 use super::rng::Rng;
 use super::Params;
 use crate::replica::fetcher::{first_batch_reaching, whole_batches};
+use crate::replica::high_watermarks::HighWatermarkFiles;
 use crate::replica::isr::{alter_failure, isr_change_to_ask, AlterFailure};
 use crate::replica::partition::{Partition, PartitionError};
 use crate::replica::replication::replication_outcome;
@@ -105,6 +106,8 @@ pub(super) struct SimNode {
     next_metadata: i64,
     next_isr_check: i64,
     next_checkpoint: i64,
+    /// This process's view of the high-watermark file (a new one each start).
+    high_watermarks: HighWatermarkFiles,
 }
 
 const HEARTBEAT_MS: i64 = 500;
@@ -138,6 +141,7 @@ impl SimNode {
             next_metadata: 0,
             next_isr_check: 0,
             next_checkpoint: CHECKPOINT_MS,
+            high_watermarks: HighWatermarkFiles::default(),
         }
     }
 
@@ -165,6 +169,7 @@ impl SimNode {
         self.next_beat = ctx.now;
         self.next_metadata = ctx.now;
         self.next_checkpoint = ctx.now + CHECKPOINT_MS;
+        self.high_watermarks = HighWatermarkFiles::default();
         ctx.trace.note(
             ctx.now,
             format!("node {} starts (#{})", self.id, self.starts),
@@ -203,7 +208,8 @@ impl SimNode {
         if ctx.now >= self.next_checkpoint {
             self.next_checkpoint = ctx.now + CHECKPOINT_MS;
             if let Some(p) = &self.part {
-                p.checkpoint_high_watermark().expect("checkpoint");
+                let failed = self.high_watermarks.write(std::slice::from_ref(p));
+                assert!(failed.is_empty(), "checkpoint: {failed:?}");
             }
         }
     }
@@ -281,7 +287,19 @@ impl SimNode {
         let part = match &self.part {
             Some(part) => Arc::clone(part),
             None => {
-                let log = Log::open(&self.dir, LogConfig::default()).expect("open log");
+                let claim = if self.dir.exists() {
+                    DirClaim::Owned
+                } else {
+                    DirClaim::Created
+                };
+                let log_dir = self
+                    .dir
+                    .parent()
+                    .expect("a partition directory has a parent");
+                self.high_watermarks.load_once(&[log_dir.to_path_buf()]);
+                let mut log = Log::open(&self.dir, LogConfig::default()).expect("open log");
+                self.high_watermarks
+                    .restore(&(TOPIC.into(), 0), &mut log, &claim);
                 let part = Partition::new(TOPIC.into(), TOPIC_ID, 0, p.leader_epoch, log)
                     .hosted_by(self.id);
                 let part = Arc::new(part);

@@ -275,10 +275,14 @@ impl Drop for SpawnedBroker {
     }
 }
 
-/// `tidelog` under `prlimit` and `taskset` as the options ask; both exec what follows,
-/// so the child's pid is the broker's.
+/// `tidelog` under `prlimit` and `taskset` as the options ask, in a session of its own
+/// (see [`own_session_prefix`]); each of these execs what follows, so the child's pid is
+/// the broker's.
 pub(crate) fn pinned_command(options: &SpawnOptions) -> Command {
     let mut words: Vec<std::ffi::OsString> = Vec::new();
+    if own_session_available() {
+        words.extend(own_session_prefix().iter().map(Into::into));
+    }
     if let Some(limit) = options.nofile {
         words.extend([
             "prlimit".into(),
@@ -293,6 +297,30 @@ pub(crate) fn pinned_command(options: &SpawnOptions) -> Command {
     let mut command = Command::new(&words[0]);
     command.args(&words[1..]);
     command
+}
+
+/// Runs the broker in a new session, so in a scheduling group (autogroup) of its own
+/// instead of the bench's. Linux shares a group's CPU weight among CPUs by its load on
+/// each: in the bench's group, whose load threads keep CPU 1 busy, the broker on CPU 0
+/// got a fraction of one weight there and, against any other busy process on CPU 0,
+/// waited for the CPU a tick (4 ms at HZ=250) on about 1 % of its wake-ups: the
+/// one-in-flight p99. A service (systemd unit, container) has a group of its own, and so
+/// has a peer started from another shell. Out of the bench's session the broker no
+/// longer gets the terminal's Ctrl-C, so it is killed when the bench dies instead (when
+/// the thread that started it ends: every spawn happens on the bench's main thread).
+fn own_session_prefix() -> [&'static str; 5] {
+    ["setsid", "setpriv", "--pdeathsig", "KILL", "--"]
+}
+
+fn own_session_available() -> bool {
+    ["setsid", "setpriv"].iter().all(|tool| {
+        Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
 }
 
 pub(crate) fn taskset_available() -> bool {
@@ -373,7 +401,52 @@ pub(crate) fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
 
 #[cfg(test)]
 mod tests {
-    use super::metric_value;
+    use super::{metric_value, own_session_available, pinned_command, SpawnOptions};
+    use std::path::PathBuf;
+
+    /// The sixth field of /proc/PID/stat: the session the process belongs to.
+    fn session_of(pid: u32) -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) is in parentheses and may hold spaces.
+        let after_name = &stat[stat.rfind(')')? + 1..];
+        after_name.split_whitespace().nth(3)?.parse().ok()
+    }
+
+    #[test]
+    fn a_spawned_broker_leads_a_session_of_its_own_under_its_own_pid() {
+        if !own_session_available() {
+            return;
+        }
+        let options = SpawnOptions {
+            binary: PathBuf::from("sleep"),
+            work_root: std::env::temp_dir(),
+            cpu: None,
+            settings: Vec::new(),
+            nofile: None,
+            ssl_keystore: None,
+        };
+        let mut child = match pinned_command(&options).arg("30").spawn() {
+            Ok(child) => child,
+            Err(e) => panic!("starting sleep: {e}"),
+        };
+        let pid = child.id();
+        // setsid and setpriv exec what follows; wait until `sleep` is what runs.
+        let mut comm = String::new();
+        for _ in 0..200 {
+            comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "sleep" {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let session = session_of(pid);
+        let ours = session_of(std::process::id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(comm.trim(), "sleep", "the child's pid is the broker's");
+        assert_eq!(session, Some(pid), "the broker leads its own session");
+        assert_ne!(session, ours);
+    }
 
     #[test]
     fn unlabelled_metrics_are_found_by_their_whole_name() {

@@ -571,7 +571,7 @@ pub(crate) fn run(
     if pin {
         broker::pin_self(1)?;
         eprintln!(
-            "load pinned to CPU 1; spawned brokers on CPU 0 (start the others with `taskset -c 0` for the same footing)"
+            "load pinned to CPU 1; spawned brokers on CPU 0, each in a session of its own (start the others with `setsid taskset -c 0` for the same footing)"
         );
     }
     for s in &systems {

@@ -2,8 +2,7 @@
 //! writes a log hands off, so its owner's lock is never held across them.
 //!
 //! Kafka flushes a rolled segment from its scheduler thread (the roll only schedules
-//! it); here a roll, a due `flush.ms`, a checkpoint request or a new leader epoch
-//! queues the log, and a flusher thread runs one pass for it: sync the rolled
+//! it); here a roll, a due `flush.ms` or a checkpoint request queues the log, and a flusher thread runs one pass for it: sync the rolled
 //! segments, snapshots and directory (and the active segment when `flush.ms` asked),
 //! then write the checkpoint files that changed (see `DurabilityHandle`).
 //!

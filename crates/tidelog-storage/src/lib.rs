@@ -49,8 +49,8 @@
 //!   cache; the fsyncs of the closed segment (data, indexes, transaction index), of the
 //!   snapshot and the directory, and the recovery-point checkpoint run in a flusher
 //!   pass, as Kafka's roll schedules the flush of the rolled segment. So do `flush.ms`
-//!   ([`Log::flush_if_due`]), [`Log::write_checkpoints`] and the epochs file after a new
-//!   leader epoch. The recovery point moves only past what a pass (or a group-commit
+//!   ([`Log::flush_if_due`]) and [`Log::write_checkpoints`]; a new leader epoch only
+//!   stages the epochs file for the next of them. The recovery point moves only past what a pass (or a group-commit
 //!   waiter, which syncs pending rolled segments first) actually synced: a crash before
 //!   it rescans the rolled segment, so it is never lost, only re-verified. Without a
 //!   flusher the same pass runs on the caller's thread.

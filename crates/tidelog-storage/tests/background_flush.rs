@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use common::{append_in_epochs, batch, files_with_ext, opts, read_all};
 use tidelog_storage::{
-    fsyncs_on_this_thread, BackgroundFlusher, FlushFailureObserver, Log, LogConfig,
+    fsyncs_on_this_thread, AppendOptions, AppendOrigin, BackgroundFlusher, FlushFailureObserver,
+    Log, LogConfig,
 };
 
 fn cfg() -> LogConfig {
@@ -205,6 +206,50 @@ fn epochs_the_checkpoint_missed_are_rebuilt_from_the_rescanned_batches() {
     drop(log);
     let log = open(dir.path(), cfg(), &flusher);
     assert_eq!(log.leader_epochs(), epochs.as_slice());
+}
+
+#[test]
+fn a_new_leader_epoch_costs_no_fsync() {
+    let dir = tempfile::tempdir().unwrap();
+    // No flusher: a pass asked for would run, and sync, on this thread.
+    let mut log = Log::open(dir.path(), cfg()).unwrap();
+    let before = fsyncs_on_this_thread();
+    append_in_epochs(&mut log, &[0, 2, 2, 7], 10);
+    assert_eq!(fsyncs_on_this_thread(), before);
+    assert!(!dir.path().join("leader-epoch-checkpoint").exists());
+}
+
+#[test]
+fn the_epochs_file_holds_every_epoch_below_a_recovery_point_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        flush_messages: 1,
+        ..cfg()
+    };
+    let mut log = Log::open(dir.path(), config).unwrap();
+    append_in_epochs(&mut log, &[0, 4], 10);
+    // A group-commit fdatasync moves the durable offset past epoch 4's start without
+    // any checkpoint pass; a checkpoint written from outside the log (DeleteRecords
+    // does) must then carry the epoch with the recovery point.
+    let o = AppendOptions {
+        leader_epoch: 6,
+        now_ms: 9,
+        origin: AppendOrigin::Client,
+    };
+    let (_, pending) = log
+        .append_group_commit(&mut batch(2, 9, "e", 10), &o)
+        .unwrap();
+    pending.unwrap().wait().unwrap();
+    log.durability().write_checkpoints().unwrap();
+    let end = log.log_end_offset();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("recovery-point-offset-checkpoint")).unwrap(),
+        format!("0\n1\n{end}\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap(),
+        "0\n3\n0 0\n4 2\n6 4\n"
+    );
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! Durability: flush policy, checkpoints, rolling, clean shutdown.
 //!
 //! With a [`BackgroundFlusher`] attached, nothing here fsyncs on the caller's thread
-//! except [`Log::flush`], truncation and [`Log::close`]: a roll, a due `flush.ms`, a
-//! checkpoint request and a new leader epoch queue the log for a flusher pass. Without
-//! one, that same pass runs on the caller's thread.
+//! except [`Log::flush`], truncation and [`Log::close`]: a roll, a due `flush.ms` and a
+//! checkpoint request queue the log for a flusher pass. Without one, that same pass runs
+//! on the caller's thread.
 
 use super::checkpoint_files::Staged;
 use super::{FlushObserver, Log};
@@ -69,6 +69,16 @@ impl Log {
             log_start: self.log_start_offset,
             epochs: self.epochs.pairs(),
         });
+    }
+
+    /// A new leader epoch starts in this log. Its entry is not needed on disk before the
+    /// data is: recovery rebuilds the epochs of what it rescans (each batch carries its
+    /// epoch), so no pass is asked for, and the first partition write of every new epoch
+    /// costs no fsync (two per partition when a whole broker's partitions change
+    /// leaders). It is staged at once, so that every checkpoint write from now on, which
+    /// may move the recovery point past its start, writes the epochs file with it first.
+    pub(super) fn epoch_started(&mut self) {
+        self.stage_checkpoints();
     }
 
     /// Stages the checkpoints and has the flusher do a pass (the pending syncs, then the

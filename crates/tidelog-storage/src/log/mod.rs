@@ -249,10 +249,7 @@ impl Log {
         }
         let mut info = self.write_batches(batches, &ranges, opts.now_ms)?;
         if self.epochs.assign(opts.leader_epoch, first_offset) {
-            // Not needed on disk before the data is: recovery rebuilds the epochs of
-            // what it rescans, and the recovery point passes this offset only after the
-            // epochs file holds it.
-            self.checkpoint_in_background()?;
+            self.epoch_started();
         }
         info.log_append_time_ms = if log_append_time { opts.now_ms } else { -1 };
         self.after_append(info.record_count, opts.now_ms)?;
@@ -284,7 +281,7 @@ impl Log {
                 .assign(h.partition_leader_epoch(), h.base_offset());
         }
         if epochs_changed {
-            self.checkpoint_in_background()?;
+            self.epoch_started();
         }
         self.after_append(info.record_count, now)?;
         Ok(info)

@@ -126,6 +126,10 @@ struct Sessions {
     /// closed, or this node took office): probed once a grace passes with no heartbeat.
     /// Bounded by the registered brokers.
     suspects: BTreeMap<i32, Instant>,
+    /// When the leader last looked for expired sessions, in real time (not the
+    /// controller's clock, which tests move by hand): a gap much longer than its period
+    /// means this process did not run meanwhile (paused, starved of CPU).
+    last_expiry_check: Option<Instant>,
 }
 
 /// The controller of one voter; all requests may be made on any voter.

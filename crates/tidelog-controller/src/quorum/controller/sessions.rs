@@ -75,7 +75,33 @@ impl Sessions {
             suspects: others
                 .map(|id| (id, now + NEW_LEADER_GRACE.saturating_sub(PROBE_GRACE)))
                 .collect(),
+            last_expiry_check: None,
         };
+    }
+
+    /// Called before each look for expired sessions, with the real time `real_now`. When
+    /// this leader itself did not run for more than half a session since the last look
+    /// (paused, starved of CPU), the brokers' heartbeats of that time may still sit
+    /// unread in its sockets: the time it was away does not count against any session,
+    /// as the ISR check forgives a leader's own stall. Returns how long it was away, if
+    /// it was.
+    pub(super) fn forgive_own_stall(
+        &mut self,
+        real_now: Instant,
+        timeout: Duration,
+    ) -> Option<Duration> {
+        let last = self.last_expiry_check.replace(real_now)?;
+        let away = real_now.saturating_duration_since(last);
+        if away <= timeout / 2 {
+            return None;
+        }
+        if let Some(since) = &mut self.leader_since {
+            *since += away;
+        }
+        for seen in self.last_seen.values_mut() {
+            *seen += away;
+        }
+        Some(away)
     }
 
     /// A heartbeat (or registration) of `broker_id` arrived: its session is renewed and
@@ -215,7 +241,16 @@ impl QuorumController {
         }
         let now = self.clock.now();
         let expired: Vec<(i32, i64)> = {
-            let sessions = lock(&self.sessions);
+            let mut sessions = lock(&self.sessions);
+            // Real time: the controller's clock is moved by hand in tests.
+            let real_now = Instant::now();
+            if let Some(away) = sessions.forgive_own_stall(real_now, self.options.session_timeout) {
+                tracing::info!(
+                    away_ms = away.as_millis() as u64,
+                    "this controller did not run for over half a broker session; \
+                     the brokers get a full session to heartbeat before any is fenced"
+                );
+            }
             self.quorum
                 .image()
                 .brokers()

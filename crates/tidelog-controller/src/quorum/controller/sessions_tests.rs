@@ -94,3 +94,27 @@ async fn a_probe_tells_refused_from_answered() {
     network.cut(here, there);
     assert_eq!(probe(transport.as_ref(), &gone).await, Probe::Unknown);
 }
+
+#[test]
+fn the_leaders_own_stall_does_not_count_against_the_sessions() {
+    let t0 = Instant::now();
+    let mut sessions = leading(t0, &[]);
+    sessions.heard(2, t0);
+    // Checked on schedule: nothing changes.
+    assert_eq!(sessions.forgive_own_stall(t0, TIMEOUT), None);
+    assert_eq!(sessions.forgive_own_stall(t0 + TIMEOUT / 4, TIMEOUT), None);
+    // The leader was paused for longer than a session: its check finds broker 2's last
+    // heartbeat a session and more ago, though the broker heartbeated all along (those
+    // heartbeats are still unread in the socket).
+    let resumed = t0 + TIMEOUT / 4 + TIMEOUT * 2;
+    assert!(sessions.expired(2, resumed, TIMEOUT));
+    assert_eq!(
+        sessions.forgive_own_stall(resumed, TIMEOUT),
+        Some(TIMEOUT * 2)
+    );
+    assert!(!sessions.expired(2, resumed, TIMEOUT));
+    // A broker that is really gone is still fenced, a session after the leader resumed.
+    assert!(sessions.expired(2, resumed + TIMEOUT, TIMEOUT));
+    // Never heard of this term: its session starts from the term, moved the same way.
+    assert!(!sessions.expired(5, resumed, TIMEOUT));
+}

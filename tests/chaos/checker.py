@@ -23,6 +23,9 @@ Events it reads (every one has `t`, monotonic seconds, and `type`):
                in the report when over 10 s)
   client_stuck client, cause                (a consumer whose close() never returned for a
                known client bug, e.g. librdkafka#5511; shown in the report)
+  client_epoch_bump client, message         (an idempotent producer bumped its epoch: what it
+               had in flight is sent again under new sequence numbers, librdkafka#4953;
+               shown in the report, and next to a duplicate it may explain)
 
 A transaction is *committed* when its commit was acknowledged, *aborted* when its abort
 was acknowledged or its producer never asked to commit it (a crashed or fenced worker:
@@ -131,7 +134,9 @@ def check_lost_and_duplicates(events, outcomes, anomalies):
         for value, reads in values.items():
             if value in exactly_once and len(reads) > 1:
                 offsets = [r["offset"] for r in reads]
-                anomalies.append(Anomaly("duplicate", f"{value!r} in {topic} at offsets {offsets}", reads))
+                # The sends of the value first: the excerpt then shows the fault around them.
+                sends = [e for e in events if e["type"] in ("send_ok", "send_fail") and e["value"] == value]
+                anomalies.append(Anomaly("duplicate", f"{value!r} in {topic} at offsets {offsets}", sends + reads))
 
 
 def check_offsets(events, anomalies):
@@ -317,13 +322,17 @@ def _tally(values):
 
 def excerpt(anomaly, events):
     """The anomaly's own events, plus the last fault that began before the first of them
-    (its start and end): what was going on when it happened. As lines, in time order."""
+    (its start and end): what was going on when it happened; for a duplicate, the
+    producers' epoch bumps before it. As lines, in time order."""
     shown = list(anomaly.events)
     if shown:
         first = min(e["t"] for e in shown)
         began = [e for e in events if e["type"] == "fault_start" and e["t"] <= first]
         if began:
             shown += [e for e in events if e["type"] in ("fault_start", "fault_end") and e["id"] == began[-1]["id"]]
+        if anomaly.kind == "duplicate":
+            last = max(e["t"] for e in anomaly.events)
+            shown += [e for e in events if e["type"] == "client_epoch_bump" and first - 60 <= e["t"] <= last]
     shown.sort(key=lambda e: e["t"])
     return [json.dumps(e, sort_keys=True) for e in shown]
 
@@ -338,6 +347,8 @@ def report(result, events):
               for e in events if e["type"] == "client_error" and e["fatal"]]
     lines += [f"slow consumer close: {e['client']} took {e['seconds']} s"
               for e in events if e["type"] == "client_closed" and e["seconds"] > 10]
+    lines += [f"producer epoch bump: {e['client']}: {e['message']}"
+              for e in events if e["type"] == "client_epoch_bump"]
     lines += [f"consumer close never returned: {e['client']} ({e['cause']}: a client bug, not counted as a run error)"
               for e in events if e["type"] == "client_stuck"]
     if not result.anomalies:

@@ -81,6 +81,30 @@ class Sender(Worker):
             "linger.ms": 5, "message.timeout.ms": MESSAGE_TIMEOUT_MS, "request.timeout.ms": CLIENT_TIMEOUT_MS,
             "retry.backoff.ms": 100, "error_cb": self.client_error,
         }
+        if idempotent:
+            # Its epoch bumps and their reasons (debug facility EOS): a bump re-sends what
+            # was in flight under new sequence numbers, which no broker can deduplicate
+            # (librdkafka#4953), so a duplicate is read next to the bump that caused it.
+            self.conf["debug"] = "eos"
+
+    def _client_log(self):
+        """A child of the client log that records librdkafka's epoch bumps in the history
+        and keeps only those of its EOS debug lines."""
+        logger = logging.getLogger(f"{self.logger.name}.{self.name}")
+        logger.setLevel(logging.DEBUG)
+        logger.filters.clear()
+
+        def watch(record):
+            if record.levelno > logging.DEBUG:
+                return True
+            text = record.getMessage()
+            if "epoch bump" in text or "bumped epoch" in text.lower():
+                self.history.record("client_epoch_bump", client=self.name, message=text[:300])
+                return True
+            return False
+
+        logger.addFilter(watch)
+        return logger
 
     def _delivered(self, seq, err, msg):
         value = msg.value().decode()
@@ -93,7 +117,7 @@ class Sender(Worker):
                                 value=value, error=str(err))
 
     def run(self):
-        producer = Producer(self.conf, logger=self.logger)
+        producer = Producer(self.conf, logger=self._client_log() if self.idempotent else self.logger)
         seq = 0
         period = 1.0 / self.rate
         next_at = time.monotonic()

@@ -59,6 +59,15 @@ class Worker:
         except Exception as err:  # noqa: BLE001 - reported by the runner
             self.error = f"{self.name}: {type(err).__name__}: {err}"
 
+    def watched_client_log(self, keep):
+        """A child of the client log for this worker's librdkafka handle: every line goes
+        through `keep(record)` (which may note it), and only those it keeps are written."""
+        logger = logging.getLogger(f"{self.logger.name}.{self.name}")
+        logger.setLevel(logging.DEBUG)
+        logger.filters.clear()
+        logger.addFilter(keep)
+        return logger
+
     def client_error(self, err):
         """librdkafka's error_cb: a fatal error (the client gives up) says why only here,
         so every error goes to the history with the client's name."""
@@ -88,13 +97,10 @@ class Sender(Worker):
             self.conf["debug"] = "eos"
 
     def _client_log(self):
-        """A child of the client log that records librdkafka's epoch bumps in the history
-        and keeps only those of its EOS debug lines."""
-        logger = logging.getLogger(f"{self.logger.name}.{self.name}")
-        logger.setLevel(logging.DEBUG)
-        logger.filters.clear()
+        """Records librdkafka's epoch bumps in the history and keeps only those of its EOS
+        debug lines."""
 
-        def watch(record):
+        def keep(record):
             if record.levelno > logging.DEBUG:
                 return True
             text = record.getMessage()
@@ -103,8 +109,7 @@ class Sender(Worker):
                 return True
             return False
 
-        logger.addFilter(watch)
-        return logger
+        return self.watched_client_log(keep)
 
     def _delivered(self, seq, err, msg):
         value = msg.value().decode()
@@ -170,19 +175,14 @@ class Reader(Worker):
                 and self.coordinator_lost_at >= self.closing_since)
 
     def _client_log(self):
-        """A child of the client log that notes COORDINATOR_LOST and drops the debug lines
-        nobody asked for."""
-        logger = logging.getLogger(f"{self.logger.name}.{self.name}")
-        logger.setLevel(logging.DEBUG)
-        logger.filters.clear()
+        """Notes COORDINATOR_LOST and drops the debug lines nobody asked for."""
 
-        def watch(record):
+        def keep(record):
             if COORDINATOR_LOST in record.getMessage():
                 self.coordinator_lost_at = time.monotonic()
             return record.levelno > logging.DEBUG or bool(READER_DEBUG)
 
-        logger.addFilter(watch)
-        return logger
+        return self.watched_client_log(keep)
 
     def _reset(self, _consumer, partitions):
         self.history.record("reader_reset", reader=self.name, partitions=[p.partition for p in partitions])

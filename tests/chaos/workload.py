@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 CLIENT_TIMEOUT_MS = 10000
 # librdkafka debug contexts for the group readers (e.g. "cgrp,protocol"), into clients.log.
 READER_DEBUG = os.environ.get("CHAOS_READER_DEBUG", "")
+SENDER_DEBUG = os.environ.get("CHAOS_SENDER_DEBUG", "")
 # What librdkafka logs (debug facility CGRPQUERY) while its group coordinator is cached on
 # a broker handle it has decommissioned (confluentinc/librdkafka#5511): from then on it
 # never asks for a coordinator again, and close() waits for its commits forever.
@@ -94,7 +95,7 @@ class Sender(Worker):
             # Its epoch bumps and their reasons (debug facility EOS): a bump re-sends what
             # was in flight under new sequence numbers, which no broker can deduplicate
             # (librdkafka#4953), so a duplicate is read next to the bump that caused it.
-            self.conf["debug"] = "eos"
+            self.conf["debug"] = ",".join(filter(None, ["eos", SENDER_DEBUG]))
 
     def _client_log(self):
         """Records librdkafka's epoch bumps in the history and keeps only those of its EOS
@@ -107,7 +108,7 @@ class Sender(Worker):
             if "epoch bump" in text or "bumped epoch" in text.lower():
                 self.history.record("client_epoch_bump", client=self.name, message=text[:300])
                 return True
-            return False
+            return bool(SENDER_DEBUG)
 
         return self.watched_client_log(keep)
 

@@ -3,9 +3,9 @@
 //! Text format, as Kafka operators know it: a version line (`0`), a count line, then one
 //! entry per line. A partition's offset checkpoints hold one entry (`<offset>`); its
 //! leader-epoch checkpoint holds `<epoch> <start offset>` lines; a log directory's
-//! high-watermark file holds `<topic> <partition> <offset>` lines. Writes go to `<name>.tmp`, which is
-//! fsynced, renamed over `<name>`, and the directory fsynced, so a reader sees the old or
-//! the new file, never a torn one. A file that does not parse is treated as absent
+//! high-watermark file holds `<topic> <partition> <offset>` lines. Writes go to
+//! `<name>.tmp`, which is fsynced, renamed over `<name>`, and the directory fsynced, so a
+//! reader sees the old or the new file, never a torn one. A file that does not parse is treated as absent
 //! (recovery then scans more of the log, which is safe).
 
 use std::collections::HashMap;
@@ -15,11 +15,11 @@ use std::path::Path;
 
 pub(crate) const RECOVERY_POINT: &str = "recovery-point-offset-checkpoint";
 pub(crate) const LOG_START: &str = "log-start-offset-checkpoint";
-/// The high watermark in a partition's own directory, as an earlier release kept it:
-/// read at open, removed by the first checkpoint write.
-pub(crate) const LEGACY_HIGH_WATERMARK: &str = "replication-offset-checkpoint";
 /// Every partition's high watermark, in the log directory itself (Kafka's file).
 pub const HIGH_WATERMARKS_FILE: &str = "replication-offset-checkpoint";
+/// The same name in a partition's own directory, where an earlier release kept that
+/// partition's high watermark: read at open, removed by the first checkpoint write.
+pub(crate) const LEGACY_HIGH_WATERMARK: &str = HIGH_WATERMARKS_FILE;
 pub(crate) const LEADER_EPOCH: &str = "leader-epoch-checkpoint";
 pub(crate) const CLEAN_SHUTDOWN: &str = "clean-shutdown";
 

@@ -2,9 +2,10 @@
 //! writes a log hands off, so its owner's lock is never held across them.
 //!
 //! Kafka flushes a rolled segment from its scheduler thread (the roll only schedules
-//! it); here a roll, a due `flush.ms` or a checkpoint request queues the log, and a flusher thread runs one pass for it: sync the rolled
-//! segments, snapshots and directory (and the active segment when `flush.ms` asked),
-//! then write the checkpoint files that changed (see `DurabilityHandle`).
+//! it); here a roll, a due `flush.ms` or a checkpoint request queues the log, and a
+//! flusher thread runs one pass for it: sync the rolled segments, snapshots and
+//! directory (and the active segment when `flush.ms` asked), then write the checkpoint
+//! files that changed (see `DurabilityHandle`).
 //!
 //! The queue is bounded by the number of logs: a log is queued at most once, and work
 //! asked for while it waits is done by that one pass. A log whose flusher falls behind

@@ -50,10 +50,10 @@
 //!   snapshot and the directory, and the recovery-point checkpoint run in a flusher
 //!   pass, as Kafka's roll schedules the flush of the rolled segment. So do `flush.ms`
 //!   ([`Log::flush_if_due`]) and [`Log::write_checkpoints`]; a new leader epoch only
-//!   stages the epochs file for the next of them. The recovery point moves only past what a pass (or a group-commit
-//!   waiter, which syncs pending rolled segments first) actually synced: a crash before
-//!   it rescans the rolled segment, so it is never lost, only re-verified. Without a
-//!   flusher the same pass runs on the caller's thread.
+//!   stages the epochs file for the next of them. The recovery point moves only past
+//!   what a pass (or a group-commit waiter, which syncs pending rolled segments first)
+//!   actually synced: a crash before it rescans the rolled segment, so it is never lost,
+//!   only re-verified. Without a flusher the same pass runs on the caller's thread.
 //! * Checkpoint files have one writer at a time per log ([`DurabilityHandle`] holds a
 //!   lock that the owner's lock never waits behind except in truncation, which must
 //!   lower the recovery point on disk before it returns, and close).

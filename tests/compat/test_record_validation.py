@@ -109,9 +109,13 @@ def test_confluent_keyless_record_on_a_compacted_topic_gets_invalid_record(broke
     # Keyed and keyless records in one batch: the broker names only the keyless ones
     # (record_errors), so librdkafka fails those with INVALID_RECORD and their keyed
     # neighbours, refused with them, as "invalid because of a different record".
-    batched = producer(broker.bootstrap, **{"linger.ms": 500, "retries": 0})
+    # The four must share one batch: with the topic's leader already known and the
+    # partition named, librdkafka holds them for linger.ms and flush() sends them together
+    # (a metadata answer arriving mid-way once sent m0 alone).
+    batched = producer(broker.bootstrap, **{"linger.ms": 5000, "retries": 0})
+    assert batched.list_topics(topic, timeout=10).topics[topic].partitions.keys() == {0}
     for i, key in enumerate([b"m0", None, b"m2", None]):
-        batched.produce(topic, key=key, value=f"m{i}".encode(), on_delivery=log.callback(f"mixed-{i}"))
+        batched.produce(topic, partition=0, key=key, value=f"m{i}".encode(), on_delivery=log.callback(f"mixed-{i}"))
     assert batched.flush(30) == 0
     codes = [log.failed[f"mixed-{i}"].code() for i in range(4)]
     different = KafkaError._INVALID_DIFFERENT_RECORD

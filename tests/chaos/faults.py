@@ -20,9 +20,11 @@ NODE_START_TIMEOUT_S = 90.0
 REJOIN_TIMEOUT_S = 60.0
 
 
-# What a node logs when it stops itself on a failed write of its metadata log (EIO, or
-# ENOSPC on a full disk): fail-stop, exit status 1, so that a supervisor restarts it.
-FAIL_STOP_MARK = "the controller voter failed"
+# What a node logs when it stops itself after one of its disk faults (exit status 1, so
+# that a supervisor restarts it): on a failed write of its metadata log (EIO, or ENOSPC
+# on a full disk), or when a log directory failed (any I/O error on a partition's log:
+# it halts, as a Kafka broker does).
+FAIL_STOP_MARKS = ("the controller voter failed", "halting: log directory")
 
 
 class FaultError(Exception):
@@ -109,11 +111,12 @@ class FaultScheduler:
         time.sleep(self.rng.uniform(low, high))  # not cut short by stop(): the fault lasts as drawn
 
     def failed_stop(self, node):
-        """Whether `node` is down because it stopped itself on a failed write of its
-        metadata log after one of its disk faults. That can come a while after the fault
-        was cleared: a write that failed inside the fault surfaces at the next flush."""
+        """Whether `node` is down because it stopped itself after one of its disk faults
+        (a failed log directory, a failed write of its metadata log). That can come a
+        while after the fault was cleared: a write that failed inside the fault surfaces
+        at the next flush."""
         return (not node.alive() and node.node_id in self.disk_faulted and node.proc.returncode == 1
-                and FAIL_STOP_MARK in node.log_tail(40))
+                and any(mark in node.log_tail(40) for mark in FAIL_STOP_MARKS))
 
     def restart_failed_stops(self, when):
         """Restart every node that fail-stopped (noted in the history), as its supervisor

@@ -41,4 +41,5 @@ mod topic_config;
 mod txn;
 
 pub use config::{BrokerConfig, ConfigError, Origin as SettingOrigin};
-pub use server::{Broker, ClusterOptions, ControllerNode, Environment, StartError};
+pub use replica::LogDirFailure;
+pub use server::{Broker, ClusterOptions, ControllerNode, Environment, NodeFailure, StartError};

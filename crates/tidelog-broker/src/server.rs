@@ -77,6 +77,17 @@ impl Environment {
     }
 }
 
+/// Why a node stops by itself.
+#[derive(Debug)]
+pub enum NodeFailure {
+    /// Its controller voter could not write its metadata log or vote: the node stops
+    /// (its logs closed cleanly) so that a supervisor restarts it.
+    ControllerVoter(String),
+    /// A log directory's disk failed: the node halts at once, as Kafka does, and its
+    /// logs are recovered when it is restarted.
+    LogDir(crate::replica::LogDirFailure),
+}
+
 /// A running node. Dropping it without `shutdown` leaves logs to crash recovery.
 pub struct Broker {
     ctx: Ctx,
@@ -230,7 +241,6 @@ impl Broker {
         tidelog_storage::set_max_open_segment_files(max_open_files);
         tracing::info!(max_open_files, "segment files kept open at most");
         let flusher = BackgroundFlusher::start(flusher_threads)?;
-        flusher.set_failure_observer(Some(metrics.storage.flush_failure_observer()));
         let replicas = Arc::new(ReplicaManager::new(
             node_id,
             config.log_dirs(),
@@ -400,13 +410,18 @@ impl Broker {
     /// waiting requests the node is stopping, stops the background tasks in reverse
     /// order of start (the Kafka listener first), closes every log cleanly, then stops
     /// this node's controller voter.
-    /// Resolves with the reason if this node's controller voter stopped on its own
-    /// (see `RaftQuorum::failed`); the process should then stop. Never resolves on a
-    /// broker-only node.
-    pub async fn failed(&self) -> String {
-        match &self.voter {
-            Some(voter) => voter.quorum().failed().await,
-            None => std::future::pending().await,
+    /// Resolves if this node can no longer run: its controller voter stopped on its
+    /// own (see `RaftQuorum::failed`), or the disk of a log directory failed.
+    pub async fn failed(&self) -> NodeFailure {
+        let voter = async {
+            match &self.voter {
+                Some(voter) => voter.quorum().failed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            why = voter => NodeFailure::ControllerVoter(why),
+            dir = self.ctx.replicas.dir_failures().first() => NodeFailure::LogDir(dir),
         }
     }
 

@@ -95,4 +95,76 @@ impl StorageError {
     pub(crate) fn corrupt(msg: impl Into<String>) -> Self {
         StorageError::CorruptMessage(msg.into())
     }
+
+    /// True when the operating system says the disk under the log failed or cannot take
+    /// more: an I/O error, a full disk or quota, a read-only or vanished device. Kafka
+    /// takes the log directory offline on any such error, since the log's state on disk
+    /// is no longer known. A refused batch, an offset out of range or a log closed under
+    /// a request is not one.
+    pub fn is_disk_failure(&self) -> bool {
+        let StorageError::Io(e) = self else {
+            return false;
+        };
+        if let Some(code) = e.raw_os_error() {
+            return DISK_FAILURE_ERRNOS.contains(&code);
+        }
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::StorageFull
+                | std::io::ErrorKind::QuotaExceeded
+                | std::io::ErrorKind::ReadOnlyFilesystem
+        )
+    }
+}
+
+/// The errno values that mean the device or filesystem failed, not the request.
+const DISK_FAILURE_ERRNOS: [i32; 6] = [
+    libc::EIO,
+    libc::ENOSPC,
+    libc::EDQUOT,
+    libc::EROFS,
+    libc::ENXIO,
+    libc::ENODEV,
+];
+
+/// A copy of `e` for a second reader of the same failure (io::Error is not Clone):
+/// an operating-system error keeps its errno, so the copy is classified as the
+/// original was.
+pub(crate) fn copy_io_error(e: &std::io::Error) -> std::io::Error {
+    match e.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(e.kind(), e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn disk_failures_are_the_errors_of_the_device_not_of_the_request() {
+        let os = |code| StorageError::Io(io::Error::from_raw_os_error(code));
+        for code in [libc::EIO, libc::ENOSPC, libc::EDQUOT, libc::EROFS] {
+            assert!(os(code).is_disk_failure(), "errno {code}");
+        }
+        for code in [libc::ENOENT, libc::EINVAL, libc::EMFILE, libc::EACCES] {
+            assert!(!os(code).is_disk_failure(), "errno {code}");
+        }
+        assert!(!StorageError::Io(io::Error::other("log is closed")).is_disk_failure());
+        assert!(!StorageError::corrupt("bad crc").is_disk_failure());
+        assert!(
+            StorageError::Io(io::Error::new(io::ErrorKind::StorageFull, "full")).is_disk_failure()
+        );
+    }
+
+    #[test]
+    fn a_copied_error_is_classified_as_the_original() {
+        let eio = io::Error::from_raw_os_error(libc::EIO);
+        assert!(StorageError::Io(copy_io_error(&eio)).is_disk_failure());
+        let other = io::Error::other("log is closed");
+        let copy = copy_io_error(&other);
+        assert_eq!(copy.to_string(), "log is closed");
+        assert!(!StorageError::Io(copy).is_disk_failure());
+    }
 }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use tidelog_broker::{Broker, BrokerConfig, ClusterOptions, ControllerNode};
+use tidelog_broker::{Broker, BrokerConfig, ClusterOptions, ControllerNode, NodeFailure};
 use tidelog_controller::quorum::QuorumPeers;
 
 #[derive(clap::Args)]
@@ -196,13 +196,19 @@ pub(crate) fn run(args: ServeArgs) -> anyhow::Result<()> {
                     signal = wait_for_signal() => { signal?; None }
                     why = broker.failed() => Some(why),
                 };
-                stopping(failure.as_deref());
-                if failure.is_some() {
-                    broker.shutdown_failed().await;
-                } else {
-                    broker.shutdown().await;
+                match failure {
+                    None => {
+                        stopping(None);
+                        broker.shutdown().await;
+                        Ok(())
+                    }
+                    Some(NodeFailure::ControllerVoter(why)) => {
+                        stopping(Some(&why));
+                        broker.shutdown_failed().await;
+                        stopped(Some(why))
+                    }
+                    Some(NodeFailure::LogDir(failure)) => halt(&failure),
                 }
-                stopped(failure)
             }
         }
     })
@@ -251,6 +257,22 @@ fn stopping(failure: Option<&str>) {
              could not be written); stopping the node so that it is restarted"
         ),
     }
+}
+
+/// Kafka's answer to a failed log directory on a broker that cannot move that one
+/// directory's partitions elsewhere: exit at once, without closing the logs cleanly
+/// (what they hold on disk is unknown, so the restart must recover them) and without
+/// handing leaderships over (the controller fences the node once its heartbeats stop,
+/// and the other replicas take over). Exit code 1, for a supervisor to restart it once
+/// the disk is back.
+fn halt(failure: &tidelog_broker::LogDirFailure) -> ! {
+    tracing::error!(
+        log_dir = %failure.log_dir.display(),
+        error = %failure.error,
+        "halting: a log directory failed; its logs are recovered at the next start"
+    );
+    eprintln!("error: halting: {failure}");
+    std::process::exit(1)
 }
 
 /// A node stopped by its controller's failure exits non-zero, so a supervisor

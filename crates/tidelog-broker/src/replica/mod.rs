@@ -5,6 +5,7 @@
 #[cfg(test)]
 mod blocking_io_tests;
 mod dir_deletion;
+mod dir_failure;
 mod fetch_backoff;
 mod fetcher;
 mod fetchers;
@@ -34,6 +35,8 @@ use tidelog_storage::{BackgroundFlusher, DirClaim, Log, StorageError};
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
+pub use dir_failure::LogDirFailure;
+pub(crate) use dir_failure::LogDirFailures;
 pub(crate) use partition::{Appended, Partition, PartitionError, StaleMarker};
 pub(crate) use peer::{Peer, PeerError};
 pub(crate) use replication::{replication_outcome, HwSnapshot, ReplicaError};
@@ -75,6 +78,8 @@ pub(crate) struct ReplicaManager {
     inter_broker: Arc<dyn Transport>,
     /// Every partition's high watermark, one file per log directory.
     high_watermarks: HighWatermarkFiles,
+    /// Told of every storage error; the first failed disk stops the node.
+    dir_failures: Arc<LogDirFailures>,
 }
 
 impl ReplicaManager {
@@ -86,8 +91,15 @@ impl ReplicaManager {
         transport: Arc<dyn Transport>,
         flusher: BackgroundFlusher,
     ) -> Self {
+        let dir_failures = Arc::new(LogDirFailures::new(log_dirs.clone()));
+        let (counted, reported) = (probe.flush_failure_observer(), dir_failures.observer());
+        flusher.set_failure_observer(Some(Arc::new(move |dir, e| {
+            counted(dir, e);
+            reported(dir, e);
+        })));
         ReplicaManager {
             node_id,
+            dir_failures,
             log_dirs,
             partitions: RwLock::new(HashMap::new()),
             probe,
@@ -129,6 +141,11 @@ impl ReplicaManager {
     pub(crate) fn all(&self) -> Vec<Arc<Partition>> {
         let map = self.partitions.read().unwrap_or_else(|p| p.into_inner());
         map.values().cloned().collect()
+    }
+
+    /// Where storage errors are reported; resolves once a log directory failed.
+    pub(crate) fn dir_failures(&self) -> &Arc<LogDirFailures> {
+        &self.dir_failures
     }
 
     /// The log directories, the data directory first.
@@ -279,10 +296,12 @@ impl ReplicaManager {
                 }
             }
             log.set_flush_observer(Some(self.probe.flush_observer()));
+            log.set_sync_failure_observer(Some(self.dir_failures.observer()));
             log.set_background_flusher(Some(self.flusher.clone()));
             // A sole in-sync replica leading commits its whole log here (HW = LEO).
             let p = Partition::new(key.0.clone(), topic_id, key.1, assignment.leader_epoch, log)
-                .hosted_by(self.node_id);
+                .hosted_by(self.node_id)
+                .reporting_disk_failures_to(Arc::clone(&self.dir_failures));
             let p = Arc::new(p);
             // The clock is read per partition: opening 50 logs can take long enough that
             // a time read before the first would already count against the followers.
@@ -367,6 +386,8 @@ impl ReplicaManager {
         for (dir, e) in self.high_watermarks.write(partitions) {
             self.probe.failed(StorageOperation::Flush);
             tracing::warn!(dir = %dir.display(), error = %e, "high watermark checkpoint failed");
+            let file = dir.join(tidelog_storage::HIGH_WATERMARKS_FILE);
+            self.dir_failures.report(&file, &StorageError::Io(e));
         }
     }
 

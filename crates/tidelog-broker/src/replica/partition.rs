@@ -10,6 +10,7 @@ use tidelog_storage::{
     PendingSync, StorageError,
 };
 
+use super::dir_failure::LogDirFailures;
 use super::idempotence::{self, CheckError, SequenceCheck, SequenceError};
 use super::replication::HwSnapshot;
 use super::state::ReplicaState;
@@ -170,6 +171,8 @@ pub(crate) struct Partition {
     /// is refused instead of opening a transaction nobody decides.
     verifying: Mutex<HashMap<i64, u64>>,
     next_guard: AtomicU64,
+    /// Told of every storage error of this log (a failed disk stops the node).
+    dir_failures: Option<Arc<LogDirFailures>>,
 }
 
 /// Producers being verified per partition at most; beyond it the guards are reset (the
@@ -204,7 +207,22 @@ impl Partition {
             hw_watch: watch::Sender::new(snapshot),
             verifying: Mutex::new(HashMap::new()),
             next_guard: AtomicU64::new(1),
+            dir_failures: None,
         }
+    }
+
+    /// Reports this log's storage errors to `failures`.
+    pub(crate) fn reporting_disk_failures_to(mut self, failures: Arc<LogDirFailures>) -> Self {
+        self.dir_failures = Some(failures);
+        self
+    }
+
+    /// Passes `err` on, reporting it first if it says the disk failed.
+    fn noted(&self, err: StorageError) -> StorageError {
+        if let Some(failures) = &self.dir_failures {
+            failures.report(self.durability.dir(), &err);
+        }
+        err
     }
 
     fn lock_verifying(&self) -> MutexGuard<'_, HashMap<i64, u64>> {
@@ -297,7 +315,7 @@ impl Partition {
     ) -> Result<T, PartitionError> {
         let mut guard = self.lock();
         let log = guard.as_mut().ok_or(PartitionError::Closed)?;
-        Ok(f(log)?)
+        f(log).map_err(|e| self.noted(e).into())
     }
 
     /// [`Partition::append_deferring_sync`], waiting for the fsync on this thread (the
@@ -412,9 +430,11 @@ impl Partition {
                 };
                 return Ok((duplicate, None));
             }
-            Ok(SequenceCheck::Append) => log.append_group_commit(batches, &opts)?,
+            Ok(SequenceCheck::Append) => log
+                .append_group_commit(batches, &opts)
+                .map_err(|e| self.noted(e))?,
             Err(CheckError::Sequence(e)) => return Err(e.into()),
-            Err(CheckError::Storage(e)) => return Err(e.into()),
+            Err(CheckError::Storage(e)) => return Err(self.noted(e).into()),
         };
         let (info, pending_sync) = info;
         // On a cluster of one (or with every follower caught up) this commits at once.

@@ -123,6 +123,13 @@ impl Log {
         self.durability.set_observer(observer);
     }
 
+    /// Installs (or removes) the observer told of every failed fsync pass of this log,
+    /// on whichever thread it ran (a producer's wait, the background flusher, a close):
+    /// a failed fsync leaves what is on disk unknown.
+    pub fn set_sync_failure_observer(&mut self, observer: Option<crate::FlushFailureObserver>) {
+        self.durability.set_failure_observer(observer);
+    }
+
     /// Rolls the active segment when `segment.ms` has passed since its first append.
     pub fn roll_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
         self.last_now_ms = self.last_now_ms.max(now_ms);

@@ -21,6 +21,7 @@ use std::time::Instant;
 use super::checkpoint_files::{Checkpointed, FilesOnDisk, Staged};
 use super::FlushObserver;
 use crate::error::StorageError;
+use crate::flusher::FlushFailureObserver;
 use crate::fsync;
 use crate::segment::{file_name, SegmentFile};
 
@@ -79,8 +80,10 @@ pub(super) struct SyncState {
     syncs: u64,
     /// A failed fsync leaves durability unknown: every later wait fails until the log
     /// is truncated or reopened.
-    failed: Option<(std::io::ErrorKind, String)>,
+    failed: Option<std::io::Error>,
     observer: Option<FlushObserver>,
+    /// Told of every failed sync pass, wherever it ran.
+    on_failure: Option<FlushFailureObserver>,
 }
 
 impl SyncState {
@@ -98,7 +101,7 @@ impl SyncState {
     fn failure(&self) -> Option<StorageError> {
         self.failed
             .as_ref()
-            .map(|(kind, msg)| StorageError::Io(std::io::Error::new(*kind, msg.clone())))
+            .map(|e| StorageError::Io(crate::error::copy_io_error(e)))
     }
 }
 
@@ -179,6 +182,7 @@ impl DurabilityHandle {
                     syncs: 0,
                     failed: None,
                     observer: None,
+                    on_failure: None,
                 }),
                 synced: Condvar::new(),
                 files: Mutex::new(FilesOnDisk {
@@ -199,7 +203,8 @@ impl DurabilityHandle {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn dir(&self) -> &Path {
+    /// The partition directory of the log.
+    pub fn dir(&self) -> &Path {
         &self.shared.dir
     }
 
@@ -277,12 +282,16 @@ impl DurabilityHandle {
             return (state, Ok(()));
         }
         let observer = state.observer.clone();
+        let on_failure = state.on_failure.clone();
         state.syncing = true;
         drop(state);
         let started = Instant::now();
         let result = work.run(&self.shared.dir);
         if let Some(observer) = observer {
             observer(started.elapsed());
+        }
+        if let (Err(e), Some(on_failure)) = (&result, on_failure) {
+            on_failure(&self.shared.dir, e);
         }
         let mut state = self.lock();
         state.syncing = false;
@@ -304,8 +313,8 @@ impl DurabilityHandle {
                 state.durable = state.durable.max(synced_to);
             }
             Ok(()) => {}
-            Err(StorageError::Io(e)) => state.failed = Some((e.kind(), e.to_string())),
-            Err(e) => state.failed = Some((std::io::ErrorKind::Other, e.to_string())),
+            Err(StorageError::Io(e)) => state.failed = Some(crate::error::copy_io_error(e)),
+            Err(e) => state.failed = Some(std::io::Error::other(e.to_string())),
         }
         self.shared.synced.notify_all();
         (state, result)
@@ -407,6 +416,10 @@ impl DurabilityHandle {
 
     pub(crate) fn set_observer(&self, observer: Option<FlushObserver>) {
         self.lock().observer = observer;
+    }
+
+    pub(crate) fn set_failure_observer(&self, observer: Option<FlushFailureObserver>) {
+        self.lock().on_failure = observer;
     }
 
     /// One pass of the background flusher: everything pending is synced (the active

@@ -15,7 +15,7 @@ use crate::error::StorageError;
 use crate::{fsync, parallel};
 
 fn copy_error(e: &io::Error) -> StorageError {
-    StorageError::Io(io::Error::new(e.kind(), e.to_string()))
+    StorageError::Io(crate::error::copy_io_error(e))
 }
 
 /// See [`crate::close_logs`].

@@ -9,6 +9,7 @@ use crate::config::BrokerConfig;
 use crate::group::GroupCoordinator;
 use crate::metadata::MetadataManager;
 use crate::metrics::Metrics;
+use crate::poison::RwLockTolerant;
 use crate::replica::ReplicaManager;
 use crate::txn::TxnCoordinator;
 
@@ -48,7 +49,7 @@ impl BrokerContext {
 
     /// The effective settings: static ones under the dynamic configs in force.
     pub(crate) fn settings(&self) -> Arc<BrokerConfig> {
-        Arc::clone(&self.effective.read().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&self.effective.read_locked())
     }
 
     /// Re-resolves the effective settings for `image` when its dynamic configs differ
@@ -66,7 +67,7 @@ impl BrokerContext {
         }
         let resolved = Arc::new(crate::dynamic_config::resolve(&self.config, image));
         tracing::info!("dynamic broker configs changed; effective settings re-resolved");
-        *self.effective.write().unwrap_or_else(|p| p.into_inner()) = Arc::clone(&resolved);
+        *self.effective.write_locked() = Arc::clone(&resolved);
         resolved
     }
 }

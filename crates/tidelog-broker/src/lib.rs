@@ -27,6 +27,7 @@ pub mod log_levels;
 mod metadata;
 mod metrics;
 mod net;
+mod poison;
 pub mod properties;
 mod quota;
 mod readiness;

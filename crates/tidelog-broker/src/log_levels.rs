@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
 
+use crate::poison::LockTolerant;
 use kafka_protocol::error::ResponseError;
 
 /// Kafka's name of the logger every other one inherits from.
@@ -150,7 +151,7 @@ impl LogLevels {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Every logger with its level, in Kafka's terms: `root` first, then the known
@@ -352,9 +353,7 @@ mod tests {
         let levels = LogLevels::parse(
             DEFAULT_FILTER,
             Some(Box::new(move |f: &str| {
-                sink.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(f.to_owned());
+                sink.locked().push(f.to_owned());
                 Ok(())
             })),
         );
@@ -372,7 +371,7 @@ mod tests {
         };
         levels.alter(&[delete], false).expect("delete");
         assert_eq!(level_of(&levels, "tidelog_broker::net"), "WARN");
-        let seen = seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let seen = seen.locked().clone();
         assert_eq!(
             seen,
             vec![

@@ -14,6 +14,7 @@ use tidelog_controller::acl::{AclIndex, AclMap, AuthorizerSettings};
 use tidelog_controller::MetadataImage;
 
 use crate::config::BrokerConfig;
+use crate::poison::LockTolerant;
 use crate::settings;
 
 /// The one authorizer class tidelog implements.
@@ -72,7 +73,7 @@ impl Authorizer {
 
     /// The index of `image`'s ACLs (rebuilt only when they changed).
     pub(crate) fn index(&self, image: &MetadataImage) -> Arc<AclIndex> {
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = self.cache.locked();
         if !Arc::ptr_eq(&cache.0, image.acls()) {
             let index = AclIndex::new(image.acls().iter(), self.settings.clone());
             *cache = (Arc::clone(image.acls()), Arc::new(index));

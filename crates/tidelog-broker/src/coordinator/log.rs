@@ -247,7 +247,7 @@ impl MemoryLog {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, MemoryInner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::poison::LockTolerant::locked(&self.inner)
     }
 
     /// Moves the high watermark to the log end.

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::log::{CoordinatorLog, LogEntry, LogSource};
 use super::{CoordinatorError, Now, Outcome, Shard, Then, Write};
+use crate::poison::RwLockTolerant;
 use crate::replica::HwSnapshot;
 use tidelog_env::clock::Clock;
 
@@ -195,7 +196,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
     }
 
     fn lock_shards(&self) -> std::sync::RwLockReadGuard<'_, HashMap<i32, Handle<S>>> {
-        self.shards.read().unwrap_or_else(|p| p.into_inner())
+        self.shards.read_locked()
     }
 
     /// Waits (at most `timeout`) until every partition of the topic `image` says this
@@ -252,7 +253,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
 
     /// Runs shards for exactly the partitions of `led` (partition -> leader epoch).
     pub(crate) fn lead_only(&self, led: &HashMap<i32, i32>) {
-        let mut shards = self.shards.write().unwrap_or_else(|p| p.into_inner());
+        let mut shards = self.shards.write_locked();
         // A partition led elsewhere now, or in another epoch: its handle goes, which
         // closes its queue; the task answers what it holds and ends (its partition's
         // leadership change ends it too).
@@ -319,7 +320,7 @@ impl<S: Shard> CoordinatorRuntime<S> {
     /// Stops every shard task; their waiting callers get NOT_COORDINATOR.
     pub(crate) async fn stop(&self) {
         let handles: Vec<Handle<S>> = {
-            let mut shards = self.shards.write().unwrap_or_else(|p| p.into_inner());
+            let mut shards = self.shards.write_locked();
             shards.drain().map(|(_, h)| h).collect()
         };
         for handle in handles {

@@ -39,6 +39,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use crate::poison::{LockTolerant, RwLockTolerant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::protocol::StrBytes;
 use tidelog_controller::MetadataImage;
@@ -282,10 +283,7 @@ impl GroupCoordinator {
             clock,
             move |partition, _epoch| {
                 let view = Arc::new(RwLock::new(PublishedGroups::default()));
-                registry
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(partition, Arc::clone(&view));
+                registry.locked().insert(partition, Arc::clone(&view));
                 GroupShard::new(Arc::clone(&shard_config), view)
             },
             effects,
@@ -621,16 +619,11 @@ impl GroupCoordinator {
     /// Every group this node coordinates with its committed offsets, as last published
     /// by its shard (for the metrics, which read without going through the runtime).
     pub(crate) fn published(&self) -> Vec<PublishedGroup> {
-        let views: Vec<Arc<RwLock<PublishedGroups>>> = self
-            .published
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let views: Vec<Arc<RwLock<PublishedGroups>>> =
+            self.published.locked().values().cloned().collect();
         let mut out = Vec::new();
         for view in views {
-            let view = view.read().unwrap_or_else(|p| p.into_inner());
+            let view = view.read_locked();
             let mut by_group: BTreeMap<&str, Vec<(String, i32, i64)>> = BTreeMap::new();
             for ((group, topic, partition), offset) in &view.offsets {
                 by_group

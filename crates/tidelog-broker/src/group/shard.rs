@@ -20,6 +20,7 @@ use super::state::{Groups, JoinOutcome, SyncOutcome};
 use super::GroupConfig;
 use crate::coordinator::timeline::Timeline;
 use crate::coordinator::{CoordinatorError, Now, Outcome, Shard};
+use crate::poison::RwLockTolerant;
 
 /// (group, topic, partition).
 pub(crate) type OffsetKey = (String, String, i32);
@@ -140,17 +141,14 @@ impl GroupShard {
             };
             summaries.insert(id.clone(), summary);
         }
-        self.published
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .groups = summaries;
+        self.published.write_locked().groups = summaries;
     }
 
     fn publish_offsets(&self, keys: Vec<OffsetKey>) {
         if keys.is_empty() {
             return;
         }
-        let mut published = self.published.write().unwrap_or_else(|p| p.into_inner());
+        let mut published = self.published.write_locked();
         for key in keys {
             match self.offsets.get_committed(&key) {
                 Some(v) => published.offsets.insert(key, v.offset),
@@ -358,7 +356,7 @@ impl Shard for GroupShard {
     }
 
     fn unload(&mut self) {
-        *self.published.write().unwrap_or_else(|p| p.into_inner()) = PublishedGroups::default();
+        *self.published.write_locked() = PublishedGroups::default();
         for group in self.groups.map.values_mut() {
             super::rebalance::answer_all(group, not_coordinator());
         }

@@ -33,6 +33,7 @@ use crate::config::BrokerConfig;
 use crate::context::now_ms;
 use crate::group::consumer::stats::ConsumerGroupStats;
 use crate::group::member_summary::MemberSummary;
+use crate::poison::LockTolerant;
 use crate::replica::Partition;
 use tidelog_controller::MetadataImage;
 
@@ -319,8 +320,8 @@ impl GroupProbe {
         groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         let now = Instant::now();
         let now_ms = now_ms();
-        let mut trends = self.trends.lock().unwrap_or_else(|p| p.into_inner());
-        let mut generations = self.generations.lock().unwrap_or_else(|p| p.into_inner());
+        let mut trends = self.trends.locked();
+        let mut generations = self.generations.locked();
         let mut alive = HashSet::new();
         let mut out = Vec::with_capacity(groups.len());
         let image = node.metadata.image();

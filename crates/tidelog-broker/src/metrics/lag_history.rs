@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use super::groups::GroupLag;
 use super::{GroupProbe, NodeView};
 use crate::context::now_ms;
+use crate::poison::LockTolerant;
 
 /// Samples kept per group: an hour at the default 10 s interval.
 pub(crate) const POINTS: usize = 360;
@@ -245,7 +246,7 @@ impl LagHistory {
     /// Adds one sample per group of `groups` (the probe's snapshot at `at_ms`) and
     /// forgets the groups not among them.
     pub(crate) fn record(&self, groups: &[GroupLag], at_ms: i64) {
-        let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let mut series = self.series.locked();
         let mut sorted: Vec<&GroupLag> = groups.iter().collect();
         sorted.sort_by(|a, b| a.group.cmp(&b.group));
         series.truncated = sorted.len() > MAX_GROUPS;
@@ -265,7 +266,7 @@ impl LagHistory {
     /// The verdicts of the followed groups `shown` lets through (what the asker may
     /// describe).
     pub(crate) fn summary(&self, shown: impl Fn(&str) -> bool) -> HistorySummary {
-        let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let series = self.series.locked();
         let groups = series
             .groups
             .iter()
@@ -290,7 +291,7 @@ impl LagHistory {
 
     /// One group's history; None when it is not followed here.
     pub(crate) fn group(&self, name: &str) -> Option<GroupHistory> {
-        let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let series = self.series.locked();
         let samples: Vec<LagSample> = series.groups.get(name)?.iter().copied().collect();
         Some(GroupHistory {
             group: name.to_string(),

@@ -27,6 +27,7 @@ use tidelog_records::{BatchHeader, BATCH_HEADER_LEN};
 
 use super::groups::GroupLagSource;
 use super::NodeView;
+use crate::poison::LockTolerant;
 use crate::replica::Peer;
 
 /// A view older than this is not used (its leader could not be asked since).
@@ -66,7 +67,7 @@ impl RemoteLogs {
     /// The partition as its leader last described it, if recently; the first unread
     /// timestamp only if it was read at `committed`.
     pub(super) fn view(&self, topic: &str, partition: i32, committed: i64) -> Option<RemoteLog> {
-        let views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        let views = self.views.locked();
         let mut view = *views.get(&(topic.to_owned(), partition))?;
         if view.read_at.elapsed() > STALE_AFTER {
             return None;
@@ -96,7 +97,7 @@ impl RemoteLogs {
             }
         }
         {
-            let mut views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+            let mut views = self.views.locked();
             views.retain(|key, _| wanted.contains_key(key));
         }
         for (leader, partitions) in by_leader(node, wanted) {
@@ -127,7 +128,7 @@ impl RemoteLogs {
                 continue;
             };
             let known = {
-                let views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+                let views = self.views.locked();
                 views
                     .get(key)
                     .and_then(|v| v.first_unread)
@@ -148,7 +149,7 @@ impl RemoteLogs {
                 first_unread,
                 read_at,
             };
-            let mut views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+            let mut views = self.views.locked();
             views.insert(key.clone(), view);
         }
         Ok(())

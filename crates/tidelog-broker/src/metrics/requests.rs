@@ -15,6 +15,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 use super::labels::{api_name, error_name};
+use crate::poison::RwLockTolerant;
 
 /// The error label of a request the node could not answer at all (undecodable body,
 /// unsupported version): its connection was closed instead.
@@ -183,16 +184,11 @@ impl RequestProbe {
     }
 
     fn with_handles(&self, key: ApiKey, f: impl FnOnce(&ApiHandles)) {
-        let known = self
-            .per_api
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(key as i16))
-            .cloned();
+        let known = self.per_api.read_locked().get(&(key as i16)).cloned();
         let handles = match known {
             Some(handles) => handles,
             None => {
-                let mut map = self.per_api.write().unwrap_or_else(|p| p.into_inner());
+                let mut map = self.per_api.write_locked();
                 // Bounded: ApiKey has a fixed set of values.
                 Arc::clone(
                     map.entry(key as i16)

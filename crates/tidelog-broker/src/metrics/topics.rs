@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::poison::LockTolerant;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -64,7 +65,7 @@ impl TopicProbe {
     }
 
     fn labels(&self, topic: &str) -> TopicLabels {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.seen.locked();
         if !seen.contains(topic) {
             seen.insert(topic.to_string());
         }
@@ -129,21 +130,18 @@ impl TopicProbe {
 
     /// Every broker's totals, from the latest heartbeat reply.
     pub(crate) fn set_cluster_traffic(&self, traffic: BTreeMap<i32, BrokerTraffic>) {
-        *self.cluster.lock().unwrap_or_else(|p| p.into_inner()) = traffic;
+        *self.cluster.locked() = traffic;
     }
 
     /// Every broker's totals as last heard (this node's among them, as it reported
     /// them at its last heartbeat).
     pub(crate) fn cluster_traffic(&self) -> BTreeMap<i32, BrokerTraffic> {
-        self.cluster
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.cluster.locked().clone()
     }
 
     /// Drops the series of topics that no longer exist.
     pub(super) fn forget_deleted(&self, image: &MetadataImage) {
-        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.seen.locked();
         seen.retain(|topic| {
             if image.topic(topic).is_some() {
                 return true;

@@ -25,6 +25,7 @@ use tidelog_controller::quota::{CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, REQUEST_
 use tidelog_controller::MetadataImage;
 
 use crate::config::BrokerConfig;
+use crate::poison::LockTolerant;
 use crate::settings;
 use rate::{throttle_ms, SampledRate, Window};
 use resolve::resolve;
@@ -148,7 +149,7 @@ impl QuotaManager {
             return Recorded::NONE;
         };
         let key = (kind, resolved.user_tag, resolved.client_tag);
-        let mut sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sensors = self.sensors.locked();
         self.sweep(&mut sensors, now_ms);
         if !sensors.map.contains_key(&key) && sensors.map.len() >= MAX_SENSORS {
             evict_least_recent(&mut sensors.map);
@@ -174,7 +175,7 @@ impl QuotaManager {
     /// Takes back what `recorded` added (a throttled fetch is answered empty).
     pub(crate) fn unrecord(&self, recorded: &Recorded) {
         let Some(key) = &recorded.sensor else { return };
-        let mut sensors = self.sensors.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sensors = self.sensors.locked();
         if let Some(rate) = sensors.map.get_mut(key) {
             rate.unrecord(recorded.value);
         }
@@ -205,11 +206,7 @@ impl QuotaManager {
 
     /// How many sensors are live (a gauge on /metrics).
     pub(crate) fn sensor_count(&self) -> usize {
-        self.sensors
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .map
-            .len()
+        self.sensors.locked().map.len()
     }
 
     fn sweep(&self, sensors: &mut Sensors, now_ms: u64) {
@@ -259,7 +256,7 @@ impl Mute {
             return;
         }
         let until = Instant::now() + Duration::from_millis(ms);
-        let mut slot = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.until.locked();
         if slot.is_none_or(|current| current < until) {
             *slot = Some(until);
         }
@@ -267,7 +264,7 @@ impl Mute {
 
     /// The end of the mute in force, clearing it.
     pub(crate) fn take(&self) -> Option<Instant> {
-        let mut slot = self.until.lock().unwrap_or_else(|e| e.into_inner());
+        let mut slot = self.until.locked();
         slot.take().filter(|until| *until > Instant::now())
     }
 }

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::poison::LockTolerant;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -44,7 +45,7 @@ impl DirDeleter {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<PathBuf, Instant>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+        self.pending.locked()
     }
 
     /// The directories due by `now`, taken off the queue, and when the next one is due.

@@ -15,6 +15,7 @@ use super::partition::Partition;
 use super::state::Role;
 use crate::config::BrokerConfig;
 use crate::metrics::ReplicationProbe;
+use crate::poison::LockTolerant;
 use crate::settings;
 
 struct Running {
@@ -61,7 +62,7 @@ impl Fetchers {
                 });
             }
         }
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = self.running.locked();
         if self.stopped.load(Ordering::Acquire) {
             return;
         }
@@ -127,7 +128,7 @@ impl Fetchers {
     /// Stops every fetcher for good (node shutdown).
     pub(crate) fn stop_all(&self) {
         self.stopped.store(true, Ordering::Release);
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = self.running.locked();
         for (_, r) in running.drain() {
             r.task.abort();
         }

@@ -12,11 +12,12 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tidelog_storage::{DirClaim, Log};
 
 use super::{Partition, PartitionKey};
+use crate::poison::LockTolerant;
 
 type Entries = Vec<(String, i32, i64)>;
 
@@ -30,16 +31,12 @@ pub(crate) struct HighWatermarkFiles {
     written: Mutex<HashMap<PathBuf, Entries>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 impl HighWatermarkFiles {
     /// Reads the files of `log_dirs` unless that was done already: before the first log
     /// opens, so no write can replace a file whose values some log has yet to take.
     /// Blocking file reads.
     pub(crate) fn load_once(&self, log_dirs: &[PathBuf]) {
-        let mut found = lock(&self.found);
+        let mut found = self.found.locked();
         if found.is_none() {
             *found = Some(
                 log_dirs
@@ -60,7 +57,9 @@ impl HighWatermarkFiles {
         let Some(log_dir) = log.dir().parent() else {
             return;
         };
-        let restored = lock(&self.found)
+        let restored = self
+            .found
+            .locked()
             .as_mut()
             .and_then(|found| found.get_mut(log_dir))
             .and_then(|entries| entries.remove(key));
@@ -73,7 +72,7 @@ impl HighWatermarkFiles {
     /// named a partition no longer there) when its content changed. Blocking file I/O;
     /// returns the directories whose write failed.
     pub(crate) fn write(&self, partitions: &[Arc<Partition>]) -> Vec<(PathBuf, std::io::Error)> {
-        if lock(&self.found).is_none() {
+        if self.found.locked().is_none() {
             return Vec::new(); // no log opened yet: the files still hold what they found
         }
         let mut by_dir: HashMap<PathBuf, Entries> = HashMap::new();
@@ -91,7 +90,7 @@ impl HighWatermarkFiles {
                     .push((p.topic.clone(), p.index, hw));
             }
         }
-        let mut written = lock(&self.written);
+        let mut written = self.written.locked();
         for (dir, entries) in written.iter() {
             if !entries.is_empty() && !by_dir.contains_key(dir) {
                 by_dir.insert(dir.clone(), Vec::new());

@@ -29,6 +29,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use crate::poison::RwLockTolerant;
 use tidelog_controller::MetadataImage;
 use tidelog_env::net::Transport;
 use tidelog_storage::{BackgroundFlusher, DirClaim, Log, StorageError};
@@ -134,12 +135,12 @@ impl ReplicaManager {
     }
 
     pub(crate) fn get(&self, topic: &str, partition: i32) -> Option<Arc<Partition>> {
-        let map = self.partitions.read().unwrap_or_else(|p| p.into_inner());
+        let map = self.partitions.read_locked();
         map.get(&(topic.to_string(), partition)).cloned()
     }
 
     pub(crate) fn all(&self) -> Vec<Arc<Partition>> {
-        let map = self.partitions.read().unwrap_or_else(|p| p.into_inner());
+        let map = self.partitions.read_locked();
         map.values().cloned().collect()
     }
 
@@ -230,7 +231,7 @@ impl ReplicaManager {
         let mut to_open = Vec::new();
         let mut to_assign = Vec::new();
         let stale: Vec<Arc<Partition>> = {
-            let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+            let mut map = self.partitions.write_locked();
             // Removed, or re-created under the same name with a new id: delete the old data.
             let stale_keys: Vec<PartitionKey> = map
                 .iter()
@@ -306,7 +307,7 @@ impl ReplicaManager {
             // The clock is read per partition: opening 50 logs can take long enough that
             // a time read before the first would already count against the followers.
             self.assign(&p, &assignment, now_ms(), true);
-            let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+            let mut map = self.partitions.write_locked();
             map.insert(key, p);
         }
         if !adopted.is_empty() {
@@ -364,7 +365,7 @@ impl ReplicaManager {
     pub(crate) fn shutdown(&self) {
         self.fetchers.stop_all();
         let partitions: Vec<_> = {
-            let mut map = self.partitions.write().unwrap_or_else(|p| p.into_inner());
+            let mut map = self.partitions.write_locked();
             map.drain().map(|(_, p)| p).collect()
         };
         // Nothing moves them any more: the fetchers are stopped and no request is served.

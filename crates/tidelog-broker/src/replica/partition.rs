@@ -14,6 +14,7 @@ use super::dir_failure::LogDirFailures;
 use super::idempotence::{self, CheckError, SequenceCheck, SequenceError};
 use super::replication::HwSnapshot;
 use super::state::ReplicaState;
+use crate::poison::LockTolerant;
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
@@ -226,7 +227,7 @@ impl Partition {
     }
 
     fn lock_verifying(&self) -> MutexGuard<'_, HashMap<i64, u64>> {
-        self.verifying.lock().unwrap_or_else(|p| p.into_inner())
+        self.verifying.locked()
     }
 
     /// Starts verifying `producer_id`'s transactional batch with its coordinator; the
@@ -277,9 +278,7 @@ impl Partition {
     pub(super) fn lock(&self) -> MutexGuard<'_, Option<Log>> {
         // A panic while holding the lock cannot leave the log half-written (each
         // append validates before writing), so a poisoned lock is still usable.
-        self.log
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.log.locked()
     }
 
     /// The log's durability handle (for work done off the log lock).
@@ -494,13 +493,13 @@ impl Partition {
 
     /// Parks a long-poll fetch: `notify` fires on the next append.
     pub(crate) fn park(&self, notify: &Arc<Notify>) {
-        let mut waiters = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut waiters = self.waiters.locked();
         waiters.retain(|w| Arc::strong_count(w) > 1);
         waiters.push(Arc::clone(notify));
     }
 
     pub(super) fn wake_waiters(&self) {
-        let parked = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
+        let parked = std::mem::take(&mut *self.waiters.locked());
         for waiter in parked {
             waiter.notify_one();
         }

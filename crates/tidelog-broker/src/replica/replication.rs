@@ -6,6 +6,7 @@
 use std::sync::MutexGuard;
 use std::time::Duration;
 
+use crate::poison::LockTolerant;
 use kafka_protocol::error::ResponseError;
 use tidelog_storage::Log;
 
@@ -69,7 +70,7 @@ impl Partition {
     }
 
     pub(super) fn repl_state(&self) -> MutexGuard<'_, ReplicaState> {
-        self.repl.lock().unwrap_or_else(|p| p.into_inner())
+        self.repl.locked()
     }
 
     /// A copy of the replication state (for the ISR check and metrics).

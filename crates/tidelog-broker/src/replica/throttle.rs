@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::poison::LockTolerant;
 use tokio::time::Instant;
 
 /// follower.replication.throttled.rate, shared by every fetcher of the node: each
@@ -37,7 +38,7 @@ impl Throttle {
             return Duration::ZERO;
         }
         let cost = Duration::from_secs_f64((bytes as f64 / rate as f64).min(10.0));
-        let mut next = self.next_free.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = self.next_free.locked();
         *next = (*next).max(now) + cost;
         next.saturating_duration_since(now)
     }

@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::group_config::GroupConfigs;
+use crate::poison::LockTolerant;
 use partition::{ShareLimits, SharePartition};
 
 /// Share partitions one node keeps at most (group x partition); beyond it a fetch for a
@@ -97,19 +98,19 @@ pub(crate) struct ShareEntry {
 
 impl ShareEntry {
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, SharePartition> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Parks a share fetch: `notify` fires when a record becomes deliverable again.
     pub(crate) fn park(&self, notify: &Arc<Notify>) {
-        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.waiters.locked();
         w.retain(|n| n.strong_count() > 0);
         w.push(Arc::downgrade(notify));
     }
 
     /// Wakes the fetches parked here.
     pub(crate) fn wake(&self) {
-        let waiters = std::mem::take(&mut *self.waiters.lock().unwrap_or_else(|p| p.into_inner()));
+        let waiters = std::mem::take(&mut *self.waiters.locked());
         for n in waiters.iter().filter_map(Weak::upgrade) {
             n.notify_one();
         }
@@ -141,10 +142,7 @@ impl ShareManager {
     pub(crate) fn take_dead_letter_queue(
         &self,
     ) -> Option<tokio::sync::mpsc::Receiver<dead_letter::Job>> {
-        self.dead_letter_queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        self.dead_letter_queue.locked().take()
     }
 
     /// Hands the records of `entry` waiting in ARCHIVING to the dead-letter writer
@@ -176,8 +174,7 @@ impl ShareManager {
     /// The share partition of `key` if it has state of `leader_epoch`.
     pub(crate) fn current(&self, key: &ShareKey, leader_epoch: i32) -> Option<Arc<ShareEntry>> {
         self.partitions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .get(key)
             .filter(|e| e.leader_epoch == leader_epoch)
             .cloned()
@@ -190,7 +187,7 @@ impl ShareManager {
         state_epoch: i32,
         start: impl FnOnce() -> SharePartition,
     ) -> Option<(Arc<ShareEntry>, bool)> {
-        let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.partitions.locked();
         if let Some(e) = map.get(key).filter(|e| e.leader_epoch == leader_epoch) {
             return Some((Arc::clone(e), false));
         }
@@ -215,8 +212,7 @@ impl ShareManager {
     pub(crate) fn start_offsets(&self, group: &str) -> Vec<(Uuid, i32, i64)> {
         let entries: Vec<(Uuid, i32, Arc<ShareEntry>)> = self
             .partitions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .iter()
             .filter(|((g, _, _), _)| g == group)
             .map(|((_, topic, partition), e)| (*topic, *partition, Arc::clone(e)))
@@ -229,18 +225,14 @@ impl ShareManager {
 
     /// The share partition of `key` if it has state.
     pub(crate) fn existing(&self, key: &ShareKey) -> Option<Arc<ShareEntry>> {
-        self.partitions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
+        self.partitions.locked().get(key).cloned()
     }
 
     /// Drops `entry` (if it is still the one of `key`): its stored state was reset or
     /// deleted, so the next fetch starts the share partition again from the store.
     /// Fetches parked on it wake and find the new one.
     pub(crate) fn forget(&self, key: &ShareKey, entry: &Arc<ShareEntry>) {
-        let mut map = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.partitions.locked();
         if map.get(key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
             map.remove(key);
         }

@@ -9,6 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::poison::LockTolerant;
 use kafka_protocol::error::ResponseError;
 use uuid::Uuid;
 
@@ -68,7 +69,7 @@ impl SessionCache {
         now: Instant,
         replaced: &mut Vec<(Uuid, i32)>,
     ) -> Result<SessionStep, ResponseError> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.locked();
         match epoch {
             0 => {
                 if let Some(old) = sessions.remove(key) {
@@ -143,10 +144,7 @@ impl SessionCache {
 
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
+        self.sessions.locked().len()
     }
 }
 

@@ -38,6 +38,7 @@ mod topic;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::poison::LockTolerant;
 use kafka_protocol::error::ResponseError;
 use tidelog_controller::MetadataImage;
 use tokio::sync::{mpsc, watch};
@@ -529,11 +530,7 @@ impl TxnCoordinator {
     /// Follows the image (which partitions are led here) and writes markers until
     /// `shutdown`.
     pub(crate) async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
-        let jobs = self
-            .marker_jobs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let jobs = self.marker_jobs.locked().take();
         let worker =
             jobs.map(|jobs| tokio::spawn(Arc::clone(&self.worker).run(jobs, shutdown.clone())));
         Arc::clone(&self.runtime)

@@ -13,6 +13,7 @@ use std::time::Instant;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::{ConsumerGroup, MemberState};
+use crate::poison::LockTolerant;
 
 /// Members tracked as reconciling at once, at most; past it a member's reconciliation
 /// is not timed (group and member ids are client input).
@@ -99,7 +100,7 @@ impl ConsumerGroupStats {
                 .fetch_add(u64::try_from(newly).unwrap_or(0), Ordering::Relaxed);
         }
         let key = (after.id.clone(), member.to_string());
-        let mut behind = self.behind_since.lock().unwrap_or_else(|p| p.into_inner());
+        let mut behind = self.behind_since.locked();
         match reconciled(after, member) {
             // Gone (left or fenced).
             None => {
@@ -122,8 +123,7 @@ impl ConsumerGroupStats {
     /// The clock fenced `member` of `group`: it is not timed any more.
     pub(crate) fn forget(&self, group: &str, member: &str) {
         self.behind_since
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .remove(&(group.to_string(), member.to_string()));
     }
 }

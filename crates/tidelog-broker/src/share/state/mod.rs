@@ -34,6 +34,7 @@ use crate::coordinator::{
 use crate::internal_topic::{
     create_if_missing, partition_for, CoordinatorUnavailable, Creation, TopicSpec,
 };
+use crate::poison::LockTolerant;
 use crate::replica::ReplicaManager;
 use crate::settings;
 use records::{ShareSnapshot, ShareStateRecord, StateKey};
@@ -396,7 +397,7 @@ impl ShareStateCoordinator {
     /// Follows the image (which partitions are led here) and prunes superseded
     /// snapshots until `shutdown`.
     pub(crate) async fn run(self: Arc<Self>, shutdown: watch::Receiver<bool>) {
-        let prunes = self.prunes.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let prunes = self.prunes.locked().take();
         let pruner = prunes.map(|rx| {
             tokio::spawn(prune::prune_loop(
                 Arc::clone(&self.replicas),

@@ -30,6 +30,7 @@ use super::records::{
     delivery_complete_count, ShareSnapshot, StateBatch, StateKey, UNKNOWN_DELIVERY_COMPLETE_COUNT,
 };
 use super::ShareStateError;
+use crate::poison::LockTolerant;
 use crate::replica::{Peer, PeerError, ReplicaManager};
 
 /// Bound of one exchange (connect, send, answer).
@@ -177,13 +178,7 @@ impl Coordinators {
         request: &Req,
     ) -> Result<Resp, ShareStateError> {
         let unreachable = |why: String| ShareStateError::Unreachable { node, why };
-        let slot = Arc::clone(
-            self.slots
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(node)
-                .or_default(),
-        );
+        let slot = Arc::clone(self.slots.locked().entry(node).or_default());
         let started = tokio::time::Instant::now();
         let mut held = tokio::time::timeout(CALL_TIMEOUT, slot.lock())
             .await

@@ -211,25 +211,29 @@ class FaultScheduler:
         self._end("leadership-transfer", fault_id)
 
     def reassign_under_load(self):
-        """Move one partition's replica off a follower and back while the writers run
-        (`tidelog partition reassign --wait`, twice). Either the follower is dropped and
-        added again, so it deletes its copy and then rebuilds it from offset 0, or, when
-        some node holds no replica of the partition, the replica moves to that node (which
-        builds a copy from offset 0 and joins the ISR) and then back."""
+        """Move one partition's replica off a node and back while the writers run
+        (`tidelog partition reassign --wait`, twice). The node is a follower, or one time
+        in three the partition's leader itself, which then hands leadership to another
+        in-sync replica before it deletes its copy. Either the replica is dropped and
+        added again, so its node deletes its copy and then rebuilds it from offset 0, or,
+        when some node holds no replica of the partition, the replica moves to that node
+        (which builds a copy from offset 0 and joins the ISR) and then back."""
         index = self.rng.randrange(self.partitions)
         state = partition(self.cluster, self.topic, index)
         followers = [r for r in state.replicas if r != state.leader]
         if not followers:
             return
-        dropped = self.rng.choice(followers)
+        moves_leader = state.leader in state.replicas and self.rng.random() < 1 / 3
+        dropped = state.leader if moves_leader else self.rng.choice(followers)
         outsiders = sorted(set(self.cluster.nodes) - set(state.replicas))
         smaller = [r for r in state.replicas if r != dropped]
+        detail = {"partition": index, "node": dropped, "leader": moves_leader}
         if outsiders and self.rng.random() < 0.5:
             newcomer = self.rng.choice(outsiders)
-            fault_id = self._window("reassign-under-load", partition=index, node=dropped, to=newcomer)
+            fault_id = self._window("reassign-under-load", to=newcomer, **detail)
             steps = (smaller + [newcomer], smaller + [dropped])
         else:
-            fault_id = self._window("reassign-under-load", partition=index, node=dropped)
+            fault_id = self._window("reassign-under-load", **detail)
             steps = (smaller, smaller + [dropped])
         for replicas in steps:
             self._reassign(fault_id, index, replicas)

@@ -35,7 +35,7 @@ use tidelog_records::{
 use crate::batch::{BatchHeader, MAX_DECOMPRESSED};
 use crate::checkpoint::sync_dir;
 use crate::error::StorageError;
-use crate::log::Log;
+use crate::log::{DirListing, Log};
 use crate::scan::{read_batch, BatchScan};
 use crate::segment::{file_name, Segment};
 use crate::txn_index::AbortedTxn;
@@ -59,21 +59,22 @@ pub struct CompactionStats {
 }
 
 /// Completes or discards compaction swaps a crash interrupted; removes temp files.
-pub(crate) fn finish_interrupted_swaps(dir: &Path) -> Result<(), StorageError> {
+/// Returns whether it changed anything (`listing`, taken before, is then stale).
+pub(crate) fn finish_interrupted_swaps(
+    dir: &Path,
+    listing: &DirListing,
+) -> Result<bool, StorageError> {
     let mut changed = false;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+    for name in listing.names() {
         if name.ends_with(".cleaned") || name.ends_with(".tmp") || name.ends_with(".deleted") {
-            std::fs::remove_file(entry.path())?;
+            std::fs::remove_file(dir.join(name))?;
             changed = true;
         } else if let Some(stem) = name.strip_suffix(".swap") {
             if let Some(base) = crate::log::parse_base(stem, "log") {
                 for ext in ["index", "timeindex"] {
                     let _ = std::fs::remove_file(dir.join(file_name(base, ext)));
                 }
-                std::fs::rename(entry.path(), dir.join(file_name(base, "log")))?;
+                std::fs::rename(dir.join(name), dir.join(file_name(base, "log")))?;
                 changed = true;
             }
         }
@@ -81,7 +82,7 @@ pub(crate) fn finish_interrupted_swaps(dir: &Path) -> Result<(), StorageError> {
     if changed {
         sync_dir(dir)?;
     }
-    Ok(())
+    Ok(changed)
 }
 
 impl Log {

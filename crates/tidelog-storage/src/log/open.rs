@@ -5,8 +5,11 @@ use std::path::{Path, PathBuf};
 
 use super::checkpoint_files::{Checkpointed, Staged};
 use super::handle::DurabilityHandle;
+use super::listing::DirListing;
 use super::Log;
-use crate::checkpoint::{self, CLEAN_SHUTDOWN, LEGACY_HIGH_WATERMARK, LOG_START, RECOVERY_POINT};
+use crate::checkpoint::{
+    self, CLEAN_SHUTDOWN, LEADER_EPOCH, LEGACY_HIGH_WATERMARK, LOG_START, RECOVERY_POINT,
+};
 use crate::cleaner::finish_interrupted_swaps;
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
@@ -36,11 +39,13 @@ pub(crate) fn list_bases(dir: &Path, ext: &str) -> Result<Vec<i64>, StorageError
 }
 
 /// Deletes index files whose `.log` is gone (a crash during segment deletion).
-fn remove_orphans(dir: &Path, logs: &[i64]) -> Result<(), StorageError> {
+fn remove_orphans(dir: &Path, logs: &[i64], listing: &mut DirListing) -> Result<(), StorageError> {
     for ext in ["index", "timeindex", "txnindex"] {
-        for base in list_bases(dir, ext)? {
+        for base in listing.bases(ext) {
             if logs.binary_search(&base).is_err() {
-                std::fs::remove_file(dir.join(crate::segment::file_name(base, ext)))?;
+                let name = crate::segment::file_name(base, ext);
+                std::fs::remove_file(dir.join(&name))?;
+                listing.forget(&name);
             }
         }
     }
@@ -56,21 +61,34 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
     }
     // The marker stays until the first change to the files (`Log::mark_dirty`), so a
     // clean open writes and syncs nothing.
-    let clean = dir.join(CLEAN_SHUTDOWN).exists();
-    finish_interrupted_swaps(dir)?;
-    let bases = list_bases(dir, "log")?;
-    remove_orphans(dir, &bases)?;
-    let recovery_read = checkpoint::read_offset(dir, RECOVERY_POINT);
+    let mut listing = DirListing::read(dir)?;
+    let clean = listing.contains(CLEAN_SHUTDOWN);
+    if finish_interrupted_swaps(dir, &listing)? {
+        listing = DirListing::read(dir)?;
+    }
+    let bases = listing.bases("log");
+    remove_orphans(dir, &bases, &mut listing)?;
+    // A checkpoint file that is not listed is not opened (it would read as None).
+    let read_offset = |name| {
+        listing
+            .contains(name)
+            .then(|| checkpoint::read_offset(dir, name))
+            .flatten()
+    };
+    let recovery_read = read_offset(RECOVERY_POINT);
     let recovery_ck = recovery_read.unwrap_or(0);
     // An unreadable checkpoint says nothing about which segments the cleaner rewrote,
     // so a short segment cannot be told from a lost tail; a missing one means none was.
-    let trust_segment_ends = recovery_read.is_some() || !dir.join(RECOVERY_POINT).exists();
-    let start_ck = checkpoint::read_offset(dir, LOG_START);
+    let trust_segment_ends = recovery_read.is_some() || !listing.contains(RECOVERY_POINT);
+    let start_ck = read_offset(LOG_START);
     // An earlier release kept the high watermark in the partition's directory; the
     // owner of the logs restores it from the log directory's file when that names it.
-    let hw_ck = checkpoint::read_offset(dir, LEGACY_HIGH_WATERMARK);
-    let legacy_high_watermark = hw_ck.is_some() || dir.join(LEGACY_HIGH_WATERMARK).exists();
-    let epochs_read = checkpoint::read_epochs(dir);
+    let hw_ck = read_offset(LEGACY_HIGH_WATERMARK);
+    let legacy_high_watermark = listing.contains(LEGACY_HIGH_WATERMARK);
+    let epochs_read = listing
+        .contains(LEADER_EPOCH)
+        .then(|| checkpoint::read_epochs(dir))
+        .flatten();
     let epochs = epochs_read.clone().unwrap_or_default();
     let params = IndexParams {
         index_bytes: config.segment_index_bytes.max(64),

@@ -100,7 +100,10 @@ def test_a_failed_write_halts_the_node_and_nothing_acknowledged_is_lost_or_doubl
     assert sorted(stored.values()) == sorted(values), "a record was written twice"
 
 
-def test_a_failed_read_halts_the_node_too(broker_factory, shim_library, tmp_path):
+@pytest.mark.parametrize("start", [0, 100], ids=["from-the-segment-start", "inside-the-segment"])
+def test_a_failed_read_halts_the_node_too(broker_factory, shim_library, tmp_path, start):
+    """From offset 0 the answer is found without reading the segment, and the failure
+    comes from sendfile; from offset 100 the batch headers are read first."""
     broker = broker_factory(start=False)
     disk = shim.NodeShim(broker, shim_library, tmp_path).attach()
     broker.start()
@@ -116,7 +119,7 @@ def test_a_failed_read_halts_the_node_too(broker_factory, shim_library, tmp_path
     time.sleep(SHIM_REFRESH_S)
     cons = consumer(broker.bootstrap)
     try:
-        cons.assign([TopicPartition(topic, 0, 100)])  # inside the segment: read its batch headers
+        cons.assign([TopicPartition(topic, 0, start)])
         deadline = time.monotonic() + HALT_TIMEOUT_S
         while broker.alive() and time.monotonic() < deadline:
             cons.consume(num_messages=100, timeout=0.2)

@@ -17,12 +17,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, watch};
 
 use super::sasl::{Exchange, SaslSession};
+use super::sendfile::SliceReadFailed;
 use super::stream::{split, WriteSide};
 use super::tls;
 use crate::apis;
 use crate::context::Ctx;
 use crate::metrics::{Metrics, RequestTiming};
 use crate::quota::{self, QuotaKind};
+use crate::replica::LogDirFailures;
 use crate::sasl::SaslListener;
 use crate::settings;
 
@@ -176,7 +178,13 @@ async fn serve_connection(
     };
     let mut reader = std::io::Cursor::new(prefix).chain(reader);
     let (tx, rx) = mpsc::channel::<Reply>(MAX_IN_FLIGHT);
-    let writer_task = tokio::spawn(write_replies(writer, rx, peer, Arc::clone(&ctx.metrics)));
+    let writer_task = tokio::spawn(write_replies(
+        writer,
+        rx,
+        peer,
+        Arc::clone(&ctx.metrics),
+        Arc::clone(ctx.replicas.dir_failures()),
+    ));
     let exchange = endpoint.sasl.as_deref().map(|sasl| Exchange {
         ctx: &ctx,
         listener: sasl,
@@ -395,6 +403,7 @@ pub(super) async fn write_replies(
     mut rx: mpsc::Receiver<Reply>,
     peer: SocketAddr,
     metrics: Arc<Metrics>,
+    dir_failures: Arc<LogDirFailures>,
 ) {
     let mut next = rx.recv().await;
     // Complete replies gathered for one write, with their timings.
@@ -438,12 +447,17 @@ pub(super) async fn write_replies(
                 Reply::Chunks(chunks, files) => {
                     if let Err(e) = writer.write_chunks(&chunks, &files).await {
                         // The size was sent ahead of the records, so a failed read of a
-                        // log file mid-answer can only end the connection (the client
-                        // retries); unlike a peer hanging up, the operator must hear of it.
-                        if e.raw_os_error() == Some(libc::EIO) {
-                            tracing::error!(%peer, error = %e, "reading a log file for a fetch answer failed; connection closed");
-                        } else {
-                            tracing::debug!(%peer, error = %e, "write failed");
+                        // log file mid-answer can only end the connection; unlike a peer
+                        // hanging up, it is the disk failing, and the node halts.
+                        match e
+                            .get_ref()
+                            .and_then(|inner| inner.downcast_ref::<SliceReadFailed>())
+                        {
+                            Some(failed) => {
+                                tracing::error!(%peer, error = %e, "reading a log file for a fetch answer failed; connection closed");
+                                dir_failures.report(&failed.file, &failed.storage_error());
+                            }
+                            None => tracing::debug!(%peer, error = %e, "write failed"),
                         }
                         return;
                     }

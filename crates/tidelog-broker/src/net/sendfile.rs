@@ -19,11 +19,42 @@
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 
 use tidelog_protocol::Chunk;
 use tidelog_storage::FileSlice;
 use tokio::io::{AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
+
+/// A segment file could not be read while its bytes were being sent (the disk failed,
+/// not the peer): carried inside the `io::Error` so the connection can report it.
+#[derive(Debug, thiserror::Error)]
+#[error("reading {} failed: {source}", file.display())]
+pub(crate) struct SliceReadFailed {
+    /// The file, as `/proc/self/fd` names it.
+    pub(crate) file: PathBuf,
+    #[source]
+    pub(crate) source: io::Error,
+}
+
+impl SliceReadFailed {
+    /// The failure as the storage engine would have reported it (the errno kept, so it
+    /// is classified the same).
+    pub(crate) fn storage_error(&self) -> tidelog_storage::StorageError {
+        let copy = match self.source.raw_os_error() {
+            Some(code) => io::Error::from_raw_os_error(code),
+            None => io::Error::new(self.source.kind(), self.source.to_string()),
+        };
+        tidelog_storage::StorageError::Io(copy)
+    }
+}
+
+/// Marks `e`, from reading `slice`'s file, as the file's failure.
+fn read_failed(slice: &FileSlice, e: io::Error) -> io::Error {
+    let link = format!("/proc/self/fd/{}", slice.file.as_raw_fd());
+    let file = std::fs::read_link(link).unwrap_or_default();
+    io::Error::new(e.kind(), SliceReadFailed { file, source: e })
+}
 
 /// Linux transfers at most this much per `sendfile` call.
 const SENDFILE_MAX: u64 = 0x7fff_f000;
@@ -80,6 +111,8 @@ async fn send_slice(stream: &TcpStream, slice: &FileSlice) -> io::Result<()> {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
                 return copy_range(stream, slice, position, end).await;
             }
+            // sendfile reports a failed read of its source file as EIO.
+            Err(e) if e.raw_os_error() == Some(libc::EIO) => return Err(read_failed(slice, e)),
             Err(e) => return Err(e),
         }
     }
@@ -166,7 +199,10 @@ fn read_piece<'b>(
     let want = usize::try_from(end - position)
         .unwrap_or(usize::MAX)
         .min(buf.len());
-    let n = slice.file.read_at(&mut buf[..want], position)?;
+    let n = slice
+        .file
+        .read_at(&mut buf[..want], position)
+        .map_err(|e| read_failed(slice, e))?;
     if n == 0 {
         return Err(truncated(slice, position));
     }
@@ -343,5 +379,29 @@ mod tests {
             assert_eq!(result.unwrap_err().kind(), io::ErrorKind::InvalidInput);
             assert!(received.is_empty());
         }
+    }
+
+    #[tokio::test]
+    async fn a_file_that_cannot_be_read_is_named_in_the_error() {
+        // A directory opened as a file: every read of it fails (EISDIR), as a failing
+        // disk's would (EIO), on the copying path the in-memory network takes.
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(std::fs::File::open(dir.path()).unwrap());
+        let files = vec![FileSlice {
+            file,
+            position: 0,
+            len: 10,
+        }];
+        let chunks = vec![Chunk::External { id: 0, len: 10 }];
+        let mut out = Vec::new();
+        let err = copy_chunks(&mut out, &chunks, &files).await.unwrap_err();
+        let failed = err
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<SliceReadFailed>())
+            .expect("the error names the file");
+        assert_eq!(failed.file, std::fs::canonicalize(dir.path()).unwrap());
+        let storage = failed.storage_error();
+        assert!(!storage.is_disk_failure(), "EISDIR is not the disk failing");
+        assert!(storage.to_string().contains("os error 21"), "{storage}");
     }
 }

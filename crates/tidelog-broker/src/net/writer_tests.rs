@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::connection::{write_replies, Reply};
 use super::stream::WriteSide;
 use crate::metrics::{Metrics, RequestTiming};
+use crate::replica::LogDirFailures;
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -29,6 +30,7 @@ async fn writer() -> (TcpStream, mpsc::Sender<Reply>, tokio::task::JoinHandle<()
         rx,
         peer,
         Arc::new(Metrics::new()),
+        Arc::new(LogDirFailures::new(Vec::new())),
     ));
     (client, tx, task)
 }

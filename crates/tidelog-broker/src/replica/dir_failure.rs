@@ -42,17 +42,41 @@ impl std::fmt::Display for LogDirFailure {
 
 /// Where every part of the broker that touches a log reports its storage errors.
 pub(crate) struct LogDirFailures {
-    /// `log.dirs`, to name the directory a failing file lies in.
-    log_dirs: Vec<PathBuf>,
+    /// `log.dirs` as configured, each with its canonical form (a file a descriptor
+    /// names is reported by its absolute path), to name the directory a path lies in.
+    log_dirs: Vec<(PathBuf, PathBuf)>,
     failed: watch::Sender<Option<LogDirFailure>>,
 }
 
 impl LogDirFailures {
     pub(crate) fn new(log_dirs: Vec<PathBuf>) -> Self {
+        let log_dirs = log_dirs
+            .into_iter()
+            .map(|dir| {
+                let canonical = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+                (dir, canonical)
+            })
+            .collect();
         LogDirFailures {
             log_dirs,
             failed: watch::channel(None).0,
         }
+    }
+
+    /// The entry of `log.dirs` holding `path`: the deepest that contains it.
+    fn log_dir_of(&self, path: &Path) -> Option<&PathBuf> {
+        self.log_dirs
+            .iter()
+            .filter_map(|(dir, canonical)| {
+                [dir, canonical]
+                    .into_iter()
+                    .filter(|d| path.starts_with(d))
+                    .map(|d| d.components().count())
+                    .max()
+                    .map(|depth| (depth, dir))
+            })
+            .max_by_key(|(depth, _)| *depth)
+            .map(|(_, dir)| dir)
     }
 
     /// Notes `err`, seen on `path` (a partition directory or a file in a log
@@ -63,10 +87,7 @@ impl LogDirFailures {
             return false;
         }
         let log_dir = self
-            .log_dirs
-            .iter()
-            .filter(|dir| path.starts_with(dir))
-            .max_by_key(|dir| dir.components().count())
+            .log_dir_of(path)
             .cloned()
             .unwrap_or_else(|| path.parent().unwrap_or(path).to_path_buf());
         let failure = LogDirFailure {
@@ -142,5 +163,38 @@ mod tests {
         assert_eq!(first.log_dir, Path::new("/disk2"));
         assert_eq!(first.partition_dir, Path::new("/disk2/orders-1"));
         assert!(first.to_string().contains("os error 5"), "{first}");
+    }
+
+    #[test]
+    fn a_file_named_by_its_absolute_path_is_found_in_a_relative_log_dir() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let disk = root.path().join("disk");
+        std::fs::create_dir_all(disk.join("orders-0")).expect("mkdir");
+        let cwd = std::env::current_dir().expect("cwd");
+        let relative = pathdiff(&disk, &cwd);
+        let failures = LogDirFailures::new(vec![relative.clone()]);
+        let canonical = std::fs::canonicalize(&disk).expect("canonical");
+        let file = canonical.join("orders-0/00000000000000000000.log");
+        assert_eq!(failures.log_dir_of(&file), Some(&relative));
+        assert_eq!(
+            failures.log_dir_of(&relative.join("orders-0")),
+            Some(&relative)
+        );
+        assert_eq!(failures.log_dir_of(Path::new("/elsewhere/x-0")), None);
+    }
+
+    /// `path` relative to `base` (both absolute), through `..` steps.
+    fn pathdiff(path: &Path, base: &Path) -> PathBuf {
+        let (path, base): (Vec<_>, Vec<_>) =
+            (path.components().collect(), base.components().collect());
+        let common = path.iter().zip(&base).take_while(|(a, b)| a == b).count();
+        let mut out = PathBuf::new();
+        for _ in common..base.len() {
+            out.push("..");
+        }
+        for part in &path[common..] {
+            out.push(part);
+        }
+        out
     }
 }

@@ -48,6 +48,19 @@ impl Partition {
         leader_hw: i64,
         leader_log_start: i64,
     ) -> Result<usize, PartitionError> {
+        let appended =
+            self.append_replicated_unreported(leader, epoch, records, leader_hw, leader_log_start);
+        self.noting(appended)
+    }
+
+    fn append_replicated_unreported(
+        &self,
+        leader: i32,
+        epoch: i32,
+        records: &[u8],
+        leader_hw: i64,
+        leader_log_start: i64,
+    ) -> Result<usize, PartitionError> {
         self.durability().remove_clean_shutdown_marker()?;
         let (bytes, pending_sync, start_moved) = {
             let mut guard = self.lock();

@@ -226,6 +226,14 @@ impl Partition {
         err
     }
 
+    /// [`Partition::noted`] for a result of work done on the log outside `with_log`.
+    pub(super) fn noting<T>(&self, result: Result<T, PartitionError>) -> Result<T, PartitionError> {
+        result.map_err(|e| match e {
+            PartitionError::Storage(err) => PartitionError::Storage(self.noted(err)),
+            other => other,
+        })
+    }
+
     fn lock_verifying(&self) -> MutexGuard<'_, HashMap<i64, u64>> {
         self.verifying.locked()
     }

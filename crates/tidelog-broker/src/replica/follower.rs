@@ -48,53 +48,44 @@ impl Partition {
         leader_hw: i64,
         leader_log_start: i64,
     ) -> Result<usize, PartitionError> {
-        let appended =
-            self.append_replicated_unreported(leader, epoch, records, leader_hw, leader_log_start);
-        self.noting(appended)
-    }
-
-    fn append_replicated_unreported(
-        &self,
-        leader: i32,
-        epoch: i32,
-        records: &[u8],
-        leader_hw: i64,
-        leader_log_start: i64,
-    ) -> Result<usize, PartitionError> {
-        self.durability().remove_clean_shutdown_marker()?;
-        let (bytes, pending_sync, start_moved) = {
-            let mut guard = self.lock();
-            let log = guard.as_mut().ok_or(PartitionError::Closed)?;
-            {
-                let repl = self.repl_state();
-                if repl.role != (Role::Follower { leader }) || repl.leader_epoch != epoch {
-                    return Err(PartitionError::NotLeader);
+        // Its storage errors are reported, as `with_log` reports those of other work.
+        let appended = (|| {
+            self.durability().remove_clean_shutdown_marker()?;
+            let (bytes, pending_sync, start_moved) = {
+                let mut guard = self.lock();
+                let log = guard.as_mut().ok_or(PartitionError::Closed)?;
+                {
+                    let repl = self.repl_state();
+                    if repl.role != (Role::Follower { leader }) || repl.leader_epoch != epoch {
+                        return Err(PartitionError::NotLeader);
+                    }
                 }
-            }
-            let (bytes, pending_sync) = if records.is_empty() {
-                (0, None)
-            } else {
-                let (info, pending_sync) = log.append_as_follower_group_commit(records)?;
-                (info.bytes, pending_sync)
+                let (bytes, pending_sync) = if records.is_empty() {
+                    (0, None)
+                } else {
+                    let (info, pending_sync) = log.append_as_follower_group_commit(records)?;
+                    (info.bytes, pending_sync)
+                };
+                let start_moved = leader_log_start > log.log_start_offset()
+                    && leader_log_start <= log.log_end_offset();
+                if start_moved {
+                    log.delete_records_before(leader_log_start)?;
+                }
+                let hw = leader_hw.min(log.log_end_offset());
+                if hw > log.high_watermark() {
+                    log.set_high_watermark(hw);
+                }
+                (bytes, pending_sync, start_moved)
             };
-            let start_moved = leader_log_start > log.log_start_offset()
-                && leader_log_start <= log.log_end_offset();
+            if let Some(sync) = pending_sync {
+                sync.wait()?;
+            }
             if start_moved {
-                log.delete_records_before(leader_log_start)?;
+                self.durability().write_checkpoints()?;
             }
-            let hw = leader_hw.min(log.log_end_offset());
-            if hw > log.high_watermark() {
-                log.set_high_watermark(hw);
-            }
-            (bytes, pending_sync, start_moved)
-        };
-        if let Some(sync) = pending_sync {
-            sync.wait()?;
-        }
-        if start_moved {
-            self.durability().write_checkpoints()?;
-        }
-        Ok(bytes)
+            Ok(bytes)
+        })();
+        self.noting(appended)
     }
 
     /// Follower: the leader says our log diverges after `(epoch, end)`; cut it to the

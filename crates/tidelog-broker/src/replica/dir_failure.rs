@@ -23,7 +23,7 @@ pub struct LogDirFailure {
     /// The log directory (an entry of `log.dirs`).
     pub log_dir: PathBuf,
     /// The partition directory or file where it was seen.
-    pub partition_dir: PathBuf,
+    pub seen_at: PathBuf,
     /// What the operating system said.
     pub error: String,
 }
@@ -34,7 +34,7 @@ impl std::fmt::Display for LogDirFailure {
             f,
             "log directory {} failed ({}: {})",
             self.log_dir.display(),
-            self.partition_dir.display(),
+            self.seen_at.display(),
             self.error
         )
     }
@@ -92,7 +92,7 @@ impl LogDirFailures {
             .unwrap_or_else(|| path.parent().unwrap_or(path).to_path_buf());
         let failure = LogDirFailure {
             log_dir,
-            partition_dir: path.to_path_buf(),
+            seen_at: path.to_path_buf(),
             error: err.to_string(),
         };
         self.failed.send_if_modified(|first| {
@@ -101,7 +101,7 @@ impl LogDirFailures {
             }
             tracing::error!(
                 log_dir = %failure.log_dir.display(),
-                partition_dir = %failure.partition_dir.display(),
+                seen_at = %failure.seen_at.display(),
                 error = %failure.error,
                 "log directory failed"
             );
@@ -161,7 +161,7 @@ mod tests {
             .await
             .expect("a failure was reported");
         assert_eq!(first.log_dir, Path::new("/disk2"));
-        assert_eq!(first.partition_dir, Path::new("/disk2/orders-1"));
+        assert_eq!(first.seen_at, Path::new("/disk2/orders-1"));
         assert!(first.to_string().contains("os error 5"), "{first}");
     }
 

@@ -115,6 +115,12 @@ impl StorageError {
                 | std::io::ErrorKind::ReadOnlyFilesystem
         )
     }
+
+    /// An I/O error copied from `e`, which its owner keeps (a sticky sync failure, a
+    /// failed read of a file being sent): classified as `e` is.
+    pub fn copied_io(e: &std::io::Error) -> StorageError {
+        StorageError::Io(copy_io_error(e))
+    }
 }
 
 /// The errno values that mean the device or filesystem failed, not the request.

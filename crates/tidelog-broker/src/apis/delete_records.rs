@@ -178,7 +178,7 @@ fn delete_before(
         Ok(Ok(target)) => {
             // On disk before the answer (outside the log lock): deleted records stay
             // deleted across a crash of this node.
-            p.durability().write_checkpoints().map_err(|e| {
+            p.write_checkpoints().map_err(|e| {
                 tracing::error!(topic, partition, error = %e, "writing the log start offset failed");
                 ResponseError::KafkaStorageError.code()
             })?;

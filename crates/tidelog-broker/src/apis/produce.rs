@@ -349,12 +349,18 @@ impl Refusal {
 /// clean-shutdown markers go in one batch (unlinked, then one `syncfs`) on a blocking
 /// thread, rather than one directory fsync per partition as each is appended to. A
 /// partition left with its marker (an error) removes it by itself before its append.
-async fn ready_together(handles: Vec<DurabilityHandle>) {
+async fn ready_together(partitions: Vec<Arc<Partition>>) {
     let removed = tokio::task::spawn_blocking(move || {
-        let failed = tidelog_storage::remove_clean_shutdown_markers(&handles)
-            .into_iter()
-            .filter_map(Result::err)
-            .count();
+        let handles: Vec<DurabilityHandle> =
+            partitions.iter().map(|p| p.durability().clone()).collect();
+        let outcomes = tidelog_storage::remove_clean_shutdown_markers(&handles);
+        let mut failed = 0;
+        for (p, outcome) in partitions.iter().zip(outcomes) {
+            if let Err(e) = outcome {
+                p.noted(e);
+                failed += 1;
+            }
+        }
         if failed > 0 {
             tracing::warn!(failed, "removing clean-shutdown markers in a batch failed");
         }
@@ -365,11 +371,10 @@ async fn ready_together(handles: Vec<DurabilityHandle>) {
     }
 }
 
-/// The durability of those `partitions` that still have their clean-shutdown marker.
-fn still_marked(partitions: impl Iterator<Item = Arc<Partition>>) -> Vec<DurabilityHandle> {
+/// Those `partitions` that still have their clean-shutdown marker.
+fn still_marked(partitions: impl Iterator<Item = Arc<Partition>>) -> Vec<Arc<Partition>> {
     partitions
         .filter(|p| p.durability().clean_shutdown_marker_present())
-        .map(|p| p.durability().clone())
         .collect()
 }
 

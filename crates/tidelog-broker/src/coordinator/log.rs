@@ -127,7 +127,7 @@ impl CoordinatorLog for PartitionLog {
     }
 
     fn prepare_writes(&self) {
-        if let Err(e) = self.partition.durability().remove_clean_shutdown_marker() {
+        if let Err(e) = self.partition.remove_clean_shutdown_marker() {
             // The first append tries again and reports it.
             tracing::warn!(topic = %self.partition.topic, partition = self.partition.index, error = %e, "removing the clean-shutdown marker failed");
         }

@@ -41,11 +41,7 @@ impl SliceReadFailed {
     /// The failure as the storage engine would have reported it (the errno kept, so it
     /// is classified the same).
     pub(crate) fn storage_error(&self) -> tidelog_storage::StorageError {
-        let copy = match self.source.raw_os_error() {
-            Some(code) => io::Error::from_raw_os_error(code),
-            None => io::Error::new(self.source.kind(), self.source.to_string()),
-        };
-        tidelog_storage::StorageError::Io(copy)
+        tidelog_storage::StorageError::copied_io(&self.source)
     }
 }
 

@@ -219,11 +219,27 @@ impl Partition {
     }
 
     /// Passes `err` on, reporting it first if it says the disk failed.
-    fn noted(&self, err: StorageError) -> StorageError {
+    pub(crate) fn noted(&self, err: StorageError) -> StorageError {
         if let Some(failures) = &self.dir_failures {
             failures.report(self.durability.dir(), &err);
         }
         err
+    }
+
+    /// Writes the log's checkpoint files on this thread (blocking), for a change that
+    /// must be on disk before it is answered; a disk failure is reported.
+    pub(crate) fn write_checkpoints(&self) -> Result<(), StorageError> {
+        self.durability
+            .write_checkpoints()
+            .map_err(|e| self.noted(e))
+    }
+
+    /// Removes the clean-shutdown marker durably on this thread (blocking); a disk
+    /// failure is reported.
+    pub(crate) fn remove_clean_shutdown_marker(&self) -> Result<(), StorageError> {
+        self.durability
+            .remove_clean_shutdown_marker()
+            .map_err(|e| self.noted(e))
     }
 
     /// [`Partition::noted`] for a result of work done on the log outside `with_log`.
@@ -304,7 +320,9 @@ impl Partition {
             return;
         }
         let durability = self.durability.clone();
-        match tokio::task::spawn_blocking(move || durability.remove_clean_shutdown_marker()).await {
+        let removed =
+            tokio::task::spawn_blocking(move || durability.remove_clean_shutdown_marker());
+        match removed.await.map(|r| r.map_err(|e| self.noted(e))) {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "removing the clean-shutdown marker failed");

@@ -99,9 +99,7 @@ impl SyncState {
     }
 
     fn failure(&self) -> Option<StorageError> {
-        self.failed
-            .as_ref()
-            .map(|e| StorageError::Io(crate::error::copy_io_error(e)))
+        self.failed.as_ref().map(StorageError::copied_io)
     }
 }
 

@@ -8,15 +8,9 @@
 //! [`Log::close`] keeps for a single log: data, indexes and producer snapshot first,
 //! then the checkpoint files that point past them, then the clean-shutdown marker.
 
-use std::io;
-
 use super::{DurabilityHandle, Log};
 use crate::error::StorageError;
 use crate::{fsync, parallel};
-
-fn copy_error(e: &io::Error) -> StorageError {
-    StorageError::Io(crate::error::copy_io_error(e))
-}
 
 /// See [`crate::close_logs`].
 #[cfg(target_os = "linux")]
@@ -46,7 +40,7 @@ pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), Stora
         if let Err(e) = fsync::sync_filesystems(open.iter().map(|(_, log)| log.dir())) {
             for (i, _) in open {
                 if let Some(slot) = results.get_mut(*i) {
-                    *slot = Err(copy_error(&e));
+                    *slot = Err(StorageError::copied_io(&e));
                 }
             }
             return vec![false; open.len()];
@@ -87,7 +81,7 @@ pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), Stora
     if let Err(e) = fsync::sync_filesystems(open.iter().map(|(_, log)| log.dir())) {
         for (i, _) in &open {
             if let Some(slot) = results.get_mut(*i) {
-                *slot = Err(copy_error(&e));
+                *slot = Err(StorageError::copied_io(&e));
             }
         }
     }
@@ -123,7 +117,7 @@ pub(crate) fn remove_clean_shutdown_markers(
                 handle.marker_removed();
                 Ok(())
             }
-            (Ok(true), Err(e)) => Err(copy_error(e)),
+            (Ok(true), Err(e)) => Err(StorageError::copied_io(e)),
             (Ok(false), _) => Ok(()),
             (Err(e), _) => Err(e),
         })

@@ -36,8 +36,7 @@ pub(super) async fn prune_loop(
                 Ok(false)
             })?;
             if moved {
-                p.durability()
-                    .write_checkpoints()
+                p.write_checkpoints()
                     .map_err(crate::replica::PartitionError::Storage)?;
                 p.log_start_moved();
             }

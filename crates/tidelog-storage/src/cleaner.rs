@@ -290,7 +290,7 @@ impl Log {
         }
         std::fs::rename(&swap, self.dir.join(file_name(base, "log")))?;
         sync_dir(&self.dir)?;
-        let (mut segment, _) = Segment::open(&self.dir, base, self.index_params(), false, 0)?;
+        let (mut segment, _) = Segment::open(&self.dir, base, self.index_params(), false, 0, true)?;
         segment.seal()?;
         segment.sync()?;
         self.segments.insert(base, segment);

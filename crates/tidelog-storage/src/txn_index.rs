@@ -29,6 +29,15 @@ pub(crate) struct TxnIndex {
 const ENTRY: usize = 34;
 
 impl TxnIndex {
+    /// The index of a segment whose directory holds no such file (a new segment, or
+    /// one without aborted transactions): nothing to open.
+    pub(crate) fn empty(path: &Path) -> Self {
+        TxnIndex {
+            path: path.to_path_buf(),
+            entries: Vec::new(),
+        }
+    }
+
     /// Loads the file if present (a missing file means no aborted transactions).
     pub(crate) fn load(path: &Path) -> io::Result<Self> {
         let mut entries = Vec::new();
@@ -102,6 +111,10 @@ impl TxnIndex {
     }
 
     pub(crate) fn sync(&self) -> io::Result<()> {
+        if self.entries.is_empty() {
+            // Nothing was appended to it (an emptied file was removed instead).
+            return Ok(());
+        }
         match File::open(&self.path) {
             Ok(f) => crate::fsync::sync_all(&f),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),

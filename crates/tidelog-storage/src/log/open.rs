@@ -100,7 +100,9 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
     for (i, &base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied();
         let recover = !clean && next_base.is_none_or(|n| n > recovery_ck);
-        let (mut segment, outcome) = Segment::open(dir, base, params, recover, recovery_ck)?;
+        let has_txn_index = listing.contains(&crate::segment::file_name(base, "txnindex"));
+        let (mut segment, outcome) =
+            Segment::open(dir, base, params, recover, recovery_ck, has_txn_index)?;
         truncated_any |= outcome.truncated_bytes > 0;
         if outcome.truncated_bytes > 0 {
             let end = segment.next_offset();

@@ -106,7 +106,7 @@ impl Segment {
                 &dir.join(file_name(base_offset, "timeindex")),
                 params.index_bytes,
             )?,
-            txn_index: TxnIndex::load(&dir.join(file_name(base_offset, "txnindex")))?,
+            txn_index: TxnIndex::empty(&dir.join(file_name(base_offset, "txnindex"))),
             params,
         })
     }
@@ -114,18 +114,21 @@ impl Segment {
     /// Opens an existing segment. With `recover`, every batch from the one containing
     /// `recovery_point` on is CRC-checked and indexed again (the whole segment if its
     /// indexes do not validate); otherwise the indexes are trusted if they validate.
+    /// `has_txn_index`: the directory listing holds its `.txnindex` (only then is it read).
     pub(crate) fn open(
         dir: &Path,
         base_offset: i64,
         params: IndexParams,
         recover: bool,
         recovery_point: i64,
+        has_txn_index: bool,
     ) -> Result<(Self, OpenOutcome), StorageError> {
         let log_path = dir.join(file_name(base_offset, "log"));
         let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
         let size = log.metadata()?.len();
         let index_path = dir.join(file_name(base_offset, "index"));
         let time_path = dir.join(file_name(base_offset, "timeindex"));
+        let txn_path = dir.join(file_name(base_offset, "txnindex"));
         // Below the recovery point the data was fsynced; the indexes are only needed when
         // some of this segment lies there.
         let loaded = if recover && recovery_point <= base_offset {
@@ -158,7 +161,11 @@ impl Segment {
             first_append_ms: None,
             offset_index,
             time_index,
-            txn_index: TxnIndex::load(&dir.join(file_name(base_offset, "txnindex")))?,
+            txn_index: if has_txn_index {
+                TxnIndex::load(&txn_path)?
+            } else {
+                TxnIndex::empty(&txn_path)
+            },
             params,
         };
         let mut outcome = OpenOutcome {

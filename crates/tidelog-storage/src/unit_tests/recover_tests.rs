@@ -36,7 +36,7 @@ fn recovery_restarts_at_the_last_indexed_batch_below_the_recovery_point() {
     };
     // Opened trusting its indexes, then recovered from the recovery point: the scan
     // restarts inside the segment instead of giving up on the indexes.
-    let (mut seg, _) = Segment::open(dir.path(), 0, params, false, 0).unwrap();
+    let (mut seg, _) = Segment::open(dir.path(), 0, params, false, 0, true).unwrap();
     assert_eq!(seg.recover_after(recovery_point).unwrap(), Some(0));
     assert_eq!(seg.next_offset(), end);
     for offset in [0, 17, recovery_point, end - 1] {

@@ -34,9 +34,10 @@ use crate::record::MetadataRecord;
 /// too) before it is probed.
 pub(super) const PROBE_GRACE: Duration = Duration::from_millis(200);
 /// How long after taking office a new leader waits for heartbeats before probing the
-/// brokers it has not heard from (they heartbeat every `broker.heartbeat.interval.ms`,
-/// so most are probed; a probe of a live one costs one TCP connect).
-pub(super) const NEW_LEADER_GRACE: Duration = Duration::from_millis(300);
+/// brokers it has not heard from. They heartbeat every `broker.heartbeat.interval.ms`,
+/// so most are probed whatever this is, and a probe of a live one costs one TCP
+/// connect; the partitions of a controller leader killed with its broker wait for it.
+pub(super) const NEW_LEADER_GRACE: Duration = Duration::from_millis(50);
 /// Bound of one connection attempt of a probe: an answer on a LAN takes a round trip.
 const PROBE_CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// How often the leader looks for suspects due for a probe.
@@ -51,6 +52,15 @@ pub(super) enum Probe {
     Answered,
     /// No answer in time, or another error (e.g. unreachable): decide nothing.
     Unknown,
+}
+
+/// The suspicion time that makes a broker due for a probe [`NEW_LEADER_GRACE`] after a
+/// leader took office at `now`.
+fn suspected_since_taking_office(now: Instant) -> Instant {
+    match PROBE_GRACE.checked_sub(NEW_LEADER_GRACE) {
+        Some(earlier) => now.checked_sub(earlier).unwrap_or(now),
+        None => now + (NEW_LEADER_GRACE - PROBE_GRACE),
+    }
 }
 
 impl Sessions {
@@ -73,7 +83,7 @@ impl Sessions {
             shutting_down: std::mem::take(&mut self.shutting_down),
             traffic: BTreeMap::new(),
             suspects: others
-                .map(|id| (id, now + NEW_LEADER_GRACE.saturating_sub(PROBE_GRACE)))
+                .map(|id| (id, suspected_since_taking_office(now)))
                 .collect(),
             last_expiry_check: None,
         };

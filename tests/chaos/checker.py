@@ -59,6 +59,7 @@ partition that waited longest.
 """
 
 import json
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -337,6 +338,27 @@ def excerpt(anomaly, events):
     return [json.dumps(e, sort_keys=True) for e in shown]
 
 
+def send_failures(events):
+    """One line per error that failed sends, with the faults under way at its first:
+    a failure the broker answered (e.g. INVALID_TIMESTAMP while a node's clock is set
+    back beyond `message.timestamp.after.max.ms`, as Kafka rejects it) is also the
+    usual cause of an idempotent producer's epoch bump (`message sequence gap`)."""
+    active, first, counts = {}, {}, defaultdict(int)
+    for e in sorted(events, key=lambda e: e["t"]):
+        if e["type"] == "fault_start":
+            active[e["id"]] = e["fault"]
+        elif e["type"] == "fault_end":
+            active.pop(e["id"], None)
+        elif e["type"] == "send_fail":
+            error = str(e.get("error"))
+            code = re.search(r"code=([A-Z_]+)", error)
+            key = code.group(1) if code else error[:80]
+            counts[key] += 1
+            first.setdefault(key, sorted(f"{name} {fid}" for fid, name in active.items()))
+    return [f"send failures: {key} {n} (first while {', '.join(first[key]) or 'no fault'})"
+            for key, n in sorted(counts.items(), key=lambda kv: -kv[1])]
+
+
 def report(result, events):
     """A human-readable summary: counts, availability, then each anomaly with its excerpt."""
     lines = [f"history: {json.dumps(result.stats, sort_keys=True)}"]
@@ -347,6 +369,7 @@ def report(result, events):
               for e in events if e["type"] == "client_error" and e["fatal"]]
     lines += [f"slow consumer close: {e['client']} took {e['seconds']} s"
               for e in events if e["type"] == "client_closed" and e["seconds"] > 10]
+    lines += send_failures(events)
     lines += [f"producer epoch bump: {e['client']}: {e['message']}"
               for e in events if e["type"] == "client_epoch_bump"]
     lines += [f"consumer close never returned: {e['client']} ({e['cause']}: a client bug, not counted as a run error)"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from chaos.checker import check, excerpt  # noqa: E402
+from chaos.checker import check, excerpt, send_failures  # noqa: E402
 
 DATA, OUT = "data", "out"
 
@@ -230,3 +230,18 @@ def test_availability_is_the_longest_gap_between_acknowledgements_in_a_fault():
     # Any write: none from t=2 to t=6. Partition 1: none from t=2 to the end of the fault.
     assert figures[0] == {"fault": "pause", "id": 7, "seconds": 7.0, "longest_gap": 4.0,
                           "worst_partition_gap": 5.0}
+
+
+def test_send_failures_are_counted_by_error_with_the_fault_under_way():
+    s = Story()
+    fail = 'KafkaError{{code={},val=32,str="Broker: Invalid timestamp"}}'
+    s.add("send_fail", producer="p1", idempotent=True, seq=0, value="p1-0", error="timed out")
+    s.add("fault_start", fault="clock-jump", id=3)
+    for seq in (1, 2):
+        s.add("send_fail", producer="p1", idempotent=True, seq=seq, value=f"p1-{seq}",
+              error=fail.format("INVALID_TIMESTAMP"))
+    s.add("fault_end", fault="clock-jump", id=3)
+    assert send_failures(s.events) == [
+        "send failures: INVALID_TIMESTAMP 2 (first while clock-jump 3)",
+        "send failures: timed out 1 (first while no fault)",
+    ]

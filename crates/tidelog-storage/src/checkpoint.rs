@@ -40,7 +40,7 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     crate::fsync::sync_dir(dir)
 }
 
-fn encode_lines(lines: &[String]) -> Vec<u8> {
+pub(crate) fn encode_lines(lines: &[String]) -> Vec<u8> {
     let mut s = format!("0\n{}\n", lines.len());
     for l in lines {
         s.push_str(l);
@@ -50,7 +50,7 @@ fn encode_lines(lines: &[String]) -> Vec<u8> {
 }
 
 /// Entry lines of a checkpoint file, or `None` when missing or malformed.
-fn read_lines(dir: &Path, name: &str) -> Option<Vec<String>> {
+pub(crate) fn read_lines(dir: &Path, name: &str) -> Option<Vec<String>> {
     let text = std::fs::read_to_string(dir.join(name)).ok()?;
     let mut lines = text.lines();
     if lines.next()? != "0" {

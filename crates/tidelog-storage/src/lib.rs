@@ -57,10 +57,12 @@
 //! * Checkpoint files have one writer at a time per log ([`DurabilityHandle`] holds a
 //!   lock that the owner's lock never waits behind except in truncation, which must
 //!   lower the recovery point on disk before it returns, and close).
-//! * A clean open (the `clean-shutdown` marker present) writes and syncs nothing. The
-//!   marker must be gone durably before the first change to the files; the owner
-//!   removes it off its lock with [`DurabilityHandle::remove_clean_shutdown_marker`],
-//!   and a write that finds it still there removes it itself (one directory fsync).
+//! * A clean open (the `clean-shutdown` marker present, or the log named in its log
+//!   directory's [`CLEAN_SHUTDOWN_LIST`]) writes and syncs nothing. A marker must be
+//!   gone durably before the first change to the files; the owner removes it off its
+//!   lock with [`DurabilityHandle::remove_clean_shutdown_marker`], and a write that
+//!   finds it still there removes it itself (one directory fsync). The lists are taken
+//!   (read and removed) before any log opens, so they need no removal per log.
 //! * [`Log::close`] makes everything durable and writes the marker on the caller's
 //!   thread; a pass queued for a closed, deleted or dropped log writes nothing.
 //!
@@ -119,8 +121,8 @@ pub use file_slice::FileSlice;
 pub use flusher::{BackgroundFlusher, FlushFailureObserver};
 pub use fsync::fsyncs_on_this_thread;
 pub use log::{
-    AppendInfo, AppendOptions, AppendOrigin, DurabilityHandle, FlushObserver, Log, PendingSync,
-    ReadResult,
+    AppendInfo, AppendOptions, AppendOrigin, CleanShutdownLists, DurabilityHandle, FlushObserver,
+    Log, PendingSync, ReadResult, CLEAN_SHUTDOWN_LIST,
 };
 pub use tidelog_records::{
     BatchBuilder, BatchHeader, Codec, RecordError, RecordSpec, BATCH_HEADER_LEN,
@@ -139,19 +141,28 @@ pub fn open_logs(
 /// [`open_logs`] for partitions of known topics: each directory is first claimed for
 /// its topic id ([`claim_partition_dir`]), so a directory of another topic is renamed
 /// aside (reported as [`DirClaim::Replaced`]) and never served.
+///
+/// A log that `clean` names (its log directory's list of logs a clean shutdown closed,
+/// taken before the first open) and that still ends where that list says is opened as
+/// after a clean shutdown: nothing rescanned. Each entry is claimed by the first open of
+/// its directory.
 pub fn open_partition_logs(
     logs: Vec<(std::path::PathBuf, uuid::Uuid, LogConfig)>,
+    clean: &mut CleanShutdownLists,
     threads: usize,
 ) -> Vec<Result<(Log, DirClaim), StorageError>> {
-    log::open_partition_logs(logs, threads)
+    log::open_partition_logs(logs, clean, threads)
 }
 
 /// Closes many logs cleanly in parallel on up to `threads` threads, e.g. at broker
 /// shutdown: what [`Log::close`] writes, in three steps (data and indexes; checkpoint
-/// files; clean-shutdown markers), each made durable by one `syncfs` per filesystem
-/// before the next begins, instead of several fsyncs per log (on Linux; elsewhere each
-/// log closes by itself). A log whose step fails is left without its marker: the next
-/// open recovers it. Results are in the order of `logs`.
+/// files; then, instead of a marker in each partition directory, one list per log
+/// directory of the logs closed cleanly, [`CLEAN_SHUTDOWN_LIST`]), each made durable by
+/// one `syncfs` per filesystem before the next begins, instead of several fsyncs per
+/// log (on Linux; elsewhere each log closes by itself and writes its own marker). A
+/// log directory's list replaces any list already there: its owner takes the lists
+/// ([`CleanShutdownLists::take`]) before opening its logs. A log whose step fails is
+/// not listed: the next open recovers it. Results are in the order of `logs`.
 pub fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), StorageError>> {
     log::close_logs(logs, threads)
 }

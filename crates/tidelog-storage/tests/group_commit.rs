@@ -7,7 +7,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::Duration;
 
 use common::{batch, opts, read_all};
-use tidelog_storage::{open_logs, Log, LogConfig};
+use tidelog_storage::{open_logs, CleanShutdownLists, Log, LogConfig, CLEAN_SHUTDOWN_LIST};
 
 fn sync_every_append() -> LogConfig {
     LogConfig {
@@ -199,6 +199,29 @@ fn open_logs_opens_many_in_parallel_in_order() {
     assert!(open_logs(Vec::new(), 8).is_empty());
 }
 
+/// Opens the logs `t-0`..`t-{n}` under `root` as a broker does at start: the log
+/// directory's list of logs closed cleanly is taken first.
+fn open_as_at_start(root: &std::path::Path, n: usize) -> Vec<Log> {
+    let mut lists = CleanShutdownLists::take(&[root.to_path_buf()]).unwrap();
+    assert!(
+        !root.join(CLEAN_SHUTDOWN_LIST).exists(),
+        "gone before any log opens"
+    );
+    let wanted = (0..n)
+        .map(|i| {
+            (
+                root.join(format!("t-{i}")),
+                uuid::Uuid::nil(),
+                LogConfig::default(),
+            )
+        })
+        .collect();
+    tidelog_storage::open_partition_logs(wanted, &mut lists, 3)
+        .into_iter()
+        .map(|opened| opened.unwrap().0)
+        .collect()
+}
+
 #[test]
 fn close_logs_closes_each_cleanly() {
     let dir = tempfile::tempdir().unwrap();
@@ -218,36 +241,28 @@ fn close_logs_closes_each_cleanly() {
     assert_eq!(closed.len(), 10);
     for (i, result) in closed.into_iter().enumerate() {
         result.unwrap();
-        assert!(dir.path().join(format!("t-{i}/clean-shutdown")).exists());
+        // One list for the log directory instead of a marker per partition.
+        assert!(!dir.path().join(format!("t-{i}/clean-shutdown")).exists());
     }
+    assert!(dir.path().join(CLEAN_SHUTDOWN_LIST).exists());
     // Reopened clean: the checkpoints point at the end, nothing to recover, same data.
-    let wanted = (0..10)
-        .map(|i| (dir.path().join(format!("t-{i}")), LogConfig::default()))
-        .collect();
-    let mut logs: Vec<Log> = open_logs(wanted, 3)
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
+    let mut logs = open_as_at_start(dir.path(), 10);
     for (log, want) in logs.iter().zip(&written) {
         assert!(log.durability().clean_shutdown_marker_present());
         assert_eq!(log.recovery_point(), log.log_end_offset());
         assert_eq!(&read_all(log, 0), want);
     }
 
-    // The first writes after the clean start: markers removed in one batch.
+    // The first writes after the clean start: nothing on disk to remove (the list went
+    // before the logs opened), so no sync at all.
     let handles: Vec<_> = logs.iter().map(Log::durability).collect();
-    for result in tidelog_storage::remove_clean_shutdown_markers(&handles) {
-        result.unwrap();
-    }
-    for (i, handle) in handles.iter().enumerate() {
-        assert!(!handle.clean_shutdown_marker_present());
-        assert!(!dir.path().join(format!("t-{i}/clean-shutdown")).exists());
-    }
-    // Nothing left to remove: a second batch is a no-op.
-    for result in tidelog_storage::remove_clean_shutdown_markers(&handles) {
-        result.unwrap();
-    }
     let before = tidelog_storage::fsyncs_on_this_thread();
+    for result in tidelog_storage::remove_clean_shutdown_markers(&handles) {
+        result.unwrap();
+    }
+    for handle in &handles {
+        assert!(!handle.clean_shutdown_marker_present());
+    }
     for log in &mut logs {
         log.append(&mut batch(1, 1, "w", 10), &opts(1)).unwrap();
     }
@@ -255,8 +270,49 @@ fn close_logs_closes_each_cleanly() {
     drop(handles);
     let closed = tidelog_storage::close_logs(logs, 2);
     assert!(closed.iter().all(Result::is_ok));
-    for i in 0..10 {
-        let log = Log::open(&dir.path().join(format!("t-{i}")), LogConfig::default()).unwrap();
+    for log in open_as_at_start(dir.path(), 10) {
+        assert!(log.durability().clean_shutdown_marker_present());
         assert_eq!(log.log_end_offset(), 2);
+    }
+}
+
+#[test]
+fn a_log_changed_since_the_list_was_written_is_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<Log> = (0..3)
+        .map(|i| {
+            let mut log =
+                Log::open(&dir.path().join(format!("t-{i}")), LogConfig::default()).unwrap();
+            log.append(&mut batch(1, 0, "v", 10), &opts(0)).unwrap();
+            log
+        })
+        .collect();
+    assert!(tidelog_storage::close_logs(logs, 2)
+        .iter()
+        .all(Result::is_ok));
+    // Something that does not take the list (an older release, a tool) appends to t-1
+    // and crashes: the list still names t-1, but t-1 no longer ends where it says.
+    let mut changed = Log::open(&dir.path().join("t-1"), LogConfig::default()).unwrap();
+    assert!(!changed.durability().clean_shutdown_marker_present());
+    changed
+        .append(&mut batch(1, 1, "late", 10), &opts(1))
+        .unwrap();
+    drop(changed);
+    let logs = open_as_at_start(dir.path(), 3);
+    let clean: Vec<bool> = logs
+        .iter()
+        .map(|log| log.durability().clean_shutdown_marker_present())
+        .collect();
+    assert_eq!(clean, [true, false, true]);
+    assert_eq!(
+        logs[1].log_end_offset(),
+        2,
+        "recovered with its late record"
+    );
+
+    // A crash after a clean start: the list is gone, so every log is recovered.
+    drop(logs);
+    for log in open_as_at_start(dir.path(), 3) {
+        assert!(!log.durability().clean_shutdown_marker_present());
     }
 }

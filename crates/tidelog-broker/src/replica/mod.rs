@@ -27,12 +27,12 @@ mod throttle;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
-use crate::poison::RwLockTolerant;
+use crate::poison::{LockTolerant, RwLockTolerant};
 use tidelog_controller::MetadataImage;
 use tidelog_env::net::Transport;
-use tidelog_storage::{BackgroundFlusher, DirClaim, Log, StorageError};
+use tidelog_storage::{BackgroundFlusher, CleanShutdownLists, DirClaim, Log, StorageError};
 use tokio::sync::{watch, Notify};
 use uuid::Uuid;
 
@@ -79,6 +79,9 @@ pub(crate) struct ReplicaManager {
     inter_broker: Arc<dyn Transport>,
     /// Every partition's high watermark, one file per log directory.
     high_watermarks: HighWatermarkFiles,
+    /// The log directories' lists of logs the last clean shutdown closed, taken
+    /// (removed from disk) before the first log opens; `None` until then.
+    clean_lists: Mutex<Option<CleanShutdownLists>>,
     /// Told of every storage error; the first failed disk stops the node.
     dir_failures: Arc<LogDirFailures>,
 }
@@ -111,6 +114,7 @@ impl ReplicaManager {
             isr_wake: Notify::new(),
             deleter: DirDeleter::default(),
             high_watermarks: HighWatermarkFiles::default(),
+            clean_lists: Mutex::new(None),
         }
     }
 
@@ -277,7 +281,17 @@ impl ReplicaManager {
             .zip(&to_open)
             .map(|(dir, (_, topic_id, _, config))| (dir, *topic_id, config.clone()))
             .collect();
-        let opened = tidelog_storage::open_partition_logs(dirs, LOG_OPEN_CLOSE_THREADS);
+        let mut clean_lists = self.clean_lists.locked();
+        let clean = match &mut *clean_lists {
+            Some(taken) => taken,
+            None => {
+                let taken = CleanShutdownLists::take(&self.log_dirs)?;
+                tracing::info!(logs = taken.len(), "took the lists of logs closed cleanly");
+                clean_lists.insert(taken)
+            }
+        };
+        let opened = tidelog_storage::open_partition_logs(dirs, clean, LOG_OPEN_CLOSE_THREADS);
+        drop(clean_lists);
         let mut adopted = Vec::new();
         for ((key, topic_id, assignment, config), log) in to_open.into_iter().zip(opened) {
             let (mut log, claim) = log?;

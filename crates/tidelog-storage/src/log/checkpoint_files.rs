@@ -111,10 +111,16 @@ impl DurabilityHandle {
         self.lock_files().known.recovery_point
     }
 
-    /// Whether the clean-shutdown marker is still on disk (a clean open, nothing
-    /// changed since): the next write removes it first, with a directory fsync.
+    /// Whether the log is as a clean shutdown left it (opened clean, nothing changed
+    /// since): the next write first removes its clean-shutdown marker, with a directory
+    /// fsync, if it has a file of its own (a log opened clean by its log directory's list
+    /// has none, and that list was removed before any log opened).
     pub fn clean_shutdown_marker_present(&self) -> bool {
         self.shared.marker.load(Ordering::Acquire)
+    }
+
+    fn marker_file_present(&self) -> bool {
+        self.shared.marker_file.load(Ordering::Acquire)
     }
 
     /// Removes the clean-shutdown marker durably (unlink + directory fsync) unless it is
@@ -129,12 +135,14 @@ impl DurabilityHandle {
         if files.detached || !self.clean_shutdown_marker_present() {
             return Ok(());
         }
-        match std::fs::remove_file(self.shared.dir.join(checkpoint::CLEAN_SHUTDOWN)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
-            _ => {}
+        if self.marker_file_present() {
+            match std::fs::remove_file(self.shared.dir.join(checkpoint::CLEAN_SHUTDOWN)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+            checkpoint::sync_dir(&self.shared.dir)?;
         }
-        checkpoint::sync_dir(&self.shared.dir)?;
-        self.shared.marker.store(false, Ordering::Release);
+        self.marker_removed();
         drop(files);
         Ok(())
     }
@@ -144,6 +152,16 @@ impl DurabilityHandle {
     pub(crate) fn close(&self) -> Result<(), StorageError> {
         self.close_checkpoints()?;
         self.close_marker()
+    }
+
+    /// The last step of [`crate::close_logs`] for this log, instead of writing its
+    /// marker: nothing writes its files afterwards, and it is named in its log
+    /// directory's list of logs closed cleanly (true) unless it was detached already.
+    pub(crate) fn close_into_list(&self) -> bool {
+        let mut files = self.lock_files();
+        let listed = !files.detached;
+        files.detached = true;
+        listed
     }
 
     /// The first half of `close`: the checkpoint files. On failure the log is detached
@@ -169,7 +187,7 @@ impl DurabilityHandle {
         if files.detached {
             return Ok(());
         }
-        let result = if self.clean_shutdown_marker_present() {
+        let result = if self.marker_file_present() {
             Ok(())
         } else {
             checkpoint::write_atomic(&self.shared.dir, checkpoint::CLEAN_SHUTDOWN, b"")
@@ -177,6 +195,13 @@ impl DurabilityHandle {
         };
         files.detached = true;
         result
+    }
+
+    /// Writes the log's own clean-shutdown marker (fsyncs as the thread's policy has
+    /// them), for a log closed into no list.
+    pub(crate) fn write_marker_file(&self) -> Result<(), StorageError> {
+        checkpoint::write_atomic(&self.shared.dir, checkpoint::CLEAN_SHUTDOWN, b"")?;
+        Ok(())
     }
 
     /// Unlinks the clean-shutdown marker without making that durable, for
@@ -190,6 +215,11 @@ impl DurabilityHandle {
         if files.detached || !self.clean_shutdown_marker_present() {
             return Ok(false);
         }
+        if !self.marker_file_present() {
+            // Opened clean by its directory's list: nothing on disk to remove.
+            self.marker_removed();
+            return Ok(false);
+        }
         match std::fs::remove_file(self.shared.dir.join(checkpoint::CLEAN_SHUTDOWN)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
             _ => Ok(true),
@@ -198,6 +228,7 @@ impl DurabilityHandle {
 
     /// The unlink of the marker is durable (its filesystem was synced).
     pub(crate) fn marker_removed(&self) {
+        self.shared.marker_file.store(false, Ordering::Release);
         self.shared.marker.store(false, Ordering::Release);
     }
 

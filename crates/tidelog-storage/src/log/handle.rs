@@ -39,11 +39,26 @@ pub(crate) struct Shared {
     synced: Condvar,
     /// See `checkpoint_files`.
     pub(super) files: Mutex<FilesOnDisk>,
-    /// The clean-shutdown marker is on disk: the log was opened clean and its files
-    /// have not changed since. Read without a lock before every write.
+    /// The log was opened clean (its own clean-shutdown marker, or its log directory's
+    /// list of logs closed cleanly) and its files have not changed since. Read without
+    /// a lock before every write.
     pub(super) marker: AtomicBool,
+    /// Its own clean-shutdown marker file is on disk (until the first change removes
+    /// it); a log opened clean by its directory's list has none.
+    pub(super) marker_file: AtomicBool,
     /// Waiting in a background flusher's queue (a log is queued at most once).
     pub(crate) queued: AtomicBool,
+}
+
+/// How a log was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpenedAs {
+    /// Without a clean shutdown behind it: recovered from its recovery point.
+    Recovered,
+    /// Clean, by its own clean-shutdown marker (on disk until the first change).
+    CleanByMarker,
+    /// Clean, by its log directory's list of logs closed cleanly (already removed).
+    CleanByList,
 }
 
 /// A rolled segment whose files are not yet fsynced.
@@ -160,7 +175,7 @@ impl DurabilityHandle {
         durable: i64,
         staged: Staged,
         known: Checkpointed,
-        marker_on_disk: bool,
+        opened: OpenedAs,
     ) -> Self {
         DurabilityHandle {
             shared: Arc::new(Shared {
@@ -187,7 +202,8 @@ impl DurabilityHandle {
                     known,
                     detached: false,
                 }),
-                marker: AtomicBool::new(marker_on_disk),
+                marker: AtomicBool::new(opened != OpenedAs::Recovered),
+                marker_file: AtomicBool::new(opened == OpenedAs::CleanByMarker),
                 queued: AtomicBool::new(false),
             }),
         }

@@ -6,8 +6,14 @@
 //! filesystems holding them are synced, and only then does the next step, which relies
 //! on the previous one being durable, begin. The order of what is durable is the one
 //! [`Log::close`] keeps for a single log: data, indexes and producer snapshot first,
-//! then the checkpoint files that point past them, then the clean-shutdown marker.
+//! then the checkpoint files that point past them, then the clean-shutdown marker (here
+//! one list per log directory naming the logs closed, see `clean_list`).
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use super::clean_list::{self, ClosedCleanly};
 use super::{DurabilityHandle, Log};
 use crate::error::StorageError;
 use crate::{fsync, parallel};
@@ -16,6 +22,7 @@ use crate::{fsync, parallel};
 #[cfg(target_os = "linux")]
 pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), StorageError>> {
     let mut results: Vec<Result<(), StorageError>> = Vec::with_capacity(logs.len());
+    let started = Instant::now();
     // Step 1: data, indexes, producer snapshots; checkpoint values staged.
     let prepared = parallel::map_bounded(logs, threads, |mut log| {
         let _deferred = fsync::defer();
@@ -64,28 +71,84 @@ pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), Stora
             })
             .collect()
     };
+    let data_done = started.elapsed();
     // Step 2, once step 1 is durable: the checkpoint files.
     let ok = step(&open, &mut results, DurabilityHandle::close_checkpoints);
-    let mut open: Vec<(usize, Log)> = open
+    let checkpoints_done = started.elapsed();
+    let open: Vec<(usize, Log)> = open
         .into_iter()
         .zip(ok)
         .filter_map(|(entry, ok)| ok.then_some(entry))
         .collect();
-    // Step 3, once the checkpoints are durable: the markers; then they are made durable.
-    let ok = step(&open, &mut results, DurabilityHandle::close_marker);
-    open = open
-        .into_iter()
-        .zip(ok)
-        .filter_map(|(entry, ok)| ok.then_some(entry))
-        .collect();
-    if let Err(e) = fsync::sync_filesystems(open.iter().map(|(_, log)| log.dir())) {
-        for (i, _) in &open {
+    // Step 3, once the checkpoints are durable: each log directory's list of the logs
+    // closed cleanly (one file instead of a marker per log); then it is made durable.
+    let mut lists: BTreeMap<PathBuf, Vec<(usize, String, ClosedCleanly)>> = BTreeMap::new();
+    for (i, log) in &open {
+        let entry = listed_as(log);
+        if !log.durability.close_into_list() {
+            continue;
+        }
+        match entry {
+            Some((log_dir, name, closed)) => {
+                lists.entry(log_dir).or_default().push((*i, name, closed));
+            }
+            None => {
+                // No log directory above it to list it in: its own marker, as `close`.
+                let marked = log.durability.write_marker_file();
+                if let (Err(e), Some(slot)) = (marked, results.get_mut(*i)) {
+                    *slot = Err(e);
+                }
+            }
+        }
+    }
+    let mut written = Vec::with_capacity(lists.len());
+    for (log_dir, entries) in lists {
+        let _deferred = fsync::defer();
+        let names: Vec<(String, ClosedCleanly)> = entries
+            .iter()
+            .map(|(_, name, closed)| (name.clone(), *closed))
+            .collect();
+        match clean_list::write(&log_dir, &names) {
+            Ok(()) => written.push((log_dir, entries)),
+            Err(e) => {
+                for (i, _, _) in &entries {
+                    if let Some(slot) = results.get_mut(*i) {
+                        *slot = Err(StorageError::copied_io(&e));
+                    }
+                }
+            }
+        }
+    }
+    if let Err(e) = fsync::sync_filesystems(written.iter().map(|(dir, _)| dir.as_path())) {
+        for (i, _, _) in written.iter().flat_map(|(_, entries)| entries) {
             if let Some(slot) = results.get_mut(*i) {
                 *slot = Err(StorageError::copied_io(&e));
             }
         }
     }
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        logs = results.len(),
+        failed = results.iter().filter(|r| r.is_err()).count(),
+        data_ms = ms(data_done),
+        checkpoints_ms = ms(checkpoints_done.saturating_sub(data_done)),
+        lists_ms = ms(started.elapsed().saturating_sub(checkpoints_done)),
+        "logs closed"
+    );
     results
+}
+
+/// Where `log` is listed when closed cleanly: its log directory, its partition
+/// directory's name, and where it ends.
+fn listed_as(log: &Log) -> Option<(PathBuf, String, ClosedCleanly)> {
+    let log_dir = log.dir().parent().filter(|p| !p.as_os_str().is_empty())?;
+    let name = log.dir().file_name()?.to_str()?.to_owned();
+    let active = log.active().ok()?;
+    let closed = ClosedCleanly {
+        active_base: active.base_offset(),
+        active_bytes: active.size(),
+    };
+    Some((log_dir.to_path_buf(), name, closed))
 }
 
 /// See [`crate::close_logs`].

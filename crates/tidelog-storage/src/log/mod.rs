@@ -1,6 +1,7 @@
 //! The partition log: an ordered set of segments and the offsets that describe it.
 
 mod checkpoint_files;
+mod clean_list;
 mod durability;
 mod group_commit;
 mod handle;
@@ -10,6 +11,7 @@ mod many;
 mod open;
 mod read;
 
+pub use clean_list::{CleanShutdownLists, CLEAN_SHUTDOWN_LIST};
 pub use group_commit::PendingSync;
 pub use handle::DurabilityHandle;
 pub(crate) use handle::Shared;
@@ -121,7 +123,7 @@ pub type FlushObserver = std::sync::Arc<dyn Fn(std::time::Duration) + Send + Syn
 impl Log {
     /// Creates the directory if needed, or recovers an existing log in it.
     pub fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
-        open::open(dir, config)
+        open::open(dir, config, None)
     }
 
     /// Opens the log of a partition of topic `topic_id` in `dir` after checking whose the
@@ -135,7 +137,7 @@ impl Log {
         config: LogConfig,
     ) -> Result<(Log, DirClaim), StorageError> {
         let claim = crate::partition_metadata::claim_partition_dir(dir, topic_id)?;
-        Ok((open::open(dir, config)?, claim))
+        Ok((open::open(dir, config, None)?, claim))
     }
 
     /// The partition directory.

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::checkpoint_files::{Checkpointed, Staged};
-use super::handle::DurabilityHandle;
+use super::clean_list::{CleanShutdownLists, ClosedCleanly};
+use super::handle::{DurabilityHandle, OpenedAs};
 use super::listing::DirListing;
 use super::Log;
 use crate::checkpoint::{
@@ -52,7 +53,13 @@ fn remove_orphans(dir: &Path, logs: &[i64], listing: &mut DirListing) -> Result<
     Ok(())
 }
 
-pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
+/// Opens (or creates) the log in `dir`. `closed`: its entry in its log directory's list
+/// of logs closed cleanly, if that named it; it counts only if the log still ends there.
+pub(super) fn open(
+    dir: &Path,
+    config: LogConfig,
+    closed: Option<ClosedCleanly>,
+) -> Result<Log, StorageError> {
     if !dir.is_dir() {
         std::fs::create_dir_all(dir)?;
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -62,11 +69,19 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
     // The marker stays until the first change to the files (`Log::mark_dirty`), so a
     // clean open writes and syncs nothing.
     let mut listing = DirListing::read(dir)?;
-    let clean = listing.contains(CLEAN_SHUTDOWN);
+    let marker_file = listing.contains(CLEAN_SHUTDOWN);
     if finish_interrupted_swaps(dir, &listing)? {
         listing = DirListing::read(dir)?;
     }
     let bases = listing.bases("log");
+    let opened_as = if marker_file {
+        OpenedAs::CleanByMarker
+    } else if closed.is_some_and(|c| c.still_holds(dir, &bases)) {
+        OpenedAs::CleanByList
+    } else {
+        OpenedAs::Recovered
+    };
+    let clean = opened_as != OpenedAs::Recovered;
     remove_orphans(dir, &bases, &mut listing)?;
     // A checkpoint file that is not listed is not opened (it would read as None).
     let read_offset = |name| {
@@ -173,7 +188,7 @@ pub(super) fn open(dir: &Path, config: LogConfig) -> Result<Log, StorageError> {
         recovery_point,
         Staged::default(),
         known,
-        clean,
+        opened_as,
     );
     durability.note_unsynced_segments(unsynced);
     let mut log = Log {
@@ -247,16 +262,25 @@ pub(crate) fn open_logs(
     logs: Vec<(PathBuf, LogConfig)>,
     threads: usize,
 ) -> Vec<Result<Log, StorageError>> {
-    crate::parallel::map_bounded(logs, threads, |(dir, config)| open(&dir, config))
+    crate::parallel::map_bounded(logs, threads, |(dir, config)| open(&dir, config, None))
 }
 
 /// [`open_logs`] for partitions of known topics: each directory is claimed for its topic
 /// id first (see [`Log::open_partition`]).
 pub(crate) fn open_partition_logs(
     logs: Vec<(PathBuf, uuid::Uuid, LogConfig)>,
+    clean: &mut CleanShutdownLists,
     threads: usize,
 ) -> Vec<Result<(Log, crate::DirClaim), StorageError>> {
-    crate::parallel::map_bounded(logs, threads, |(dir, topic_id, config)| {
-        Log::open_partition(&dir, topic_id, config)
+    let logs: Vec<_> = logs
+        .into_iter()
+        .map(|(dir, topic_id, config)| {
+            let closed = clean.claim(&dir);
+            (dir, topic_id, config, closed)
+        })
+        .collect();
+    crate::parallel::map_bounded(logs, threads, |(dir, topic_id, config, closed)| {
+        let claim = crate::partition_metadata::claim_partition_dir(&dir, topic_id)?;
+        Ok((open(&dir, config, closed)?, claim))
     })
 }

@@ -316,3 +316,66 @@ fn a_log_changed_since_the_list_was_written_is_recovered() {
         assert!(!log.durability().clean_shutdown_marker_present());
     }
 }
+
+#[test]
+fn a_listed_log_keeps_its_epochs_and_its_files_catch_up_after_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let mut log = Log::open(&path, LogConfig::default()).unwrap();
+    common::append_in_epochs(&mut log, &[0, 0, 3, 3, 7], 10);
+    log.flush().unwrap(); // files as a flusher pass leaves them: epochs 0, 3, 7 up to 10
+    common::append_in_epochs(&mut log, &[9, 9], 10);
+    let epochs = log.leader_epochs().to_vec();
+    let written = read_all(&log, 0);
+    let epochs_file = std::fs::read(path.join("leader-epoch-checkpoint")).unwrap();
+    let recovery_file = std::fs::read(path.join("recovery-point-offset-checkpoint")).unwrap();
+    assert!(tidelog_storage::close_logs(vec![log], 1)
+        .iter()
+        .all(Result::is_ok));
+    // The close wrote neither file: the list entry holds the epochs, and the pair on
+    // disk is the older one, consistent on its own.
+    assert_eq!(
+        std::fs::read(path.join("leader-epoch-checkpoint")).unwrap(),
+        epochs_file
+    );
+    assert_eq!(
+        std::fs::read(path.join("recovery-point-offset-checkpoint")).unwrap(),
+        recovery_file
+    );
+
+    let mut opened = open_as_at_start(dir.path(), 1);
+    let log = opened.remove(0);
+    assert!(log.durability().clean_shutdown_marker_present());
+    assert_eq!(log.leader_epochs(), epochs.as_slice());
+    assert_eq!(log.recovery_point(), 14);
+    // A crash now: no list any more, the older pair on disk, the rest rescanned.
+    drop(log);
+    let log = Log::open(&path, LogConfig::default()).unwrap();
+    assert!(!log.durability().clean_shutdown_marker_present());
+    assert_eq!(log.leader_epochs(), epochs.as_slice());
+    assert_eq!(read_all(&log, 0), written);
+    drop(log);
+
+    // Closed and started again; the owner's catch-up pass (on this thread without a
+    // flusher) writes both files.
+    let closed =
+        tidelog_storage::close_logs(vec![Log::open(&path, LogConfig::default()).unwrap()], 1);
+    assert!(closed.iter().all(Result::is_ok));
+    let mut log = open_as_at_start(dir.path(), 1).remove(0);
+    assert_eq!(log.leader_epochs(), epochs.as_slice());
+    assert!(log.checkpoint_if_stale().unwrap());
+    assert!(!log.checkpoint_if_stale().unwrap(), "once");
+    assert_eq!(
+        std::fs::read_to_string(path.join("recovery-point-offset-checkpoint")).unwrap(),
+        "0\n1\n14\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(path.join("leader-epoch-checkpoint")).unwrap(),
+        "0\n4\n0 0\n3 4\n7 8\n9 10\n"
+    );
+    // Still as the close left it: the pass changed no data.
+    assert!(log.durability().clean_shutdown_marker_present());
+    drop(log);
+    let log = Log::open(&path, LogConfig::default()).unwrap();
+    assert_eq!(log.leader_epochs(), epochs.as_slice());
+}

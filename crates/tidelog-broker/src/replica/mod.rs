@@ -86,6 +86,11 @@ pub(crate) struct ReplicaManager {
     dir_failures: Arc<LogDirFailures>,
 }
 
+/// How many logs opened clean from a list one housekeeping pass (every
+/// `log.flush.scheduler.interval.ms`, 1 s) has write their recovery-point and epochs
+/// files: until then a crash rescans their last segment, which is all it costs.
+const CHECKPOINT_CATCH_UP_PER_PASS: usize = 1_000;
+
 impl ReplicaManager {
     pub(crate) fn new(
         node_id: i32,
@@ -406,7 +411,10 @@ impl ReplicaManager {
         }
     }
 
-    /// One pass of the background housekeeping: segment.ms rolls, retention, flush.ms.
+    /// One pass of the background housekeeping: segment.ms rolls, retention, flush.ms,
+    /// and the checkpoint files of up to [`CHECKPOINT_CATCH_UP_PER_PASS`] logs opened
+    /// clean from their log directory's list (spread out, so that a start with many
+    /// partitions does not write them all at once beside the first produces).
     /// On retention passes it also checkpoints the offsets (so a crash rescans little)
     /// and forgets producers idle past `producer_expiration_ms`.
     pub(crate) fn housekeeping(
@@ -415,8 +423,12 @@ impl ReplicaManager {
         retention_due: bool,
         producer_expiration_ms: i64,
     ) {
+        let mut catch_up = CHECKPOINT_CATCH_UP_PER_PASS;
         for p in self.all() {
             let result = p.with_log(|log| {
+                if catch_up > 0 && log.checkpoint_if_stale()? {
+                    catch_up -= 1;
+                }
                 log.roll_if_due(now_ms)?;
                 if retention_due {
                     let deleted = log.apply_retention(now_ms)?;

@@ -32,6 +32,13 @@ pub(crate) struct Checkpointed {
     pub(crate) legacy_high_watermark: bool,
 }
 
+/// Which checkpoint files a write may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    All,
+    LogStart,
+}
+
 pub(super) struct FilesOnDisk {
     pub(super) known: Checkpointed,
     /// The log was closed, deleted or dropped: nothing may write its files any more.
@@ -56,10 +63,14 @@ impl DurabilityHandle {
         if files.detached {
             return Ok(());
         }
-        self.write_checkpoints_locked(&mut files)
+        self.write_checkpoints_locked(&mut files, Written::All)
     }
 
-    fn write_checkpoints_locked(&self, files: &mut FilesOnDisk) -> Result<(), StorageError> {
+    fn write_checkpoints_locked(
+        &self,
+        files: &mut FilesOnDisk,
+        written: Written,
+    ) -> Result<(), StorageError> {
         // Read under the files lock: a truncation lowers these before it takes that
         // lock to write them, so whatever is written last is the newest value.
         let (recovery_point, staged) = {
@@ -71,7 +82,7 @@ impl DurabilityHandle {
         // The epochs first: recovery rebuilds the epochs of what it rescans (from the
         // recovery point on), so the file must hold every epoch that starts below the
         // recovery point on disk before that point may move past it.
-        if known.epochs.as_ref() != Some(&staged.epochs) {
+        if written == Written::All && known.epochs.as_ref() != Some(&staged.epochs) {
             known.epochs = None;
             checkpoint::write_epochs(dir, &staged.epochs)?;
             known.epochs = Some(staged.epochs);
@@ -88,6 +99,9 @@ impl DurabilityHandle {
                 &mut known.log_start,
             ),
         ] {
+            if written == Written::LogStart && name != checkpoint::LOG_START {
+                continue;
+            }
             if *on_disk != Some(value) {
                 *on_disk = None;
                 checkpoint::write_offset(dir, name, value)?;
@@ -167,12 +181,24 @@ impl DurabilityHandle {
     /// The first half of `close`: the checkpoint files. On failure the log is detached
     /// (no marker will follow).
     pub(crate) fn close_checkpoints(&self) -> Result<(), StorageError> {
+        self.close_checkpoints_of(Written::All)
+    }
+
+    /// `close_checkpoints` for a log that its log directory's list of logs closed
+    /// cleanly will name with its epochs: only the log start is written (it must not go
+    /// back should a crash follow the next start). The recovery-point and epochs files
+    /// keep the older pair the last pass wrote, which is consistent on its own.
+    pub(crate) fn close_checkpoints_for_list(&self) -> Result<(), StorageError> {
+        self.close_checkpoints_of(Written::LogStart)
+    }
+
+    fn close_checkpoints_of(&self, written: Written) -> Result<(), StorageError> {
         self.detach_file();
         let mut files = self.lock_files();
         if files.detached {
             return Ok(());
         }
-        let result = self.write_checkpoints_locked(&mut files);
+        let result = self.write_checkpoints_locked(&mut files, written);
         if result.is_err() {
             files.detached = true;
         }

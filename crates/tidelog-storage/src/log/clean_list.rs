@@ -8,6 +8,15 @@
 //! from its own recovery point. Each entry also names the log's active segment and its
 //! size, and a log is opened as clean only if it still ends there, so a list that some
 //! other program left behind cannot vouch for a log changed since.
+//!
+//! An entry also holds the log's leader epochs, so a listed log's close writes neither
+//! its recovery-point nor its epochs file (two file creations and renames per log that
+//! dominated a shutdown with many partitions). The pair on disk stays as the last
+//! flusher pass wrote it: older, but consistent (the epochs cover what lies below that
+//! recovery point, and a recovery rebuilds the epochs above it from the batches). A log
+//! opened clean from the list takes its epochs from the entry, and its owner has both
+//! files brought up to date in the background ([`crate::Log::checkpoint_if_stale`]);
+//! until then a crash only rescans more.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,11 +27,13 @@ use crate::error::StorageError;
 /// File in a log directory naming the partition directories closed cleanly.
 pub const CLEAN_SHUTDOWN_LIST: &str = "clean-shutdown-logs";
 
-/// Where a log ended when it was closed cleanly.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a log ended when it was closed cleanly, and its leader epochs then.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ClosedCleanly {
     pub(crate) active_base: i64,
     pub(crate) active_bytes: u64,
+    /// (epoch, start offset) pairs, oldest first.
+    pub(crate) epochs: Vec<(i32, i64)>,
 }
 
 impl ClosedCleanly {
@@ -80,8 +91,10 @@ impl CleanShutdownLists {
     }
 }
 
+/// `<name> <active base> <active bytes> <epochs>`, the epochs `-` or `e:o,e:o,...`.
 fn parse(line: &str) -> Option<(String, ClosedCleanly)> {
-    let mut parts = line.rsplitn(3, ' ');
+    let mut parts = line.rsplitn(4, ' ');
+    let epochs = parse_epochs(parts.next()?)?;
     let active_bytes = parts.next()?.parse().ok()?;
     let active_base = parts.next()?.parse().ok()?;
     let name = parts.next().filter(|n| !n.is_empty())?;
@@ -90,8 +103,29 @@ fn parse(line: &str) -> Option<(String, ClosedCleanly)> {
         ClosedCleanly {
             active_base,
             active_bytes,
+            epochs,
         },
     ))
+}
+
+fn parse_epochs(text: &str) -> Option<Vec<(i32, i64)>> {
+    if text == "-" {
+        return Some(Vec::new());
+    }
+    text.split(',')
+        .map(|pair| {
+            let (epoch, offset) = pair.split_once(':')?;
+            Some((epoch.parse().ok()?, offset.parse().ok()?))
+        })
+        .collect()
+}
+
+fn format_epochs(epochs: &[(i32, i64)]) -> String {
+    if epochs.is_empty() {
+        return "-".to_owned();
+    }
+    let pairs: Vec<String> = epochs.iter().map(|(e, o)| format!("{e}:{o}")).collect();
+    pairs.join(",")
 }
 
 /// Replaces `log_dir`'s list with `entries` (partition directory name, where its log
@@ -100,7 +134,10 @@ fn parse(line: &str) -> Option<(String, ClosedCleanly)> {
 pub(crate) fn write(log_dir: &Path, entries: &[(String, ClosedCleanly)]) -> std::io::Result<()> {
     let lines: Vec<String> = entries
         .iter()
-        .map(|(name, c)| format!("{name} {} {}", c.active_base, c.active_bytes))
+        .map(|(name, c)| {
+            let epochs = format_epochs(&c.epochs);
+            format!("{name} {} {} {epochs}", c.active_base, c.active_bytes)
+        })
         .collect();
     checkpoint::write_atomic(
         log_dir,
@@ -119,8 +156,9 @@ mod tests {
         let entry = ClosedCleanly {
             active_base: 40,
             active_bytes: 1234,
+            epochs: vec![(0, 0), (3, 17)],
         };
-        write(root.path(), &[("orders-0".into(), entry)]).unwrap();
+        write(root.path(), &[("orders-0".into(), entry.clone())]).unwrap();
         let mut lists = CleanShutdownLists::take(&[root.path().to_path_buf()]).unwrap();
         assert!(!root.path().join(CLEAN_SHUTDOWN_LIST).exists());
         assert_eq!(lists.len(), 1);
@@ -139,7 +177,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         std::fs::write(
             root.path().join(CLEAN_SHUTDOWN_LIST),
-            "0\n2\norders-0 0 10\norders-1 x 3\n",
+            "0\n2\norders-0 0 10 -\norders-1 x 3 -\n",
         )
         .unwrap();
         let lists = CleanShutdownLists::take(&[root.path().to_path_buf()]).unwrap();
@@ -149,9 +187,13 @@ mod tests {
 
     #[test]
     fn names_with_dots_and_dashes_round_trip() {
-        let (name, c) = parse("my.topic-name_1-12 5 0").unwrap();
+        let (name, c) = parse("my.topic-name_1-12 5 0 -").unwrap();
         assert_eq!(name, "my.topic-name_1-12");
         assert_eq!((c.active_base, c.active_bytes), (5, 0));
-        assert!(parse("0 5").is_none());
+        assert!(c.epochs.is_empty());
+        let (_, c) = parse("t-0 0 99 0:0,2:40").unwrap();
+        assert_eq!(c.epochs, [(0, 0), (2, 40)]);
+        assert!(parse("0 5 -").is_none());
+        assert!(parse("t-0 0 99 0:0,2").is_none());
     }
 }

@@ -63,6 +63,18 @@ impl Log {
         self.checkpoint_in_background()
     }
 
+    /// After a clean open from its log directory's list of logs closed cleanly, the
+    /// recovery-point and epochs files still hold the pair an earlier pass wrote (the
+    /// close wrote the list entry instead): has a pass write them, on the background
+    /// flusher once one is attached. A crash before then only rescans more. Does nothing
+    /// for any other log, or the second time; returns whether it asked for a pass.
+    pub fn checkpoint_if_stale(&mut self) -> Result<bool, StorageError> {
+        if !std::mem::take(&mut self.checkpoints_behind) {
+            return Ok(false);
+        }
+        self.checkpoint_in_background().map(|()| true)
+    }
+
     /// The values the next checkpoint write persists.
     pub(super) fn stage_checkpoints(&mut self) {
         self.durability.stage(Staged {

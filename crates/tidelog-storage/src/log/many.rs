@@ -10,7 +10,7 @@
 //! one list per log directory naming the logs closed, see `clean_list`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::clean_list::{self, ClosedCleanly};
@@ -72,8 +72,9 @@ pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), Stora
             .collect()
     };
     let data_done = started.elapsed();
-    // Step 2, once step 1 is durable: the checkpoint files.
-    let ok = step(&open, &mut results, DurabilityHandle::close_checkpoints);
+    // Step 2, once step 1 is durable: the checkpoint files (of a log to be listed, only
+    // the log start: its list entry stands for its recovery point and epochs).
+    let ok = step(&open, &mut results, close_checkpoints_before_listing);
     let checkpoints_done = started.elapsed();
     let open: Vec<(usize, Log)> = open
         .into_iter()
@@ -82,47 +83,13 @@ pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), Stora
         .collect();
     // Step 3, once the checkpoints are durable: each log directory's list of the logs
     // closed cleanly (one file instead of a marker per log); then it is made durable.
-    let mut lists: BTreeMap<PathBuf, Vec<(usize, String, ClosedCleanly)>> = BTreeMap::new();
-    for (i, log) in &open {
-        let entry = listed_as(log);
-        if !log.durability.close_into_list() {
-            continue;
-        }
-        match entry {
-            Some((log_dir, name, closed)) => {
-                lists.entry(log_dir).or_default().push((*i, name, closed));
-            }
-            None => {
-                // No log directory above it to list it in: its own marker, as `close`.
-                let marked = log.durability.write_marker_file();
-                if let (Err(e), Some(slot)) = (marked, results.get_mut(*i)) {
-                    *slot = Err(e);
+    match fsync::sync_filesystems(open.iter().map(|(_, log)| log.dir())) {
+        Ok(()) => write_lists(&open, &mut results),
+        Err(e) => {
+            for (i, _) in &open {
+                if let Some(slot) = results.get_mut(*i) {
+                    *slot = Err(StorageError::copied_io(&e));
                 }
-            }
-        }
-    }
-    let mut written = Vec::with_capacity(lists.len());
-    for (log_dir, entries) in lists {
-        let _deferred = fsync::defer();
-        let names: Vec<(String, ClosedCleanly)> = entries
-            .iter()
-            .map(|(_, name, closed)| (name.clone(), *closed))
-            .collect();
-        match clean_list::write(&log_dir, &names) {
-            Ok(()) => written.push((log_dir, entries)),
-            Err(e) => {
-                for (i, _, _) in &entries {
-                    if let Some(slot) = results.get_mut(*i) {
-                        *slot = Err(StorageError::copied_io(&e));
-                    }
-                }
-            }
-        }
-    }
-    if let Err(e) = fsync::sync_filesystems(written.iter().map(|(dir, _)| dir.as_path())) {
-        for (i, _, _) in written.iter().flat_map(|(_, entries)| entries) {
-            if let Some(slot) = results.get_mut(*i) {
-                *slot = Err(StorageError::copied_io(&e));
             }
         }
     }
@@ -138,15 +105,79 @@ pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), Stora
     results
 }
 
+/// Step 2 of `close_logs` for one log.
+fn close_checkpoints_before_listing(handle: &DurabilityHandle) -> Result<(), StorageError> {
+    if log_dir_of(handle.dir()).is_some() {
+        handle.close_checkpoints_for_list()
+    } else {
+        handle.close_checkpoints()
+    }
+}
+
+/// The log directory holding the partition directory `dir`, if it has one to list it in.
+fn log_dir_of(dir: &Path) -> Option<&Path> {
+    dir.parent().filter(|p| !p.as_os_str().is_empty())
+}
+
+/// Step 3 of `close_logs`: the lists, written and made durable; a log without a log
+/// directory above it gets its own marker, as `close` writes it.
+#[cfg(target_os = "linux")]
+fn write_lists(open: &[(usize, Log)], results: &mut [Result<(), StorageError>]) {
+    let mut fail = |i: usize, e: StorageError| {
+        if let Some(slot) = results.get_mut(i) {
+            *slot = Err(e);
+        }
+    };
+    let mut lists: BTreeMap<PathBuf, Vec<(usize, String, ClosedCleanly)>> = BTreeMap::new();
+    for (i, log) in open {
+        let entry = listed_as(log);
+        if !log.durability.close_into_list() {
+            continue;
+        }
+        match entry {
+            Some((log_dir, name, closed)) => {
+                lists.entry(log_dir).or_default().push((*i, name, closed));
+            }
+            None => {
+                if let Err(e) = log.durability.write_marker_file() {
+                    fail(*i, e);
+                }
+            }
+        }
+    }
+    let mut written = Vec::with_capacity(lists.len());
+    for (log_dir, entries) in lists {
+        let _deferred = fsync::defer();
+        let named: Vec<(String, ClosedCleanly)> = entries
+            .iter()
+            .map(|(_, name, closed)| (name.clone(), closed.clone()))
+            .collect();
+        match clean_list::write(&log_dir, &named) {
+            Ok(()) => written.push((log_dir, entries)),
+            Err(e) => {
+                for (i, _, _) in &entries {
+                    fail(*i, StorageError::copied_io(&e));
+                }
+            }
+        }
+    }
+    if let Err(e) = fsync::sync_filesystems(written.iter().map(|(dir, _)| dir.as_path())) {
+        for (i, _, _) in written.iter().flat_map(|(_, entries)| entries) {
+            fail(*i, StorageError::copied_io(&e));
+        }
+    }
+}
+
 /// Where `log` is listed when closed cleanly: its log directory, its partition
-/// directory's name, and where it ends.
+/// directory's name, and where it ends with its epochs.
 fn listed_as(log: &Log) -> Option<(PathBuf, String, ClosedCleanly)> {
-    let log_dir = log.dir().parent().filter(|p| !p.as_os_str().is_empty())?;
+    let log_dir = log_dir_of(log.dir())?;
     let name = log.dir().file_name()?.to_str()?.to_owned();
     let active = log.active().ok()?;
     let closed = ClosedCleanly {
         active_base: active.base_offset(),
         active_bytes: active.size(),
+        epochs: log.epochs.pairs(),
     };
     Some((log_dir.to_path_buf(), name, closed))
 }

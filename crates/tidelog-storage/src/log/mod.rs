@@ -115,6 +115,9 @@ pub struct Log {
     defer_flush: bool,
     /// A due flush was left to the caller by the last append.
     flush_deferred: bool,
+    /// Opened clean from its log directory's list: its recovery-point and epochs files
+    /// hold an older pair until a pass writes them ([`Log::checkpoint_if_stale`]).
+    checkpoints_behind: bool,
 }
 
 /// Receives how long each fsync pass of a log took (see [`Log::set_flush_observer`]).

@@ -76,12 +76,15 @@ pub(super) fn open(
     let bases = listing.bases("log");
     let opened_as = if marker_file {
         OpenedAs::CleanByMarker
-    } else if closed.is_some_and(|c| c.still_holds(dir, &bases)) {
+    } else if closed.as_ref().is_some_and(|c| c.still_holds(dir, &bases)) {
         OpenedAs::CleanByList
     } else {
         OpenedAs::Recovered
     };
     let clean = opened_as != OpenedAs::Recovered;
+    // Opened clean from the list: its entry holds the epochs, and the recovery-point
+    // and epochs files an older pair, not read (nothing is rescanned).
+    let listed = closed.filter(|_| opened_as == OpenedAs::CleanByList);
     remove_orphans(dir, &bases, &mut listing)?;
     // A checkpoint file that is not listed is not opened (it would read as None).
     let read_offset = |name| {
@@ -90,7 +93,10 @@ pub(super) fn open(
             .then(|| checkpoint::read_offset(dir, name))
             .flatten()
     };
-    let recovery_read = read_offset(RECOVERY_POINT);
+    let recovery_read = listed
+        .is_none()
+        .then(|| read_offset(RECOVERY_POINT))
+        .flatten();
     let recovery_ck = recovery_read.unwrap_or(0);
     // An unreadable checkpoint says nothing about which segments the cleaner rewrote,
     // so a short segment cannot be told from a lost tail; a missing one means none was.
@@ -100,11 +106,14 @@ pub(super) fn open(
     // owner of the logs restores it from the log directory's file when that names it.
     let hw_ck = read_offset(LEGACY_HIGH_WATERMARK);
     let legacy_high_watermark = listing.contains(LEGACY_HIGH_WATERMARK);
-    let epochs_read = listing
-        .contains(LEADER_EPOCH)
+    let epochs_read = (listed.is_none() && listing.contains(LEADER_EPOCH))
         .then(|| checkpoint::read_epochs(dir))
         .flatten();
-    let epochs = epochs_read.clone().unwrap_or_default();
+    let checkpoints_behind = listed.is_some();
+    let epochs = match listed {
+        Some(entry) => entry.epochs,
+        None => epochs_read.clone().unwrap_or_default(),
+    };
     let params = IndexParams {
         index_bytes: config.segment_index_bytes.max(64),
         interval_bytes: config.index_interval_bytes,
@@ -208,6 +217,7 @@ pub(super) fn open(
         flusher: None,
         defer_flush: false,
         flush_deferred: false,
+        checkpoints_behind,
     };
     if created {
         log.mark_dirty()?;

@@ -199,6 +199,17 @@ fn open_logs_opens_many_in_parallel_in_order() {
     assert!(open_logs(Vec::new(), 8).is_empty());
 }
 
+/// `n` new logs `t-0`.. under `root`, one record each.
+fn logs_with_one_record(root: &std::path::Path, n: usize) -> Vec<Log> {
+    (0..n)
+        .map(|i| {
+            let mut log = Log::open(&root.join(format!("t-{i}")), LogConfig::default()).unwrap();
+            log.append(&mut batch(1, 0, "v", 10), &opts(0)).unwrap();
+            log
+        })
+        .collect()
+}
+
 /// Opens the logs `t-0`..`t-{n}` under `root` as a broker does at start: the log
 /// directory's list of logs closed cleanly is taken first.
 fn open_as_at_start(root: &std::path::Path, n: usize) -> Vec<Log> {
@@ -225,14 +236,7 @@ fn open_as_at_start(root: &std::path::Path, n: usize) -> Vec<Log> {
 #[test]
 fn close_logs_closes_each_cleanly() {
     let dir = tempfile::tempdir().unwrap();
-    let logs: Vec<Log> = (0..10)
-        .map(|i| {
-            let mut log =
-                Log::open(&dir.path().join(format!("t-{i}")), LogConfig::default()).unwrap();
-            log.append(&mut batch(1, 0, "v", 10), &opts(0)).unwrap();
-            log
-        })
-        .collect();
+    let logs = logs_with_one_record(dir.path(), 10);
     let written: Vec<Vec<Vec<u8>>> = logs.iter().map(|log| read_all(log, 0)).collect();
     // The batch defers every per-file fsync to a few syncfs calls on this thread.
     let before = tidelog_storage::fsyncs_on_this_thread();
@@ -279,14 +283,7 @@ fn close_logs_closes_each_cleanly() {
 #[test]
 fn a_log_changed_since_the_list_was_written_is_recovered() {
     let dir = tempfile::tempdir().unwrap();
-    let logs: Vec<Log> = (0..3)
-        .map(|i| {
-            let mut log =
-                Log::open(&dir.path().join(format!("t-{i}")), LogConfig::default()).unwrap();
-            log.append(&mut batch(1, 0, "v", 10), &opts(0)).unwrap();
-            log
-        })
-        .collect();
+    let logs = logs_with_one_record(dir.path(), 3);
     assert!(tidelog_storage::close_logs(logs, 2)
         .iter()
         .all(Result::is_ok));

@@ -107,16 +107,18 @@ pub(crate) fn close_logs(logs: Vec<Log>, threads: usize) -> Vec<Result<(), Stora
 
 /// Step 2 of `close_logs` for one log.
 fn close_checkpoints_before_listing(handle: &DurabilityHandle) -> Result<(), StorageError> {
-    if log_dir_of(handle.dir()).is_some() {
+    if list_name(handle.dir()).is_some() {
         handle.close_checkpoints_for_list()
     } else {
         handle.close_checkpoints()
     }
 }
 
-/// The log directory holding the partition directory `dir`, if it has one to list it in.
-fn log_dir_of(dir: &Path) -> Option<&Path> {
-    dir.parent().filter(|p| !p.as_os_str().is_empty())
+/// The log directory holding the partition directory `dir` and the name it is listed
+/// under there, if it can be listed.
+fn list_name(dir: &Path) -> Option<(&Path, &str)> {
+    let log_dir = dir.parent().filter(|p| !p.as_os_str().is_empty())?;
+    Some((log_dir, dir.file_name()?.to_str()?))
 }
 
 /// Step 3 of `close_logs`: the lists, written and made durable; a log without a log
@@ -138,11 +140,15 @@ fn write_lists(open: &[(usize, Log)], results: &mut [Result<(), StorageError>]) 
             Some((log_dir, name, closed)) => {
                 lists.entry(log_dir).or_default().push((*i, name, closed));
             }
-            None => {
+            // Its checkpoints were all written (step 2): its own marker, as `close`.
+            None if list_name(log.dir()).is_none() => {
                 if let Err(e) = log.durability.write_marker_file() {
                     fail(*i, e);
                 }
             }
+            // Not expected (a log always has an active segment); with its recovery point
+            // and epochs left to a list it is not in, it is recovered at the next open.
+            None => {}
         }
     }
     let mut written = Vec::with_capacity(lists.len());
@@ -171,15 +177,14 @@ fn write_lists(open: &[(usize, Log)], results: &mut [Result<(), StorageError>]) 
 /// Where `log` is listed when closed cleanly: its log directory, its partition
 /// directory's name, and where it ends with its epochs.
 fn listed_as(log: &Log) -> Option<(PathBuf, String, ClosedCleanly)> {
-    let log_dir = log_dir_of(log.dir())?;
-    let name = log.dir().file_name()?.to_str()?.to_owned();
+    let (log_dir, name) = list_name(log.dir())?;
     let active = log.active().ok()?;
     let closed = ClosedCleanly {
         active_base: active.base_offset(),
         active_bytes: active.size(),
         epochs: log.epochs.pairs(),
     };
-    Some((log_dir.to_path_buf(), name, closed))
+    Some((log_dir.to_path_buf(), name.to_owned(), closed))
 }
 
 /// See [`crate::close_logs`].

@@ -15,6 +15,8 @@ import cluster_wire
 from cluster_meta import elect_preferred, leaders, partition, wait_full_isr
 from netns import VOID_MAC, _ip
 
+from . import power
+
 RECOVERY_TIMEOUT_S = 90.0
 NODE_START_TIMEOUT_S = 90.0
 REJOIN_TIMEOUT_S = 60.0
@@ -70,6 +72,7 @@ class FaultScheduler:
             self.menu["slow-disk"] = self.slow_disk
             self.menu["disk-eio"] = self.disk_eio
             self.menu["disk-read-eio"] = self.disk_read_eio
+            self.menu["power-cut"] = self.power_cut
         for name in without:
             self.menu.pop(name, None)
         self._thread = threading.Thread(target=self._guarded, daemon=True, name="faults")
@@ -324,6 +327,19 @@ class FaultScheduler:
         """The node's wall clock jumps forward or back by minutes to hours, then back."""
         offset_ms = self.rng.choice((-1, 1)) * self.rng.randint(60, 7200) * 1000
         self._shim_fault("clock-jump", 4, 8, clock_offset_ms=offset_ms)
+
+    def power_cut(self):
+        """The shim node loses power: killed, and every segment file cut back to somewhere
+        between what it last made durable and what it had written (power.py)."""
+        node = self.shim.node
+        fault_id = self._window("power-cut", node=node.node_id)
+        node.kill9()
+        cut, lost = power.cut_unsynced_tails(node.data_dir, self.shim.synced, self.rng)
+        self.history.record("fault_note", id=fault_id,
+                            note=f"{node}: {cut} segment files cut, {lost} unsynced bytes lost")
+        self._hold(1, 3)
+        node.start(NODE_START_TIMEOUT_S)
+        self._end("power-cut", fault_id)
 
     def slow_disk(self):
         self._shim_fault("slow-disk", 4, 8, slow_ms=self.rng.randint(100, 500))

@@ -11,10 +11,21 @@
  * - read, pread64, readv, preadv64 from, and sendfile/sendfile64 out of, such a file fail
  *   with EIO when read eio is 1 (memory-mapped index reads cannot be reached this way).
  * Sockets, pipes and the node's own log file are never touched.
+ *
+ * With CHAOS_SHIM_SYNCED naming a file, the shim also keeps a journal there of what is
+ * durable, for a simulated power cut (tests/chaos/power.py): after each successful
+ * fsync/fdatasync of a regular file under CHAOS_SHIM_DIR a line `S<TAB><size><TAB><path>`, after
+ * a successful syncfs one such line for every regular file under it, and after a rename
+ * under it `R<TAB><old path><TAB><new path>`. Appended with O_APPEND, so a kill -9 loses nothing
+ * already written.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +49,8 @@ static ssize_t (*real_readv)(int, const struct iovec *, int);
 static ssize_t (*real_preadv64)(int, const struct iovec *, int, off_t);
 static ssize_t (*real_sendfile)(int, int, off_t *, size_t);
 static ssize_t (*real_sendfile64)(int, int, off_t *, size_t);
+static int (*real_syncfs)(int);
+static int (*real_rename)(const char *, const char *);
 
 static volatile long long offset_ms;
 static volatile long slow_ms;
@@ -59,6 +72,8 @@ static void resolve(void) {
     real_preadv64 = dlsym(RTLD_NEXT, "preadv64");
     real_sendfile = dlsym(RTLD_NEXT, "sendfile");
     real_sendfile64 = dlsym(RTLD_NEXT, "sendfile64");
+    real_syncfs = dlsym(RTLD_NEXT, "syncfs");
+    real_rename = dlsym(RTLD_NEXT, "rename");
     real_clock_gettime = dlsym(RTLD_NEXT, "clock_gettime");
 }
 
@@ -140,16 +155,93 @@ ssize_t writev(int fd, const struct iovec *iov, int count) {
     return real_writev(fd, iov, count);
 }
 
+/* The journal of what is durable; -1 when none is kept (or it cannot be opened). */
+static int journal(void) {
+    static int fd = -2;
+    if (fd == -2) {
+        const char *path = getenv("CHAOS_SHIM_SYNCED");
+        fd = path ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644) : -1;
+    }
+    return fd;
+}
+
+static void journal_line(const char *line) {
+    int fd = journal();
+    if (fd >= 0) real_write(fd, line, strlen(line));
+}
+
+/* After a successful fsync/fdatasync of fd: its size is durable. */
+static void note_synced(int fd) {
+    if (journal() < 0 || !in_data_dir(fd)) return;
+    struct stat st;
+    char link[64], target[PATH_MAX], line[PATH_MAX + 64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0 || fstat(fd, &st) != 0) return;
+    target[n] = 0;
+    snprintf(line, sizeof line, "S\t%lld\t%s\n", (long long)st.st_size, target);
+    journal_line(line);
+}
+
+static int note_file(const char *path, const struct stat *st, int kind, struct FTW *ftw) {
+    (void)ftw;
+    if (kind == FTW_F && S_ISREG(st->st_mode)) {
+        char line[PATH_MAX + 64];
+        snprintf(line, sizeof line, "S\t%lld\t%s\n", (long long)st->st_size, path);
+        journal_line(line);
+    }
+    return 0;
+}
+
 int fsync(int fd) {
     resolve();
     if (disk_fault(fd)) { errno = EIO; return -1; }
-    return real_fsync(fd);
+    int r = real_fsync(fd);
+    if (r == 0) note_synced(fd);
+    return r;
 }
 
 int fdatasync(int fd) {
     resolve();
     if (disk_fault(fd)) { errno = EIO; return -1; }
-    return real_fdatasync(fd);
+    int r = real_fdatasync(fd);
+    if (r == 0) note_synced(fd);
+    return r;
+}
+
+int syncfs(int fd) {
+    resolve();
+    int r = real_syncfs(fd);
+    const char *dir = getenv("CHAOS_SHIM_DIR");
+    if (r == 0 && dir && journal() >= 0) nftw(dir, note_file, 16, FTW_PHYS);
+    return r;
+}
+
+/* The absolute form of path, which may no longer exist (its directory does). */
+static void absolute(const char *path, char *out) {
+    char copy[PATH_MAX], dir[PATH_MAX];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *base = basename(copy);
+    char copy2[PATH_MAX];
+    snprintf(copy2, sizeof copy2, "%s", path);
+    if (!realpath(dirname(copy2), dir)) { snprintf(out, PATH_MAX, "%s", path); return; }
+    snprintf(out, PATH_MAX, "%s/%s", dir, base);
+}
+
+int rename(const char *from, const char *to) {
+    resolve();
+    int r = real_rename(from, to);
+    const char *dir = getenv("CHAOS_SHIM_DIR");
+    if (r == 0 && dir && journal() >= 0) {
+        char a[PATH_MAX], b[PATH_MAX], line[2 * PATH_MAX + 8];
+        absolute(from, a);
+        absolute(to, b);
+        if (strncmp(b, dir, strlen(dir)) == 0) {
+            snprintf(line, sizeof line, "R\t%s\t%s\n", a, b);
+            journal_line(line);
+        }
+    }
+    return r;
 }
 
 ssize_t read(int fd, void *buf, size_t len) {

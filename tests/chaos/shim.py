@@ -1,5 +1,5 @@
-"""Clock jumps, a slow disk, failing writes and failing reads (EIO) on one node, through the LD_PRELOAD
-shim faultshim.c, compiled into the run's directory with the system C compiler (`cc`).
+"""Clock jumps, a slow disk, failing writes and failing reads (EIO) on one node, and the journal
+of what is durable for a simulated power cut (power.py), through the LD_PRELOAD shim faultshim.c, compiled into the run's directory with the system C compiler (`cc`).
 
 `NodeShim.attach` makes the node start under the shim (its command is prefixed with
 `env LD_PRELOAD=...`, so restarts keep it); `set` rewrites the control file the shim
@@ -34,12 +34,14 @@ class NodeShim:
         self.node = node
         self.library = library
         self.control = Path(workdir) / f"shim-node{node.node_id}.ctl"
+        self.synced = Path(workdir) / f"shim-node{node.node_id}.synced"
         self.set()
 
     def attach(self):
         plain = self.node.command
         prefix = ["env", f"LD_PRELOAD={self.library}", f"CHAOS_SHIM_CTL={self.control}",
-                  f"CHAOS_SHIM_DIR={os.path.realpath(self.node.data_dir)}"]
+                  f"CHAOS_SHIM_DIR={os.path.realpath(self.node.data_dir)}",
+                  f"CHAOS_SHIM_SYNCED={self.synced}"]
         self.node.command = lambda: prefix + plain()
         return self
 

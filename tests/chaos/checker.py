@@ -339,23 +339,34 @@ def excerpt(anomaly, events):
 
 
 def send_failures(events):
-    """One line per error that failed sends, with the faults under way at its first:
-    a failure the broker answered (e.g. INVALID_TIMESTAMP while a node's clock is set
-    back beyond `message.timestamp.after.max.ms`, as Kafka rejects it) is also the
-    usual cause of an idempotent producer's epoch bump (`message sequence gap`)."""
+    """One line per error that failed sends, with the faults under way at its first (or
+    the last one that ended before it): a failure the broker answered (e.g.
+    INVALID_TIMESTAMP while a node's clock is set back beyond
+    `message.timestamp.after.max.ms`, as Kafka rejects it; librdkafka reports each of
+    several refused records of one batch as INVALID_RECORD) is also the usual cause of
+    an idempotent producer's epoch bump (`message sequence gap`)."""
     active, first, counts = {}, {}, defaultdict(int)
+    ended = None  # (fault, id, t) of the last fault that ended
     for e in sorted(events, key=lambda e: e["t"]):
         if e["type"] == "fault_start":
             active[e["id"]] = e["fault"]
         elif e["type"] == "fault_end":
-            active.pop(e["id"], None)
+            name = active.pop(e["id"], e["fault"])
+            ended = (name, e["id"], e["t"])
         elif e["type"] == "send_fail":
             error = str(e.get("error"))
             code = re.search(r"code=([A-Z_]+)", error)
             key = code.group(1) if code else error[:80]
             counts[key] += 1
-            first.setdefault(key, sorted(f"{name} {fid}" for fid, name in active.items()))
-    return [f"send failures: {key} {n} (first while {', '.join(first[key]) or 'no fault'})"
+            if key not in first:
+                under_way = sorted(f"{name} {fid}" for fid, name in active.items())
+                if under_way:
+                    first[key] = "while " + ", ".join(under_way)
+                elif ended:
+                    first[key] = f"{e['t'] - ended[2]:.1f} s after {ended[0]} {ended[1]} ended"
+                else:
+                    first[key] = "while no fault"
+    return [f"send failures: {key} {n} (first {first[key]})"
             for key, n in sorted(counts.items(), key=lambda kv: -kv[1])]
 
 

@@ -241,7 +241,10 @@ def test_send_failures_are_counted_by_error_with_the_fault_under_way():
         s.add("send_fail", producer="p1", idempotent=True, seq=seq, value=f"p1-{seq}",
               error=fail.format("INVALID_TIMESTAMP"))
     s.add("fault_end", fault="clock-jump", id=3)
+    s.add("send_fail", producer="p1", idempotent=True, seq=3, value="p1-3",
+          error=fail.format("INVALID_RECORD"))
     assert send_failures(s.events) == [
         "send failures: INVALID_TIMESTAMP 2 (first while clock-jump 3)",
         "send failures: timed out 1 (first while no fault)",
+        "send failures: INVALID_RECORD 1 (first 1.0 s after clock-jump 3 ended)",
     ]
